@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs everything Unchained needs into this checkout: the Python virtual environment (.venv),
+# the npm toolchain (solc, anvil, OpenZeppelin) and a Solidity compiler registered with py-solc-x,
+# then compiles the contracts. Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root="$PWD"
+python="${PYTHON:-python3}"
+
+if [ ! -x .venv/bin/python ]; then
+  "$python" -m venv .venv
+fi
+.venv/bin/pip install --quiet --upgrade pip
+# One install, so that brownie's exact pins and the services' packages resolve together.
+.venv/bin/pip install --quiet -r requirements.txt
+.venv/bin/pip install --quiet --no-deps -e .
+
+npm install --no-audit --no-fund --loglevel=error
+
+# anvil and solc where brownie and the CLI look for them: the venv's bin directory.
+ln -sf "$root/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil" .venv/bin/anvil
+cat > .venv/bin/solcjs-shim <<SHIM
+#!/usr/bin/env bash
+exec node "$root/scripts/toolchain/solcjs-shim.js" "\$@"
+SHIM
+chmod +x .venv/bin/solcjs-shim
+.venv/bin/python scripts/toolchain/register_solc.py "$root/.venv/bin/solcjs-shim"
+
+PATH="$root/.venv/bin:$PATH" .venv/bin/brownie compile >/dev/null
+echo "setup complete: activate with 'source .venv/bin/activate'"
