@@ -1,5 +1,90 @@
+"""The `unchained` command: a thin root that mounts each service's sub-app."""
+
+from __future__ import annotations
+
+import getpass
+import logging
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
 import typer
-app = typer.Typer()
+from rich.console import Console
+from rich.table import Table
+from web3 import Web3
+
+from unchained_cli.chain import ChainError, LocalChain
+from unchained_cli.deploy import DeployError, Deployer, deploy_all, load_keystore, write_deployment
+
+app = typer.Typer(help="Unchained: a GPU compute marketplace with on-chain settlement.", no_args_is_help=True)
+chain_app = typer.Typer(help="A local development chain (anvil).", no_args_is_help=True)
+app.add_typer(chain_app, name="chain")
+
+console = Console()
+
+
+@chain_app.command("up")
+def chain_up(
+    port: Annotated[int, typer.Option(help="JSON-RPC port.")] = 8545,
+    block_time: Annotated[Optional[float], typer.Option(help="Seconds per block; default: a block per transaction.")] = None,
+) -> None:
+    """Start anvil, print its RPC URL and funded accounts, and run until Ctrl-C."""
+    try:
+        chain = LocalChain(port=port, block_time=block_time).start()
+    except ChainError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1) from exc
+    try:
+        web3 = Web3(Web3.HTTPProvider(chain.rpc_url))
+        table = Table(title=f"anvil at {chain.rpc_url} (chain id {web3.eth.chain_id})")
+        table.add_column("#")
+        table.add_column("account")
+        table.add_column("balance (ETH)", justify="right")
+        for i, account in enumerate(web3.eth.accounts):
+            table.add_row(str(i), account, f"{Web3.from_wei(web3.eth.get_balance(account), 'ether'):,}")
+        console.print(f"RPC URL: {chain.rpc_url}")
+        console.print(table)
+        console.print("Private keys: anvil's default test mnemonic ('test test ... junk'); development only.")
+        while chain.process and chain.process.poll() is None:
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        chain.stop()
+
+
 @app.command()
-def demo() -> None:
-    pass
+def deploy(
+    rpc: Annotated[str, typer.Option(help="JSON-RPC URL of the chain.")] = "http://127.0.0.1:8545",
+    keystore: Annotated[Optional[Path], typer.Option(help="Deployer keystore (eth-account JSON); default: the node's first unlocked account.")] = None,
+    out: Annotated[Path, typer.Option(help="Directory for <chainId>.json.")] = Path("deployments"),
+) -> None:
+    """Deploy the whole contract set and write deployments/<chainId>.json (addresses and ABIs)."""
+    try:
+        account = None
+        if keystore is not None:
+            account = load_keystore(keystore, getpass.getpass(f"password for {keystore}: "))
+        deployer = Deployer.connect(rpc, account)
+        with console.status("deploying contracts"):
+            deployment = deploy_all(deployer)
+        path = write_deployment(deployment, out)
+    except DeployError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1) from exc
+    table = Table(title=f"chain {deployment.chain_id}: deployed by {deployment.deployer}")
+    table.add_column("contract")
+    table.add_column("address")
+    table.add_column("gas", justify="right")
+    for name, contract in deployment.contracts.items():
+        table.add_row(name, contract.address, f"{deployer.gas_used.get(f'deploy {name}', 0):,}")
+    console.print(table)
+    console.print(f"wrote {path}")
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.WARNING)
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,95 @@
+"""A local development chain: anvil from the npm package, started and stopped by us."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from web3 import Web3
+
+log = logging.getLogger(__name__)
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+NPM_ANVIL = REPO_ROOT / "node_modules" / "@foundry-rs" / "anvil-linux-amd64" / "bin" / "anvil"
+
+
+class ChainError(RuntimeError):
+    """The local chain could not be started or reached."""
+
+
+def anvil_binary() -> str:
+    """anvil on PATH (the venv links it there), else the one inside node_modules."""
+    found = shutil.which("anvil")
+    if found:
+        return found
+    if NPM_ANVIL.exists():
+        return str(NPM_ANVIL)
+    raise ChainError("anvil not found: run scripts/setup.sh (it installs @foundry-rs/anvil from npm)")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class LocalChain:
+    """An anvil process; use as a context manager or call start()/stop()."""
+
+    port: int = 8545
+    block_time: float | None = None  # None: a block per transaction (automine)
+    accounts: int = 10
+    balance_eth: int = 10_000
+    process: subprocess.Popen | None = field(default=None, init=False)
+
+    @property
+    def rpc_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 20.0) -> "LocalChain":
+        cmd = [
+            anvil_binary(),
+            "--port", str(self.port),
+            "--accounts", str(self.accounts),
+            "--balance", str(self.balance_eth),
+            "--chain-id", "31337",
+        ]
+        if self.block_time:
+            cmd += ["--block-time", str(self.block_time)]
+        self.process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        web3 = Web3(Web3.HTTPProvider(self.rpc_url))
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                err = self.process.stderr.read().decode(errors="replace") if self.process.stderr else ""
+                raise ChainError(f"anvil exited with {self.process.returncode}: {err.strip()}")
+            try:
+                web3.eth.block_number
+                log.info("anvil up at %s (pid %s)", self.rpc_url, self.process.pid)
+                return self
+            except Exception:  # connection refused until anvil listens
+                time.sleep(0.05)
+        self.stop()
+        raise ChainError(f"anvil did not answer on {self.rpc_url} within {timeout:.0f}s")
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+    def __enter__(self) -> "LocalChain":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
