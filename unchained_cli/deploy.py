@@ -55,6 +55,7 @@ class DeployParams:
     response_window: int = 30 * 60
     fraud_window: int = 30 * 60
     vote_window: int = 1 * HOUR
+    escalation_window: int = 30 * 60
     slash_amount: int = Web3.to_wei(1, "ether")
     false_claim_slash: int = Web3.to_wei(0.5, "ether")
     quorum_stake: int = Web3.to_wei(1, "ether")
@@ -138,20 +139,36 @@ def deploy_all(deployer: Deployer, params: DeployParams = DeployParams()) -> Dep
     ensure_compiled()
     p = params
     treasury = p.treasury or deployer.sender
-    staking = deployer.deploy(
-        "Staking", p.unbonding_delay, p.slash_reward_bps, treasury
-    )
+    staking = deployer.deploy("Staking", p.unbonding_delay, p.slash_reward_bps, treasury)
     registry = deployer.deploy("ProviderRegistry", staking.address, p.min_provider_stake)
-    escrow = deployer.deploy(
-        "JobEscrow", registry.address, treasury, p.protocol_fee_bps, p.challenge_window
-    )
+    escrow = deployer.deploy("JobEscrow", registry.address, treasury, p.challenge_window, p.protocol_fee_bps)
     deployer.deploy("LeaseManager", registry.address)
+    pog = deployer.deploy(
+        "ProofOfGpu", staking.address, registry.address, p.min_verifier_stake,
+        p.pog_commit_window, p.root_challenge_period,
+    )
+    committee = deployer.deploy(
+        "DisputeCommittee", deployer.sender, staking.address, p.min_verifier_stake, p.quorum_stake, p.vote_window
+    )
+    challenges = deployer.deploy("ChallengeManager", (
+        staking.address, pog.address, escrow.address, committee.address, treasury,
+        p.min_bond, p.min_verifier_stake, p.slash_amount, p.false_claim_slash, p.protocol_fee_bps,
+        p.response_window, p.fraud_window, p.escalation_window,
+    ))
+    # Who may do what: only the challenge contract slashes and freezes escrow, only the PoG
+    # contract records PoG results, only the challenge contract opens committee disputes.
+    for contract, role, grantee in (
+        (staking, "SLASHER_ROLE", challenges),
+        (escrow, "DISPUTE_ROLE", challenges),
+        (registry, "POG_ROLE", pog),
+        (committee, "OPENER_ROLE", challenges),
+    ):
+        role_id = getattr(contract.functions, role)().call()
+        deployer.call(contract, "grantRole", role_id, grantee.address)
     if p.with_test_stablecoin:
         deployer.deploy("TestStablecoin")
-    _ = escrow
-    web3 = deployer.web3
     return Deployment(
-        chain_id=web3.eth.chain_id,
+        chain_id=deployer.web3.eth.chain_id,
         deployer=deployer.sender,
         contracts=dict(deployer.deployed),
     )

@@ -81,6 +81,23 @@ def deploy(
     console.print(f"wrote {path}")
 
 
+@app.command()
+def bench(
+    only: Annotated[Optional[list[str]], typer.Option(help="Run only these sections (e.g. gas, pog).")] = None,
+) -> None:
+    """Run the benchmarks and rewrite docs/BENCHMARKS.md (machine, command and date included)."""
+    from unchained_cli.bench import BENCHMARKS_MD, run
+
+    try:
+        with console.status("running benchmarks"):
+            text = run(only)
+    except ValueError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    console.print(text)
+    console.print(f"wrote {BENCHMARKS_MD}")
+
+
 def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     app()

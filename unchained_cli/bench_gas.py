@@ -1,0 +1,94 @@
+"""Gas used by each step that settles money or proofs, measured on a fresh anvil deployment.
+
+Uniform trees (every leaf the same random chunk) stand in for big commitments: a proof of any
+index is then the same list of real sibling hashes, so a depth-20 commitment costs 20 hashes to
+build while the contract does exactly the work it does for a real one (same calldata size, same
+hashing). A chunk of random bytes is wrong with overwhelming probability, which lets the same
+setup measure a fraud proof: one on-chain element recomputation plus its inclusion check.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from web3 import Web3
+
+from protocol.merkle import leaf_hash, node_hash
+from unchained_cli.chain import LocalChain, free_port
+from unchained_cli.deploy import Deployer, deploy_all
+from unchained_cli.session import ChainSession
+
+CHUNK_BYTES = 256
+ETH = 10**18
+
+
+@dataclass(frozen=True)
+class GasRow:
+    step: str
+    gas: int
+    goal: int | None = None
+
+
+def uniform_tree(leaf: bytes, depth: int) -> tuple[bytes, list[bytes]]:
+    """Root and sibling path of a tree of 2**depth copies of `leaf`."""
+    level = leaf_hash(leaf)
+    path = []
+    for _ in range(depth):
+        path.append(level)
+        level = node_hash(level, level)
+    return level, path
+
+
+def _pog_challenge(s: ChainSession, provider: str, verifier: str, n: int, chunk: bytes) -> tuple[int, int, list[bytes], dict]:
+    """Runs a PoG round at `n` committed to a uniform tree and a k=32 challenge of it."""
+    pog, challenges = s.contract("ProofOfGpu"), s.contract("ChallengeManager")
+    depth = (n * n // 64).bit_length() - 1
+    root, path = uniform_tree(chunk, depth)
+    s.send(pog.functions.requestRound(provider, n), verifier)
+    round_id = pog.functions.roundCount().call()
+    s.mine(2)  # the randomness is the next block's hash: it must be mined and visible
+    commit = s.send(pog.functions.commitRoots(round_id, [root]), provider)
+    s.send(challenges.functions.challengePog(round_id, 0, 32), verifier, value=ETH // 10)
+    challenge_id = challenges.functions.challengeCount().call()
+    s.mine(2)  # the randomness is the next block's hash: it must be mined and visible
+    respond = s.send(challenges.functions.respond(challenge_id, [chunk] * 32, [path] * 32), provider)
+    return challenge_id, depth, path, {"commit": commit.gasUsed, "respond": respond.gasUsed}
+
+
+def measure(chain_port: int | None = None) -> list[GasRow]:
+    rows: list[GasRow] = []
+    with LocalChain(port=chain_port or free_port()) as chain:
+        deployer = Deployer.connect(chain.rpc_url)
+        deployment = deploy_all(deployer)
+        s = ChainSession.connect(chain.rpc_url, deployment)
+        provider, renter, verifier = s.accounts[1], s.accounts[2], s.accounts[3]
+        staking, registry, escrow = s.contract("Staking"), s.contract("ProviderRegistry"), s.contract("JobEscrow")
+        for account in (provider, verifier):
+            s.send(staking.functions.stake(), account, value=5 * ETH)
+        uuid = Web3.keccak(text="GPU-bench-0")
+        s.send(registry.functions.register(b"H100-SXM".ljust(32, b"\0"), [uuid], 10**15, 10**12, "ipfs://bench"), provider)
+
+        price = ETH // 100
+        create = s.send(escrow.functions.createJob(provider, Web3.keccak(text="spec"), price, s.now() + 3600), renter, value=price)
+        job_id = escrow.functions.jobCount().call()
+        accept = s.send(escrow.functions.acceptJob(job_id), provider)
+        commit = s.send(escrow.functions.commitResult(job_id, Web3.keccak(text="root"), 128, Web3.keccak(text="digest")), provider)
+        s.advance(escrow.functions.challengeWindow().call() + 1)
+        finalize = s.send(escrow.functions.finalize(job_id), renter)
+        withdraw = s.send(escrow.functions.withdraw("0x" + "00" * 20), provider)
+        steps = [("create", create), ("accept", accept), ("commit", commit), ("finalize", finalize), ("withdraw", withdraw)]
+        rows += [GasRow(f"job: {name}", r.gasUsed) for name, r in steps]
+        rows.append(GasRow("job: total (create..withdraw)", sum(r.gasUsed for _, r in steps), 250_000))
+
+        rng = random.Random(20261122)
+        chunk = rng.randbytes(CHUNK_BYTES)
+        _, depth, _, gas = _pog_challenge(s, provider, verifier, 8192, chunk)
+        rows.append(GasRow("PoG: commit roots (1 GPU)", gas["commit"], 60_000))
+        rows.append(GasRow(f"PoG: answer a k=32 challenge at depth {depth}", gas["respond"], 1_500_000))
+
+        challenges = s.contract("ChallengeManager")
+        challenge_id, _, path, _ = _pog_challenge(s, provider, verifier, 4096, chunk)
+        fraud = s.send(challenges.functions.proveFraud(challenge_id, 0, chunk, path, 0), verifier)
+        rows.append(GasRow("PoG: fraud proof at n=4096 (element recomputation + depth-18 inclusion + slash)", fraud.gasUsed, 1_000_000))
+    return rows
