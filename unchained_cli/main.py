@@ -82,6 +82,14 @@ def deploy(
 
 
 @app.command()
+def demo() -> None:
+    """Run the market on one machine: chain, contracts, providers (one cheats), renter, verifier."""
+    from unchained_cli.demo import run
+
+    run(console)
+
+
+@app.command()
 def bench(
     only: Annotated[Optional[list[str]], typer.Option(help="Run only these sections (e.g. gas, pog).")] = None,
 ) -> None:
