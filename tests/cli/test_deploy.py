@@ -1,0 +1,59 @@
+"""`unchained deploy` on a real anvil: every contract deployed, wired and recorded."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from web3 import Web3
+
+from protocol.deployments import Deployment, DeploymentFormatError
+from unchained_cli.chain import LocalChain, free_port
+
+CONTRACTS = {"Staking", "ProviderRegistry", "JobEscrow", "LeaseManager", "ProofOfGpu",
+             "DisputeCommittee", "ChallengeManager", "TestStablecoin"}
+UNCHAINED = str(Path(sys.executable).with_name("unchained"))
+
+
+@pytest.fixture(scope="module")
+def chain():
+    with LocalChain(port=free_port()) as running:
+        yield running
+
+
+def test_deploy_writes_addresses_and_abis_and_wires_roles(chain, tmp_path):
+    result = subprocess.run([UNCHAINED, "deploy", "--rpc", chain.rpc_url, "--out", str(tmp_path)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    deployment = Deployment.from_json(json.loads((tmp_path / "31337.json").read_text()))
+    assert set(deployment.contracts) == CONTRACTS
+    web3 = Web3(Web3.HTTPProvider(chain.rpc_url))
+    for contract in deployment.contracts.values():
+        assert web3.eth.get_code(contract.address), f"no code at {contract.address}"
+
+    def bound(name):
+        c = deployment.contract(name)
+        return web3.eth.contract(address=c.address, abi=c.abi)
+
+    staking, escrow, registry = bound("Staking"), bound("JobEscrow"), bound("ProviderRegistry")
+    challenges, pog, committee = bound("ChallengeManager"), bound("ProofOfGpu"), bound("DisputeCommittee")
+    assert staking.functions.hasRole(staking.functions.SLASHER_ROLE().call(), challenges.address).call()
+    assert escrow.functions.hasRole(escrow.functions.DISPUTE_ROLE().call(), challenges.address).call()
+    assert registry.functions.hasRole(registry.functions.POG_ROLE().call(), pog.address).call()
+    assert committee.functions.hasRole(committee.functions.OPENER_ROLE().call(), challenges.address).call()
+    # Nobody else got the power to slash: not even the deployer.
+    assert not staking.functions.hasRole(staking.functions.SLASHER_ROLE().call(), deployment.deployer).call()
+
+
+def test_deploy_to_a_dead_rpc_fails_with_a_clear_error(tmp_path):
+    result = subprocess.run([UNCHAINED, "deploy", "--rpc", f"http://127.0.0.1:{free_port()}", "--out", str(tmp_path)],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert "no JSON-RPC node answers" in result.stdout
+    assert not list(tmp_path.iterdir())
+
+
+def test_malformed_deployment_document_is_refused():
+    with pytest.raises(DeploymentFormatError):
+        Deployment.from_json({"chainId": 1, "contracts": {"Staking": {"address": "0x1"}}})
