@@ -1,0 +1,184 @@
+"""ProofOfGpu rounds on anvil with the real Staking and ProviderRegistry: request, seed,
+per-GPU commitments, attestation into the registry, failure after the commit deadline."""
+
+import brownie
+import pytest
+from brownie import chain
+from conftest import MIN_VERIFIER_STAKE, POG_COMMIT_WINDOW
+from eth_abi import encode
+from eth_utils import keccak
+
+import proofs_support as ref
+
+H100 = brownie.convert.to_bytes(b"H100-SXM".hex(), "bytes32")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def setup(active_provider, staked_verifier):
+    """An active provider with 4 GPUs and a staked verifier."""
+
+
+def _request(proof_of_gpu, provider, verifier, n=64):
+    return proof_of_gpu.requestRound(provider, n, {"from": verifier}).events["RoundRequested"]["roundId"]
+
+
+def test_request_records_round_and_snapshots_gpus(proof_of_gpu, registry, provider, verifier):
+    tx = proof_of_gpu.requestRound(provider, 128, {"from": verifier})
+    round_id = tx.events["RoundRequested"]["roundId"]
+    r = proof_of_gpu.round(round_id)
+    assert (r["provider"], r["verifier"], r["n"], r["gpuCount"]) == (provider, verifier, 128, 4)
+    assert r["requestBlock"] == tx.block_number
+    assert r["commitDeadline"] == chain[tx.block_number].timestamp + POG_COMMIT_WINDOW
+    assert r["status"] == 1  # Requested
+    for g in range(4):
+        assert proof_of_gpu.uuidHashOf(round_id, g) == registry.uuidHashOf(provider, g)
+
+
+def test_request_reverts_for_unstaked_verifier(proof_of_gpu, provider, stranger, custom_error):
+    with brownie.reverts(custom_error("ProofOfGpuVerifierNotStaked", stranger, 0, MIN_VERIFIER_STAKE)):
+        proof_of_gpu.requestRound(provider, 64, {"from": stranger})
+
+
+def test_provider_cannot_request_its_own_round(proof_of_gpu, staking, provider, custom_error):
+    staking.stake({"from": provider, "value": MIN_VERIFIER_STAKE})
+    with brownie.reverts(custom_error("ProofOfGpuSelfRequest", provider)):
+        proof_of_gpu.requestRound(provider, 64, {"from": provider})
+
+
+@pytest.mark.parametrize("n", [0, 32, 65, 96 + 1, 65536 + 64])
+def test_request_reverts_for_bad_n(proof_of_gpu, provider, verifier, custom_error, n):
+    with brownie.reverts(custom_error("ProofOfGpuBadN", n)):
+        proof_of_gpu.requestRound(provider, n, {"from": verifier})
+
+
+def test_request_reverts_for_inactive_provider(proof_of_gpu, provider2, verifier, custom_error):
+    with brownie.reverts(custom_error("ProofOfGpuProviderNotActive", provider2)):
+        proof_of_gpu.requestRound(provider2, 64, {"from": verifier})
+
+
+def test_seed_is_hash_of_next_block_round_and_provider(proof_of_gpu, provider, verifier, custom_error):
+    round_id = _request(proof_of_gpu, provider, verifier)
+    request_block = proof_of_gpu.round(round_id)["requestBlock"]
+    with brownie.reverts(custom_error("BlockRandomnessNotYetAvailable", request_block + 1, request_block + 1)):
+        proof_of_gpu.fixSeed(round_id, {"from": verifier})
+    chain.mine()
+    proof_of_gpu.fixSeed(round_id, {"from": verifier})
+    expected = keccak(
+        encode(["bytes32", "uint256", "address"], [bytes(chain[request_block + 1].hash), round_id, provider.address])
+    )
+    assert bytes(proof_of_gpu.round(round_id)["seed"]) == expected
+    uuid = bytes(proof_of_gpu.uuidHashOf(round_id, 2))
+    assert bytes(proof_of_gpu.gpuSeedOf(round_id, 2)) == ref.gpu_seed(expected, 2, uuid)
+    with brownie.reverts(custom_error("ProofOfGpuSeedAlreadyFixed", round_id)):
+        proof_of_gpu.fixSeed(round_id, {"from": verifier})
+
+
+def test_seed_cannot_be_fixed_after_256_blocks(proof_of_gpu, provider, verifier, custom_error):
+    round_id = _request(proof_of_gpu, provider, verifier)
+    request_block = proof_of_gpu.round(round_id)["requestBlock"]
+    chain.mine(260)
+    with brownie.reverts(custom_error("BlockRandomnessExpired", request_block + 1, chain.height + 1)):
+        proof_of_gpu.fixSeed(round_id, {"from": verifier})
+
+
+def test_commit_stores_one_root_per_gpu_and_fixes_the_seed(proof_of_gpu, provider, verifier):
+    round_id = _request(proof_of_gpu, provider, verifier)
+    chain.mine()
+    roots = [keccak(text=f"root-{g}") for g in range(4)]
+    tx = proof_of_gpu.commitRoots(round_id, roots, {"from": provider})
+    assert "RoundSeedFixed" in tx.events and "RootsCommitted" in tx.events
+    r = proof_of_gpu.round(round_id)
+    assert r["status"] == 2 and r["committedAt"] == chain[tx.block_number].timestamp
+    assert [bytes(proof_of_gpu.rootOf(round_id, g)) for g in range(4)] == roots
+
+
+def test_commit_reverts_for_other_caller_wrong_count_zero_root_and_twice(
+    proof_of_gpu, provider, verifier, stranger, custom_error
+):
+    round_id = _request(proof_of_gpu, provider, verifier)
+    chain.mine()
+    roots = [keccak(text=f"root-{g}") for g in range(4)]
+    with brownie.reverts(custom_error("ProofOfGpuNotProvider", round_id, stranger)):
+        proof_of_gpu.commitRoots(round_id, roots, {"from": stranger})
+    with brownie.reverts(custom_error("ProofOfGpuWrongRootCount", round_id, 3, 4)):
+        proof_of_gpu.commitRoots(round_id, roots[:3], {"from": provider})
+    with brownie.reverts(custom_error("ProofOfGpuZeroRoot", round_id, 1)):
+        proof_of_gpu.commitRoots(round_id, [roots[0], bytes(32)] + roots[2:], {"from": provider})
+    proof_of_gpu.commitRoots(round_id, roots, {"from": provider})
+    with brownie.reverts(custom_error("ProofOfGpuWrongStatus", round_id, 2)):
+        proof_of_gpu.commitRoots(round_id, roots, {"from": provider})
+
+
+def test_commit_after_deadline_reverts_and_round_can_be_failed(
+    proof_of_gpu, registry, provider, verifier, stranger, custom_error
+):
+    round_id = _request(proof_of_gpu, provider, verifier)
+    deadline = proof_of_gpu.round(round_id)["commitDeadline"]
+    with brownie.reverts(custom_error("ProofOfGpuCommitDeadlineNotPassed", round_id, deadline)):
+        proof_of_gpu.markFailed(round_id, {"from": stranger})
+    chain.sleep(POG_COMMIT_WINDOW + 1)
+    chain.mine()
+    with brownie.reverts(custom_error("ProofOfGpuCommitDeadlinePassed", round_id, deadline)):
+        proof_of_gpu.commitRoots(round_id, [keccak(text="r")] * 4, {"from": provider})
+    tx = proof_of_gpu.markFailed(round_id, {"from": stranger})
+    assert tx.events["RoundFailed"]["roundId"] == round_id
+    status = registry.pogStatusOf(provider)
+    assert status["roundId"] == round_id and not status["passed"]
+    assert proof_of_gpu.round(round_id)["status"] == 4
+
+
+def test_attest_records_result_in_registry(proof_of_gpu, registry, provider, verifier, stranger, custom_error):
+    round_id = _request(proof_of_gpu, provider, verifier)
+    with brownie.reverts(custom_error("ProofOfGpuWrongStatus", round_id, 1)):
+        proof_of_gpu.attest(round_id, 1234, H100, 61_000_000, True, {"from": verifier})
+    chain.mine()
+    proof_of_gpu.commitRoots(round_id, [keccak(text="r")] * 4, {"from": provider})
+    with brownie.reverts(custom_error("ProofOfGpuNotVerifier", round_id, stranger)):
+        proof_of_gpu.attest(round_id, 1234, H100, 61_000_000, True, {"from": stranger})
+    tx = proof_of_gpu.attest(round_id, 1234, H100, 61_000_000, True, {"from": verifier})
+    assert tx.events["RoundAttested"]["measuredMillis"] == 1234
+    status = registry.pogStatusOf(provider)
+    assert (status["roundId"], bytes(status["gpuClass"]), status["tflopsMilli"], status["passed"]) == (
+        round_id, H100, 61_000_000, True
+    )
+    with brownie.reverts(custom_error("ProofOfGpuWrongStatus", round_id, 3)):
+        proof_of_gpu.attest(round_id, 1234, H100, 61_000_000, True, {"from": verifier})
+
+
+def test_failed_attestation_records_no_class(proof_of_gpu, registry, provider, verifier):
+    round_id = _request(proof_of_gpu, provider, verifier)
+    chain.mine()
+    proof_of_gpu.commitRoots(round_id, [keccak(text="r")] * 4, {"from": provider})
+    proof_of_gpu.attest(round_id, 99_999, H100, 1_000, False, {"from": verifier})
+    status = registry.pogStatusOf(provider)
+    assert bytes(status["gpuClass"]) == bytes(32) and not status["passed"]
+
+
+def test_views_revert_for_unknown_round_and_gpu_out_of_range(proof_of_gpu, provider, verifier, custom_error):
+    with brownie.reverts(custom_error("ProofOfGpuUnknownRound", 99)):
+        proof_of_gpu.round(99)
+    round_id = _request(proof_of_gpu, provider, verifier)
+    with brownie.reverts(custom_error("ProofOfGpuSeedNotFixed", round_id)):
+        proof_of_gpu.gpuSeedOf(round_id, 0)
+    with brownie.reverts(custom_error("ProofOfGpuWrongStatus", round_id, 1)):
+        proof_of_gpu.rootOf(round_id, 0)
+    with brownie.reverts(custom_error("ProofOfGpuGpuIndexOutOfRange", round_id, 4, 4)):
+        proof_of_gpu.uuidHashOf(round_id, 4)
+
+
+def test_honest_roots_commit_and_gas_of_one_gpu_commit(
+    proof_of_gpu, staking, registry, provider2, verifier, register_provider
+):
+    register_provider(provider2, gpus=1)
+    round_id, commitments = ref.commit_honest_round(proof_of_gpu, provider2, verifier)
+    assert bytes(proof_of_gpu.rootOf(round_id, 0)) == commitments[0].root
+    # Gas of a 1-GPU commit with the seed already fixed (the prover needed it to compute).
+    round_id = _request(proof_of_gpu, provider2, verifier)
+    chain.mine()
+    proof_of_gpu.fixSeed(round_id, {"from": verifier})
+    tx = proof_of_gpu.commitRoots(round_id, [commitments[0].root], {"from": provider2})
+    print(f"\nGAS PoG commitRoots, 1 GPU (seed fixed): {tx.gas_used}")
+    round_id = _request(proof_of_gpu, provider2, verifier)
+    chain.mine()
+    tx = proof_of_gpu.commitRoots(round_id, [commitments[0].root], {"from": provider2})
+    print(f"GAS PoG commitRoots, 1 GPU (fixing the seed too): {tx.gas_used}")
