@@ -48,12 +48,13 @@ def _pog_challenge(s: ChainSession, provider: str, verifier: str, n: int, chunk:
     s.send(pog.functions.requestRound(provider, n), verifier)
     round_id = pog.functions.roundCount().call()
     s.mine(2)  # the randomness is the next block's hash: it must be mined and visible
+    fix_seed = s.send(pog.functions.fixSeed(round_id), verifier)  # the verifier's interest: it times from here
     commit = s.send(pog.functions.commitRoots(round_id, [root]), provider)
     s.send(challenges.functions.challengePog(round_id, 0, 32), verifier, value=ETH // 10)
     challenge_id = challenges.functions.challengeCount().call()
     s.mine(2)  # the randomness is the next block's hash: it must be mined and visible
     respond = s.send(challenges.functions.respond(challenge_id, [chunk] * 32, [path] * 32), provider)
-    return challenge_id, depth, path, {"commit": commit.gasUsed, "respond": respond.gasUsed}
+    return challenge_id, depth, path, {"fix_seed": fix_seed.gasUsed, "commit": commit.gasUsed, "respond": respond.gasUsed}
 
 
 def measure(chain_port: int | None = None) -> list[GasRow]:
@@ -84,11 +85,15 @@ def measure(chain_port: int | None = None) -> list[GasRow]:
         rng = random.Random(20261122)
         chunk = rng.randbytes(CHUNK_BYTES)
         _, depth, _, gas = _pog_challenge(s, provider, verifier, 8192, chunk)
+        rows.append(GasRow("PoG: fix the round seed (verifier)", gas["fix_seed"]))
         rows.append(GasRow("PoG: commit roots (1 GPU)", gas["commit"], 60_000))
         rows.append(GasRow(f"PoG: answer a k=32 challenge at depth {depth}", gas["respond"], 1_500_000))
 
         challenges = s.contract("ChallengeManager")
         challenge_id, _, path, _ = _pog_challenge(s, provider, verifier, 4096, chunk)
         fraud = s.send(challenges.functions.proveFraud(challenge_id, 0, chunk, path, 0), verifier)
-        rows.append(GasRow("PoG: fraud proof at n=4096 (element recomputation + depth-18 inclusion + slash)", fraud.gasUsed, 1_000_000))
+        rows.append(GasRow("PoG: fraud proof at n=4096 (element recomputation + depth-18 inclusion + slash)", fraud.gasUsed))
+        harness = deployer.deploy("ProofLibrariesHarness")
+        element = s.send(harness.functions.elementGas(Web3.keccak(text="seed"), 4096, 4095, 17), verifier)
+        rows.append(GasRow("PoG: one element recomputed on-chain at n=4096 (whole tx)", element.gasUsed, 1_000_000))
     return rows
