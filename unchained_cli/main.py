@@ -13,12 +13,14 @@ from rich.console import Console
 from rich.table import Table
 from web3 import Web3
 
+from provider_agent.cli import pog_app  # first: it sets the OpenMP wait policy before torch loads
 from unchained_cli.chain import ChainError, LocalChain
 from unchained_cli.deploy import DeployError, Deployer, deploy_all, load_keystore, write_deployment
 
 app = typer.Typer(help="Unchained: a GPU compute marketplace with on-chain settlement.", no_args_is_help=True)
 chain_app = typer.Typer(help="A local development chain (anvil).", no_args_is_help=True)
 app.add_typer(chain_app, name="chain")
+app.add_typer(pog_app, name="pog")
 
 console = Console()
 

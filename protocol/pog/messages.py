@@ -1,0 +1,197 @@
+"""PoG wire messages between prover and verifier: JSON with hard size limits, never pickle.
+
+Everything another party sends is parsed here, strictly: the byte size is checked before
+`json.loads`, every field is typed and length-checked, and anything unexpected raises
+`MalformedMessage` or `MessageTooLarge` (DESIGN.md requirement 9).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from protocol.errors import ProtocolError
+from protocol.merkle import MAX_PROOF_DEPTH
+from protocol.pog.commitment import CHUNK_BYTES, leaf_count
+from protocol.pog.workload import check_n
+
+MAX_GPUS = 64
+MAX_ANSWERS_PER_GPU = 1024
+_HASH_HEX = 2 + 64
+# One answer: index, 256 data bytes, up to MAX_PROOF_DEPTH siblings, with JSON punctuation.
+_ANSWER_BYTES = 64 + (2 + 2 * CHUNK_BYTES) + MAX_PROOF_DEPTH * (_HASH_HEX + 4)
+
+
+class MalformedMessage(ProtocolError):
+    """A message is not the JSON shape PROTOCOL.md's PoG exchange expects."""
+
+    def __init__(self, what: str, reason: str) -> None:
+        super().__init__(f"malformed {what}: {reason}")
+        self.what = what
+        self.reason = reason
+
+
+class MessageTooLarge(ProtocolError):
+    """A message exceeds its size limit; it is refused before parsing."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"message of {size} bytes exceeds the limit of {limit}")
+        self.size = size
+        self.limit = limit
+
+
+@dataclass(frozen=True)
+class GpuCommitment:
+    """A prover's root for one GPU: posted before any challenge index can be derived."""
+
+    gpu_index: int
+    uuid_hash: bytes
+    n: int
+    root: bytes
+
+    @property
+    def leaf_count(self) -> int:
+        return leaf_count(self.n)
+
+
+@dataclass(frozen=True)
+class RoundCommitment:
+    round_seed: bytes
+    gpus: tuple[GpuCommitment, ...]
+
+
+@dataclass(frozen=True)
+class ChunkAnswer:
+    """A revealed chunk: its index, its 256 bytes and its inclusion proof."""
+
+    index: int
+    data: bytes
+    siblings: tuple[bytes, ...]
+
+
+@dataclass(frozen=True)
+class GpuAnswers:
+    gpu_index: int
+    answers: tuple[ChunkAnswer, ...]
+
+
+@dataclass(frozen=True)
+class RoundAnswers:
+    round_seed: bytes
+    gpus: tuple[GpuAnswers, ...]
+
+
+def max_answers_bytes(gpu_count: int, k: int) -> int:
+    """Size limit for an answers message of `gpu_count` GPUs with k chunks each."""
+    return 256 + gpu_count * (64 + k * _ANSWER_BYTES)
+
+
+def max_commitment_bytes(gpu_count: int) -> int:
+    return 256 + gpu_count * 320
+
+
+def _hex(value: bytes) -> str:
+    return "0x" + bytes(value).hex()
+
+
+def encode_commitment(commitment: RoundCommitment) -> bytes:
+    return json.dumps({
+        "round_seed": _hex(commitment.round_seed),
+        "gpus": [{"gpu_index": g.gpu_index, "uuid_hash": _hex(g.uuid_hash), "n": g.n,
+                  "root": _hex(g.root)} for g in commitment.gpus],
+    }, separators=(",", ":")).encode()
+
+
+def encode_answers(answers: RoundAnswers) -> bytes:
+    return json.dumps({
+        "round_seed": _hex(answers.round_seed),
+        "gpus": [{"gpu_index": g.gpu_index,
+                  "answers": [{"index": a.index, "data": _hex(a.data),
+                               "siblings": [_hex(s) for s in a.siblings]} for a in g.answers]}
+                 for g in answers.gpus],
+    }, separators=(",", ":")).encode()
+
+
+def _load(raw: bytes, limit: int, what: str) -> dict[str, Any]:
+    if not isinstance(raw, (bytes, bytearray)):
+        raise MalformedMessage(what, "expected bytes")
+    if len(raw) > limit:
+        raise MessageTooLarge(len(raw), limit)
+    try:
+        value = json.loads(raw, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as err:
+        raise MalformedMessage(what, f"not JSON ({err})") from err
+    if not isinstance(value, dict):
+        raise MalformedMessage(what, "top level is not an object")
+    return value
+
+
+def _reject_constant(name: str) -> None:
+    raise ValueError(f"{name} is not allowed")
+
+
+def _field(obj: Any, key: str, kind: type, what: str) -> Any:
+    if not isinstance(obj, dict) or key not in obj:
+        raise MalformedMessage(what, f"missing {key!r}")
+    value = obj[key]
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise MalformedMessage(what, f"{key!r} is not {kind.__name__}")
+    return value
+
+
+def _bytes(obj: Any, key: str, size: int, what: str) -> bytes:
+    text = _field(obj, key, str, what)
+    if len(text) != 2 + 2 * size or not text.startswith("0x"):
+        raise MalformedMessage(what, f"{key!r} is not 0x and {size} hex bytes")
+    try:
+        return bytes.fromhex(text[2:])
+    except ValueError as err:
+        raise MalformedMessage(what, f"{key!r} is not hex") from err
+
+
+def _list(obj: Any, key: str, limit: int, what: str) -> list[Any]:
+    value = _field(obj, key, list, what)
+    if len(value) > limit:
+        raise MalformedMessage(what, f"{key!r} has {len(value)} items, limit {limit}")
+    return value
+
+
+def _uint(obj: Any, key: str, what: str) -> int:
+    value = _field(obj, key, int, what)
+    if not 0 <= value < 2**256:
+        raise MalformedMessage(what, f"{key!r} is not a uint256")
+    return value
+
+
+def decode_commitment(raw: bytes, gpu_count: int) -> RoundCommitment:
+    """Parse a commitment for a round of `gpu_count` GPUs (size-limited before parsing)."""
+    what = "commitment"
+    obj = _load(raw, max_commitment_bytes(gpu_count), what)
+    gpus = []
+    for item in _list(obj, "gpus", min(gpu_count, MAX_GPUS), what):
+        n = _uint(item, "n", what)
+        try:
+            check_n(n)
+        except ProtocolError as err:
+            raise MalformedMessage(what, str(err)) from err
+        gpus.append(GpuCommitment(_uint(item, "gpu_index", what),
+                                  _bytes(item, "uuid_hash", 32, what), n,
+                                  _bytes(item, "root", 32, what)))
+    return RoundCommitment(_bytes(obj, "round_seed", 32, what), tuple(gpus))
+
+
+def decode_answers(raw: bytes, gpu_count: int, k: int) -> RoundAnswers:
+    """Parse answers for `gpu_count` GPUs with k chunks each (size-limited before parsing)."""
+    what = "answers"
+    obj = _load(raw, max_answers_bytes(gpu_count, k), what)
+    gpus = []
+    for item in _list(obj, "gpus", min(gpu_count, MAX_GPUS), what):
+        answers = []
+        for answer in _list(item, "answers", min(k, MAX_ANSWERS_PER_GPU), what):
+            siblings = tuple(_bytes({"s": s}, "s", 32, what)
+                             for s in _list(answer, "siblings", MAX_PROOF_DEPTH, what))
+            answers.append(ChunkAnswer(_uint(answer, "index", what),
+                                       _bytes(answer, "data", CHUNK_BYTES, what), siblings))
+        gpus.append(GpuAnswers(_uint(item, "gpu_index", what), tuple(answers)))
+    return RoundAnswers(_bytes(obj, "round_seed", 32, what), tuple(gpus))

@@ -1,0 +1,172 @@
+"""The PoG prover on CPU: torch generation bit-identical to numpy, commitments equal to the
+protocol reference, answers self-checked, the benchmark, and the `pog run` command."""
+
+import random
+
+import provider_agent  # noqa: F401  first: sets OMP_WAIT_POLICY before torch is loaded
+import numpy as np
+import pytest
+import torch
+from eth_utils import keccak
+from pymerkle import InmemoryTree
+from typer.testing import CliRunner
+
+from protocol.errors import InvalidParameter
+from protocol.merkle import MerkleTree, hash_messages
+from protocol.pog.commitment import commit
+from protocol.pog.workload import WorkloadKeys, gpu_seed, reference_product, rows
+from provider_agent.cli import pog_app
+from provider_agent.gpus import Device, UnknownDevice, cpu_device, detect, resolve
+from provider_agent.keccak_native import native_hasher
+from provider_agent.pog_prover import (
+    InconsistentCommitment,
+    PogProver,
+    ProverError,
+    benchmark_tflops,
+    compute_device,
+    exact_matmul,
+    generate,
+    torch_rows,
+)
+
+KEYS = WorkloadKeys.derive(keccak(b"prover"))
+
+
+@pytest.mark.parametrize("n,start,stop", [(64, 0, 64), (128, 5, 77), (1024, 1000, 1024)])
+def test_torch_generation_is_bit_identical_to_numpy(n, start, stop):
+    for keys in (KEYS.a, KEYS.b):
+        expected = torch.from_numpy(rows(keys, n, start, stop))
+        assert torch.equal(torch_rows(keys, n, start, stop, "cpu"), expected)
+
+
+def test_generate_gives_the_matmul_dtype_with_exact_entries():
+    block = generate(KEYS.a, 128, 3, 9, "cpu", torch.float32)
+    assert block.dtype == torch.float32
+    assert np.array_equal(block.numpy().astype(np.int8), rows(KEYS.a, 128, 3, 9))
+
+
+@pytest.mark.parametrize("n,panel", [(64, None), (192, 64), (256, 96)])
+def test_committed_root_equals_protocol_reference(n, panel):
+    work = compute_device(cpu_device(), 0, KEYS, n, "fp32", panel_rows=panel)
+    assert work.tree.root == commit(reference_product(KEYS, n)).root
+    assert work.timings.seed_to_root > 0 and work.tflops > 0
+
+
+def test_fp16_on_cpu_is_refused_as_inexact():
+    a = torch.zeros((64, 64), dtype=torch.float16)
+    with pytest.raises(ProverError):
+        exact_matmul(a, a)
+
+
+def test_round_binds_each_device_to_its_own_seed():
+    devices = [Device("cpu", "cpu test", f"CPU-{i}", 0) for i in range(2)]
+    prover = PogProver(devices)
+    seed = keccak(b"round")
+    commitment = prover.commit_round(seed, 64)
+    for g, gpu in enumerate(commitment.gpus):
+        keys = WorkloadKeys.derive(gpu_seed(seed, g, devices[g].uuid_hash))
+        assert gpu.root == commit(reference_product(keys, 64)).root
+    assert commitment.gpus[0].root != commitment.gpus[1].root
+
+
+def test_answers_are_checked_against_the_committed_leaves():
+    prover = PogProver([cpu_device()])
+    prover.commit_round(keccak(b"round"), 64)
+    answers = prover.answer_round(keccak(b"r"), 32)
+    assert len(answers.gpus[0].answers) == 32
+    other = compute_device(cpu_device(), 0, WorkloadKeys.derive(keccak(b"x")), 64, "fp32")
+    prover.work[0].tree = other.tree  # a device whose product disagrees with the seed
+    with pytest.raises(InconsistentCommitment):
+        prover.answer_round(keccak(b"r"), 32)
+
+
+def test_answer_before_commit_is_refused():
+    with pytest.raises(ProverError):
+        PogProver([cpu_device()]).answer_round(bytes(32), 32)
+
+
+def test_benchmark_measures_a_positive_rate():
+    rate = benchmark_tflops("cpu", "fp32", n=256, warmup=1, repeats=2)
+    assert 0 < rate < 100
+
+
+def test_detection_falls_back_to_the_cpu_class():
+    devices = detect()
+    assert devices
+    if not torch.cuda.is_available():
+        assert devices[0].is_cpu and devices[0].name.startswith("cpu")
+    assert resolve("cpu").uuid_hash == cpu_device().uuid_hash
+    with pytest.raises(UnknownDevice):
+        resolve("cuda:99")
+
+
+def test_pog_run_command_proves_and_names_the_class():
+    result = CliRunner().invoke(pog_app, ["run", "--n", "128", "--device", "cpu", "--k", "32"])
+    assert result.exit_code == 0, result.output
+    assert "CPU" in result.output and "pass" in result.output
+    assert "PoG TFLOPS" in result.output
+
+
+@pytest.mark.parametrize("args", [["--device", "cuda:99"], ["--n", "100", "--device", "cpu"],
+                                  ["--n", "128", "--device", "cpu", "--dtype", "fp8"]])
+def test_pog_run_rejects_bad_arguments(args):
+    result = CliRunner().invoke(pog_app, ["run", *args])
+    assert result.exit_code == 2
+
+
+@pytest.fixture(scope="module")
+def native():
+    hasher = native_hasher()
+    if hasher is None:
+        pytest.skip("no C compiler: the native keccak cannot be built here")
+    return hasher
+
+
+@pytest.mark.parametrize("size", [1, 32, 64, 134, 135, 136, 137, 256, 271, 272, 4096])
+def test_native_keccak_equals_reference_at_rate_boundaries(native, size):
+    data = random.Random(size).randbytes(size * 2500)
+    for prefix in (b"\x00", b"\x01"):
+        assert native(data, size, prefix) == hash_messages(data, size, prefix)
+
+
+def test_native_tree_equals_pymerkle(native):
+    rng = random.Random(3)
+    for size in (1, 2, 3, 5, 64, 1000, 4097):
+        leaves = [rng.randbytes(256) for _ in range(size)]
+        reference = InmemoryTree(algorithm="keccak_256")
+        for leaf in leaves:
+            reference.append_entry(leaf)
+        tree = MerkleTree(native(b"".join(leaves), 256, b"\x00"), native)
+        assert tree.root == reference.get_root()
+        assert tree.proof(size - 1) == list(reference.prove_inclusion(size).path[1:])
+
+
+def test_native_hasher_refuses_bad_sizes(native):
+    with pytest.raises(InvalidParameter):
+        native(bytes(100), 3, b"\x00")
+    with pytest.raises(InvalidParameter):
+        native(bytes(8192), 8192, b"\x00")
+
+
+def test_reference_and_native_commitments_agree(native):
+    roots = {compute_device(cpu_device(), 0, KEYS, 256, "fp32", hasher=h).tree.root
+             for h in (native, hash_messages)}
+    assert len(roots) == 1
+
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+@cuda
+def test_cuda_generation_is_bit_identical_to_numpy():
+    for start, stop in ((0, 512), (100, 2048)):
+        got = torch_rows(KEYS.a, 2048, start, stop, "cuda:0").cpu()
+        assert torch.equal(got, torch.from_numpy(rows(KEYS.a, 2048, start, stop)))
+
+
+@cuda
+@pytest.mark.parametrize("dtype", ["fp16", "bf16", "fp32"])
+def test_cuda_commitment_equals_protocol_reference(dtype):
+    device = resolve("cuda:0")
+    work = compute_device(device, 0, KEYS, 512, dtype, panel_rows=128)
+    assert work.tree.root == commit(reference_product(KEYS, 512)).root
