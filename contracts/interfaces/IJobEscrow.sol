@@ -2,6 +2,11 @@
 pragma solidity ^0.8.24;
 
 /// @title Escrow of renters' payments for jobs
+/// @notice A renter funds a job in ETH or an ERC-20 (plain tokens only: no fee on transfer, no
+/// rebasing); the provider accepts it and commits a Merkle root of its outputs before the
+/// deadline; after the challenge window the provider is paid (minus the protocol fee). A job with
+/// no commit by the deadline, a cancelled one, or one lost in a dispute refunds the renter in
+/// full. All payouts are pull balances per token (address(0) = ETH).
 interface IJobEscrow {
     enum JobStatus {
         None,
@@ -28,6 +33,53 @@ interface IJobEscrow {
         bytes32 resultDigest;
     }
 
+    event JobCreated(
+        uint256 indexed jobId,
+        address indexed renter,
+        address indexed provider,
+        address token,
+        uint256 price,
+        bytes32 specHash,
+        uint64 deadline
+    );
+    event JobAccepted(uint256 indexed jobId, address indexed provider);
+    event ResultCommitted(
+        uint256 indexed jobId, bytes32 outputRoot, uint256 itemCount, bytes32 resultDigest, uint64 challengeWindowEnd
+    );
+    event JobFinalized(uint256 indexed jobId, address indexed provider, uint256 providerAmount, uint256 fee);
+    event JobCancelled(uint256 indexed jobId, address indexed renter, uint256 refund);
+    event JobExpired(uint256 indexed jobId, address indexed renter, uint256 refund);
+    event JobFrozen(uint256 indexed jobId, address indexed by);
+    event JobUnfrozen(uint256 indexed jobId, bool providerAtFault, uint256 renterRefund);
+    event Withdrawn(address indexed token, address indexed account, uint256 amount);
+    event ChallengeWindowSet(uint64 oldWindow, uint64 newWindow);
+    event ProtocolFeeBpsSet(uint16 oldBps, uint16 newBps);
+    event TreasurySet(address indexed oldTreasury, address indexed newTreasury);
+
+    error JobEscrowProviderInactive(address provider);
+    error JobEscrowZeroPrice();
+    error JobEscrowPriceTooLarge(uint256 price);
+    error JobEscrowDeadlineInPast(uint64 deadline);
+    error JobEscrowWrongValue(uint256 sent, uint256 price);
+    error JobEscrowZeroToken();
+    error JobEscrowUnknownJob(uint256 jobId);
+    error JobEscrowWrongStatus(uint256 jobId, JobStatus status);
+    error JobEscrowNotProvider(address caller);
+    error JobEscrowNotRenter(address caller);
+    error JobEscrowDeadlinePassed(uint256 jobId, uint64 deadline);
+    error JobEscrowDeadlineNotPassed(uint256 jobId, uint64 deadline);
+    error JobEscrowEmptyResult();
+    error JobEscrowItemCountTooLarge(uint256 itemCount);
+    error JobEscrowWindowOpen(uint256 jobId, uint64 challengeWindowEnd);
+    error JobEscrowWindowClosed(uint256 jobId, uint64 challengeWindowEnd);
+    error JobEscrowFrozen(uint256 jobId);
+    error JobEscrowNotFrozen(uint256 jobId);
+    error JobEscrowNothingOwed(address token, address account);
+    error JobEscrowTransferFailed(address to, uint256 amount);
+    error JobEscrowInvalidFee(uint256 bps);
+    error JobEscrowInvalidWindow(uint256 window);
+    error JobEscrowZeroAddress();
+
     /// Hooks used by other Unchained contracts (stable):
 
     function getJob(uint256 jobId) external view returns (Job memory);
@@ -39,4 +91,56 @@ interface IJobEscrow {
     /// @notice Ends a freeze. `providerAtFault` refunds the renter in full; otherwise the job
     /// becomes finalizable again (at once if its window has passed). Only DISPUTE_ROLE.
     function resolveFreeze(uint256 jobId, bool providerAtFault) external;
+
+    /// Public API:
+
+    /// @notice Funds a job for an active `provider` with msg.value == `price` wei.
+    /// @param specHash keccak256 of the canonical job spec
+    /// @param deadline unix time by which the result must be committed (in the future)
+    /// @return jobId the new job's id (ids start at 1)
+    function createJob(address provider, bytes32 specHash, uint256 price, uint64 deadline)
+        external
+        payable
+        returns (uint256 jobId);
+
+    /// @notice As createJob, paid with `price` units of ERC-20 `token` (pulled with transferFrom).
+    function createJobWithToken(address provider, address token, bytes32 specHash, uint256 price, uint64 deadline)
+        external
+        returns (uint256 jobId);
+
+    /// @notice The job's provider takes it on. Only while Funded and before the deadline.
+    function acceptJob(uint256 jobId) external;
+
+    /// @notice The provider commits the Merkle root of its per-item output digests and the item
+    /// count before the deadline, opening the challenge window. Only while Accepted.
+    function commitResult(uint256 jobId, bytes32 outputRoot, uint256 itemCount, bytes32 resultDigest) external;
+
+    /// @notice Pays a committed job once its challenge window has passed and it is not frozen:
+    /// the provider is credited price - fee, the treasury the fee. Anyone may call.
+    function finalize(uint256 jobId) external;
+
+    /// @notice Refunds the renter in full when the deadline passed with no commit (Funded or
+    /// Accepted). Anyone may call.
+    function refundExpired(uint256 jobId) external;
+
+    /// @notice The renter takes back a job the provider has not accepted yet.
+    function cancel(uint256 jobId) external;
+
+    /// @notice Pays the caller's pull balance in `token` (address(0) = ETH).
+    function withdraw(address token) external;
+
+    /// @notice Pull balance of `account` in `token`.
+    function owedTo(address token, address account) external view returns (uint256);
+
+    /// @notice Number of jobs created so far (the last job id).
+    function jobCount() external view returns (uint256);
+
+    /// @notice Seconds a committed result can be challenged.
+    function challengeWindow() external view returns (uint64);
+
+    /// @notice Protocol fee on finalized jobs, in basis points (at most MAX_FEE_BPS).
+    function protocolFeeBps() external view returns (uint16);
+
+    /// @notice Receiver of protocol fees.
+    function treasury() external view returns (address);
 }

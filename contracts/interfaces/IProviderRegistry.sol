@@ -2,7 +2,60 @@
 pragma solidity ^0.8.24;
 
 /// @title Registry of GPU providers
+/// @notice A provider registers its GPUs (by device-UUID hash), prices and metadata while it
+/// holds the minimum stake in Staking; Proof-of-GPU results are recorded here by POG_ROLE.
 interface IProviderRegistry {
+    struct Provider {
+        bytes32 gpuModel; // claimed model, e.g. bytes32("H100-SXM")
+        uint256 pricePerGpuHour; // wei
+        uint256 pricePerJobUnit; // wei
+        string metadataURI;
+        bytes32[] uuidHashes; // keccak256 of each GPU's device UUID, 1..MAX_GPUS, distinct
+        uint64 registeredAt; // zero when not registered
+        bool deactivated;
+    }
+
+    struct PogStatus {
+        uint256 roundId; // last recorded round
+        bytes32 gpuClass; // identified class, zero when the round failed
+        uint256 tflopsMilli; // measured TFLOPS times 1000
+        bool passed;
+        uint64 timestamp; // when it was recorded, zero when never
+    }
+
+    event ProviderRegistered(
+        address indexed provider,
+        bytes32 gpuModel,
+        uint256 gpuCount,
+        uint256 pricePerGpuHour,
+        uint256 pricePerJobUnit,
+        string metadataURI
+    );
+    event PricesUpdated(
+        address indexed provider,
+        uint256 oldPricePerGpuHour,
+        uint256 newPricePerGpuHour,
+        uint256 oldPricePerJobUnit,
+        uint256 newPricePerJobUnit
+    );
+    event MetadataURIUpdated(address indexed provider, string oldURI, string newURI);
+    event ProviderDeactivated(address indexed provider);
+    event ProviderReactivated(address indexed provider);
+    event PogStatusRecorded(
+        address indexed provider, uint256 indexed roundId, bytes32 gpuClass, uint256 tflopsMilli, bool passed
+    );
+    event MinProviderStakeSet(uint256 oldStake, uint256 newStake);
+
+    error ProviderRegistryAlreadyRegistered(address provider);
+    error ProviderRegistryNotRegistered(address provider);
+    error ProviderRegistryInsufficientStake(address provider, uint256 stake, uint256 required);
+    error ProviderRegistryBadGpuCount(uint256 count);
+    error ProviderRegistryZeroUuidHash(uint256 gpuIndex);
+    error ProviderRegistryDuplicateUuidHash(bytes32 uuidHash);
+    error ProviderRegistryGpuIndexOutOfRange(address provider, uint256 gpuIndex, uint256 gpuCount);
+    error ProviderRegistryAlreadyDeactivated(address provider);
+    error ProviderRegistryNotDeactivated(address provider);
+
     /// Hooks used by other Unchained contracts (stable):
 
     /// @notice True when `provider` is registered, not deactivated and holds the minimum stake.
@@ -22,4 +75,46 @@ interface IProviderRegistry {
     /// @param tflopsMilli measured TFLOPS times 1000
     function setPogStatus(address provider, uint256 roundId, bytes32 gpuClass, uint256 tflopsMilli, bool passed)
         external;
+
+    /// Public API:
+
+    /// @notice Registers the caller with 1..MAX_GPUS distinct, non-zero device-UUID hashes.
+    /// Requires Staking.stakeOf(caller) >= minProviderStake.
+    function register(
+        bytes32 gpuModel,
+        bytes32[] calldata uuidHashes,
+        uint256 pricePerGpuHour,
+        uint256 pricePerJobUnit,
+        string calldata metadataURI
+    ) external;
+
+    /// @notice Sets the caller's prices (wei per GPU-hour, wei per job unit).
+    function setPrices(uint256 pricePerGpuHour, uint256 pricePerJobUnit) external;
+
+    /// @notice Sets the caller's metadata URI.
+    function setMetadataURI(string calldata metadataURI) external;
+
+    /// @notice Takes the caller out of the market (no new jobs or leases) until reactivate().
+    function deactivate() external;
+
+    /// @notice Puts a deactivated caller back into the market.
+    function reactivate() external;
+
+    /// @notice Everything registered about `provider` (zero values when unregistered).
+    function providerOf(address provider) external view returns (Provider memory);
+
+    /// @notice The last recorded Proof-of-GPU result of `provider`.
+    function pogStatusOf(address provider) external view returns (PogStatus memory);
+
+    /// @notice True when `provider` has registered (whether active or not).
+    function isRegistered(address provider) external view returns (bool);
+
+    /// @notice Price per job unit in wei.
+    function pricePerJobUnitOf(address provider) external view returns (uint256);
+
+    /// @notice Stake a provider must keep bonded to register and to stay active.
+    function minProviderStake() external view returns (uint256);
+
+    /// @notice Most GPUs one provider can register.
+    function MAX_GPUS() external view returns (uint256);
 }

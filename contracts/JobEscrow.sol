@@ -1,0 +1,259 @@
+// SPDX-License-Identifier: MIT
+pragma solidity 0.8.24;
+
+import {AccessControl} from "@openzeppelin/contracts/access/AccessControl.sol";
+import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
+import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
+import {IJobEscrow} from "./interfaces/IJobEscrow.sol";
+import {IProviderRegistry} from "./interfaces/IProviderRegistry.sol";
+
+/// @title JobEscrow
+/// @notice Escrow of job payments; see IJobEscrow. For every token, the balance held equals the
+/// price of every job still Funded, Accepted or Committed plus all pull balances.
+contract JobEscrow is IJobEscrow, AccessControl {
+    using SafeERC20 for IERC20;
+
+    bytes32 public constant DISPUTE_ROLE = keccak256("DISPUTE_ROLE");
+    uint16 public constant MAX_FEE_BPS = 1_000;
+    uint256 private constant BPS = 10_000;
+
+    /// @dev The Job of the interface packed into 7 slots (4 written at creation, 3 at commit).
+    struct StoredJob {
+        address renter;
+        uint64 deadline;
+        JobStatus status;
+        bool frozen;
+        address provider;
+        uint48 committedAt;
+        uint48 challengeWindowEnd;
+        uint128 price;
+        uint128 itemCount;
+        address token;
+        bytes32 specHash;
+        bytes32 outputRoot;
+        bytes32 resultDigest;
+    }
+
+    IProviderRegistry public immutable registry;
+    /// @inheritdoc IJobEscrow
+    uint256 public jobCount;
+    /// @inheritdoc IJobEscrow
+    uint64 public challengeWindow;
+    /// @inheritdoc IJobEscrow
+    uint16 public protocolFeeBps;
+    /// @inheritdoc IJobEscrow
+    address public treasury;
+
+    mapping(uint256 jobId => StoredJob) private _jobs;
+    mapping(address token => mapping(address account => uint256)) private _owed;
+
+    constructor(IProviderRegistry registry_, address treasury_, uint64 challengeWindow_, uint16 protocolFeeBps_) {
+        registry = registry_;
+        _grantRole(DEFAULT_ADMIN_ROLE, msg.sender);
+        setTreasury(treasury_);
+        setChallengeWindow(challengeWindow_);
+        setProtocolFeeBps(protocolFeeBps_);
+    }
+
+    /// @inheritdoc IJobEscrow
+    function createJob(address provider, bytes32 specHash, uint256 price, uint64 deadline)
+        external
+        payable
+        returns (uint256 jobId)
+    {
+        if (msg.value != price) revert JobEscrowWrongValue(msg.value, price);
+        jobId = _create(provider, address(0), specHash, price, deadline);
+    }
+
+    /// @inheritdoc IJobEscrow
+    function createJobWithToken(address provider, address token, bytes32 specHash, uint256 price, uint64 deadline)
+        external
+        returns (uint256 jobId)
+    {
+        if (token == address(0)) revert JobEscrowZeroToken();
+        jobId = _create(provider, token, specHash, price, deadline);
+        IERC20(token).safeTransferFrom(msg.sender, address(this), price);
+    }
+
+    /// @inheritdoc IJobEscrow
+    function acceptJob(uint256 jobId) external {
+        StoredJob storage job = _job(jobId);
+        _requireStatus(jobId, job, JobStatus.Funded);
+        if (msg.sender != job.provider) revert JobEscrowNotProvider(msg.sender);
+        if (block.timestamp >= job.deadline) revert JobEscrowDeadlinePassed(jobId, job.deadline);
+        job.status = JobStatus.Accepted;
+        emit JobAccepted(jobId, msg.sender);
+    }
+
+    /// @inheritdoc IJobEscrow
+    function commitResult(uint256 jobId, bytes32 outputRoot, uint256 itemCount, bytes32 resultDigest) external {
+        StoredJob storage job = _job(jobId);
+        _requireStatus(jobId, job, JobStatus.Accepted);
+        if (msg.sender != job.provider) revert JobEscrowNotProvider(msg.sender);
+        if (block.timestamp >= job.deadline) revert JobEscrowDeadlinePassed(jobId, job.deadline);
+        if (outputRoot == bytes32(0) || itemCount == 0) revert JobEscrowEmptyResult();
+        if (itemCount > type(uint128).max) revert JobEscrowItemCountTooLarge(itemCount);
+        uint48 windowEnd = uint48(block.timestamp) + uint48(challengeWindow);
+        job.status = JobStatus.Committed;
+        job.committedAt = uint48(block.timestamp);
+        job.challengeWindowEnd = windowEnd;
+        job.itemCount = uint128(itemCount);
+        job.outputRoot = outputRoot;
+        job.resultDigest = resultDigest;
+        emit ResultCommitted(jobId, outputRoot, itemCount, resultDigest, windowEnd);
+    }
+
+    /// @inheritdoc IJobEscrow
+    function finalize(uint256 jobId) external {
+        StoredJob storage job = _job(jobId);
+        _requireStatus(jobId, job, JobStatus.Committed);
+        if (job.frozen) revert JobEscrowFrozen(jobId);
+        if (block.timestamp < job.challengeWindowEnd) revert JobEscrowWindowOpen(jobId, job.challengeWindowEnd);
+        job.status = JobStatus.Finalized;
+        uint256 price = job.price;
+        uint256 fee = (price * protocolFeeBps) / BPS;
+        address token = job.token;
+        address provider = job.provider;
+        _owed[token][provider] += price - fee;
+        if (fee != 0) _owed[token][treasury] += fee;
+        emit JobFinalized(jobId, provider, price - fee, fee);
+    }
+
+    /// @inheritdoc IJobEscrow
+    function refundExpired(uint256 jobId) external {
+        StoredJob storage job = _job(jobId);
+        JobStatus status = job.status;
+        if (status != JobStatus.Funded && status != JobStatus.Accepted) revert JobEscrowWrongStatus(jobId, status);
+        if (block.timestamp < job.deadline) revert JobEscrowDeadlineNotPassed(jobId, job.deadline);
+        uint256 refund = _refund(job);
+        emit JobExpired(jobId, job.renter, refund);
+    }
+
+    /// @inheritdoc IJobEscrow
+    function cancel(uint256 jobId) external {
+        StoredJob storage job = _job(jobId);
+        _requireStatus(jobId, job, JobStatus.Funded);
+        if (msg.sender != job.renter) revert JobEscrowNotRenter(msg.sender);
+        uint256 refund = _refund(job);
+        emit JobCancelled(jobId, msg.sender, refund);
+    }
+
+    /// @inheritdoc IJobEscrow
+    function freeze(uint256 jobId) external onlyRole(DISPUTE_ROLE) {
+        StoredJob storage job = _job(jobId);
+        _requireStatus(jobId, job, JobStatus.Committed);
+        if (job.frozen) revert JobEscrowFrozen(jobId);
+        if (block.timestamp >= job.challengeWindowEnd) {
+            revert JobEscrowWindowClosed(jobId, job.challengeWindowEnd);
+        }
+        job.frozen = true;
+        emit JobFrozen(jobId, msg.sender);
+    }
+
+    /// @inheritdoc IJobEscrow
+    function resolveFreeze(uint256 jobId, bool providerAtFault) external onlyRole(DISPUTE_ROLE) {
+        StoredJob storage job = _job(jobId);
+        if (!job.frozen) revert JobEscrowNotFrozen(jobId);
+        job.frozen = false;
+        uint256 refund = providerAtFault ? _refund(job) : 0;
+        emit JobUnfrozen(jobId, providerAtFault, refund);
+    }
+
+    /// @inheritdoc IJobEscrow
+    function withdraw(address token) external {
+        uint256 amount = _owed[token][msg.sender];
+        if (amount == 0) revert JobEscrowNothingOwed(token, msg.sender);
+        _owed[token][msg.sender] = 0;
+        emit Withdrawn(token, msg.sender, amount);
+        if (token == address(0)) {
+            (bool ok,) = msg.sender.call{value: amount}("");
+            if (!ok) revert JobEscrowTransferFailed(msg.sender, amount);
+        } else {
+            IERC20(token).safeTransfer(msg.sender, amount);
+        }
+    }
+
+    /// @notice Sets the challenge window for later commits (only admin). It must stay shorter
+    /// than Staking's unbonding delay.
+    function setChallengeWindow(uint64 newWindow) public onlyRole(DEFAULT_ADMIN_ROLE) {
+        if (newWindow == 0 || newWindow > type(uint32).max) revert JobEscrowInvalidWindow(newWindow);
+        emit ChallengeWindowSet(challengeWindow, newWindow);
+        challengeWindow = newWindow;
+    }
+
+    /// @notice Sets the protocol fee, at most MAX_FEE_BPS (only admin); applies to every later
+    /// finalize, so it is capped.
+    function setProtocolFeeBps(uint16 newBps) public onlyRole(DEFAULT_ADMIN_ROLE) {
+        if (newBps > MAX_FEE_BPS) revert JobEscrowInvalidFee(newBps);
+        emit ProtocolFeeBpsSet(protocolFeeBps, newBps);
+        protocolFeeBps = newBps;
+    }
+
+    /// @notice Sets the fee receiver (only admin); what the old one is owed stays its own.
+    function setTreasury(address newTreasury) public onlyRole(DEFAULT_ADMIN_ROLE) {
+        if (newTreasury == address(0)) revert JobEscrowZeroAddress();
+        emit TreasurySet(treasury, newTreasury);
+        treasury = newTreasury;
+    }
+
+    /// @inheritdoc IJobEscrow
+    function getJob(uint256 jobId) external view returns (Job memory) {
+        StoredJob storage s = _jobs[jobId];
+        return Job({
+            renter: s.renter,
+            provider: s.provider,
+            token: s.token,
+            price: s.price,
+            specHash: s.specHash,
+            deadline: s.deadline,
+            committedAt: s.committedAt,
+            challengeWindowEnd: s.challengeWindowEnd,
+            status: s.status,
+            frozen: s.frozen,
+            outputRoot: s.outputRoot,
+            itemCount: s.itemCount,
+            resultDigest: s.resultDigest
+        });
+    }
+
+    /// @inheritdoc IJobEscrow
+    function owedTo(address token, address account) external view returns (uint256) {
+        return _owed[token][account];
+    }
+
+    function _create(address provider, address token, bytes32 specHash, uint256 price, uint64 deadline)
+        private
+        returns (uint256 jobId)
+    {
+        if (price == 0) revert JobEscrowZeroPrice();
+        if (price > type(uint128).max) revert JobEscrowPriceTooLarge(price);
+        if (deadline <= block.timestamp) revert JobEscrowDeadlineInPast(deadline);
+        if (!registry.isActive(provider)) revert JobEscrowProviderInactive(provider);
+        jobId = ++jobCount;
+        StoredJob storage job = _jobs[jobId];
+        job.renter = msg.sender;
+        job.deadline = deadline;
+        job.status = JobStatus.Funded;
+        job.provider = provider;
+        job.price = uint128(price);
+        if (token != address(0)) job.token = token;
+        job.specHash = specHash;
+        emit JobCreated(jobId, msg.sender, provider, token, price, specHash, deadline);
+    }
+
+    /// @dev Ends the job as Refunded and credits the renter its full price.
+    function _refund(StoredJob storage job) private returns (uint256 refund) {
+        job.status = JobStatus.Refunded;
+        refund = job.price;
+        _owed[job.token][job.renter] += refund;
+    }
+
+    function _job(uint256 jobId) private view returns (StoredJob storage job) {
+        job = _jobs[jobId];
+        if (job.status == JobStatus.None) revert JobEscrowUnknownJob(jobId);
+    }
+
+    function _requireStatus(uint256 jobId, StoredJob storage job, JobStatus expected) private view {
+        if (job.status != expected) revert JobEscrowWrongStatus(jobId, job.status);
+    }
+}

@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: MIT
+pragma solidity 0.8.24;
+
+import {ILeaseManager} from "./interfaces/ILeaseManager.sol";
+import {IProviderRegistry} from "./interfaces/IProviderRegistry.sol";
+
+/// @title LeaseManager
+/// @notice Per-second GPU leases; see ILeaseManager. The ETH held equals what active leases paid
+/// plus all pull balances.
+contract LeaseManager is ILeaseManager {
+    /// @inheritdoc ILeaseManager
+    uint256 public constant MAX_DURATION = 365 days;
+
+    IProviderRegistry public immutable registry;
+    /// @inheritdoc ILeaseManager
+    uint256 public leaseCount;
+
+    mapping(uint256 leaseId => Lease) private _leases;
+    mapping(address provider => uint256) private _leasedGpus;
+    mapping(address account => uint256) private _owed;
+
+    constructor(IProviderRegistry registry_) {
+        registry = registry_;
+    }
+
+    /// @inheritdoc ILeaseManager
+    function startLease(address provider, uint256 gpuCount, uint256 durationSeconds)
+        external
+        payable
+        returns (uint256 leaseId)
+    {
+        if (gpuCount == 0) revert LeaseManagerZeroGpuCount();
+        if (durationSeconds == 0) revert LeaseManagerZeroDuration();
+        if (durationSeconds > MAX_DURATION) revert LeaseManagerDurationTooLong(durationSeconds, MAX_DURATION);
+        if (!registry.isActive(provider)) revert LeaseManagerProviderInactive(provider);
+        uint256 leased = _leasedGpus[provider];
+        uint256 available = registry.gpuCountOf(provider) - leased;
+        if (gpuCount > available) revert LeaseManagerNotEnoughGpus(provider, gpuCount, available);
+        uint256 price = _cost(provider, gpuCount, durationSeconds);
+        if (price == 0) revert LeaseManagerZeroPrice();
+        if (msg.value != price) revert LeaseManagerWrongValue(msg.value, price);
+
+        _leasedGpus[provider] = leased + gpuCount;
+        leaseId = ++leaseCount;
+        // gpuCount <= MAX_GPUS and durationSeconds <= MAX_DURATION, so the casts are exact.
+        uint48 endsAt = uint48(block.timestamp + durationSeconds);
+        _leases[leaseId] = Lease({
+            renter: msg.sender,
+            startedAt: uint48(block.timestamp),
+            endsAt: endsAt,
+            provider: provider,
+            gpuCount: uint32(gpuCount),
+            endedAt: 0,
+            status: LeaseStatus.Active,
+            paid: price
+        });
+        emit LeaseStarted(leaseId, msg.sender, provider, gpuCount, endsAt, price);
+    }
+
+    /// @inheritdoc ILeaseManager
+    function endLease(uint256 leaseId) external {
+        Lease storage lease = _leases[leaseId];
+        if (lease.status == LeaseStatus.None) revert LeaseManagerUnknownLease(leaseId);
+        if (lease.status != LeaseStatus.Active) revert LeaseManagerNotActive(leaseId);
+        uint256 endsAt = lease.endsAt;
+        if (msg.sender != lease.renter && block.timestamp < endsAt) {
+            revert LeaseManagerNotRenter(msg.sender, uint64(endsAt));
+        }
+        lease.status = LeaseStatus.Ended;
+        lease.endedAt = uint48(block.timestamp);
+        address provider = lease.provider;
+        _leasedGpus[provider] -= lease.gpuCount;
+
+        uint256 paid = lease.paid;
+        uint256 startedAt = lease.startedAt;
+        // Elapsed seconds at the lease's per-second rate, never more than was paid.
+        uint256 earned =
+            block.timestamp >= endsAt ? paid : (paid * (block.timestamp - startedAt)) / (endsAt - startedAt);
+        uint256 refund = paid - earned;
+        if (earned != 0) _owed[provider] += earned;
+        if (refund != 0) _owed[lease.renter] += refund;
+        emit LeaseEnded(leaseId, msg.sender, earned, refund);
+    }
+
+    /// @inheritdoc ILeaseManager
+    function withdraw() external {
+        uint256 amount = _owed[msg.sender];
+        if (amount == 0) revert LeaseManagerNothingOwed(msg.sender);
+        _owed[msg.sender] = 0;
+        emit Withdrawn(msg.sender, amount);
+        (bool ok,) = msg.sender.call{value: amount}("");
+        if (!ok) revert LeaseManagerTransferFailed(msg.sender, amount);
+    }
+
+    /// @inheritdoc ILeaseManager
+    function leaseCost(address provider, uint256 gpuCount, uint256 durationSeconds) external view returns (uint256) {
+        return _cost(provider, gpuCount, durationSeconds);
+    }
+
+    /// @inheritdoc ILeaseManager
+    function getLease(uint256 leaseId) external view returns (Lease memory) {
+        return _leases[leaseId];
+    }
+
+    /// @inheritdoc ILeaseManager
+    function leasedGpusOf(address provider) external view returns (uint256) {
+        return _leasedGpus[provider];
+    }
+
+    /// @inheritdoc ILeaseManager
+    function availableGpusOf(address provider) external view returns (uint256) {
+        uint256 gpus = registry.gpuCountOf(provider);
+        uint256 leased = _leasedGpus[provider];
+        return gpus > leased ? gpus - leased : 0;
+    }
+
+    /// @inheritdoc ILeaseManager
+    function isLeased(address provider) external view returns (bool) {
+        return _leasedGpus[provider] != 0;
+    }
+
+    /// @inheritdoc ILeaseManager
+    function owedTo(address account) external view returns (uint256) {
+        return _owed[account];
+    }
+
+    function _cost(address provider, uint256 gpuCount, uint256 durationSeconds) private view returns (uint256) {
+        return (registry.pricePerGpuHourOf(provider) * gpuCount * durationSeconds) / 3600;
+    }
+}

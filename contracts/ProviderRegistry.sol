@@ -1,0 +1,157 @@
+// SPDX-License-Identifier: MIT
+pragma solidity 0.8.24;
+
+import {AccessControl} from "@openzeppelin/contracts/access/AccessControl.sol";
+import {IProviderRegistry} from "./interfaces/IProviderRegistry.sol";
+import {IStaking} from "./interfaces/IStaking.sol";
+
+/// @title ProviderRegistry
+/// @notice GPU providers, their prices and Proof-of-GPU status; see IProviderRegistry.
+contract ProviderRegistry is IProviderRegistry, AccessControl {
+    bytes32 public constant POG_ROLE = keccak256("POG_ROLE");
+    /// @inheritdoc IProviderRegistry
+    uint256 public constant MAX_GPUS = 16;
+
+    IStaking public immutable staking;
+    /// @inheritdoc IProviderRegistry
+    uint256 public minProviderStake;
+
+    mapping(address provider => Provider) private _providers;
+    mapping(address provider => PogStatus) private _pog;
+
+    constructor(IStaking staking_, uint256 minProviderStake_) {
+        staking = staking_;
+        _grantRole(DEFAULT_ADMIN_ROLE, msg.sender);
+        setMinProviderStake(minProviderStake_);
+    }
+
+    /// @inheritdoc IProviderRegistry
+    function register(
+        bytes32 gpuModel,
+        bytes32[] calldata uuidHashes,
+        uint256 pricePerGpuHour,
+        uint256 pricePerJobUnit,
+        string calldata metadataURI
+    ) external {
+        Provider storage p = _providers[msg.sender];
+        if (p.registeredAt != 0) revert ProviderRegistryAlreadyRegistered(msg.sender);
+        uint256 stake = staking.stakeOf(msg.sender);
+        if (stake < minProviderStake) {
+            revert ProviderRegistryInsufficientStake(msg.sender, stake, minProviderStake);
+        }
+        uint256 count = uuidHashes.length;
+        if (count == 0 || count > MAX_GPUS) revert ProviderRegistryBadGpuCount(count);
+        for (uint256 i = 0; i < count; ++i) {
+            bytes32 h = uuidHashes[i];
+            if (h == bytes32(0)) revert ProviderRegistryZeroUuidHash(i);
+            // At most MAX_GPUS^2 / 2 comparisons.
+            for (uint256 j = 0; j < i; ++j) {
+                if (uuidHashes[j] == h) revert ProviderRegistryDuplicateUuidHash(h);
+            }
+            p.uuidHashes.push(h);
+        }
+        p.gpuModel = gpuModel;
+        p.pricePerGpuHour = pricePerGpuHour;
+        p.pricePerJobUnit = pricePerJobUnit;
+        p.metadataURI = metadataURI;
+        p.registeredAt = uint64(block.timestamp);
+        emit ProviderRegistered(msg.sender, gpuModel, count, pricePerGpuHour, pricePerJobUnit, metadataURI);
+    }
+
+    /// @inheritdoc IProviderRegistry
+    function setPrices(uint256 pricePerGpuHour, uint256 pricePerJobUnit) external {
+        Provider storage p = _registered(msg.sender);
+        emit PricesUpdated(msg.sender, p.pricePerGpuHour, pricePerGpuHour, p.pricePerJobUnit, pricePerJobUnit);
+        p.pricePerGpuHour = pricePerGpuHour;
+        p.pricePerJobUnit = pricePerJobUnit;
+    }
+
+    /// @inheritdoc IProviderRegistry
+    function setMetadataURI(string calldata metadataURI) external {
+        Provider storage p = _registered(msg.sender);
+        emit MetadataURIUpdated(msg.sender, p.metadataURI, metadataURI);
+        p.metadataURI = metadataURI;
+    }
+
+    /// @inheritdoc IProviderRegistry
+    function deactivate() external {
+        Provider storage p = _registered(msg.sender);
+        if (p.deactivated) revert ProviderRegistryAlreadyDeactivated(msg.sender);
+        p.deactivated = true;
+        emit ProviderDeactivated(msg.sender);
+    }
+
+    /// @inheritdoc IProviderRegistry
+    function reactivate() external {
+        Provider storage p = _registered(msg.sender);
+        if (!p.deactivated) revert ProviderRegistryNotDeactivated(msg.sender);
+        p.deactivated = false;
+        emit ProviderReactivated(msg.sender);
+    }
+
+    /// @inheritdoc IProviderRegistry
+    function setPogStatus(address provider, uint256 roundId, bytes32 gpuClass, uint256 tflopsMilli, bool passed)
+        external
+        onlyRole(POG_ROLE)
+    {
+        _registered(provider);
+        _pog[provider] = PogStatus(roundId, gpuClass, tflopsMilli, passed, uint64(block.timestamp));
+        emit PogStatusRecorded(provider, roundId, gpuClass, tflopsMilli, passed);
+    }
+
+    /// @notice Sets the stake providers must hold (only admin).
+    function setMinProviderStake(uint256 newStake) public onlyRole(DEFAULT_ADMIN_ROLE) {
+        emit MinProviderStakeSet(minProviderStake, newStake);
+        minProviderStake = newStake;
+    }
+
+    /// @inheritdoc IProviderRegistry
+    function isActive(address provider) external view returns (bool) {
+        Provider storage p = _providers[provider];
+        return p.registeredAt != 0 && !p.deactivated && staking.stakeOf(provider) >= minProviderStake;
+    }
+
+    /// @inheritdoc IProviderRegistry
+    function isRegistered(address provider) external view returns (bool) {
+        return _providers[provider].registeredAt != 0;
+    }
+
+    /// @inheritdoc IProviderRegistry
+    function gpuCountOf(address provider) external view returns (uint256) {
+        return _providers[provider].uuidHashes.length;
+    }
+
+    /// @inheritdoc IProviderRegistry
+    function uuidHashOf(address provider, uint256 gpuIndex) external view returns (bytes32) {
+        bytes32[] storage hashes = _providers[provider].uuidHashes;
+        if (gpuIndex >= hashes.length) {
+            revert ProviderRegistryGpuIndexOutOfRange(provider, gpuIndex, hashes.length);
+        }
+        return hashes[gpuIndex];
+    }
+
+    /// @inheritdoc IProviderRegistry
+    function pricePerGpuHourOf(address provider) external view returns (uint256) {
+        return _providers[provider].pricePerGpuHour;
+    }
+
+    /// @inheritdoc IProviderRegistry
+    function pricePerJobUnitOf(address provider) external view returns (uint256) {
+        return _providers[provider].pricePerJobUnit;
+    }
+
+    /// @inheritdoc IProviderRegistry
+    function providerOf(address provider) external view returns (Provider memory) {
+        return _providers[provider];
+    }
+
+    /// @inheritdoc IProviderRegistry
+    function pogStatusOf(address provider) external view returns (PogStatus memory) {
+        return _pog[provider];
+    }
+
+    function _registered(address provider) private view returns (Provider storage p) {
+        p = _providers[provider];
+        if (p.registeredAt == 0) revert ProviderRegistryNotRegistered(provider);
+    }
+}

@@ -1,0 +1,299 @@
+"""Shared fixtures for the contract tests: accounts by role, the deployed Unchained set with its
+roles granted, and a helper that names the custom error a call must revert with.
+
+Contracts are deployed once per module; `fn_isolation` snapshots the chain around every test.
+"""
+
+import inspect
+from collections.abc import Callable
+
+import brownie
+import pytest
+from brownie.network.account import Account
+from hypothesis import settings as hypothesis_settings
+from hypothesis import stateful
+from hypothesis.strategies import SearchStrategy
+
+WEEK = 7 * 24 * 3600
+DAY = 24 * 3600
+ETHER = 10**18
+
+UNBONDING_DELAY = WEEK
+SLASH_REWARD_BPS = 5_000
+MIN_PROVIDER_STAKE = ETHER
+CHALLENGE_WINDOW = DAY
+PROTOCOL_FEE_BPS = 250
+PRICE_PER_GPU_HOUR = 36 * 10**14  # 0.0036 ether an hour: 10**12 wei a second per GPU
+PRICE_PER_JOB_UNIT = 10**12
+
+
+@pytest.fixture(autouse=True)
+def isolation(fn_isolation):
+    """Every test starts from the state the module fixtures left."""
+
+
+@pytest.fixture(scope="module")
+def admin(accounts) -> Account:
+    return accounts[0]
+
+
+@pytest.fixture(scope="module")
+def treasury(accounts) -> Account:
+    return accounts[1]
+
+
+@pytest.fixture(scope="module")
+def provider(accounts) -> Account:
+    return accounts[2]
+
+
+@pytest.fixture(scope="module")
+def provider2(accounts) -> Account:
+    return accounts[3]
+
+
+@pytest.fixture(scope="module")
+def renter(accounts) -> Account:
+    return accounts[4]
+
+
+@pytest.fixture(scope="module")
+def verifier(accounts) -> Account:
+    return accounts[5]
+
+
+@pytest.fixture(scope="module")
+def slasher(accounts) -> Account:
+    """Stands in for the challenge/dispute contracts that hold SLASHER_ROLE."""
+    return accounts[6]
+
+
+@pytest.fixture(scope="module")
+def disputer(accounts) -> Account:
+    """Stands in for the dispute contract that holds DISPUTE_ROLE on JobEscrow."""
+    return accounts[7]
+
+
+@pytest.fixture(scope="module")
+def pog(accounts) -> Account:
+    """Stands in for the Proof-of-GPU contract that holds POG_ROLE on the registry."""
+    return accounts[8]
+
+
+@pytest.fixture(scope="module")
+def stranger(accounts) -> Account:
+    return accounts[9]
+
+
+@pytest.fixture(scope="module")
+def staking(Staking, admin, treasury, slasher):
+    contract = Staking.deploy(UNBONDING_DELAY, SLASH_REWARD_BPS, treasury, {"from": admin})
+    contract.grantRole(contract.SLASHER_ROLE(), slasher, {"from": admin})
+    return contract
+
+
+@pytest.fixture(scope="module")
+def registry(ProviderRegistry, staking, admin, pog):
+    contract = ProviderRegistry.deploy(staking, MIN_PROVIDER_STAKE, {"from": admin})
+    contract.grantRole(contract.POG_ROLE(), pog, {"from": admin})
+    return contract
+
+
+@pytest.fixture(scope="module")
+def escrow(JobEscrow, registry, admin, treasury, disputer):
+    contract = JobEscrow.deploy(registry, treasury, CHALLENGE_WINDOW, PROTOCOL_FEE_BPS, {"from": admin})
+    contract.grantRole(contract.DISPUTE_ROLE(), disputer, {"from": admin})
+    return contract
+
+
+@pytest.fixture(scope="module")
+def leases(LeaseManager, registry, admin):
+    return LeaseManager.deploy(registry, {"from": admin})
+
+
+@pytest.fixture(scope="module")
+def stablecoin(TestStablecoin, admin):
+    return TestStablecoin.deploy({"from": admin})
+
+
+@pytest.fixture(scope="module")
+def attacker(ReentrantWithdrawer, stranger):
+    return ReentrantWithdrawer.deploy({"from": stranger})
+
+
+@pytest.fixture(scope="module")
+def register_provider(staking, registry) -> Callable[..., None]:
+    """Stakes the minimum for `account` and registers it with `gpus` GPUs."""
+
+    def register(account: Account, gpus: int = 4, price_per_gpu_hour: int = PRICE_PER_GPU_HOUR) -> None:
+        staking.stake({"from": account, "value": MIN_PROVIDER_STAKE})
+        registry.register(
+            brownie.convert.to_bytes(b"H100-SXM".hex(), "bytes32"),
+            [brownie.web3.keccak(text=f"{account.address}-GPU-{i}") for i in range(gpus)],
+            price_per_gpu_hour,
+            PRICE_PER_JOB_UNIT,
+            "ipfs://provider-metadata",
+            {"from": account},
+        )
+
+    return register
+
+
+@pytest.fixture(scope="module")
+def active_provider(register_provider, provider) -> Account:
+    """`provider`, staked and registered with 4 GPUs."""
+    register_provider(provider)
+    return provider
+
+
+@pytest.fixture(scope="session")
+def custom_error() -> Callable[..., str]:
+    """The revert message brownie 1.22 decodes from a custom error on anvil, for
+    `brownie.reverts(custom_error("StakingNothingOwed", account))`: `Name: arg, arg` with
+    addresses in lower case, bytes32 as Python bytes and enums as integers."""
+
+    def message(name: str, *args: object) -> str:
+        return f"{name}: {', '.join(_abi_str(a) for a in args)}"
+
+    return message
+
+
+def _abi_str(value: object) -> str:
+    if hasattr(value, "address"):  # an account or a contract
+        return str(value.address).lower()
+    if isinstance(value, str) and value.startswith("0x") and len(value) == 42:
+        return value.lower()
+    if isinstance(value, (bytes, bytearray)):
+        return str(bytes(value))
+    return str(value)
+
+
+@pytest.fixture(scope="session")
+def chain_state_machine() -> Callable[..., None]:
+    """Runs a brownie-style rules class (`st_*` strategies, `setup`, `rule_*`, `invariant_*`,
+    and an `__init__(cls, ...)` run once on the class) as a hypothesis state machine, reverting
+    the chain to a snapshot before every example.
+
+    Why not brownie's own `state_machine` fixture: brownie 1.22 ships `brownie/test/stateful.py`
+    compiled with mypyc, and its `@final` base class makes every generated machine fail with
+    "TypeError: _BrownieStateMachine object expected". This mirrors its documented behaviour,
+    and unlike it leaves the test's isolation snapshot in place.
+    """
+
+    def run(rules: type, *args: object, settings: dict | None = None) -> None:
+        strategies = {k: v for k, v in inspect.getmembers(rules) if isinstance(v, SearchStrategy)}
+
+        class Machine(rules, stateful.RuleBasedStateMachine):
+            def __init__(self) -> None:
+                brownie.chain.revert()
+                stateful.RuleBasedStateMachine.__init__(self)
+                if hasattr(self, "setup"):
+                    self.setup()
+
+        for name, fn in inspect.getmembers(rules, inspect.isfunction):
+            if name.startswith("rule"):
+                params = list(inspect.signature(fn).parameters.values())[1:]
+                given = {
+                    p.name: strategies[p.default if isinstance(p.default, str) else p.name] for p in params
+                }
+                setattr(Machine, name, stateful.rule(**given)(fn))
+            elif name.startswith("invariant"):
+                setattr(Machine, name, stateful.invariant()(fn))
+
+        rules.__init__(Machine, *args)
+        # brownie keeps one snapshot; remember fn_isolation's so that its teardown still returns
+        # to the state before the test (anvil keeps older snapshots valid).
+        outer_snapshot = brownie.chain._snapshot_id
+        brownie.chain.snapshot()
+        try:
+            stateful.run_state_machine_as_test(Machine, settings=hypothesis_settings(**(settings or {})))
+        finally:
+            brownie.chain._snapshot_id = outer_snapshot
+
+    return run
+
+
+# --- Proof contracts (ProofOfGpu, DisputeCommittee, ChallengeManager), added by "proofs" ---
+
+import proofs_support  # noqa: E402  (Merkle and PoG helpers of the proof tests)
+
+MIN_VERIFIER_STAKE = ETHER
+POG_COMMIT_WINDOW = 600
+ROOT_CHALLENGE_PERIOD = DAY
+MIN_BOND = 10**17
+PROVIDER_SLASH = ETHER
+FALSE_CLAIM_SLASH = ETHER // 2
+BOND_FEE_BPS = 500
+RESPONSE_WINDOW = 3600
+FRAUD_WINDOW = 3600
+ESCALATION_WINDOW = 3600
+MIN_VOTER_STAKE = ETHER
+QUORUM_WEIGHT = 2 * ETHER
+VOTE_WINDOW = DAY
+JOB_PRICE = 10**16
+
+
+@pytest.fixture(scope="module")
+def proof_of_gpu(ProofOfGpu, staking, registry, admin):
+    """ProofOfGpu holding POG_ROLE on the registry."""
+    contract = ProofOfGpu.deploy(
+        staking, registry, MIN_VERIFIER_STAKE, POG_COMMIT_WINDOW, ROOT_CHALLENGE_PERIOD, {"from": admin}
+    )
+    registry.grantRole(registry.POG_ROLE(), contract, {"from": admin})
+    return contract
+
+
+@pytest.fixture(scope="module")
+def dispute_committee(DisputeCommittee, staking, admin):
+    return DisputeCommittee.deploy(
+        admin, staking, MIN_VOTER_STAKE, QUORUM_WEIGHT, VOTE_WINDOW, {"from": admin}
+    )
+
+
+@pytest.fixture(scope="module")
+def challenge_manager(ChallengeManager, staking, proof_of_gpu, escrow, dispute_committee, treasury, admin):
+    """ChallengeManager wired as the deploy script wires it: SLASHER_ROLE on Staking,
+    DISPUTE_ROLE on JobEscrow, OPENER_ROLE on the committee."""
+    config = (
+        staking, proof_of_gpu, escrow, dispute_committee, treasury, MIN_BOND, MIN_VERIFIER_STAKE,
+        PROVIDER_SLASH, FALSE_CLAIM_SLASH, BOND_FEE_BPS, RESPONSE_WINDOW, FRAUD_WINDOW, ESCALATION_WINDOW,
+    )
+    contract = ChallengeManager.deploy(config, {"from": admin})
+    staking.grantRole(staking.SLASHER_ROLE(), contract, {"from": admin})
+    escrow.grantRole(escrow.DISPUTE_ROLE(), contract, {"from": admin})
+    dispute_committee.grantRole(dispute_committee.OPENER_ROLE(), contract, {"from": admin})
+    return contract
+
+
+@pytest.fixture(scope="module")
+def staked_verifier(staking, verifier) -> Account:
+    """`verifier` with the minimum verifier stake bonded."""
+    staking.stake({"from": verifier, "value": MIN_VERIFIER_STAKE})
+    return verifier
+
+
+@pytest.fixture(scope="module")
+def voters(accounts, staking, admin) -> list[Account]:
+    """Three fresh accounts, each with MIN_VOTER_STAKE bonded (committee members)."""
+    members = []
+    for _ in range(3):
+        member = accounts.add()
+        admin.transfer(member, 3 * ETHER)
+        staking.stake({"from": member, "value": MIN_VOTER_STAKE})
+        members.append(member)
+    return members
+
+
+@pytest.fixture(scope="module")
+def committed_job(escrow, active_provider, renter):
+    """A committed ETH job of 10 items: (jobId, the commitment of its output digests)."""
+    keccak = brownie.web3.keccak
+    digests = [bytes(keccak(text=f"output-{i}")) for i in range(10)]
+    commitment = proofs_support.commit(digests)
+    job_id = escrow.createJob(
+        active_provider, keccak(text="spec"), JOB_PRICE, brownie.chain.time() + 3600,
+        {"from": renter, "value": JOB_PRICE},
+    ).events["JobCreated"]["jobId"]
+    escrow.acceptJob(job_id, {"from": active_provider})
+    escrow.commitResult(job_id, commitment.root, len(digests), keccak(text="result"), {"from": active_provider})
+    return job_id, commitment

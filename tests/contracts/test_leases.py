@@ -1,0 +1,206 @@
+"""LeaseManager: prepaid GPU leases settled per second, GPU accounting per provider, and pull
+payments."""
+
+import brownie
+import pytest
+from brownie import chain
+
+from conftest import PRICE_PER_GPU_HOUR
+
+HOUR = 3600
+ACTIVE, ENDED = 1, 2
+
+
+def _cost(gpus: int, seconds: int, price: int = PRICE_PER_GPU_HOUR) -> int:
+    return price * gpus * seconds // HOUR
+
+
+@pytest.fixture
+def start(leases, active_provider, renter):
+    """Starts a lease of `gpus` GPUs of `active_provider` for `seconds`; returns the tx."""
+
+    def start_lease(gpus: int = 2, seconds: int = HOUR, sender=renter):
+        return leases.startLease(active_provider, gpus, seconds, {"from": sender, "value": _cost(gpus, seconds)})
+
+    return start_lease
+
+
+def test_start_lease_records_lease_and_counts_gpus(leases, start, active_provider, renter):
+    tx = start(2, HOUR)
+    paid = _cost(2, HOUR)
+    assert tx.return_value == 1 and leases.leaseCount() == 1
+    assert tx.events["LeaseStarted"] == {
+        "leaseId": 1,
+        "renter": renter,
+        "provider": active_provider,
+        "gpuCount": 2,
+        "endsAt": tx.timestamp + HOUR,
+        "paid": paid,
+    }
+    lease = leases.getLease(1)
+    assert (lease["renter"], lease["provider"], lease["gpuCount"]) == (renter, active_provider, 2)
+    assert (lease["startedAt"], lease["endsAt"], lease["endedAt"]) == (tx.timestamp, tx.timestamp + HOUR, 0)
+    assert (lease["status"], lease["paid"]) == (ACTIVE, paid)
+    assert leases.leasedGpusOf(active_provider) == 2
+    assert leases.availableGpusOf(active_provider) == 2
+    assert leases.isLeased(active_provider)
+    assert leases.balance() == paid
+
+
+def test_lease_cost_quotes_hourly_price_per_second(leases, active_provider):
+    assert leases.leaseCost(active_provider, 3, 90) == _cost(3, 90)
+
+
+def test_start_lease_reverts_on_zero_gpus(leases, active_provider, renter, custom_error):
+    with brownie.reverts(custom_error("LeaseManagerZeroGpuCount")):
+        leases.startLease(active_provider, 0, HOUR, {"from": renter})
+
+
+def test_start_lease_reverts_on_zero_duration(leases, active_provider, renter, custom_error):
+    with brownie.reverts(custom_error("LeaseManagerZeroDuration")):
+        leases.startLease(active_provider, 1, 0, {"from": renter})
+
+
+def test_start_lease_reverts_on_too_long_duration(leases, active_provider, renter, custom_error):
+    too_long = leases.MAX_DURATION() + 1
+    with brownie.reverts(custom_error("LeaseManagerDurationTooLong", too_long, too_long - 1)):
+        leases.startLease(active_provider, 1, too_long, {"from": renter})
+
+
+def test_start_lease_reverts_for_inactive_provider(leases, registry, active_provider, renter, custom_error):
+    registry.deactivate({"from": active_provider})
+    with brownie.reverts(custom_error("LeaseManagerProviderInactive", active_provider)):
+        leases.startLease(active_provider, 1, HOUR, {"from": renter, "value": _cost(1, HOUR)})
+
+
+def test_start_lease_reverts_beyond_registered_gpus(leases, active_provider, renter, custom_error):
+    with brownie.reverts(custom_error("LeaseManagerNotEnoughGpus", active_provider, 5, 4)):
+        leases.startLease(active_provider, 5, HOUR, {"from": renter, "value": _cost(5, HOUR)})
+
+
+def test_provider_cannot_be_leased_beyond_its_gpus_at_once(leases, start, active_provider, stranger, custom_error):
+    """Attack (double booking): a second renter asks for GPUs that are already leased."""
+    start(3, HOUR)
+    with brownie.reverts(custom_error("LeaseManagerNotEnoughGpus", active_provider, 2, 1)):
+        start(2, HOUR, sender=stranger)
+    start(1, HOUR, sender=stranger)
+    assert leases.availableGpusOf(active_provider) == 0
+
+
+def test_start_lease_reverts_when_cost_rounds_to_zero(leases, registry, active_provider, renter, custom_error):
+    registry.setPrices(1, 1, {"from": active_provider})
+    with brownie.reverts(custom_error("LeaseManagerZeroPrice")):
+        leases.startLease(active_provider, 1, 1, {"from": renter})
+
+
+def test_start_lease_reverts_on_wrong_value(leases, active_provider, renter, custom_error):
+    cost = _cost(1, HOUR)
+    with brownie.reverts(custom_error("LeaseManagerWrongValue", cost + 1, cost)):
+        leases.startLease(active_provider, 1, HOUR, {"from": renter, "value": cost + 1})
+
+
+def test_renter_ending_early_pays_elapsed_seconds_and_gets_the_rest(leases, start, active_provider, renter):
+    started = start(2, HOUR)
+    chain.sleep(HOUR // 3)
+    tx = leases.endLease(1, {"from": renter})
+    paid = _cost(2, HOUR)
+    earned = paid * (tx.timestamp - started.timestamp) // HOUR
+    assert 0 < earned < paid
+    assert tx.events["LeaseEnded"] == {
+        "leaseId": 1,
+        "endedBy": renter,
+        "providerEarned": earned,
+        "renterRefund": paid - earned,
+    }
+    assert leases.owedTo(active_provider) == earned
+    assert leases.owedTo(renter) == paid - earned
+    lease = leases.getLease(1)
+    assert (lease["status"], lease["endedAt"]) == (ENDED, tx.timestamp)
+    assert leases.leasedGpusOf(active_provider) == 0
+    assert not leases.isLeased(active_provider)
+
+
+def test_anyone_can_end_an_expired_lease_and_provider_earns_at_most_the_payment(
+    leases, start, active_provider, renter, stranger
+):
+    start(1, HOUR)
+    chain.sleep(5 * HOUR)
+    tx = leases.endLease(1, {"from": stranger})
+    assert tx.events["LeaseEnded"]["providerEarned"] == _cost(1, HOUR)
+    assert leases.owedTo(active_provider) == _cost(1, HOUR)
+    assert leases.owedTo(renter) == 0
+
+
+def test_end_lease_reverts_for_stranger_before_the_end(leases, start, stranger, custom_error):
+    tx = start(1, HOUR)
+    with brownie.reverts(custom_error("LeaseManagerNotRenter", stranger, tx.timestamp + HOUR)):
+        leases.endLease(1, {"from": stranger})
+
+
+def test_provider_cannot_end_a_lease_early_to_collect(leases, start, active_provider, custom_error):
+    tx = start(1, HOUR)
+    with brownie.reverts(custom_error("LeaseManagerNotRenter", active_provider, tx.timestamp + HOUR)):
+        leases.endLease(1, {"from": active_provider})
+
+
+def test_end_lease_twice_pays_nothing_more(leases, start, active_provider, renter, custom_error):
+    start(1, HOUR)
+    chain.sleep(2 * HOUR)
+    leases.endLease(1, {"from": renter})
+    with brownie.reverts(custom_error("LeaseManagerNotActive", 1)):
+        leases.endLease(1, {"from": renter})
+    assert leases.owedTo(active_provider) == _cost(1, HOUR)
+
+
+def test_end_lease_reverts_for_unknown_lease(leases, renter, custom_error):
+    with brownie.reverts(custom_error("LeaseManagerUnknownLease", 9)):
+        leases.endLease(9, {"from": renter})
+
+
+def test_price_change_does_not_touch_a_running_lease(leases, registry, start, active_provider, renter):
+    start(1, HOUR)
+    registry.setPrices(PRICE_PER_GPU_HOUR * 10, 0, {"from": active_provider})
+    chain.sleep(2 * HOUR)
+    leases.endLease(1, {"from": renter})
+    assert leases.owedTo(active_provider) == _cost(1, HOUR)
+
+
+def test_withdraw_pays_provider_and_renter_once(leases, start, active_provider, renter, custom_error):
+    start(2, HOUR)
+    chain.sleep(HOUR // 2)
+    leases.endLease(1, {"from": renter})
+    for account in (active_provider, renter):
+        owed = leases.owedTo(account)
+        before = account.balance()
+        tx = leases.withdraw({"from": account})
+        assert tx.events["Withdrawn"] == {"account": account, "amount": owed}
+        assert account.balance() == before + owed
+        with brownie.reverts(custom_error("LeaseManagerNothingOwed", account)):
+            leases.withdraw({"from": account})
+    assert leases.balance() == 0
+
+
+def test_withdraw_reentrancy_pays_only_once(leases, start, active_provider, attacker):
+    """Attack: a renter contract ends its lease early and re-enters withdraw() when refunded."""
+    start(1, HOUR)  # another renter's prepayment the attacker could drain
+    cost = _cost(2, HOUR)
+    attacker.execute(leases, leases.startLease.encode_input(active_provider, 2, HOUR), cost, {"value": cost})
+    attacker.execute(leases, leases.endLease.encode_input(2), 0)
+    refund = leases.owedTo(attacker)
+    assert refund > 0
+    withdraw = leases.withdraw.encode_input()
+    attacker.arm(leases, withdraw, 3)
+    attacker.execute(leases, withdraw, 0)
+    assert attacker.balance() == refund
+    assert (attacker.reentryAttempts(), attacker.reentrySuccesses()) == (1, 0)
+    assert leases.balance() == _cost(1, HOUR) + leases.owedTo(active_provider)
+
+
+def test_withdraw_reverts_when_receiver_rejects_ether(leases, active_provider, attacker, custom_error):
+    cost = _cost(1, HOUR)
+    attacker.execute(leases, leases.startLease.encode_input(active_provider, 1, HOUR), cost, {"value": cost})
+    attacker.execute(leases, leases.endLease.encode_input(1), 0)
+    refund = leases.owedTo(attacker)
+    attacker.setRejectPayments(True)
+    with brownie.reverts(custom_error("LeaseManagerTransferFailed", attacker, refund)):
+        attacker.execute(leases, leases.withdraw.encode_input(), 0)

@@ -1,0 +1,403 @@
+"""Stateful invariant tests (brownie-style state machines over hypothesis) of the money contracts.
+
+Each machine drives a contract through random sequences of its public functions and keeps an
+independent model of who is owed what. Every action whose outcome the model cannot predict is
+skipped (only actions within a few seconds of a deadline), every other action must succeed
+exactly when the model says it may. After every step:
+- JobEscrow: its ETH balance == what the model says is owed + the price of every open job;
+- Staking: balance == bonded + unbonding + owed in the contract's totals, which match the model,
+  and no slash ever took more than the offender held;
+- LeaseManager: balance == owed + what active leases prepaid; no provider ever has more GPUs
+  leased than it registered; a provider never earns more than a lease paid.
+Every withdrawal must pay exactly the modelled balance, and at the end of each example every
+account's balances must match the model (so no job is ever paid twice).
+"""
+
+from dataclasses import dataclass
+
+import brownie
+from brownie import ZERO_ADDRESS, chain
+from brownie.test import strategy
+from hypothesis import HealthCheck
+
+from conftest import (
+    CHALLENGE_WINDOW,
+    DAY,
+    ETHER,
+    PRICE_PER_GPU_HOUR,
+    PROTOCOL_FEE_BPS,
+    SLASH_REWARD_BPS,
+    UNBONDING_DELAY,
+)
+
+# Every example talks to anvil, so it is slow by hypothesis' standards; the health checks that
+# assume pure-Python examples are off.
+SETTINGS = {
+    "max_examples": 20,
+    "stateful_step_count": 12,
+    "deadline": None,
+    "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large],
+}
+FUNDED, ACCEPTED, COMMITTED, FINALIZED, REFUNDED = 1, 2, 3, 4, 5
+MARGIN = 30  # seconds around a time boundary where the block time cannot be predicted
+ROOT = b"\x22" * 32
+
+
+def _near(boundary: int) -> bool:
+    return abs(chain.time() - boundary) < MARGIN
+
+
+def _attempt(allowed: bool, fn, *args):
+    """Calls `fn`; it must succeed exactly when the model says it is `allowed`."""
+    if allowed:
+        return fn(*args)
+    with brownie.reverts():
+        fn(*args)
+    return None
+
+
+@dataclass
+class JobModel:
+    renter: object
+    provider: object
+    price: int
+    deadline: int
+    status: int = FUNDED
+    frozen: bool = False
+    window_end: int = 0
+
+
+class EscrowMachine:
+    st_pick = strategy("uint256", max_value=2**16)
+    st_price = strategy("uint256", min_value=1, max_value=ETHER)
+    st_hours = strategy("uint8", min_value=1, max_value=48)
+    st_flag = strategy("bool")
+
+    def __init__(cls, escrow, providers, renters, disputer, treasury):
+        cls.escrow = escrow
+        cls.providers = providers
+        cls.renters = renters
+        cls.disputer = disputer
+        cls.treasury = treasury
+        cls.accounts = [*providers, *renters, treasury]
+
+    def setup(self):
+        self.jobs: dict[int, JobModel] = {}
+        self.owed = {a.address: 0 for a in self.accounts}
+        # Short examples need jobs at every stage: one funded, one accepted, one committed.
+        for pick in range(3):
+            self.rule_create(pick * 8, (pick + 1) * ETHER // 10)
+            for _ in range(pick):
+                self.rule_advance(pick)
+
+    def _job(self, pick: int) -> tuple[int, JobModel] | None:
+        if not self.jobs:
+            return None
+        job_id = sorted(self.jobs)[pick % len(self.jobs)]
+        return job_id, self.jobs[job_id]
+
+    def rule_create(self, st_pick, st_price):
+        renter = self.renters[st_pick % len(self.renters)]
+        provider = self.providers[(st_pick // 7) % len(self.providers)]
+        deadline = chain.time() + 2 * DAY
+        tx = self.escrow.createJob(provider, ROOT, st_price, deadline, {"from": renter, "value": st_price})
+        self.jobs[tx.return_value] = JobModel(renter, provider, st_price, deadline)
+
+    def rule_advance(self, st_pick):
+        """Moves a job one step along the honest path (accept, commit, finalize)."""
+        if (picked := self._job(st_pick)) is None:
+            return
+        {FUNDED: self.rule_accept, ACCEPTED: self.rule_commit, COMMITTED: self.rule_finalize}.get(
+            picked[1].status, lambda _: None
+        )(st_pick)
+
+    def rule_accept(self, st_pick):
+        if (picked := self._job(st_pick)) is None or _near(picked[1].deadline):
+            return
+        job_id, job = picked
+        allowed = job.status == FUNDED and chain.time() < job.deadline
+        if _attempt(allowed, self.escrow.acceptJob, job_id, {"from": job.provider}):
+            job.status = ACCEPTED
+
+    def rule_commit(self, st_pick):
+        if (picked := self._job(st_pick)) is None or _near(picked[1].deadline):
+            return
+        job_id, job = picked
+        allowed = job.status == ACCEPTED and chain.time() < job.deadline
+        tx = _attempt(allowed, self.escrow.commitResult, job_id, ROOT, 4, ROOT, {"from": job.provider})
+        if tx:
+            job.status = COMMITTED
+            job.window_end = tx.timestamp + CHALLENGE_WINDOW
+
+    def rule_finalize(self, st_pick):
+        if (picked := self._job(st_pick)) is None or _near(picked[1].window_end):
+            return
+        job_id, job = picked
+        allowed = job.status == COMMITTED and not job.frozen and chain.time() >= job.window_end
+        if _attempt(allowed, self.escrow.finalize, job_id, {"from": job.renter}):
+            fee = job.price * PROTOCOL_FEE_BPS // 10_000
+            self.owed[job.provider.address] += job.price - fee
+            self.owed[self.treasury.address] += fee
+            job.status = FINALIZED
+
+    def rule_refund_expired(self, st_pick):
+        if (picked := self._job(st_pick)) is None or _near(picked[1].deadline):
+            return
+        job_id, job = picked
+        allowed = job.status in (FUNDED, ACCEPTED) and chain.time() >= job.deadline
+        if _attempt(allowed, self.escrow.refundExpired, job_id, {"from": job.provider}):
+            self._refund(job)
+
+    def rule_cancel(self, st_pick):
+        if (picked := self._job(st_pick)) is None:
+            return
+        job_id, job = picked
+        if _attempt(job.status == FUNDED, self.escrow.cancel, job_id, {"from": job.renter}):
+            self._refund(job)
+
+    def rule_freeze(self, st_pick):
+        if (picked := self._job(st_pick)) is None or _near(picked[1].window_end):
+            return
+        job_id, job = picked
+        allowed = job.status == COMMITTED and not job.frozen and chain.time() < job.window_end
+        if _attempt(allowed, self.escrow.freeze, job_id, {"from": self.disputer}):
+            job.frozen = True
+
+    def rule_resolve(self, st_pick, st_flag):
+        if (picked := self._job(st_pick)) is None:
+            return
+        job_id, job = picked
+        if _attempt(job.frozen, self.escrow.resolveFreeze, job_id, st_flag, {"from": self.disputer}):
+            job.frozen = False
+            if st_flag:
+                self._refund(job)
+
+    def rule_withdraw(self, st_pick):
+        account = self.accounts[st_pick % len(self.accounts)]
+        owed = self.owed[account.address]
+        before = account.balance()
+        if _attempt(owed > 0, self.escrow.withdraw, ZERO_ADDRESS, {"from": account}):
+            assert account.balance() == before + owed  # zero gas price on the test chain
+            self.owed[account.address] = 0
+
+    def rule_sleep(self, st_hours):
+        chain.sleep(st_hours * 3600)
+        chain.mine()
+
+    def _refund(self, job: JobModel) -> None:
+        self.owed[job.renter.address] += job.price
+        job.status = REFUNDED
+
+    def invariant_balance_is_owed_plus_locked(self):
+        locked = sum(j.price for j in self.jobs.values() if j.status in (FUNDED, ACCEPTED, COMMITTED))
+        assert self.escrow.balance() == sum(self.owed.values()) + locked
+
+    def teardown(self):
+        """Per-account pull balances, checked once per example (each read costs an RPC call)."""
+        for account in self.accounts:
+            assert self.escrow.owedTo(ZERO_ADDRESS, account) == self.owed[account.address]
+
+
+def test_escrow_holds_exactly_what_it_owes(
+    chain_state_machine, escrow, register_provider, provider, provider2, renter, stranger, disputer, treasury
+):
+    register_provider(provider)
+    register_provider(provider2)
+    chain_state_machine(
+        EscrowMachine, escrow, [provider, provider2], [renter, stranger], disputer, treasury, settings=SETTINGS
+    )
+
+
+class StakingMachine:
+    st_pick = strategy("uint256", max_value=2**16)
+    st_tenths = strategy("uint8", min_value=1, max_value=30)  # amounts of 0.1 .. 3 ether
+    st_hours = strategy("uint8", min_value=1, max_value=96)
+
+    def __init__(cls, staking, stakers, slasher, treasury):
+        cls.staking = staking
+        cls.stakers = stakers
+        cls.slasher = slasher
+        cls.treasury = treasury
+        cls.accounts = [*stakers, treasury]
+
+    def setup(self):
+        self.bonded = {a.address: 0 for a in self.stakers}
+        self.unbonding = {a.address: [0, 0] for a in self.stakers}  # amount, releaseAt
+        self.owed = {a.address: 0 for a in self.accounts}
+        # Short examples need bonded and unbonding stake to act on.
+        for pick in range(len(self.stakers)):
+            self.rule_stake(pick, 10)
+            if pick:
+                self.rule_request_unbond(pick, 3)
+
+    def _staker(self, pick: int):
+        return self.stakers[pick % len(self.stakers)]
+
+    def rule_stake(self, st_pick, st_tenths):
+        account = self._staker(st_pick)
+        amount = st_tenths * ETHER // 10
+        self.staking.stake({"from": account, "value": amount})
+        self.bonded[account.address] += amount
+
+    def rule_request_unbond(self, st_pick, st_tenths):
+        account = self._staker(st_pick)
+        amount = st_tenths * ETHER // 10
+        amount = min(amount, self.bonded[account.address]) if st_pick % 3 else amount
+        tx = _attempt(0 < amount <= self.bonded[account.address], self.staking.requestUnbond, amount, {"from": account})
+        if tx:
+            self.bonded[account.address] -= amount
+            unbonding = self.unbonding[account.address][0] + amount
+            self.unbonding[account.address] = [unbonding, tx.timestamp + UNBONDING_DELAY]
+
+    def rule_withdraw_unbonded(self, st_pick):
+        account = self._staker(st_pick)
+        amount, release = self.unbonding[account.address]
+        if _near(release):
+            return
+        if _attempt(amount > 0 and chain.time() >= release, self.staking.withdrawUnbonded, {"from": account}):
+            self.unbonding[account.address] = [0, 0]
+
+    def rule_slash(self, st_pick, st_tenths):
+        amount = st_tenths * ETHER // 10
+        offender = self._staker(st_pick)
+        recipient = self._staker(st_pick // 5)
+        held = self.bonded[offender.address] + self.unbonding[offender.address][0]
+        tx = self.staking.slash(offender, amount, recipient, {"from": self.slasher})
+        slashed = tx.events["Slashed"]["slashed"]
+        assert slashed == min(amount, held) <= held  # no slash exceeds the stake
+        from_bonded = min(slashed, self.bonded[offender.address])
+        self.bonded[offender.address] -= from_bonded
+        self.unbonding[offender.address][0] -= slashed - from_bonded
+        reward = 0 if recipient == offender else slashed * SLASH_REWARD_BPS // 10_000
+        self.owed[recipient.address] += reward
+        self.owed[self.treasury.address] += slashed - reward
+
+    def rule_withdraw(self, st_pick):
+        account = self.accounts[st_pick % len(self.accounts)]
+        owed = self.owed[account.address]
+        before = account.balance()
+        if _attempt(owed > 0, self.staking.withdraw, {"from": account}):
+            assert account.balance() == before + owed
+            self.owed[account.address] = 0
+
+    def rule_sleep(self, st_hours):
+        chain.sleep(st_hours * 3600)
+        chain.mine()
+
+    def invariant_balance_is_bonded_plus_unbonding_plus_owed(self):
+        s = self.staking
+        assert s.balance() == s.totalBonded() + s.totalUnbonding() + s.totalOwed()
+        assert s.totalBonded() == sum(self.bonded.values())
+        assert s.totalUnbonding() == sum(u[0] for u in self.unbonding.values())
+        assert s.totalOwed() == sum(self.owed.values())
+
+    def teardown(self):
+        """Per-account state, checked once per example (each read costs an RPC call)."""
+        for account in self.stakers:
+            assert self.staking.stakeOf(account) == self.bonded[account.address]
+            assert self.staking.unbondingOf(account)[0] == self.unbonding[account.address][0]
+        for account in self.accounts:
+            assert self.staking.owedTo(account) == self.owed[account.address]
+
+
+def test_staking_holds_exactly_stake_plus_owed(
+    chain_state_machine, staking, provider, provider2, verifier, slasher, treasury
+):
+    chain_state_machine(StakingMachine, staking, [provider, provider2, verifier], slasher, treasury, settings=SETTINGS)
+
+
+@dataclass
+class LeaseModel:
+    renter: object
+    provider: object
+    gpus: int
+    paid: int
+    started: int
+    ends: int
+    active: bool = True
+
+
+class LeaseMachine:
+    st_pick = strategy("uint256", max_value=2**16)
+    st_gpus = strategy("uint256", min_value=1, max_value=5)
+    st_seconds = strategy("uint256", min_value=60, max_value=3 * 3600)
+
+    def __init__(cls, leases, providers, renters, gpu_counts, price_per_gpu_hour):
+        cls.leases = leases
+        cls.providers = providers
+        cls.renters = renters
+        cls.gpu_counts = gpu_counts
+        cls.price = price_per_gpu_hour
+        cls.accounts = [*providers, *renters]
+
+    def setup(self):
+        self.items: dict[int, LeaseModel] = {}
+        self.owed = {a.address: 0 for a in self.accounts}
+        self.rule_start(0, 2, 3600)  # so that short examples have a lease to act on
+
+    def _leased(self, provider) -> int:
+        return sum(x.gpus for x in self.items.values() if x.active and x.provider == provider)
+
+    def rule_start(self, st_pick, st_gpus, st_seconds):
+        renter = self.renters[st_pick % len(self.renters)]
+        index = (st_pick // 3) % len(self.providers)
+        provider = self.providers[index]
+        cost = self.price * st_gpus * st_seconds // 3600
+        allowed = self._leased(provider) + st_gpus <= self.gpu_counts[index]
+        tx = _attempt(allowed, self.leases.startLease, provider, st_gpus, st_seconds, {"from": renter, "value": cost})
+        if tx:
+            self.items[tx.return_value] = LeaseModel(
+                renter, provider, st_gpus, cost, tx.timestamp, tx.timestamp + st_seconds
+            )
+
+    def rule_end(self, st_pick):
+        if not self.items:
+            return
+        lease_id = sorted(self.items)[st_pick % len(self.items)]
+        lease = self.items[lease_id]
+        caller = lease.renter if st_pick % 2 else self.renters[(st_pick // 2) % len(self.renters)]
+        if _near(lease.ends) and caller != lease.renter:
+            return
+        allowed = lease.active and (caller == lease.renter or chain.time() >= lease.ends)
+        tx = _attempt(allowed, self.leases.endLease, lease_id, {"from": caller})
+        if tx:
+            elapsed = min(tx.timestamp, lease.ends) - lease.started
+            earned = lease.paid * elapsed // (lease.ends - lease.started)
+            assert tx.events["LeaseEnded"]["providerEarned"] == earned <= lease.paid
+            self.owed[lease.provider.address] += earned
+            self.owed[lease.renter.address] += lease.paid - earned
+            lease.active = False
+
+    def rule_withdraw(self, st_pick):
+        account = self.accounts[st_pick % len(self.accounts)]
+        owed = self.owed[account.address]
+        before = account.balance()
+        if _attempt(owed > 0, self.leases.withdraw, {"from": account}):
+            assert account.balance() == before + owed
+            self.owed[account.address] = 0
+
+    def rule_sleep(self, st_seconds):
+        chain.sleep(st_seconds)
+        chain.mine()
+
+    def invariant_balance_is_owed_plus_prepaid(self):
+        prepaid = sum(x.paid for x in self.items.values() if x.active)
+        assert self.leases.balance() == sum(self.owed.values()) + prepaid
+
+    def teardown(self):
+        """Per-provider GPU counts and pull balances, checked once per example."""
+        for index, provider in enumerate(self.providers):
+            leased = self.leases.leasedGpusOf(provider)
+            assert leased == self._leased(provider) <= self.gpu_counts[index]
+        for account in self.accounts:
+            assert self.leases.owedTo(account) == self.owed[account.address]
+
+
+def test_leases_hold_exactly_prepaid_plus_owed(
+    chain_state_machine, leases, register_provider, provider, provider2, renter, stranger
+):
+    register_provider(provider, gpus=4)
+    register_provider(provider2, gpus=2)
+    chain_state_machine(
+        LeaseMachine, leases, [provider, provider2], [renter, stranger], [4, 2], PRICE_PER_GPU_HOUR, settings=SETTINGS
+    )

@@ -1,0 +1,250 @@
+"""Staking: bonding, unbonding through the delay, slashing (bonded first, then unbonding, never
+beyond the stake) and pull payments, including the attacks the design defends against."""
+
+import brownie
+import pytest
+from brownie import chain
+
+from conftest import ETHER, SLASH_REWARD_BPS, UNBONDING_DELAY
+
+
+def _balance_invariant_holds(staking) -> bool:
+    return staking.balance() == staking.totalBonded() + staking.totalUnbonding() + staking.totalOwed()
+
+
+def _unbonding(staking, account) -> tuple[int, int]:
+    amount, release_at = staking.unbondingOf(account)
+    return int(amount), int(release_at)
+
+
+def test_stake_adds_to_bonded_stake_and_totals(staking, verifier):
+    tx = staking.stake({"from": verifier, "value": ETHER})
+    staking.stake({"from": verifier, "value": 2 * ETHER})
+    assert staking.stakeOf(verifier) == 3 * ETHER
+    assert staking.totalBonded() == 3 * ETHER
+    assert tx.events["Staked"] == {"account": verifier, "amount": ETHER, "bonded": ETHER}
+    assert _balance_invariant_holds(staking)
+
+
+def test_stake_reverts_without_value(staking, verifier, custom_error):
+    with brownie.reverts(custom_error("StakingZeroAmount")):
+        staking.stake({"from": verifier, "value": 0})
+
+
+def test_request_unbond_moves_stake_into_one_entry_and_resets_release(staking, verifier):
+    staking.stake({"from": verifier, "value": 3 * ETHER})
+    tx = staking.requestUnbond(ETHER, {"from": verifier})
+    first_release = tx.timestamp + UNBONDING_DELAY
+    assert tx.events["UnbondRequested"] == {
+        "account": verifier,
+        "amount": ETHER,
+        "unbonding": ETHER,
+        "releaseAt": first_release,
+    }
+    chain.sleep(3600)
+    tx2 = staking.requestUnbond(ETHER, {"from": verifier})
+    assert tx2.timestamp + UNBONDING_DELAY > first_release
+    assert _unbonding(staking, verifier) == (2 * ETHER, tx2.timestamp + UNBONDING_DELAY)
+    assert staking.stakeOf(verifier) == ETHER
+    assert staking.totalBonded() == ETHER
+    assert staking.totalUnbonding() == 2 * ETHER
+    assert _balance_invariant_holds(staking)
+
+
+def test_request_unbond_reverts_on_zero_amount(staking, verifier, custom_error):
+    staking.stake({"from": verifier, "value": ETHER})
+    with brownie.reverts(custom_error("StakingZeroAmount")):
+        staking.requestUnbond(0, {"from": verifier})
+
+
+def test_request_unbond_reverts_beyond_bonded_stake(staking, verifier, custom_error):
+    staking.stake({"from": verifier, "value": ETHER})
+    with brownie.reverts(custom_error("StakingInsufficientStake", verifier, ETHER + 1, ETHER)):
+        staking.requestUnbond(ETHER + 1, {"from": verifier})
+
+
+def test_withdraw_unbonded_reverts_before_release(staking, verifier, custom_error):
+    staking.stake({"from": verifier, "value": ETHER})
+    tx = staking.requestUnbond(ETHER, {"from": verifier})
+    release = tx.timestamp + UNBONDING_DELAY
+    chain.sleep(UNBONDING_DELAY - 60)
+    with brownie.reverts(custom_error("StakingStillUnbonding", verifier, release)):
+        staking.withdrawUnbonded({"from": verifier})
+
+
+def test_withdraw_unbonded_pays_after_release_once(staking, verifier, custom_error):
+    staking.stake({"from": verifier, "value": 2 * ETHER})
+    staking.requestUnbond(ETHER, {"from": verifier})
+    chain.sleep(UNBONDING_DELAY)
+    before = verifier.balance()
+    tx = staking.withdrawUnbonded({"from": verifier})
+    assert tx.events["UnbondedWithdrawn"] == {"account": verifier, "amount": ETHER}
+    assert verifier.balance() == before + ETHER  # base fee 0 on the test chain
+    assert _unbonding(staking, verifier) == (0, 0)
+    assert staking.stakeOf(verifier) == ETHER
+    assert _balance_invariant_holds(staking)
+    with brownie.reverts(custom_error("StakingNothingUnbonding", verifier)):
+        staking.withdrawUnbonded({"from": verifier})
+
+
+def test_withdraw_unbonded_reverts_when_nothing_unbonding(staking, verifier, custom_error):
+    with brownie.reverts(custom_error("StakingNothingUnbonding", verifier)):
+        staking.withdrawUnbonded({"from": verifier})
+
+
+def test_withdraw_unbonded_reverts_when_receiver_rejects_ether(staking, attacker, custom_error):
+    attacker.execute(staking, staking.stake.encode_input(), ETHER, {"value": ETHER})
+    attacker.execute(staking, staking.requestUnbond.encode_input(ETHER), 0)
+    chain.sleep(UNBONDING_DELAY)
+    attacker.setRejectPayments(True)
+    with brownie.reverts(custom_error("StakingTransferFailed", attacker, ETHER)):
+        attacker.execute(staking, staking.withdrawUnbonded.encode_input(), 0)
+
+
+def test_slash_takes_bonded_stake_and_splits_reward(staking, provider, verifier, treasury, slasher):
+    staking.stake({"from": provider, "value": 2 * ETHER})
+    tx = staking.slash(provider, ETHER, verifier, {"from": slasher})
+    reward = ETHER * SLASH_REWARD_BPS // 10_000
+    assert tx.events["Slashed"] == {
+        "offender": provider,
+        "requested": ETHER,
+        "slashed": ETHER,
+        "rewardRecipient": verifier,
+        "reward": reward,
+    }
+    assert tx.return_value == ETHER
+    assert staking.stakeOf(provider) == ETHER
+    assert staking.owedTo(verifier) == reward
+    assert staking.owedTo(treasury) == ETHER - reward
+    assert _balance_invariant_holds(staking)
+
+
+def test_slash_reaches_unbonding_stake_after_bonded(staking, provider, verifier, slasher):
+    staking.stake({"from": provider, "value": 3 * ETHER})
+    tx = staking.requestUnbond(2 * ETHER, {"from": provider})
+    staking.slash(provider, 2 * ETHER, verifier, {"from": slasher})
+    assert staking.stakeOf(provider) == 0
+    assert _unbonding(staking, provider) == (ETHER, tx.timestamp + UNBONDING_DELAY)
+    assert staking.totalUnbonding() == ETHER
+    assert _balance_invariant_holds(staking)
+
+
+def test_unbonding_to_dodge_a_pending_slash_fails(staking, provider, verifier, slasher, custom_error):
+    """Attack: a provider that expects a slash unbonds everything at once; the slash, landing
+    inside the unbonding delay, still takes the stake and nothing is left to withdraw."""
+    staking.stake({"from": provider, "value": 2 * ETHER})
+    staking.requestUnbond(2 * ETHER, {"from": provider})
+    assert staking.stakeOf(provider) == 0
+    chain.sleep(UNBONDING_DELAY // 2)
+    tx = staking.slash(provider, 2 * ETHER, verifier, {"from": slasher})
+    assert tx.events["Slashed"]["slashed"] == 2 * ETHER
+    chain.sleep(UNBONDING_DELAY)
+    with brownie.reverts(custom_error("StakingNothingUnbonding", provider)):
+        staking.withdrawUnbonded({"from": provider})
+
+
+def test_slashing_more_than_the_stake_takes_only_the_stake(staking, provider, verifier, treasury, slasher):
+    """Attack (by a faulty slasher): a slash larger than everything the offender holds is capped."""
+    staking.stake({"from": provider, "value": 2 * ETHER})
+    staking.requestUnbond(ETHER, {"from": provider})
+    tx = staking.slash(provider, 10 * ETHER, verifier, {"from": slasher})
+    assert tx.events["Slashed"]["slashed"] == 2 * ETHER
+    assert staking.stakeOf(provider) == 0
+    assert staking.unbondingOf(provider)[0] == 0
+    assert staking.owedTo(verifier) + staking.owedTo(treasury) == 2 * ETHER
+    again = staking.slash(provider, ETHER, verifier, {"from": slasher})
+    assert again.events["Slashed"]["slashed"] == 0
+    assert _balance_invariant_holds(staking)
+
+
+def test_slash_without_reward_recipient_credits_treasury(staking, provider, treasury, slasher):
+    staking.stake({"from": provider, "value": ETHER})
+    staking.slash(provider, ETHER, brownie.ZERO_ADDRESS, {"from": slasher})
+    assert staking.owedTo(treasury) == ETHER
+
+
+def test_offender_earns_no_reward_from_its_own_slash(staking, provider, treasury, slasher):
+    staking.stake({"from": provider, "value": ETHER})
+    tx = staking.slash(provider, ETHER, provider, {"from": slasher})
+    assert tx.events["Slashed"]["reward"] == 0
+    assert staking.owedTo(provider) == 0
+    assert staking.owedTo(treasury) == ETHER
+
+
+def test_slash_reverts_without_slasher_role(staking, provider, stranger, custom_error):
+    staking.stake({"from": provider, "value": ETHER})
+    with brownie.reverts(custom_error("AccessControlUnauthorizedAccount", stranger, staking.SLASHER_ROLE())):
+        staking.slash(provider, ETHER, stranger, {"from": stranger})
+
+
+def test_withdraw_pays_owed_balance_once(staking, provider, verifier, slasher, custom_error):
+    staking.stake({"from": provider, "value": ETHER})
+    staking.slash(provider, ETHER, verifier, {"from": slasher})
+    owed = staking.owedTo(verifier)
+    before = verifier.balance()
+    tx = staking.withdraw({"from": verifier})
+    assert tx.events["Withdrawn"] == {"account": verifier, "amount": owed}
+    assert verifier.balance() == before + owed
+    assert staking.owedTo(verifier) == 0
+    assert _balance_invariant_holds(staking)
+    with brownie.reverts(custom_error("StakingNothingOwed", verifier)):
+        staking.withdraw({"from": verifier})
+
+
+def test_withdraw_reentrancy_pays_only_once(staking, provider, slasher, attacker):
+    """Attack: the reward recipient re-enters withdraw() from its receive hook."""
+    staking.stake({"from": provider, "value": 2 * ETHER})
+    staking.stake({"from": slasher, "value": ETHER})  # other funds the attacker could drain
+    staking.slash(provider, 2 * ETHER, attacker, {"from": slasher})
+    owed = staking.owedTo(attacker)
+    attacker.arm(staking, staking.withdraw.encode_input(), 3)
+    attacker.execute(staking, staking.withdraw.encode_input(), 0)
+    assert attacker.balance() == owed
+    assert attacker.reentryAttempts() == 1
+    assert attacker.reentrySuccesses() == 0
+    assert staking.stakeOf(slasher) == ETHER
+    assert _balance_invariant_holds(staking)
+
+
+def test_withdraw_reverts_when_receiver_rejects_ether(staking, provider, slasher, attacker, custom_error):
+    staking.stake({"from": provider, "value": ETHER})
+    staking.slash(provider, ETHER, attacker, {"from": slasher})
+    owed = staking.owedTo(attacker)
+    attacker.setRejectPayments(True)
+    with brownie.reverts(custom_error("StakingTransferFailed", attacker, owed)):
+        attacker.execute(staking, staking.withdraw.encode_input(), 0)
+
+
+def test_admin_setters_emit_old_and_new_values(staking, admin, stranger):
+    tx = staking.setUnbondingDelay(UNBONDING_DELAY * 2, {"from": admin})
+    assert tx.events["UnbondingDelaySet"] == {"oldDelay": UNBONDING_DELAY, "newDelay": UNBONDING_DELAY * 2}
+    tx = staking.setSlashRewardBps(1_000, {"from": admin})
+    assert tx.events["SlashRewardBpsSet"] == {"oldBps": SLASH_REWARD_BPS, "newBps": 1_000}
+    old_treasury = staking.treasury()
+    tx = staking.setTreasury(stranger, {"from": admin})
+    assert tx.events["TreasurySet"] == {"oldTreasury": old_treasury, "newTreasury": stranger}
+    assert (staking.unbondingDelay(), staking.slashRewardBps(), staking.treasury()) == (
+        UNBONDING_DELAY * 2,
+        1_000,
+        stranger,
+    )
+
+
+@pytest.mark.parametrize(
+    "setter, value, error",
+    [
+        ("setUnbondingDelay", 0, ("StakingInvalidDelay", 0)),
+        ("setSlashRewardBps", 10_001, ("StakingInvalidBps", 10_001)),
+        ("setTreasury", brownie.ZERO_ADDRESS, ("StakingZeroAddress",)),
+    ],
+)
+def test_admin_setters_reject_invalid_values(staking, admin, setter, value, error, custom_error):
+    with brownie.reverts(custom_error(*error)):
+        getattr(staking, setter)(value, {"from": admin})
+
+
+@pytest.mark.parametrize("setter, value", [("setUnbondingDelay", 1), ("setSlashRewardBps", 1), ("setTreasury", 1)])
+def test_admin_setters_revert_for_non_admin(staking, stranger, setter, value, custom_error):
+    arg = stranger if setter == "setTreasury" else value
+    with brownie.reverts(custom_error("AccessControlUnauthorizedAccount", stranger, bytes(32))):
+        getattr(staking, setter)(arg, {"from": stranger})

@@ -1,0 +1,92 @@
+"""The verifier's view of the chain: its own signing account and the deployed contracts."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from eth_account import Account
+from eth_account.signers.local import LocalAccount
+from web3 import Web3
+from web3.contract import Contract
+from web3.exceptions import ContractCustomError, TimeExhausted
+from web3.middleware import SignAndSendRawMiddlewareBuilder
+from web3.types import TxReceipt
+
+from protocol.deployments import Deployment, describe_revert
+from verifier import VerifierError
+
+logger = logging.getLogger(__name__)
+
+
+class ChainUnavailable(VerifierError):
+    """The RPC node does not answer or a transaction was not mined in time (transient)."""
+
+
+class TransactionReverted(VerifierError):
+    """A transaction was refused by a contract; the message names the custom error."""
+
+
+def load_keystore(path: Path, password: str) -> LocalAccount:
+    try:
+        return Account.from_key(Account.decrypt(json.loads(path.read_text()), password))
+    except (OSError, ValueError, KeyError) as exc:
+        raise VerifierError(f"cannot open keystore {path}: {exc}") from exc
+
+
+@dataclass
+class VerifierChain:
+    web3: Web3
+    deployment: Deployment
+    address: str
+    tx_timeout_s: float = 120.0
+
+    @classmethod
+    def connect(cls, rpc_url: str, deployment: Deployment, account: LocalAccount | None = None,
+                unlocked_sender: str | None = None) -> "VerifierChain":
+        """Signs with `account`; `unlocked_sender` (a node-unlocked dev account) is for local chains."""
+        web3 = Web3(Web3.HTTPProvider(rpc_url, request_kwargs={"timeout": 30}))
+        if account is not None:
+            web3.middleware_onion.inject(SignAndSendRawMiddlewareBuilder.build(account), layer=0)
+            address = account.address
+        elif unlocked_sender is not None:
+            address = Web3.to_checksum_address(unlocked_sender)
+        else:
+            raise VerifierError("a verifier needs its own account (keystore)")
+        return cls(web3, deployment, address)
+
+    def contract(self, name: str) -> Contract:
+        deployed = self.deployment.contract(name)
+        return self.web3.eth.contract(address=deployed.address, abi=deployed.abi)
+
+    def send(self, fn: Any, value: int = 0) -> TxReceipt:
+        """Sends a contract call from the verifier's account and waits for it to be mined."""
+        try:
+            tx_hash = fn.transact({"from": self.address, "value": value})
+        except ContractCustomError as exc:
+            raise TransactionReverted(f"{fn.fn_name}: {describe_revert(self.deployment, exc.data)}") from exc
+        except (ConnectionError, OSError) as exc:
+            raise ChainUnavailable(f"{fn.fn_name}: {exc}") from exc
+        try:
+            receipt = self.web3.eth.wait_for_transaction_receipt(tx_hash, timeout=self.tx_timeout_s)
+        except TimeExhausted as exc:
+            raise ChainUnavailable(f"{fn.fn_name}: tx {tx_hash.hex()} not mined in {self.tx_timeout_s}s") from exc
+        if receipt.status != 1:
+            raise TransactionReverted(f"{fn.fn_name} reverted in tx {tx_hash.hex()}")
+        logger.info("%s sent: tx %s, gas %s", fn.fn_name, tx_hash.hex(), receipt.gasUsed)
+        return receipt
+
+    def wait_for_block(self, number: int, timeout_s: float = 120.0) -> None:
+        """Waits until block `number` exists (block-hash randomness needs the next block)."""
+        deadline = time.monotonic() + timeout_s
+        while self.web3.eth.block_number < number:
+            if time.monotonic() > deadline:
+                raise ChainUnavailable(f"block {number} not produced within {timeout_s}s")
+            time.sleep(0.1)
+
+    def now(self) -> int:
+        return self.web3.eth.get_block("latest")["timestamp"]
