@@ -5,6 +5,6 @@ cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 source .venv/bin/activate
 # Contracts on anvil through brownie (it starts and stops anvil itself).
-brownie test tests/contracts
+brownie test tests/contracts --disable-warnings
 # Everything else (protocol, services, end-to-end) with plain pytest; brownie's plugin stays off.
 python -m pytest -p no:pytest-brownie tests --ignore=tests/contracts -q
