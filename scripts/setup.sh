@@ -17,6 +17,13 @@ fi
 
 npm install --no-audit --no-fund --loglevel=error
 
+# Debian's Chromium for the dashboard's browser tests (never a downloaded browser build).
+# Skipped where apt-get is not ours to run; those tests then skip themselves.
+if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+    && [ -z "${UNCHAINED_SKIP_BROWSER:-}" ]; then
+  apt-get update -qq && apt-get install -y -qq chromium >/dev/null || echo "chromium not installed: browser tests will skip"
+fi
+
 # anvil and solc where brownie and the CLI look for them: the venv's bin directory.
 ln -sf "$root/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil" .venv/bin/anvil
 cat > .venv/bin/solcjs-shim <<SHIM

@@ -1,0 +1,80 @@
+"""Request dependencies as Annotated aliases."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy.orm import Session
+
+from backend.auth import authenticate
+from backend.errors import TooLarge, Unauthenticated
+from backend.runtime import Backend
+from backend.storage import BlobStore, Upload
+
+_bearer = HTTPBearer(auto_error=False, description="session token from POST /auth/login (Sign-In with Ethereum)")
+
+
+def get_backend(request: Request) -> Backend:
+    return request.app.state.backend
+
+
+BackendDep = Annotated[Backend, Depends(get_backend)]
+
+
+def get_db(backend: BackendDep) -> Iterator[Session]:
+    with backend.factory() as session:
+        yield session
+
+
+DbDep = Annotated[Session, Depends(get_db)]
+BearerDep = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+
+
+def optional_address(backend: BackendDep, db: DbDep, credentials: BearerDep) -> str | None:
+    if credentials is None:
+        return None
+    return authenticate(db, backend.settings, credentials.credentials)
+
+
+def required_address(address: Annotated[str | None, Depends(optional_address)]) -> str:
+    if address is None:
+        raise Unauthenticated("sign in first: GET /auth/nonce, then POST /auth/login")
+    return address
+
+
+ViewerDep = Annotated[str | None, Depends(optional_address)]
+SignedInDep = Annotated[str, Depends(required_address)]
+
+
+async def receive_upload(request: Request, blobs: BlobStore, limit: int, what: str) -> Upload:
+    """The request body as an Upload, refused as soon as it passes `limit` (Content-Length is
+    checked first, then the stream is counted, since a client may lie or send no length)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise TooLarge(what, int(declared), limit)
+    return await blobs.receive(request.stream(), limit, what)
+
+
+async def read_body(request: Request, limit: int, what: str) -> bytes:
+    """A small request body (job specs) in memory, with the same limit rules."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise TooLarge(what, int(declared), limit)
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise TooLarge(what, size, limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+BINARY_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+    }
+}

@@ -1,0 +1,142 @@
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Path, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import FileResponse, Response
+from sqlalchemy import select
+from web3 import Web3
+
+from backend import jobs as service
+from backend import models as m
+from backend.api.deps import BINARY_BODY, BackendDep, DbDep, SignedInDep, read_body, receive_upload
+from backend.api.schemas import (
+    ADDRESS_PATTERN,
+    HASH_PATTERN,
+    FailureReport,
+    FundingTx,
+    JobPublic,
+    JobResult,
+    JobSpecStored,
+    OutputStored,
+    ResultItem,
+)
+from protocol.jobs import MAX_SPEC_BYTES, JobSpec
+
+router = APIRouter(prefix="/jobs", tags=["jobs"])
+JobIdPath = Annotated[int, Path(ge=0, le=2**63 - 1)]
+ItemPath = Annotated[int, Path(ge=0, le=2**31 - 1)]
+
+
+def to_public(db, job: m.Job) -> JobPublic:  # type: ignore[no-untyped-def]
+    public = JobPublic.model_validate(job)
+    spec = db.get(m.JobSpecRecord, job.spec_hash)
+    dispatch = db.get(m.Dispatch, job.job_id)
+    failure = db.get(m.JobFailure, job.job_id)
+    return public.model_copy(update={"spec": json.loads(spec.canonical) if spec else None,
+                                     "dispatched_to": dispatch.queue if dispatch else None,
+                                     "failure": f"{failure.kind}: {failure.error}" if failure else None})
+
+
+@router.get("", response_model=list[JobPublic])
+def list_jobs(
+    db: DbDep,
+    renter: Annotated[str | None, Query(pattern=ADDRESS_PATTERN)] = None,
+    provider: Annotated[str | None, Query(pattern=ADDRESS_PATTERN)] = None,
+    status: Annotated[str | None, Query(max_length=16)] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
+) -> list[JobPublic]:
+    query = select(m.Job).order_by(m.Job.job_id.desc())
+    if renter:
+        query = query.where(m.Job.renter == renter.lower())
+    if provider:
+        query = query.where(m.Job.provider == provider.lower())
+    if status:
+        query = query.where(m.Job.status == status)
+    return [to_public(db, j) for j in db.scalars(query.limit(limit).offset(offset))]
+
+
+@router.post("/specs", response_model=JobSpecStored, status_code=201, responses={413: {}, 422: {}},
+             openapi_extra={"requestBody": {"required": True, "content": {"application/json": {"schema": {
+                 "type": "object", "description": "a JobSpec document (protocol/jobs.py), version 1"}}}}})
+async def store_spec(request: Request, backend: BackendDep, db: DbDep) -> JobSpecStored:
+    """Validates a job spec and stores its canonical JSON under its specHash (what the escrow
+    records), so the provider and verifiers can read what the renter funded."""
+    raw = await read_body(request, MAX_SPEC_BYTES, "job spec")
+    row, _ = await run_in_threadpool(service.store_spec, db, raw)
+    return JobSpecStored(spec_hash=row.spec_hash, canonical=row.canonical, item_count=row.item_count)
+
+
+@router.get("/specs/{spec_hash}", response_model=JobSpecStored, responses={404: {}})
+def get_spec(spec_hash: Annotated[str, Path(pattern=HASH_PATTERN)], db: DbDep) -> JobSpecStored:
+    row = service.get_spec(db, spec_hash)
+    return JobSpecStored(spec_hash=row.spec_hash, canonical=row.canonical, item_count=row.item_count)
+
+
+@router.get("/specs/{spec_hash}/funding-tx", response_model=FundingTx, responses={404: {}, 503: {}})
+def funding_tx(spec_hash: Annotated[str, Path(pattern=HASH_PATTERN)], backend: BackendDep, db: DbDep) -> FundingTx:
+    """The unsigned createJob transaction that funds a stored spec (provider, price and deadline
+    come from the spec itself). The renter's wallet shows, signs and sends it; the backend
+    never signs for anyone."""
+    spec = JobSpec.parse(service.get_spec(db, spec_hash).canonical)
+    chain = backend.chain()
+    escrow = chain.contract("JobEscrow")
+    data = escrow.encode_abi("createJob", args=[Web3.to_checksum_address(spec.provider), spec.spec_hash,
+                                                spec.price_wei, spec.deadline])
+    return FundingTx(to=escrow.address, data=data, value=str(spec.price_wei), chain_id=chain.deployment.chain_id)
+
+
+@router.get("/{job_id}", response_model=JobPublic, responses={404: {}})
+def get_job(job_id: JobIdPath, db: DbDep) -> JobPublic:
+    return to_public(db, service.get_job(db, job_id))
+
+
+@router.get("/{job_id}/result", response_model=JobResult, responses={404: {}, 409: {}})
+def get_result(job_id: JobIdPath, backend: BackendDep, db: DbDep) -> JobResult:
+    """The on-chain output root and item count, and for every uploaded item its digest and
+    inclusion proof: anyone can check an item against the root without trusting this server."""
+    job = service.get_job(db, job_id)
+    items = service.result_items(db, job)
+    base = backend.settings.public_url.rstrip("/")
+    return JobResult(
+        job_id=job.job_id, output_root=job.output_root or "", item_count=job.item_count or 0,
+        items=[ResultItem(index=i.index, digest=i.digest, proof=i.proof, size=i.size,
+                          url=f"{base}/jobs/{job_id}/outputs/{i.index}" if i.digest else None) for i in items],
+    )
+
+
+@router.put("/{job_id}/outputs/{index}", response_model=OutputStored, status_code=201,
+            responses={401: {}, 403: {}, 404: {}, 409: {}, 413: {}, 422: {}}, openapi_extra=BINARY_BODY)
+async def upload_output(
+    job_id: JobIdPath, index: ItemPath, request: Request, signer: SignedInDep, backend: BackendDep, db: DbDep,
+    x_merkle_proof: Annotated[str, Header(max_length=32 * 67, description=(
+        "comma-separated 0x-hex sibling hashes of the item's digest, bottom-up"))] = "",
+) -> OutputStored:
+    """The provider uploads one item's output bytes; they are accepted only if keccak256 of the
+    bytes, with the proof, rebuilds the output root the provider committed on-chain."""
+    siblings = service.parse_proof(x_merkle_proof)
+    upload = await receive_upload(request, backend.blobs, backend.settings.max_output_bytes, "output")
+    try:
+        row = await run_in_threadpool(service.store_output, db, job_id, index, signer, upload, siblings)
+    finally:
+        upload.discard()  # bytes that do not prove inclusion leave nothing behind
+    backend.metrics.upload_bytes.labels("output").inc(upload.size)
+    return OutputStored(job_id=job_id, index=index, digest=row.digest, size=row.size)
+
+
+@router.post("/{job_id}/failure", status_code=204, responses={401: {}, 403: {}, 404: {}})
+def report_failure(job_id: JobIdPath, body: FailureReport, signer: SignedInDep, db: DbDep) -> None:
+    """The job's provider reports that it cannot run the job (the refund itself is on-chain)."""
+    service.record_failure(db, job_id, signer, body.kind, body.error)
+
+
+@router.get("/{job_id}/outputs/{index}", response_class=Response, responses={
+    200: {"content": {"application/octet-stream": {}}}, 401: {}, 403: {}, 404: {}})
+def download_output(job_id: JobIdPath, index: ItemPath, viewer: SignedInDep, backend: BackendDep,
+                    db: DbDep) -> Response:
+    """One item's output bytes, for the job's renter or provider."""
+    path = service.output_path(db, backend.blobs, job_id, index, viewer)
+    return FileResponse(path, media_type="application/octet-stream")

@@ -1,0 +1,121 @@
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query
+from sqlalchemy import select
+
+from backend import models as m
+from backend.api.deps import DbDep, SignedInDep
+from backend.api.schemas import (
+    ADDRESS_PATTERN,
+    MiningReport,
+    PogRoundPublic,
+    ProviderProfileUpdate,
+    ProviderPublic,
+)
+from backend.auth import utcnow
+from backend.errors import Forbidden, NotFound
+from backend.matching import Candidate, mining_floor, reputation
+
+router = APIRouter(prefix="/providers", tags=["providers"])
+AddressPath = Annotated[str, Path(pattern=ADDRESS_PATTERN)]
+
+
+def to_public(db, p: m.Provider) -> ProviderPublic:  # type: ignore[no-untyped-def]
+    stake = db.get(m.Stake, p.address)
+    profile = db.get(m.ProviderProfile, p.address)
+    rep = reputation(Candidate(p.address, None, 0, False, True, 0, 0, None, frozenset(), False,
+                               p.challenges_won, p.challenges_lost))
+    return ProviderPublic(
+        address=p.address, gpu_model=p.gpu_model, gpu_count=p.gpu_count, gpu_class=p.gpu_class,
+        tflops=(p.tflops_milli / 1000) if p.tflops_milli and p.pog_passed else None, pog_passed=p.pog_passed,
+        pog_round_id=p.pog_round_id, price_per_gpu_hour=p.price_per_gpu_hour,
+        price_per_job_unit=p.price_per_job_unit, active=p.active, reputation=round(rep, 4),
+        challenges_won=p.challenges_won, challenges_lost=p.challenges_lost, jobs_finalized=p.jobs_finalized,
+        metadata_uri=p.metadata_uri, stake_bonded=stake.bonded if stake else 0,
+        cached_models=list(profile.cached_models) if profile else [],
+        private_ok=profile.private_ok if profile else False,
+        latency_ms=profile.latency_ms if profile else None,
+        mining_floor_wei_per_hour=mining_floor(p, profile),
+        miner=profile.miner if profile else None,
+        hashrate=profile.hashrate if profile else None,
+    )
+
+
+@router.get("", response_model=list[ProviderPublic])
+def list_providers(
+    db: DbDep,
+    verified: Annotated[bool | None, Query(description="only providers whose last PoG round passed")] = None,
+    gpu_class: Annotated[str | None, Query(max_length=32)] = None,
+    active: bool | None = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
+) -> list[ProviderPublic]:
+    query = select(m.Provider).order_by(m.Provider.registered_block, m.Provider.address)
+    if verified is not None:
+        query = query.where(m.Provider.pog_passed.is_(True) if verified else m.Provider.pog_passed.isnot(True))
+    if gpu_class is not None:
+        query = query.where(m.Provider.gpu_class == gpu_class)
+    if active is not None:
+        query = query.where(m.Provider.active.is_(active))
+    return [to_public(db, p) for p in db.scalars(query.limit(limit).offset(offset))]
+
+
+@router.get("/{address}", response_model=ProviderPublic, responses={404: {}})
+def get_provider(address: AddressPath, db: DbDep) -> ProviderPublic:
+    provider = db.get(m.Provider, address.lower())
+    if provider is None:
+        raise NotFound("provider", address)
+    return to_public(db, provider)
+
+
+@router.get("/{address}/pog", response_model=list[PogRoundPublic])
+def provider_pog_history(address: AddressPath, db: DbDep,
+                         limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> list[PogRoundPublic]:
+    """The provider's Proof-of-GPU rounds, newest first (the dashboard's history chart)."""
+    rows = db.scalars(select(m.PogRound).where(m.PogRound.provider == address.lower())
+                      .order_by(m.PogRound.round_id.desc()).limit(limit))
+    return [PogRoundPublic.model_validate(r) for r in rows]
+
+
+@router.put("/{address}/profile", response_model=ProviderPublic, responses={401: {}, 403: {}, 404: {}})
+def update_profile(address: AddressPath, body: ProviderProfileUpdate, signer: SignedInDep, db: DbDep) -> ProviderPublic:
+    """What only the provider can tell (signed in as itself): cached models, private execution,
+    latency and its mining-yield floor."""
+    provider, profile = _own_profile(db, signer, address)
+    profile.cached_models = sorted(set(body.cached_models))
+    profile.private_ok = body.private_ok
+    profile.latency_ms = body.latency_ms
+    profile.mining_floor_wei_per_hour = (int(body.mining_floor_wei_per_hour)
+                                         if body.mining_floor_wei_per_hour is not None else None)
+    profile.updated_at = utcnow()
+    db.add(profile)
+    db.commit()
+    return to_public(db, provider)
+
+
+def _own_profile(db, signer: str, address: str) -> tuple[m.Provider, m.ProviderProfile]:  # type: ignore[no-untyped-def]
+    """The signed-in provider's row and its (possibly new) off-chain profile."""
+    address = address.lower()
+    if signer != address:
+        raise Forbidden(f"signed in as {signer}, not {address}")
+    provider = db.get(m.Provider, address)
+    if provider is None:
+        raise NotFound("provider", address)
+    profile = db.get(m.ProviderProfile, address) or m.ProviderProfile(address=address, cached_models=[],
+                                                                       private_ok=False)
+    return provider, profile
+
+
+@router.post("/{address}/mining", response_model=ProviderPublic, responses={401: {}, 403: {}, 404: {}})
+def report_mining(address: AddressPath, body: MiningReport, signer: SignedInDep, db: DbDep) -> ProviderPublic:
+    """The provider agent's mining report (signed in as the provider): its yield per GPU-hour is
+    the floor under its prices; the same figure is also published on-chain in its metadata."""
+    provider, profile = _own_profile(db, signer, address)
+    profile.mining_floor_wei_per_hour = int(body.miningYieldWeiPerGpuHour)
+    profile.miner, profile.hashrate = body.miner, body.hashrate
+    profile.updated_at = utcnow()
+    db.add(profile)
+    db.commit()
+    return to_public(db, provider)

@@ -1,0 +1,288 @@
+"""Wire schemas: what the API accepts and returns, separate from the database models.
+
+Amounts in wei are decimal strings (uint256 does not fit a JSON number safely)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, field_serializer
+
+ADDRESS_PATTERN = r"^0x[0-9a-fA-F]{40}$"
+HASH_PATTERN = r"^0x[0-9a-f]{64}$"
+AddressStr = Annotated[str, Field(pattern=ADDRESS_PATTERN, examples=["0x70997970c51812dc3a010c7d01b50e0d17dc79c8"])]
+HashStr = Annotated[str, Field(pattern=HASH_PATTERN)]
+
+
+class WeiModel(BaseModel):
+    """Read from ORM rows; subclasses list their wei fields in a serializer (decimal strings)."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+
+def _wei(value: int | None) -> str | None:
+    return None if value is None else str(value)
+
+
+class Health(BaseModel):
+    status: str
+    database: str
+    chain_id: int | None
+    head_block: int | None
+    indexed_block: int | None
+
+
+class ProviderPublic(WeiModel):
+    address: str
+    gpu_model: str
+    gpu_count: int
+    gpu_class: str | None = Field(description="GPU class verified by the last Proof-of-GPU round")
+    tflops: float | None = Field(description="measured TFLOPS of the last passed round")
+    pog_passed: bool | None
+    pog_round_id: int | None
+    price_per_gpu_hour: int
+    price_per_job_unit: int
+    active: bool
+    reputation: float = Field(description="share of challenges survived (Laplace prior)")
+    challenges_won: int
+    challenges_lost: int
+    jobs_finalized: int
+    metadata_uri: str
+    stake_bonded: int
+    cached_models: list[str]
+    private_ok: bool
+    latency_ms: int | None
+    mining_floor_wei_per_hour: int | None
+    miner: str | None = None
+    hashrate: float | None = Field(default=None, description="hashes per second, as the provider reports")
+
+    @field_serializer("price_per_gpu_hour", "price_per_job_unit", "stake_bonded", "mining_floor_wei_per_hour")
+    def _amounts(self, v: int | None) -> str | None:
+        return _wei(v)
+
+
+class ProviderProfileUpdate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    cached_models: list[HashStr] = Field(default_factory=list, max_length=256)
+    private_ok: bool = False
+    latency_ms: int | None = Field(default=None, ge=0, le=600_000)
+    mining_floor_wei_per_hour: Annotated[str, Field(pattern=r"^[0-9]{1,78}$")] | None = None
+
+
+class MiningReport(BaseModel):
+    """The provider agent's report (field names as the agent sends them)."""
+
+    miningYieldWeiPerGpuHour: Annotated[str, Field(pattern=r"^[0-9]{1,78}$")]  # noqa: N815
+    miner: str = Field(default="", max_length=64)
+    hashrate: float = Field(default=0.0, ge=0, le=1e30)
+
+
+class FailureReport(BaseModel):
+    """A provider's report that a job could not run (field names as the agent sends them)."""
+
+    jobId: int | None = Field(default=None, ge=0, le=2**63 - 1)  # noqa: N815
+    kind: str = Field(max_length=64)
+    error: str = Field(max_length=4096)
+
+
+class PogRoundPublic(WeiModel):
+    round_id: int
+    provider: str
+    verifier: str
+    n: int
+    gpu_count: int
+    status: str
+    requested_block: int
+    commit_deadline: int
+    seed: str | None
+    roots: list[str] | None
+    measured_millis: int | None
+    gpu_class: str | None
+    tflops_milli: int | None
+    passed: bool | None
+
+
+class JobPublic(WeiModel):
+    job_id: int
+    renter: str
+    provider: str
+    token: str
+    price: int
+    spec_hash: str
+    deadline: int
+    status: str
+    frozen: bool
+    funded_tx: str
+    funded_block: int
+    output_root: str | None
+    item_count: int | None
+    result_digest: str | None
+    challenge_window_end: int | None
+    provider_amount: int | None
+    fee: int | None
+    refund: int | None
+    spec: dict | None = None  # type: ignore[type-arg]
+    dispatched_to: str | None = None
+    failure: str | None = Field(default=None, description="the provider's failure report, if any")
+
+    @field_serializer("price", "provider_amount", "fee", "refund")
+    def _amounts(self, v: int | None) -> str | None:
+        return _wei(v)
+
+
+class JobSpecStored(BaseModel):
+    spec_hash: str
+    canonical: str
+    item_count: int
+
+
+class ResultItem(BaseModel):
+    index: int
+    digest: str | None = Field(description="keccak256 of the item's output bytes; null until uploaded")
+    proof: list[str] | None = Field(description="sibling hashes, bottom-up (PROTOCOL.md)")
+    size: int | None
+    url: str | None
+
+
+class JobResult(BaseModel):
+    job_id: int
+    output_root: str
+    item_count: int
+    leaf: str = "leaf = keccak256(0x00 || digest); node = keccak256(0x01 || left || right)"
+    items: list[ResultItem]
+
+
+class OutputStored(BaseModel):
+    job_id: int
+    index: int
+    digest: str
+    size: int
+
+
+class ModelPublic(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+    content_hash: str
+    owner: str
+    name: str
+    format: str
+    size: int
+    private: bool
+    created_at: datetime
+
+
+class InputStored(BaseModel):
+    content_hash: str
+    size: int
+
+
+class LeasePublic(WeiModel):
+    lease_id: int
+    renter: str
+    provider: str
+    gpu_count: int
+    ends_at: int
+    paid: int
+    status: str
+    ended_by: str | None
+    provider_earned: int | None
+    renter_refund: int | None
+
+    @field_serializer("paid", "provider_earned", "renter_refund")
+    def _amounts(self, v: int | None) -> str | None:
+        return _wei(v)
+
+
+class ChallengePublic(WeiModel):
+    challenge_id: int
+    kind: str
+    subject: int
+    gpu_index: int | None
+    challenger: str
+    provider: str
+    k: int
+    bond: int
+    response_deadline: int
+    randomness: str | None
+    status: str
+    dispute_id: int | None
+
+    @field_serializer("bond")
+    def _amounts(self, v: int) -> str:
+        return str(v)
+
+
+class DisputePublic(WeiModel):
+    dispute_id: int
+    ref: int
+    opener: str
+    challenger: str
+    provider: str
+    vote_end: int
+    votes: int
+    verdict: str | None
+    weight_provider_at_fault: int
+    weight_challenger_wrong: int
+
+    @field_serializer("weight_provider_at_fault", "weight_challenger_wrong")
+    def _amounts(self, v: int) -> str:
+        return str(v)
+
+
+class QuoteRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    model: HashStr | None = None
+    items: int = Field(ge=1, le=100_000)
+    private: bool = False
+    max_price_wei: Annotated[str, Field(pattern=r"^[0-9]{1,78}$")] | None = None
+    gpu_classes: list[Annotated[str, Field(max_length=32)]] | None = Field(default=None, max_length=64)
+
+
+class Quote(BaseModel):
+    provider: str
+    price_wei: str
+    score: float
+    gpu_class: str | None
+    reasons: list[str]
+
+
+class NonceIssued(BaseModel):
+    nonce: str
+    expires_at: datetime
+    domain: str
+    uri: str
+    chain_id: int
+
+
+class SiweMessageIssued(BaseModel):
+    message: str
+    nonce: str
+
+
+class FundingTx(BaseModel):
+    """An unsigned transaction for the renter's wallet to sign and send (EIP-1193 eth_sendTransaction)."""
+
+    to: str
+    data: str
+    value: str = Field(description="wei, decimal")
+    chain_id: int
+
+
+class LoginRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    message: str = Field(max_length=4096)
+    signature: Annotated[str, Field(pattern=r"^(0x)?[0-9a-fA-F]{130}$")]
+
+
+class SessionPublic(BaseModel):
+    token: str
+    address: str
+    expires_at: datetime
+
+
+class Me(BaseModel):
+    address: str
+
+
+class ErrorBody(BaseModel):
+    detail: str

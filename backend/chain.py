@@ -1,0 +1,46 @@
+"""The chain as the backend sees it: a web3 connection and the deployment's contracts."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from web3 import Web3
+from web3.contract import Contract
+
+from backend.errors import ChainUnavailable
+from backend.settings import Settings
+from protocol.deployments import Deployment, DeploymentFormatError
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def load_deployment(path: Path) -> Deployment:
+    try:
+        return Deployment.from_json(json.loads(path.read_text()))
+    except (OSError, json.JSONDecodeError, DeploymentFormatError) as exc:
+        raise ChainUnavailable(f"cannot read deployment {path}: {exc}") from exc
+
+
+@dataclass
+class Chain:
+    web3: Web3
+    deployment: Deployment
+
+    @classmethod
+    def connect(cls, settings: Settings) -> Chain:
+        web3 = Web3(Web3.HTTPProvider(settings.rpc_url, request_kwargs={"timeout": 30}))
+        try:
+            chain_id = web3.eth.chain_id
+        except Exception as exc:  # requests' connection errors vary by transport
+            raise ChainUnavailable(f"no JSON-RPC node at {settings.rpc_url}: {exc}") from exc
+        path = settings.deployment_file or REPO_ROOT / "deployments" / f"{chain_id}.json"
+        deployment = load_deployment(path)
+        if deployment.chain_id != chain_id:
+            raise ChainUnavailable(f"{path} is for chain {deployment.chain_id}, the node is chain {chain_id}")
+        return cls(web3, deployment)
+
+    def contract(self, name: str) -> Contract:
+        deployed = self.deployment.contract(name)
+        return self.web3.eth.contract(address=Web3.to_checksum_address(deployed.address), abi=deployed.abi)

@@ -1,0 +1,294 @@
+"""Typer sub-apps of the backend: `backend` (serve, index, rebuild) and the renter's `job`,
+`model` and `lease` commands, which sign with the renter's own keystore."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+from web3 import Web3
+
+from backend.client import BackendClient
+from backend.errors import BackendError
+from backend.settings import get_settings
+from backend.wallet import Wallet, load_account
+from protocol.errors import ProtocolError
+from protocol.jobs import MODEL_FORMATS, JobSpec, JobSpecError
+
+console = Console()
+backend_app = typer.Typer(help="The marketplace backend: API, dashboard, chain indexer.", no_args_is_help=True)
+job_app = typer.Typer(help="Renter: submit and pay for jobs, follow them, fetch verified results.",
+                      no_args_is_help=True)
+model_app = typer.Typer(help="The model hub: push and list models.", no_args_is_help=True)
+lease_app = typer.Typer(help="Renter: lease GPUs of a provider by the hour.", no_args_is_help=True)
+
+BackendUrl = Annotated[str, typer.Option("--backend", envvar="UNCHAINED_BACKEND_URL", help="Backend API URL.")]
+Rpc = Annotated[str, typer.Option("--rpc", envvar="UNCHAINED_RPC_URL", help="JSON-RPC URL of the chain.")]
+Keystore = Annotated[Path, typer.Option("--keystore", exists=True, dir_okay=False,
+                                        help="Your eth-account JSON keystore (password: "
+                                             "$UNCHAINED_KEYSTORE_PASSWORD or a prompt).")]
+DeploymentFile = Annotated[Path | None, typer.Option("--deployment", help="deployments/<chainId>.json to trust.")]
+DEFAULT_BACKEND = "http://127.0.0.1:8000"
+DEFAULT_RPC = "http://127.0.0.1:8545"
+
+
+def _fail(exc: Exception) -> typer.Exit:
+    console.print(f"[red]error:[/red] {exc}")
+    return typer.Exit(1)
+
+
+def _progress() -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
+                    console=console)
+
+
+# ---- backend ----
+
+
+@backend_app.command("serve")
+def serve(
+    host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port.")] = 8000,
+    index: Annotated[bool, typer.Option(help="Follow the chain in the background.")] = True,
+) -> None:
+    """Serve the API (OpenAPI at /docs) and the dashboard at /, indexing the chain."""
+    import uvicorn
+
+    from backend.api.app import create_app
+
+    settings = get_settings().model_copy(update={"run_indexer": index})
+    logging.basicConfig(level=logging.INFO)
+    uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
+
+
+@backend_app.command("index")
+def index_once() -> None:
+    """Apply every confirmed block once and exit (cron-style indexing)."""
+    from backend.runtime import Backend
+
+    backend = Backend.open(get_settings())
+    try:
+        count = backend.make_indexer().sync()
+        console.print(f"{count} new events; indexed up to block {backend.make_indexer().cursor()}")
+    except BackendError as exc:
+        raise _fail(exc) from exc
+    finally:
+        backend.close()
+
+
+@backend_app.command("rebuild")
+def rebuild_command() -> None:
+    """Empty the chain tables and rebuild them from contract events alone."""
+    from backend.indexer import rebuild
+    from backend.runtime import Backend
+
+    backend = Backend.open(get_settings().model_copy(update={"dispatch": False}))
+    try:
+        console.print(f"rebuilt from {rebuild(backend.make_indexer())} events")
+    except BackendError as exc:
+        raise _fail(exc) from exc
+    finally:
+        backend.close()
+
+
+# ---- model ----
+
+
+@model_app.command("push")
+def model_push(
+    path: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="TorchScript or ONNX file.")],
+    keystore: Keystore,
+    name: Annotated[str | None, typer.Option(help="Display name (default: the file name).")] = None,
+    fmt: Annotated[str, typer.Option("--format", help=f"One of {MODEL_FORMATS}.")] = "torchscript",
+    private: Annotated[bool, typer.Option(help="Visible only to you.")] = False,
+    backend: BackendUrl = DEFAULT_BACKEND,
+) -> None:
+    """Upload a model to the hub; prints its content hash (keccak256 of the bytes)."""
+    try:
+        client = BackendClient.connect(backend, load_account(keystore))
+        row = client.push_model(path.read_bytes(), name or path.name, fmt, private)
+    except (BackendError, OSError) as exc:
+        raise _fail(exc) from exc
+    console.print(f"model {row['content_hash']} ({row['size']} bytes, {'private' if row['private'] else 'public'})")
+
+
+@model_app.command("list")
+def model_list(
+    keystore: Annotated[Path | None, typer.Option(help="Sign in to include your private models.")] = None,
+    backend: BackendUrl = DEFAULT_BACKEND,
+) -> None:
+    """List public models (and your private ones when signed in)."""
+    try:
+        client = BackendClient.connect(backend, load_account(keystore) if keystore else None)
+        rows = client.get("/models")
+    except BackendError as exc:
+        raise _fail(exc) from exc
+    table = Table(title="models")
+    for column in ("content hash", "name", "format", "size", "owner", "private"):
+        table.add_column(column)
+    for r in rows:
+        table.add_row(r["content_hash"], r["name"], r["format"], str(r["size"]), r["owner"], str(r["private"]))
+    console.print(table)
+
+
+# ---- job ----
+
+
+def _resolve_model(client: BackendClient, model: str, fmt: str, private: bool) -> str:
+    if model.startswith("0x") and len(model) == 66:
+        return model.lower()
+    path = Path(model)
+    if not path.is_file():
+        raise typer.BadParameter(f"--model: {model} is neither a content hash nor a file")
+    return client.push_model(path.read_bytes(), path.name, fmt, private)["content_hash"]
+
+
+@job_app.command("submit")
+def job_submit(
+    model: Annotated[str, typer.Option(help="Model content hash, or a file to push first.")],
+    inputs: Annotated[Path, typer.Option(exists=True, file_okay=False, help="Directory: one file per item.")],
+    max_price: Annotated[float, typer.Option(help="Most you pay for the whole job, in ETH.")],
+    keystore: Keystore,
+    provider: Annotated[str | None, typer.Option(help="Provider address; default: the best quote.")] = None,
+    fmt: Annotated[str, typer.Option("--format", help=f"Model format, one of {MODEL_FORMATS}.")] = "torchscript",
+    private: Annotated[bool, typer.Option(help="Private model, private-capable providers only.")] = False,
+    gpu_class: Annotated[list[str] | None, typer.Option(
+        help="Acceptable verified GPU class (repeatable); default: any class that passed PoG.")] = None,
+    batch_size: Annotated[int, typer.Option(min=1, max=4096)] = 8,
+    tolerance_ppm: Annotated[int, typer.Option(min=0, max=1_000_000)] = 0,
+    deadline_s: Annotated[int, typer.Option(help="Seconds until the result is due.", min=60)] = 3600,
+    backend: BackendUrl = DEFAULT_BACKEND,
+    rpc: Rpc = DEFAULT_RPC,
+    deployment: DeploymentFile = None,
+) -> None:
+    """Upload inputs, pick a provider, store the spec, and fund the job from your own wallet."""
+    try:
+        account = load_account(keystore)
+        client = BackendClient.connect(backend, account)
+        wallet = Wallet(rpc, account, deployment)
+        model_hash = _resolve_model(client, model, fmt, private)
+        files = sorted(p for p in inputs.iterdir() if p.is_file())
+        if not files:
+            raise typer.BadParameter(f"--inputs: {inputs} holds no files")
+        hashes = []
+        with _progress() as progress:
+            task = progress.add_task("uploading inputs", total=sum(p.stat().st_size for p in files))
+            for path in files:
+                data = path.read_bytes()
+                hashes.append(client.upload_input(data))
+                progress.advance(task, len(data))
+        budget = Web3.to_wei(max_price, "ether")
+        quotes = client.quotes(model=model_hash, items=len(files), private=private, max_price_wei=str(budget),
+                               gpu_classes=gpu_class or None)
+        if provider is None:
+            if not quotes:
+                raise BackendError(f"no verified provider runs {len(files)} items within {max_price} ETH")
+            chosen, price = quotes[0]["provider"], int(quotes[0]["price_wei"])
+        else:
+            match = [q for q in quotes if q["provider"] == provider.lower()]
+            if not match:
+                raise BackendError(f"provider {provider} is not eligible for this job within {max_price} ETH")
+            chosen, price = provider.lower(), int(match[0]["price_wei"])
+        deadline = wallet.web3.eth.get_block("latest")["timestamp"] + deadline_s
+        spec = JobSpec(model=model_hash, model_format=fmt, inputs=tuple(hashes), batch_size=batch_size,
+                       tolerance_ppm=tolerance_ppm, deadline=deadline, price_wei=price, provider=chosen)
+        client.store_spec(spec.canonical())
+        escrow = wallet.contract("JobEscrow")
+        with console.status(f"funding job: {Web3.from_wei(price, 'ether')} ETH to escrow for {chosen}"):
+            receipt = wallet.send(escrow.functions.createJob(Web3.to_checksum_address(chosen), spec.spec_hash,
+                                                             price, deadline), value=price)
+        job_id = escrow.events.JobCreated().process_receipt(receipt)[0]["args"]["jobId"]
+    except (BackendError, OSError, JobSpecError) as exc:
+        raise _fail(exc) from exc
+    console.print(f"job {job_id} funded in tx 0x{bytes(receipt['transactionHash']).hex()}: "
+                  f"{len(files)} items, spec {'0x' + spec.spec_hash.hex()}, provider {chosen}")
+
+
+@job_app.command("status")
+def job_status(job_id: Annotated[int, typer.Argument(min=0)], backend: BackendUrl = DEFAULT_BACKEND) -> None:
+    """Show a job as the chain records it."""
+    try:
+        job = BackendClient.connect(backend).get(f"/jobs/{job_id}")
+    except BackendError as exc:
+        raise _fail(exc) from exc
+    table = Table(title=f"job {job_id}", show_header=False)
+    for key in ("status", "renter", "provider", "price", "deadline", "output_root", "item_count",
+                "challenge_window_end", "provider_amount", "fee", "refund", "dispatched_to"):
+        table.add_row(key, str(job.get(key)))
+    console.print(table)
+
+
+@job_app.command("result")
+def job_result(
+    job_id: Annotated[int, typer.Argument(min=0)],
+    keystore: Keystore,
+    out: Annotated[Path, typer.Option(help="Directory for the item outputs.")] = Path("results"),
+    backend: BackendUrl = DEFAULT_BACKEND,
+) -> None:
+    """Download every item's output and verify each against the on-chain output root."""
+    try:
+        client = BackendClient.connect(backend, load_account(keystore))
+        result = client.get(f"/jobs/{job_id}/result")
+        with _progress() as progress:
+            task = progress.add_task("downloading and verifying",
+                                     total=sum(i["size"] or 0 for i in result["items"]))
+            outputs = client.download_verified(job_id, on_item=lambda size: progress.advance(task, size))
+    except (BackendError, ProtocolError) as exc:
+        raise _fail(exc) from exc
+    out.mkdir(parents=True, exist_ok=True)
+    for index, data in enumerate(outputs):
+        (out / f"item-{index:06d}.out").write_bytes(data)
+    console.print(f"{len(outputs)} items verified against output root {result['output_root']}; written to {out}")
+
+
+# ---- lease ----
+
+
+@lease_app.command("start")
+def lease_start(
+    provider: Annotated[str, typer.Option(help="Provider address.")],
+    gpus: Annotated[int, typer.Option(min=1)],
+    hours: Annotated[float, typer.Option(min=0.001)],
+    keystore: Keystore,
+    rpc: Rpc = DEFAULT_RPC,
+    deployment: DeploymentFile = None,
+) -> None:
+    """Pay up front for GPUs of a provider; unused time is refunded when you stop."""
+    try:
+        wallet = Wallet(rpc, load_account(keystore), deployment)
+        leases = wallet.contract("LeaseManager")
+        address, seconds = Web3.to_checksum_address(provider), int(hours * 3600)
+        cost = leases.functions.leaseCost(address, gpus, seconds).call()
+        receipt = wallet.send(leases.functions.startLease(address, gpus, seconds), value=cost)
+        lease_id = leases.events.LeaseStarted().process_receipt(receipt)[0]["args"]["leaseId"]
+    except (BackendError, ValueError) as exc:
+        raise _fail(exc) from exc
+    console.print(f"lease {lease_id}: {gpus} GPU(s) of {provider} for {hours} h, paid "
+                  f"{Web3.from_wei(cost, 'ether')} ETH (tx 0x{bytes(receipt['transactionHash']).hex()})")
+
+
+@lease_app.command("stop")
+def lease_stop(
+    lease_id: Annotated[int, typer.Argument(min=1)],
+    keystore: Keystore,
+    rpc: Rpc = DEFAULT_RPC,
+    deployment: DeploymentFile = None,
+) -> None:
+    """End a lease now; the provider earns the elapsed time, you are refunded the rest."""
+    try:
+        wallet = Wallet(rpc, load_account(keystore), deployment)
+        leases = wallet.contract("LeaseManager")
+        receipt = wallet.send(leases.functions.endLease(lease_id))
+        ended = leases.events.LeaseEnded().process_receipt(receipt)[0]["args"]
+    except BackendError as exc:
+        raise _fail(exc) from exc
+    console.print(f"lease {lease_id} ended: provider earned {Web3.from_wei(ended['providerEarned'], 'ether')} ETH, "
+                  f"refund {Web3.from_wei(ended['renterRefund'], 'ether')} ETH (withdraw it from LeaseManager)")
+
+
+__all__ = ["backend_app", "job_app", "lease_app", "model_app"]

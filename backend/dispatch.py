@@ -1,0 +1,72 @@
+"""Hands funded jobs to their provider's Celery queue.
+
+The backend only produces: it sends tasks by name (protocol.tasks) and never imports the
+provider agent. A job is dispatched once: the Dispatch row is committed before the message is
+sent, and the message carries only the job id (the provider re-reads the job from the chain).
+If the broker is down the row stays without a task id and `retry_pending` sends it later.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from celery import Celery
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
+
+from backend import models as m
+from backend.auth import utcnow
+from backend.projections import Event
+from protocol.tasks import TASK_RUN_JOB, provider_queue
+
+log = logging.getLogger(__name__)
+
+
+def make_celery(broker_url: str) -> Celery:
+    app = Celery("unchained-backend", broker=broker_url)
+    app.conf.update(task_serializer="json", accept_content=["json"], broker_connection_retry_on_startup=False,
+                    broker_connection_timeout=3, broker_transport_options={"max_retries": 2})
+    return app
+
+
+class Dispatcher:
+    def __init__(self, celery: Celery, factory: sessionmaker[Session]) -> None:
+        self.celery = celery
+        self.factory = factory
+
+    def on_new_events(self, events: Sequence[Event]) -> None:
+        """Indexer hook: every newly confirmed JobCreated is a funded job to dispatch."""
+        for event in events:
+            if event.contract == "JobEscrow" and event.name == "JobCreated":
+                self.dispatch(int(event.args["jobId"]), str(event.args["provider"]))
+
+    def dispatch(self, job_id: int, provider: str) -> str | None:
+        queue = provider_queue(provider)
+        try:
+            with self.factory.begin() as session:
+                session.add(m.Dispatch(job_id=job_id, queue=queue))
+        except IntegrityError:
+            log.info("job %s already dispatched", job_id)
+            return None
+        return self._send(job_id, queue)
+
+    def _send(self, job_id: int, queue: str) -> str | None:
+        try:
+            result = self.celery.send_task(TASK_RUN_JOB, args=[job_id], queue=queue,
+                                           task_id=f"run-job-{job_id}")
+        except Exception:  # kombu raises OperationalError and friends: keep the row, retry later
+            log.exception("job %s: broker unavailable, will retry dispatch to %s", job_id, queue)
+            return None
+        with self.factory.begin() as session:
+            row = session.get(m.Dispatch, job_id)
+            if row is not None:
+                row.task_id, row.queued_at = result.id, utcnow()
+        log.info("job %s dispatched to %s (task %s)", job_id, queue, result.id)
+        return result.id
+
+    def retry_pending(self) -> int:
+        with self.factory() as session:
+            pending = session.scalars(select(m.Dispatch).where(m.Dispatch.task_id.is_(None))).all()
+        return sum(self._send(row.job_id, row.queue) is not None for row in pending)

@@ -1,0 +1,125 @@
+"""The model hub and job inputs: content-addressed uploads with owners and visibility."""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+
+from sqlalchemy import or_, select
+from sqlalchemy.orm import Session
+
+from backend import models as m
+from backend.auth import utcnow
+from backend.errors import BadInput, Forbidden, NotFound, Unauthenticated
+from backend.storage import Upload
+from protocol.jobs import MODEL_FORMATS, JobSpec
+
+log = logging.getLogger(__name__)
+
+_NAME = re.compile(r"^[A-Za-z0-9._\-/ ]{1,128}$")
+
+
+def store_model(session: Session, owner: str, name: str, fmt: str, private: bool, upload: Upload) -> m.Model:
+    if not _NAME.match(name):
+        raise BadInput("name: 1 to 128 letters, digits, spaces or . _ - /")
+    if fmt not in MODEL_FORMATS:
+        raise BadInput(f"format: {fmt!r} is not one of {MODEL_FORMATS}")
+    if not upload.size:
+        raise BadInput("model file is empty")
+    digest = upload.keep()
+    row = session.get(m.Model, (digest, owner))
+    if row is None:
+        row = m.Model(content_hash=digest, owner=owner, name=name, format=fmt, size=upload.size, private=private,
+                      created_at=utcnow())
+        session.add(row)
+    else:  # the owner re-uploads the same bytes: a rename or a visibility change
+        row.name, row.format, row.private = name, fmt, private
+    session.commit()
+    log.info("model %s (%s, %s bytes, private=%s) stored for %s", digest, fmt, upload.size, private, owner)
+    return row
+
+
+def visible_models(session: Session, viewer: str | None, owner: str | None = None) -> list[m.Model]:
+    query = select(m.Model).order_by(m.Model.created_at.desc(), m.Model.content_hash)
+    query = query.where(or_(m.Model.private.is_(False), m.Model.owner == viewer) if viewer
+                        else m.Model.private.is_(False))
+    if owner:
+        query = query.where(m.Model.owner == owner)
+    return list(session.scalars(query))
+
+
+def visible_model(session: Session, content_hash: str, viewer: str | None) -> m.Model:
+    """The viewer's own entry, else a public one. A private model of someone else is reported as
+    missing, not forbidden, so that its existence does not leak."""
+    if viewer and (own := session.get(m.Model, (content_hash, viewer))):
+        return own
+    public = session.scalars(select(m.Model).where(m.Model.content_hash == content_hash,
+                                                   m.Model.private.is_(False))).first()
+    if public is None:
+        raise NotFound("model", content_hash)
+    return public
+
+
+def store_input(session: Session, owner: str, upload: Upload) -> m.Blob:
+    if not upload.size:
+        raise BadInput("input is empty")
+    digest = upload.keep()
+    row = session.get(m.Blob, digest)
+    if row is None:
+        row = m.Blob(content_hash=digest, owner=owner, size=upload.size, created_at=utcnow())
+        session.add(row)
+        session.commit()
+    return row
+
+
+def named_by_jobs_of(session: Session, provider: str, content_hash: str) -> bool:
+    """Whether a job funded for `provider` has a spec naming `content_hash` (model or input)."""
+    specs = select(m.Job.spec_hash).where(m.Job.provider == provider)
+    for record in session.scalars(select(m.JobSpecRecord).where(m.JobSpecRecord.spec_hash.in_(specs))):
+        spec = JobSpec.parse(record.canonical)
+        if content_hash == spec.model or content_hash in spec.inputs:
+            return True
+    return False
+
+
+def input_for(session: Session, content_hash: str, viewer: str) -> m.Blob:
+    """Inputs are readable by the uploader and by providers of jobs whose spec names them."""
+    row = session.get(m.Blob, content_hash)
+    if row is None:
+        raise NotFound("input", content_hash)
+    if row.owner == viewer or named_by_jobs_of(session, viewer, content_hash):
+        return row
+    raise Forbidden(f"input {content_hash} belongs to another account and to none of your jobs")
+
+
+@dataclass(frozen=True)
+class Content:
+    """What GET /blobs/{hash} serves: inline bytes (a job spec) or a stored file."""
+
+    data: bytes | None = None
+    digest: str | None = None
+
+
+def content_for(session: Session, content_hash: str, viewer: str | None) -> Content:
+    """Any content by its keccak256, for providers fetching a job's spec, model and inputs.
+
+    Job specs and public models are open (a spec's hash is on-chain anyway); inputs and private
+    models need a session of their owner or of the provider of a job that names them."""
+    spec = session.get(m.JobSpecRecord, content_hash)
+    if spec is not None:
+        return Content(data=spec.canonical.encode())
+    public = session.scalars(select(m.Model).where(m.Model.content_hash == content_hash,
+                                                   m.Model.private.is_(False))).first()
+    if public is not None:
+        return Content(digest=content_hash)
+    if viewer is None:
+        raise Unauthenticated(f"{content_hash} is not public content: sign in as its owner or the job's provider")
+    owned = (session.get(m.Model, (content_hash, viewer)) is not None
+             or session.scalars(select(m.Blob).where(m.Blob.content_hash == content_hash,
+                                                     m.Blob.owner == viewer)).first() is not None)
+    exists = (session.get(m.Blob, content_hash) is not None
+              or session.scalars(select(m.Model).where(m.Model.content_hash == content_hash)).first() is not None)
+    if exists and (owned or named_by_jobs_of(session, viewer, content_hash)):
+        return Content(digest=content_hash)
+    raise NotFound("content", content_hash)  # missing, or someone else's: the same answer

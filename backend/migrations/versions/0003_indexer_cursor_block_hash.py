@@ -1,0 +1,26 @@
+"""indexer cursor block hash
+
+Revision ID: 0003
+Revises: 0002
+Create Date: 2026-11-22 15:36:20.420567
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = '0003'
+down_revision = '0002'
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table('indexer_cursor', schema=None) as batch_op:
+        batch_op.add_column(sa.Column('block_hash', sa.String(length=66), nullable=True))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table('indexer_cursor', schema=None) as batch_op:
+        batch_op.drop_column('block_hash')

@@ -1,0 +1,286 @@
+"""The HTTP API over an index of a real anvil market: reads, SIWE sessions, the model hub,
+job specs, output uploads checked against the on-chain root, quotes, health and metrics."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import backend_support as support
+import pytest
+from eth_account.messages import encode_defunct
+from fastapi.testclient import TestClient
+from sqlalchemy import select
+
+from backend import models as m
+from backend.api.app import create_app
+from backend.client import ApiError, BackendClient
+from backend.errors import NotFound, Unauthenticated
+from protocol.jobs import JobSpec
+from protocol.merkle import InvalidProof, keccak256
+from protocol.siwe import SiweMessage
+
+
+@pytest.fixture(scope="module")
+def app_client(chain, market, tmp_path_factory):  # type: ignore[no-untyped-def]
+    settings = support.make_settings(chain, tmp_path_factory.mktemp("api"), max_model_bytes=4096)
+    with TestClient(create_app(settings)) as client:
+        client.app.state.backend.make_indexer().sync()
+        yield client
+
+
+def _sync(client: TestClient) -> None:
+    client.app.state.backend.make_indexer().sync()
+
+
+def _as(client: TestClient, index: int) -> BackendClient:
+    return BackendClient(client, support.anvil_key(index))
+
+
+def test_providers_show_verified_class_prices_and_reputation(app_client, market) -> None:  # type: ignore[no-untyped-def]
+    providers = {p["address"]: p for p in app_client.get("/providers").json()}
+    a = providers[market.provider.lower()]
+    assert a["gpu_class"] == "H100-SXM" and a["tflops"] == 710.0 and a["pog_passed"] is True
+    assert a["price_per_gpu_hour"] == str(9 * 10**15) and a["stake_bonded"] == str(4 * 10**18)  # slashed once
+    assert a["challenges_lost"] == 1 and a["reputation"] == round(1 / 3, 4)
+    verified = app_client.get("/providers", params={"verified": True}).json()
+    assert [p["address"] for p in verified] == [market.provider.lower()]
+    one = app_client.get(f"/providers/{market.provider2}")
+    assert one.status_code == 200 and one.json()["gpu_count"] == 2
+    assert app_client.get("/providers/0x" + "11" * 20).status_code == 404
+    assert app_client.get("/providers/not-an-address").status_code == 422
+
+
+def test_pog_history_per_provider(app_client, market) -> None:  # type: ignore[no-untyped-def]
+    rounds = app_client.get("/pog/rounds", params={"provider": market.provider}).json()
+    assert [r["round_id"] for r in rounds] == [3, 1]
+    assert app_client.get(f"/providers/{market.provider}/pog").json()[0]["tflops_milli"] == 710_000
+    assert app_client.get("/pog/rounds/2").json()["passed"] is False
+
+
+def test_jobs_leases_disputes_and_challenges_are_listed(app_client, market) -> None:  # type: ignore[no-untyped-def]
+    job = app_client.get("/jobs/1").json()
+    assert job["status"] == "finalized" and job["renter"] == market.renter.lower()
+    assert int(job["provider_amount"]) + int(job["fee"]) == int(job["price"])
+    assert [j["job_id"] for j in app_client.get("/jobs", params={"status": "refunded"}).json()] == [3, 2]
+    assert app_client.get("/leases").json()[0]["status"] == "ended"
+    assert app_client.get("/challenges", params={"kind": "pog"}).json()[0]["k"] == 32
+    [challenge] = app_client.get("/challenges", params={"kind": "job"}).json()
+    assert challenge["status"] == "provider_faulted" and challenge["subject"] == 3
+    [dispute] = app_client.get("/disputes").json()
+    assert dispute["verdict"] == "provider_at_fault" and dispute["votes"] == 2
+    assert app_client.get(f"/disputes/{dispute['dispute_id']}").json() == dispute
+    assert app_client.get("/jobs/99999").status_code == 404
+
+
+def test_sign_in_with_ethereum_and_replay_is_rejected(app_client) -> None:  # type: ignore[no-untyped-def]
+    key = support.anvil_key(3)
+    issued = app_client.get("/auth/nonce").json()
+    now = datetime.now(UTC).replace(microsecond=0)
+    message = SiweMessage(issued["domain"], key.address, issued["uri"], issued["chain_id"], issued["nonce"],
+                          now, now + timedelta(minutes=5)).text()
+    signature = key.sign_message(encode_defunct(text=message)).signature.hex()
+    login = app_client.post("/auth/login", json={"message": message, "signature": signature})
+    assert login.status_code == 200
+    token = login.json()["token"]
+    me = app_client.get("/auth/me", headers={"Authorization": f"Bearer {token}"})
+    assert me.json()["address"] == key.address.lower()
+    replay = app_client.post("/auth/login", json={"message": message, "signature": signature})
+    assert replay.status_code == 401 and "already used" in replay.json()["detail"]
+
+
+@pytest.mark.parametrize("change, expected", [
+    ("expired", "expired"),
+    ("domain", "not testserver"),
+    ("signer", "not by the message's address"),
+    ("nonce", "nonce is unknown"),
+    ("chain", "chain 1,"),
+])
+def test_sign_in_rejects_bad_messages(app_client, change, expected) -> None:  # type: ignore[no-untyped-def]
+    key, other = support.anvil_key(3), support.anvil_key(4)
+    issued = app_client.get("/auth/nonce").json()
+    now = datetime.now(UTC).replace(microsecond=0)
+    fields = dict(domain=issued["domain"], address=key.address, uri=issued["uri"], chain_id=issued["chain_id"],
+                  nonce=issued["nonce"], issued_at=now - timedelta(minutes=10),
+                  expiration_time=now + timedelta(minutes=5))
+    if change == "expired":
+        fields["expiration_time"] = now - timedelta(seconds=1)
+    elif change == "domain":
+        fields["domain"] = "evil.example"
+    elif change == "nonce":
+        fields["nonce"] = "0123456789abcdef"
+    elif change == "chain":
+        fields["chain_id"] = 1
+    message = SiweMessage(**fields).text()
+    signer = other if change == "signer" else key
+    signature = signer.sign_message(encode_defunct(text=message)).signature.hex()
+    response = app_client.post("/auth/login", json={"message": message, "signature": signature})
+    assert response.status_code == 401 and expected in response.json()["detail"]
+
+
+def test_uploads_require_a_session(app_client) -> None:  # type: ignore[no-untyped-def]
+    assert app_client.post("/models", params={"name": "m"}, content=b"x").status_code == 401
+    assert app_client.post("/inputs", content=b"x", headers={"Authorization": "Bearer forged"}).status_code == 401
+
+
+def test_private_model_is_visible_only_to_its_owner(app_client) -> None:  # type: ignore[no-untyped-def]
+    owner, stranger = _as(app_client, 3), _as(app_client, 4)
+    public = owner.push_model(b"public-model", "resnet", "torchscript", private=False)
+    private = owner.push_model(b"private-model", "secret-net", "onnx", private=True)
+    assert public["content_hash"] == "0x" + keccak256(b"public-model").hex()
+    mine = {x["content_hash"] for x in owner.get("/models")}
+    theirs = {x["content_hash"] for x in stranger.get("/models")}
+    anonymous = {x["content_hash"] for x in app_client.get("/models").json()}
+    assert private["content_hash"] in mine and private["content_hash"] not in theirs | anonymous
+    assert public["content_hash"] in theirs and public["content_hash"] in anonymous
+    hidden = app_client.get(f"/models/{private['content_hash']}/content",
+                            headers={"Authorization": f"Bearer {stranger.token}"})
+    assert hidden.status_code == 404
+    shown = app_client.get(f"/models/{private['content_hash']}/content",
+                           headers={"Authorization": f"Bearer {owner.token}"})
+    assert shown.content == b"private-model"
+
+
+def test_oversized_upload_gets_413_with_the_limit(app_client) -> None:  # type: ignore[no-untyped-def]
+    owner = _as(app_client, 3)
+    with pytest.raises(ApiError) as caught:
+        owner.push_model(b"x" * 5000, "big", "torchscript", private=False)
+    assert caught.value.status == 413 and "limit is 4096" in caught.value.detail
+
+
+def test_malformed_job_spec_gets_422_naming_the_field(app_client) -> None:  # type: ignore[no-untyped-def]
+    spec = JobSpec(model="0x" + "ab" * 32, model_format="onnx", inputs=("0x" + "cd" * 32,), batch_size=1,
+                   tolerance_ppm=0, deadline=2**40, price_wei=1, provider="0x" + "11" * 20)
+    doc = json.loads(spec.canonical())
+    doc["inputs"] = ["nope"]
+    response = app_client.post("/jobs/specs", content=json.dumps(doc), headers={"Content-Type": "application/json"})
+    assert response.status_code == 422 and "inputs[0]" in response.json()["detail"]
+    assert app_client.post("/jobs/specs", content=b"{not json").status_code == 422
+
+
+def test_outputs_are_accepted_only_under_the_onchain_root(app_client, session, market) -> None:  # type: ignore[no-untyped-def]
+    renter, provider, stranger = _as(app_client, 3), _as(app_client, 1), _as(app_client, 4)
+    inputs = [renter.upload_input(b"item-%d" % i) for i in range(3)]
+    spec = JobSpec(model="0x" + keccak256(b"public-model").hex(), model_format="torchscript",
+                   inputs=tuple(inputs), batch_size=2, tolerance_ppm=0, deadline=session.now() + 3600,
+                   price_wei=10**15, provider=market.provider)
+    stored = renter.store_spec(spec.canonical())
+    assert stored["spec_hash"] == "0x" + spec.spec_hash.hex()
+    job_id = support.funded_job(session, market.renter, market.provider, spec.spec_hash, 10**15)
+    outputs = [b"output-%d" % i for i in range(3)]
+    tree = support.commit_outputs(session, market.provider, job_id, outputs)
+    _sync(app_client)
+    assert app_client.get(f"/jobs/{job_id}").json()["spec"]["inputs"] == inputs
+    # The provider can fetch the inputs its job names; a stranger cannot.
+    assert provider.http.get(f"/inputs/{inputs[0]}", headers=provider._auth()).content == b"item-0"
+    with pytest.raises(ApiError) as caught:
+        stranger.get(f"/inputs/{inputs[0]}")
+    assert caught.value.status == 403
+    with pytest.raises(ApiError) as caught:  # right proof, wrong bytes
+        provider.upload_output(job_id, 0, b"forged", tree.proof(0))
+    assert caught.value.status == 422 and "on-chain output root" in caught.value.detail
+    blobs = app_client.app.state.backend.blobs  # rejected bytes leave nothing behind
+    assert list((blobs.root / "incoming").iterdir()) == []
+    with pytest.raises(NotFound):
+        blobs.path("0x" + keccak256(b"forged").hex())
+    with pytest.raises(ApiError) as caught:  # right bytes, another item's position
+        provider.upload_output(job_id, 1, outputs[0], tree.proof(0))
+    assert caught.value.status == 422
+    with pytest.raises(ApiError) as caught:
+        stranger.upload_output(job_id, 0, outputs[0], tree.proof(0))
+    assert caught.value.status == 403
+    for i, data in enumerate(outputs):
+        provider.upload_output(job_id, i, data, tree.proof(i))
+    result = app_client.get(f"/jobs/{job_id}/result").json()
+    assert result["output_root"] == "0x" + tree.root.hex() and result["item_count"] == 3
+    assert renter.download_verified(job_id) == outputs
+    with pytest.raises(ApiError):
+        stranger.download_verified(job_id)
+
+
+def test_client_rejects_an_output_that_does_not_match_the_root(app_client, market) -> None:  # type: ignore[no-untyped-def]
+    renter = _as(app_client, 3)
+    job_id = max(j["job_id"] for j in app_client.get("/jobs", params={"renter": market.renter}).json()
+                 if j["status"] == "committed")
+    backend = app_client.app.state.backend
+    with backend.factory.begin() as db:  # a server that lies about a stored file
+        row = db.scalars(select(m.JobOutput).where(m.JobOutput.job_id == job_id)).first()
+        row.digest = backend.blobs.put(b"tampered")
+    with pytest.raises(InvalidProof):
+        renter.download_verified(job_id)
+
+
+def test_quotes_rank_verified_providers_within_budget(app_client, market) -> None:  # type: ignore[no-untyped-def]
+    quotes = app_client.post("/quotes", json={"items": 10}).json()
+    assert [q["provider"] for q in quotes] == [market.provider.lower()]  # provider2 failed PoG
+    assert quotes[0]["price_wei"] == str(10 * 10**12)
+    assert app_client.post("/quotes", json={"items": 10, "max_price_wei": "1"}).json() == []
+    assert app_client.post("/quotes", json={"items": 10, "private": True}).json() == []
+    provider = _as(app_client, 1)
+    provider.http.put(f"/providers/{market.provider}/profile", json={"private_ok": True},
+                      headers=provider._auth()).raise_for_status()
+    assert len(app_client.post("/quotes", json={"items": 10, "private": True}).json()) == 1
+    other = _as(app_client, 4)
+    denied = other.http.put(f"/providers/{market.provider}/profile", json={}, headers=other._auth())
+    assert denied.status_code == 403
+
+
+def test_health_and_metrics(app_client) -> None:  # type: ignore[no-untyped-def]
+    health = app_client.get("/health").json()
+    assert health["status"] == "ok" and health["indexed_block"] == health["head_block"]
+    text = app_client.get("/metrics").text
+    assert 'unchained_http_requests_total{method="GET",route="/health",status="200"}' in text
+    assert "unchained_indexer_block" in text
+    assert app_client.get("/docs").status_code == 200
+    assert "/jobs/{job_id}/result" in app_client.get("/openapi.json").json()["paths"]
+
+
+def test_blobs_serve_specs_and_public_models_openly_and_the_rest_to_the_jobs_provider(  # type: ignore[no-untyped-def]
+        app_client, session, market) -> None:
+    renter, provider, stranger = _as(app_client, 3), _as(app_client, 1), _as(app_client, 4)
+    private_model = renter.push_model(b"blob-private-model", "p", "onnx", private=True)["content_hash"]
+    item = renter.upload_input(b"blob-input")
+    spec = JobSpec(model=private_model, model_format="onnx", inputs=(item,), batch_size=1, tolerance_ppm=0,
+                   deadline=session.now() + 3600, price_wei=10**15, provider=market.provider)
+    spec_hash = renter.store_spec(spec.canonical())["spec_hash"]
+    # The spec is open, and its bytes hash to the specHash the escrow stores.
+    raw = app_client.get(f"/blobs/{spec_hash}").content
+    assert "0x" + keccak256(raw).hex() == spec_hash
+    # Before any job names them, the private model and the input are the renter's alone.
+    assert app_client.get(f"/blobs/{item}").status_code == 401
+    for viewer, expected in ((provider, 404), (stranger, 404), (renter, 200)):
+        assert app_client.get(f"/blobs/{item}", headers=viewer._auth()).status_code == expected
+    support.funded_job(session, market.renter, market.provider, spec.spec_hash, 10**15)
+    _sync(app_client)
+    # Once a funded job names them, its provider may read them; nobody else.
+    assert app_client.get(f"/blobs/{private_model}", headers=provider._auth()).content == b"blob-private-model"
+    assert app_client.get(f"/blobs/{item}", headers=provider._auth()).content == b"blob-input"
+    assert app_client.get(f"/blobs/{private_model}", headers=stranger._auth()).status_code == 404
+
+
+def test_provider_reports_failures_and_mining_yield(app_client, market) -> None:  # type: ignore[no-untyped-def]
+    provider, stranger = _as(app_client, 1), _as(app_client, 4)
+    body = {"jobId": 1, "kind": "bad-input", "error": "model does not load"}
+    assert app_client.post("/jobs/1/failure", json=body, headers=stranger._auth()).status_code == 403
+    assert app_client.post("/jobs/1/failure", json=body, headers=provider._auth()).status_code == 204
+    assert app_client.get("/jobs/1").json()["failure"] == "bad-input: model does not load"
+    report = {"miningYieldWeiPerGpuHour": "123456", "miner": "sha256d", "hashrate": 1.5e6}
+    assert app_client.post(f"/providers/{market.provider}/mining", json=report,
+                           headers=stranger._auth()).status_code == 403
+    shown = app_client.post(f"/providers/{market.provider}/mining", json=report, headers=provider._auth()).json()
+    assert shown["mining_floor_wei_per_hour"] == "123456" and shown["miner"] == "sha256d"
+
+
+def test_mining_floor_falls_back_to_the_onchain_metadata(app_client, session, market) -> None:  # type: ignore[no-untyped-def]
+    registry = session.contract("ProviderRegistry")
+    uri = 'data:application/json,{"miningYieldWeiPerGpuHour":"777","miner":"sha256d","hashrate":1.0}'
+    session.send(registry.functions.setMetadataURI(uri), market.provider2)
+    _sync(app_client)
+    assert app_client.get(f"/providers/{market.provider2}").json()["mining_floor_wei_per_hour"] == "777"
+
+
+def test_client_refuses_to_sign_in_for_another_domain(chain, market, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    settings = support.make_settings(chain, tmp_path, siwe_domain="bank.example")
+    with TestClient(create_app(settings)) as client:
+        with pytest.raises(Unauthenticated, match="bank.example"):
+            BackendClient(client, support.anvil_key(3)).sign_in()

@@ -1,0 +1,120 @@
+"""The renter CLI against a live backend (uvicorn, indexer thread) and anvil: push a model,
+submit and fund a job from a keystore, the provider commits and uploads, the renter downloads
+and verifies every item; leases start and stop."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+import backend_support as support
+import httpx
+import pytest
+import typer
+from eth_account import Account
+from typer.testing import CliRunner
+
+from backend.cli import job_app, lease_app, model_app
+from backend.client import BackendClient
+from backend.wallet import PASSWORD_ENV
+
+root = typer.Typer()
+root.add_typer(job_app, name="job")
+root.add_typer(model_app, name="model")
+root.add_typer(lease_app, name="lease")
+runner = CliRunner()
+
+
+@pytest.fixture
+def keystore(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "renter.json"
+    path.write_text(json.dumps(Account.encrypt(support.anvil_key(3).key, "correct horse")))
+    monkeypatch.setenv(PASSWORD_ENV, "correct horse")
+    return path
+
+
+def _invoke(*args: str) -> str:
+    result = runner.invoke(root, list(args), catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def _wait_for(url: str, path: str, predicate, timeout: float = 15.0) -> dict:  # type: ignore[no-untyped-def, type-arg]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        response = httpx.get(url + path)
+        if response.status_code == 200 and predicate(response.json()):
+            return response.json()
+        time.sleep(0.1)
+    raise AssertionError(f"{path} did not reach the expected state")
+
+
+def test_submit_fund_commit_and_verified_result(server, chain, session, market, keystore, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    _, _, deployment = chain
+    model_file = tmp_path / "net.pt"
+    model_file.write_bytes(b"torchscript-bytes")
+    pushed = _invoke("model", "push", str(model_file), "--keystore", str(keystore), "--backend", server, "--private")
+    model_hash = re.search(r"model (0x[0-9a-f]{64})", pushed).group(1)
+    listed = _invoke("model", "list", "--keystore", str(keystore), "--backend", server)
+    assert model_hash[:10] in listed
+
+    inputs = tmp_path / "inputs"
+    inputs.mkdir()
+    for i in range(4):
+        (inputs / f"{i:03d}.bin").write_bytes(b"input-%d" % i)
+    # Private model: only private-capable providers qualify.
+    provider = BackendClient.connect(server, support.anvil_key(1))
+    provider.http.put(f"/providers/{market.provider}/profile", json={"private_ok": True},
+                      headers=provider._auth()).raise_for_status()
+    out = _invoke("job", "submit", "--model", str(model_file), "--inputs", str(inputs), "--max-price", "0.01",
+                  "--keystore", str(keystore), "--backend", server, "--rpc", chain[0].rpc_url,
+                  "--deployment", str(deployment), "--private", "--format", "torchscript",
+                  "--gpu-class", "H100-SXM", "--gpu-class", "A100")
+    job_id = int(re.search(r"job (\d+) funded", out).group(1))
+    job = _wait_for(server, f"/jobs/{job_id}", lambda j: True)
+    assert job["provider"] == market.provider.lower() and job["renter"] == market.renter.lower()
+    assert job["spec"]["model"] == model_hash and len(job["spec"]["inputs"]) == 4
+    assert int(job["price"]) == 4 * 10**12  # the quote: 4 items at the provider's job-unit price
+
+    outputs = [b"result-%d" % i for i in range(4)]
+    tree = support.commit_outputs(session, market.provider, job_id, outputs)
+    _wait_for(server, f"/jobs/{job_id}", lambda j: j["status"] == "committed")
+    for i, data in enumerate(outputs):
+        provider.upload_output(job_id, i, data, tree.proof(i))
+
+    status = _invoke("job", "status", str(job_id), "--backend", server)
+    assert "committed" in status
+    result_dir = tmp_path / "results"
+    verified = _invoke("job", "result", str(job_id), "--keystore", str(keystore), "--out", str(result_dir),
+                       "--backend", server)
+    assert "4 items verified" in verified
+    assert [p.read_bytes() for p in sorted(result_dir.iterdir())] == outputs
+
+
+def test_submit_over_budget_fails_with_a_clear_message(server, chain, keystore, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    inputs = tmp_path / "inputs"
+    inputs.mkdir()
+    (inputs / "a").write_bytes(b"a")
+    result = runner.invoke(root, ["job", "submit", "--model", "0x" + "ab" * 32, "--inputs", str(inputs),
+                                  "--max-price", "0.000000000000000001", "--keystore", str(keystore),
+                                  "--backend", server, "--rpc", chain[0].rpc_url, "--deployment", str(chain[2])])
+    assert result.exit_code == 1 and "no verified provider" in result.output
+    wrong_class = runner.invoke(root, ["job", "submit", "--model", "0x" + "ab" * 32, "--inputs", str(inputs),
+                                       "--max-price", "1", "--gpu-class", "RTX-4090", "--keystore", str(keystore),
+                                       "--backend", server, "--rpc", chain[0].rpc_url, "--deployment", str(chain[2])])
+    assert wrong_class.exit_code == 1 and "no verified provider" in wrong_class.output
+
+
+def test_lease_start_and_stop_from_a_keystore(server, chain, session, market, keystore) -> None:  # type: ignore[no-untyped-def]
+    rpc, deployment = chain[0].rpc_url, str(chain[2])
+    started = _invoke("lease", "start", "--provider", market.provider2, "--gpus", "1", "--hours", "1",
+                      "--keystore", str(keystore), "--rpc", rpc, "--deployment", deployment)
+    lease_id = int(re.search(r"lease (\d+):", started).group(1))
+    session.advance(900)
+    stopped = _invoke("lease", "stop", str(lease_id), "--keystore", str(keystore), "--rpc", rpc,
+                      "--deployment", deployment)
+    assert "refund" in stopped
+    lease = _wait_for(server, f"/leases/{lease_id}", lambda row: row["status"] == "ended")
+    assert int(lease["provider_earned"]) + int(lease["renter_refund"]) == int(lease["paid"])
