@@ -1,10 +1,12 @@
 """Proof-of-GPU prover: compute C = A·B for the round's per-GPU seed, commit its chunks, answer.
 
 Layout of one device's work (DESIGN.md requirements 3, 6, 10):
-- A and Bt are generated whole on the device, then C is multiplied one row panel at a time;
-  on a GPU each panel's product is cast to int32 and handed to a hashing thread while the next
-  panel multiplies, so hashing overlaps the matmul instead of following it. Hashing is the
-  native batched keccak (GIL-free, all cores) when it builds, else the reference.
+- A and Bt are generated whole on the device, then C is multiplied one row panel at a time.
+  On a GPU each panel's leaves are hashed on the GPU itself (keccak_torch, compiled into one
+  kernel) when that kernel builds there and passes its bit-exact self-check; otherwise the
+  panel is cast to int32, copied to the host and handed to a hashing thread while the next
+  panel multiplies. Host hashing is the native batched keccak (GIL-free, all cores) when it
+  builds, else the reference.
 - Only the Merkle levels are kept (32 bytes per 64 elements). A challenged chunk is recomputed
   from the seed (one row of A, 64 rows of Bt) and must hash to the committed leaf, so any index
   is answered in O(64 n) without holding C.
@@ -36,7 +38,7 @@ from protocol.pog.messages import (
     RoundCommitment,
 )
 from protocol.pog.workload import MatrixKeys, WorkloadKeys, check_n, gpu_seed, rows
-from provider_agent import ProviderAgentError
+from provider_agent import ProviderAgentError, keccak_torch
 from provider_agent.gpus import Device
 from provider_agent.keccak_native import native_hasher
 
@@ -128,7 +130,9 @@ class Timings:
     matmul: float = 0.0
     commit: float = 0.0
     prove: float = 0.0
-    hash_cpu: float = 0.0  # time spent hashing panels (on GPUs overlapped with the matmul)
+    # time spent hashing panels: on host threads (overlapped with a GPU's matmul) or, with
+    # on-device hashing, on the GPU between panels
+    hash_cpu: float = 0.0
 
     @property
     def seed_to_root(self) -> float:
@@ -181,6 +185,10 @@ def compute_device(device: Device, gpu_index: int, keys: WorkloadKeys, n: int, d
                    hasher: MessageHasher | None = None) -> DeviceWork:
     """Generate, multiply panel by panel and commit on one device (hashing overlapped on GPUs)."""
     check_n(n)
+    # CUDA: hash on the device (DESIGN.md requirement 10: 42M leaves at n=51776 take ~2 s on
+    # CPU threads against ~0.4 s of matmul). Checked, and compiled on first use, before the
+    # clock starts; an explicitly given hasher keeps the host path.
+    on_device = not device.is_cpu and hasher is None and keccak_torch.device_ready(device.spec)
     hasher = hasher or default_hasher()
     torch_dtype = TORCH_DTYPES[dtype]
     spec = device.spec
@@ -198,6 +206,14 @@ def compute_device(device: Device, gpu_index: int, keys: WorkloadKeys, n: int, d
             timings.hash_cpu += time.perf_counter() - t
         return out
 
+    def hash_panel_on_device(product: torch.Tensor) -> bytes:
+        t = time.perf_counter()
+        leaves = keccak_torch.leaf_hashes(product.to(torch.int32),
+                                          keccak_torch.compiled_permutation())
+        out = leaves.cpu().numpy().tobytes()  # 32 bytes per 256-byte chunk cross the bus
+        timings.hash_cpu += time.perf_counter() - t
+        return out
+
     start = time.perf_counter()
     with ThreadPoolExecutor(1, thread_name_prefix=f"pog-gen-{gpu_index}") as gen:
         later = gen.submit(generate, keys.a, n, 0, n, spec, torch_dtype)  # numpy frees the GIL
@@ -208,7 +224,8 @@ def compute_device(device: Device, gpu_index: int, keys: WorkloadKeys, n: int, d
     # matmul and the hasher each want every core, and overlapping them only makes OpenMP's
     # threads wait on each other (measured: 2-3x slower), so there a panel hashes after its
     # matmul, each with all cores.
-    overlap = not device.is_cpu
+    # With on-device hashing a panel hashes after its matmul, on the same stream.
+    overlap = not device.is_cpu and not on_device
     leaves: list[bytes] = []
     futures: list[Future[bytes]] = []
     pool = ThreadPoolExecutor(1, thread_name_prefix=f"pog-hash-{gpu_index}") if overlap else None
@@ -216,19 +233,26 @@ def compute_device(device: Device, gpu_index: int, keys: WorkloadKeys, n: int, d
         for r0 in range(0, n, panel):
             r1 = min(n, r0 + panel)
             t = time.perf_counter()
-            c = exact_matmul(a[r0:r1], bt).cpu().numpy()  # exact integers in fp32
-            timings.matmul += time.perf_counter() - t
-            if pool is not None:
-                futures.append(pool.submit(hash_panel, c))
+            product = exact_matmul(a[r0:r1], bt)
+            if on_device:
+                torch.cuda.synchronize(device.spec)  # so that the clock times the matmul alone
+                timings.matmul += time.perf_counter() - t
+                leaves.append(hash_panel_on_device(product))
             else:
-                leaves.append(hash_panel(c))
+                c = product.cpu().numpy()  # exact integers in fp32
+                timings.matmul += time.perf_counter() - t
+                if pool is not None:
+                    futures.append(pool.submit(hash_panel, c))
+                else:
+                    leaves.append(hash_panel(c))
             if progress:
                 progress(r1, n)
         leaves.extend(f.result() for f in futures)
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
-    tree = MerkleTree(b"".join(leaves), hasher)
+    tree = MerkleTree(b"".join(leaves), keccak_torch.torch_hasher(
+        device.spec, keccak_torch.compiled_permutation()) if on_device else hasher)
     # Whatever of the wall time was not generation or matmul went to committing.
     timings.commit = time.perf_counter() - start - timings.generate - timings.matmul
     logger.info("gpu %s (%s) committed n=%s root=0x%s in %.3f s", gpu_index, spec, n,
