@@ -27,7 +27,7 @@ from protocol.pog.challenge import MIN_K
 from protocol.pog.check import check_chunk
 from protocol.pog.messages import decode_commitment
 from verifier import VerifierError
-from verifier.chain import VerifierChain
+from verifier.chain import ChainUnavailable, VerifierChain
 from verifier.pog_checker import GpuClaim, PogChecker, RoundVerdict
 
 logger = logging.getLogger(__name__)
@@ -41,6 +41,10 @@ class ProverLink(Protocol):
     roots on-chain itself, before the round's commit deadline.
     """
 
+    def ready(self) -> None:
+        """Raises LinkDown when the verifier's own side (its broker) cannot carry a round, so
+        that no round is requested, and no provider blamed, for the verifier's failure."""
+
     def commit(self, round_id: int, round_seed: bytes, sizes: Sequence[int]) -> bytes: ...
 
     def answer(self, round_id: int, randomness: bytes, k: int) -> bytes: ...
@@ -48,6 +52,10 @@ class ProverLink(Protocol):
 
 class ProverUnreachable(VerifierError):
     """The provider did not answer over the link (its failure, judged like a wrong answer)."""
+
+
+class LinkDown(VerifierError):
+    """The verifier's own link is down (broker unreachable): a transient error of ours."""
 
 
 class ChallengeState(Enum):
@@ -79,7 +87,7 @@ class RoundOutcome:
 @dataclass
 class OnchainPog:
     chain: VerifierChain
-    link: ProverLink
+    link: ProverLink | None = None  # needed by run_round only; follow_up works from the chain
     k: int = MIN_K
     dtype: str = "fp16"
     n: int | None = None  # None: chosen from each GPU's claimed class (never by the provider)
@@ -93,7 +101,10 @@ class OnchainPog:
         self.challenges = self.chain.contract("ChallengeManager")
 
     def run_round(self, provider: str) -> RoundOutcome:
+        if self.link is None:
+            raise VerifierError("run_round needs a link to the provider's prover")
         claims = self._claims(provider)
+        self.link.ready()
         sizes = sorted({c.n for c in claims})
         if len(sizes) != 1:
             raise VerifierError(f"provider {provider} claims GPUs of different classes: {sizes}")
@@ -114,6 +125,8 @@ class OnchainPog:
             randomness = os.urandom(32)  # the verifier's secret, revealed only now
             checker.reveal(randomness)
             verdict = checker.judge(self.link.answer(round_id, randomness, self.k))
+        except (LinkDown, ChainUnavailable):
+            raise  # our failure, not the provider's: no verdict and no bond
         except (VerifierError, ProtocolError) as exc:
             logger.warning("PoG round %s for %s failed before judging: %s", round_id, provider, exc)
             return self._fail(provider, round_id, None, range(len(claims)), str(exc))

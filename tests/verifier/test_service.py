@@ -1,0 +1,59 @@
+"""The verifier service on anvil: it stakes, schedules rounds, escalates a cheater and, after a
+restart, finishes the challenge from chain state alone."""
+
+import pytest
+
+from pog_support import ETH, HonestLink, SkippingProver, provider_responds_on_chain, register
+from protocol.merkle import keccak256
+from provider_agent.gpus import cpu_device
+from provider_agent.pog_prover import PogProver
+from unchained_cli.chain import LocalChain, free_port
+from unchained_cli.deploy import Deployer, deploy_all
+from unchained_cli.session import ChainSession
+from verifier.chain import VerifierChain
+from verifier.service import VerifierService
+from verifier.settings import Settings
+
+
+@pytest.fixture(scope="module")
+def market():
+    with LocalChain(port=free_port(), block_time=0.2) as chain:
+        deployment = deploy_all(Deployer.connect(chain.rpc_url))
+        yield ChainSession.connect(chain.rpc_url, deployment), chain.rpc_url
+
+
+def test_service_stakes_runs_rounds_and_finishes_a_fraud_case_after_restart(market):
+    s, rpc = market
+    honest_uuid, skipper_uuid = cpu_device().uuid_hash, keccak256(b"GPU-skipper")
+    honest, skipper = register(s, 1, honest_uuid), register(s, 2, skipper_uuid)
+    cheat = SkippingProver(skipper_uuid)
+    links = {honest: HonestLink(s, honest, PogProver([cpu_device()], dtype="fp32")),
+             skipper: HonestLink(s, skipper, cheat)}
+    settings = Settings(pog_n=128, pog_dtype="fp32", pog_jitter_s=0, pog_interval_s=3600, metrics_port=None)
+    verifier_address = s.accounts[9]
+
+    def service():
+        chain = VerifierChain.connect(rpc, s.deployment, unlocked_sender=verifier_address)
+        return VerifierService(chain, settings, links.__getitem__)
+
+    first = service()
+    assert s.contract("Staking").functions.stakeOf(verifier_address).call() == 0
+    assert first.ensure_staked() == settings.stake_wei
+    assert first.ensure_staked() == settings.stake_wei  # idempotent: no second stake
+    assert {p.address for p in first.providers()} == {honest, skipper}
+
+    first.tick()  # plans both providers (jitter 0: due at once)
+    first.tick()  # runs both rounds
+    registry = s.contract("ProviderRegistry")
+    assert registry.functions.pogStatusOf(honest).call()[3] is True
+    assert registry.functions.pogStatusOf(skipper).call()[3] is False
+    [challenge_id] = first.open_challenges()
+    assert first.metrics.rounds.labels("failed")._value.get() == 1
+
+    provider_responds_on_chain(s, skipper, cheat, challenge_id)
+    stake_before = s.contract("Staking").functions.stakeOf(skipper).call()
+    restarted = service()  # a crash here loses nothing: the challenge is found from events
+    restarted.tick()
+    assert s.contract("Staking").functions.stakeOf(skipper).call() < stake_before
+    assert restarted.open_challenges() == []
+    assert restarted.metrics.challenges.labels("slashed_fraud")._value.get() == 1

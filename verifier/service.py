@@ -1,0 +1,116 @@
+"""The verifier as a long-running service: stake, run Proof-of-GPU rounds on schedule, and carry
+every on-chain challenge it opened to its end.
+
+Everything it needs to resume is on the chain: providers come from registry events, its own open
+challenges from ChallengeManager events filtered by challenger, so a restarted verifier finishes
+what a crashed one started.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from verifier.chain import ChainUnavailable, VerifierChain
+from verifier.pog_onchain import ChallengeState, LinkDown, OnchainPog, ProverLink
+from verifier.pog_scheduler import Outcome, PogScheduler, ProviderState, TransientRoundError
+from verifier.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+# IChallengeManager.Status
+_OPEN, _ANSWERED = 1, 2
+
+
+@dataclass
+class VerifierMetrics:
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+
+    def __post_init__(self) -> None:
+        self.rounds = Counter("unchained_verifier_pog_rounds", "PoG rounds by outcome", ["outcome"],
+                              registry=self.registry)
+        self.challenges = Counter("unchained_verifier_challenges", "On-chain challenges by end state",
+                                  ["state"], registry=self.registry)
+        self.providers = Gauge("unchained_verifier_providers", "Providers known from the registry",
+                               registry=self.registry)
+
+
+@dataclass
+class VerifierService:
+    chain: VerifierChain
+    settings: Settings
+    link_for: Callable[[str], ProverLink]
+    metrics: VerifierMetrics = field(default_factory=VerifierMetrics)
+
+    def __post_init__(self) -> None:
+        self.staking = self.chain.contract("Staking")
+        self.registry = self.chain.contract("ProviderRegistry")
+        self.leases = self.chain.contract("LeaseManager")
+        self.challenges = self.chain.contract("ChallengeManager")
+        self.pog = self.chain.contract("ProofOfGpu")
+        s = self.settings
+        self.scheduler = PogScheduler(self._round, interval_s=s.pog_interval_s, jitter_s=s.pog_jitter_s,
+                                      max_concurrent=s.pog_concurrency, max_retries=s.pog_retries,
+                                      backoff_s=s.pog_backoff_s)
+
+    def ensure_staked(self) -> int:
+        """Stakes `settings.stake_wei` when the bonded stake is below what PoG rounds require."""
+        required = self.pog.functions.minVerifierStake().call()
+        stake = self.staking.functions.stakeOf(self.chain.address).call()
+        if stake < required:
+            self.chain.send(self.staking.functions.stake(), value=max(self.settings.stake_wei, required - stake))
+            stake = self.staking.functions.stakeOf(self.chain.address).call()
+            logger.info("verifier %s staked: now %s wei", self.chain.address, stake)
+        return stake
+
+    def providers(self) -> list[ProviderState]:
+        since = self.chain.deployment.contract("ProviderRegistry").block
+        logs = self.registry.events.ProviderRegistered().get_logs(from_block=since)
+        addresses = sorted({log.args.provider for log in logs})
+        self.metrics.providers.set(len(addresses))
+        return [ProviderState(a, self.registry.functions.isActive(a).call(), self.leases.functions.isLeased(a).call())
+                for a in addresses if a != self.chain.address]
+
+    def open_challenges(self) -> list[int]:
+        """PoG challenges this verifier opened that are not resolved yet."""
+        since = self.chain.deployment.contract("ChallengeManager").block
+        logs = self.challenges.events.PogChallenged().get_logs(
+            from_block=since, argument_filters={"challenger": self.chain.address})
+        ids = sorted({log.args.challengeId for log in logs})
+        return [i for i in ids if self.challenges.functions.challenge(i).call()[3] in (_OPEN, _ANSWERED)]
+
+    def tick(self) -> None:
+        """One pass: due rounds, then every open challenge moved towards its end."""
+        for report in self.scheduler.tick(self.providers()):
+            self.metrics.rounds.labels(report.outcome.value).inc()
+        for challenge_id in self.open_challenges():
+            state = self._pog().follow_up(challenge_id)
+            if state is not ChallengeState.WAITING:
+                self.metrics.challenges.labels(state.value).inc()
+                logger.info("challenge %s: %s", challenge_id, state.value)
+
+    def run_forever(self) -> None:
+        self.ensure_staked()
+        while True:
+            try:
+                self.tick()
+            except ChainUnavailable as exc:
+                logger.warning("chain unavailable, retrying: %s", exc)
+            time.sleep(self.settings.poll_s)
+
+    def _pog(self, link: ProverLink | None = None) -> OnchainPog:
+        s = self.settings
+        return OnchainPog(self.chain, link, k=s.k, dtype=s.pog_dtype, n=s.pog_n)
+
+    def _round(self, provider: str) -> bool:
+        try:
+            return self._pog(self.link_for(provider)).run_round(provider).passed
+        except (LinkDown, ChainUnavailable) as exc:
+            raise TransientRoundError(str(exc)) from exc
+
+
+__all__ = ["Outcome", "VerifierMetrics", "VerifierService"]

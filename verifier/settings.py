@@ -1,0 +1,45 @@
+"""The verifier's settings: environment variables prefixed UNCHAINED_VERIFIER_."""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+from protocol.env import settings_from_env
+
+ENV_PREFIX = "UNCHAINED_VERIFIER_"
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    rpc_url: str = "http://127.0.0.1:8545"
+    keystore: Path | None = None
+    keystore_password: SecretStr | None = None
+    deployment_file: Path | None = None  # default: deployments/<chainId>.json
+    broker_url: str = "redis://127.0.0.1:6379/0"
+    backend_url: str | None = None
+    stake_wei: int = Field(default=2 * 10**18, gt=0)  # staked at start when below the minimum
+    pog_interval_s: float = Field(default=6 * 3600, gt=0)
+    pog_jitter_s: float = Field(default=3600, ge=0)
+    pog_concurrency: int = Field(default=2, ge=1)
+    pog_retries: int = Field(default=3, ge=0)
+    pog_backoff_s: float = Field(default=30, gt=0)
+    pog_dtype: str = "fp16"
+    pog_n: int | None = None  # None: from each GPU's claimed class (tests and CPU demos set it)
+    k: int = Field(default=32, ge=32, le=64)
+    poll_s: float = Field(default=2.0, gt=0)
+    metrics_port: int | None = 9102  # Prometheus /metrics; None: off
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> "Settings":
+        return settings_from_env(cls, ENV_PREFIX, os.environ, **overrides)
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings.from_env()
