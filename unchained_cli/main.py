@@ -15,6 +15,7 @@ from web3 import Web3
 
 from provider_agent.cli import pog_app  # first: it sets the OpenMP wait policy before torch loads
 from backend.cli import backend_app, job_app, lease_app, model_app
+from verifier.cli import verifier_app
 from unchained_cli.chain import ChainError, LocalChain
 from unchained_cli.deploy import DeployError, Deployer, deploy_all, load_keystore, write_deployment
 
@@ -26,6 +27,7 @@ app.add_typer(backend_app, name="backend")
 app.add_typer(job_app, name="job")
 app.add_typer(model_app, name="model")
 app.add_typer(lease_app, name="lease")
+app.add_typer(verifier_app, name="verifier")
 
 console = Console()
 

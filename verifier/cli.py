@@ -1,0 +1,74 @@
+"""`unchained verifier ...`: the verifier service (mounted by the root app)."""
+
+from __future__ import annotations
+
+import getpass
+import json
+import logging
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from celery import Celery
+from prometheus_client import start_http_server
+from rich.console import Console
+from web3 import Web3
+
+from protocol.deployments import Deployment, DeploymentFormatError
+from verifier import VerifierError
+from verifier.chain import VerifierChain, load_keystore
+from verifier.links import CeleryProverLink
+from verifier.service import VerifierService
+from verifier.settings import Settings
+
+verifier_app = typer.Typer(help="Verifier: stake, run Proof-of-GPU rounds, challenge and slash cheaters.",
+                           no_args_is_help=True)
+console = Console()
+
+
+@verifier_app.callback()
+def verifier() -> None:
+    """Verifier: stake, run Proof-of-GPU rounds, challenge and slash cheaters."""
+
+
+def _deployment(rpc: str, path: Path | None) -> Deployment:
+    if path is None:
+        path = Path("deployments") / f"{Web3(Web3.HTTPProvider(rpc)).eth.chain_id}.json"
+    try:
+        return Deployment.from_json(json.loads(path.read_text()))
+    except (OSError, json.JSONDecodeError, DeploymentFormatError) as exc:
+        raise VerifierError(f"cannot read deployment {path}: {exc}") from exc
+
+
+@verifier_app.command("run")
+def run(
+    rpc: Annotated[str | None, typer.Option(help="JSON-RPC URL.")] = None,
+    keystore: Annotated[Path | None, typer.Option(exists=True, dir_okay=False, help="The verifier's keystore.")] = None,
+    broker: Annotated[str | None, typer.Option(help="Celery broker URL (Redis).")] = None,
+    backend: Annotated[str | None, typer.Option(help="Backend URL (for reports).")] = None,
+    deployment: Annotated[Path | None, typer.Option(help="deployments/<chainId>.json")] = None,
+) -> None:
+    """Stake if needed, then run rounds and follow challenges until interrupted."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    overrides = {k: v for k, v in {"rpc_url": rpc, "keystore": keystore, "broker_url": broker,
+                                   "backend_url": backend, "deployment_file": deployment}.items() if v is not None}
+    try:
+        settings = Settings.from_env(**overrides)
+        if settings.keystore is None:
+            raise VerifierError("a verifier signs with its own key: pass --keystore")
+        password = (settings.keystore_password.get_secret_value() if settings.keystore_password
+                    else getpass.getpass(f"password for {settings.keystore}: "))
+        account = load_keystore(settings.keystore, password)
+        chain = VerifierChain.connect(settings.rpc_url, _deployment(settings.rpc_url, settings.deployment_file), account)
+        app = Celery("unchained-verifier", broker=settings.broker_url, backend=settings.broker_url)
+        app.conf.update(task_serializer="json", result_serializer="json", accept_content=["json"])
+        service = VerifierService(chain, settings, lambda provider: CeleryProverLink(app, provider))
+        if settings.metrics_port:
+            start_http_server(settings.metrics_port, registry=service.metrics.registry)
+        console.print(f"verifier {account.address} on {settings.rpc_url}; stake {service.ensure_staked()} wei")
+        service.run_forever()
+    except VerifierError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1) from exc
+    except KeyboardInterrupt:
+        console.print("stopped")
