@@ -1,4 +1,4 @@
-"""Provider agent: GPU detection, the Proof-of-GPU prover, and the `pog` CLI commands."""
+"""Provider agent: GPU detection, Proof-of-GPU prover, job runner, mining supervisor, Celery worker."""
 
 import os
 

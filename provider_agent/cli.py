@@ -8,6 +8,7 @@ class identification), so a box can see what a verifier would decide before stak
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -91,3 +92,149 @@ def _verifier_n(device: Device, dtype: str) -> int:
     if profile is None:
         raise ProviderAgentError(f"no GPU class for {device.name!r}; pass --n")
     return n_for(profile, dtype)
+
+
+# -- `unchained provider ...` -------------------------------------------------------------------
+
+provider_app = typer.Typer(help="Run this machine as a marketplace provider.", no_args_is_help=True)
+DEFAULT_METRICS_PORT = 9108
+
+
+@provider_app.callback()
+def provider() -> None:
+    """Run this machine as a marketplace provider."""
+
+
+def _export(**options: object) -> None:
+    """CLI options become UNCHAINED_PROVIDER_* variables, so the worker's lazily built settings
+    (and any process it starts) see exactly what was given here."""
+    import os
+
+    from provider_agent.settings import ENV_PREFIX, get_settings
+
+    for name, value in options.items():
+        if value is not None:
+            os.environ[ENV_PREFIX + name.upper()] = str(value)
+    get_settings.cache_clear()
+
+
+@provider_app.command("run")
+def provider_run(
+    rpc: Annotated[str | None, typer.Option(help="JSON-RPC URL of the chain.")] = None,
+    keystore: Annotated[Path | None, typer.Option(help="The provider's eth-account JSON keystore.")] = None,
+    broker: Annotated[str | None, typer.Option(help="Celery broker URL (redis://...).")] = None,
+    backend: Annotated[str | None, typer.Option(help="Backend URL (content, output uploads, reports).")] = None,
+    content_dir: Annotated[Path | None, typer.Option(help="Read content by hash from this directory "
+                                                          "instead of the backend.")] = None,
+    data_dir: Annotated[Path | None, typer.Option(help="Cache, outputs and local records.")] = None,
+    mining: Annotated[bool | None, typer.Option("--mining/--no-mining", help="Mine when idle.")] = None,
+    metrics_port: Annotated[int, typer.Option(help="Port of /metrics and /status.")] = DEFAULT_METRICS_PORT,
+) -> None:
+    """Register if needed, mine when idle, and take jobs and PoG work from this provider's queue."""
+    import getpass
+    import os
+    import threading
+
+    from protocol.tasks import provider_queue
+    from provider_agent.agent import get_agent
+    from provider_agent.metrics import MetricsServer
+    from provider_agent.settings import ENV_PREFIX, get_settings
+    from provider_agent.worker import app as celery_app
+
+    _export(rpc_url=rpc, keystore=keystore, broker_url=broker, backend_url=backend, content_dir=content_dir,
+            data_dir=data_dir, mining=mining, metrics_port=metrics_port)
+    settings = get_settings()
+    if settings.keystore is None:
+        console.print("[red]--keystore (or UNCHAINED_PROVIDER_KEYSTORE) is required[/red]")
+        raise typer.Exit(2)
+    if settings.keystore_password is None:
+        os.environ[ENV_PREFIX + "KEYSTORE_PASSWORD"] = getpass.getpass(f"password for {settings.keystore}: ")
+        get_settings.cache_clear()
+    try:
+        agent = get_agent()
+        if agent.register():
+            console.print(f"registered {agent.chain.address} with {len(agent.devices)} device(s)")
+    except ProviderAgentError as err:
+        console.print(f"[red]{err}[/red]")
+        raise typer.Exit(1) from err
+    queue = provider_queue(agent.chain.address)
+    if agent.mining is not None:
+        agent.mining.start()
+    metrics = MetricsServer(agent.status, lambda: agent.mining.telemetry.switches if agent.mining else [],
+                            metrics_port).start()
+    stop = threading.Event()
+
+    def heartbeat() -> None:
+        # Refunds for failed jobs fall due at their deadlines; the yield floor follows the miner.
+        while not stop.wait(settings.heartbeat_s):
+            try:
+                agent.jobs.refund_failed()
+                agent.publish_yield()
+            except ProviderAgentError as err:
+                console.print(f"[yellow]heartbeat: {err}[/yellow]")
+
+    threading.Thread(target=heartbeat, name="heartbeat", daemon=True).start()
+    console.print(f"provider {agent.chain.address}: queue {queue}, metrics on :{metrics.port}")
+    try:
+        celery_app.Worker(queues=[queue], pool="solo", concurrency=1, without_gossip=True,
+                          without_mingle=True, loglevel="INFO").start()
+    finally:
+        stop.set()
+        metrics.stop()
+        if agent.mining is not None:
+            agent.mining.stop()
+
+
+@provider_app.command("status")
+def provider_status(
+    url: Annotated[str, typer.Option(help="The running agent's status URL.")] =
+        f"http://127.0.0.1:{DEFAULT_METRICS_PORT}/status",
+) -> None:
+    """GPUs, PoG class, jobs, hash rate and earnings of the running agent (a Rich table)."""
+    import httpx
+
+    try:
+        status = httpx.get(url, timeout=10).raise_for_status().json()
+    except httpx.HTTPError as err:
+        console.print(f"[red]no running agent answers at {url}: {err}[/red]")
+        raise typer.Exit(1) from err
+    table = Table(title=f"provider {status['address']}")
+    table.add_column("")
+    table.add_column("value", justify="right")
+    rows = [
+        ("registered / active", f"{status['registered']} / {status['active']}"),
+        ("stake (ETH)", f"{status['stake_wei'] / 1e18:,.4f}"),
+        ("devices", ", ".join(f"{spec} ({name})" for spec, name in status["devices"])),
+        ("PoG class", f"{status['pog_class'] or '-'} ({'passed' if status['pog_passed'] else 'not passed'})"),
+        ("jobs running", str(status["jobs"]["running"])),
+        ("jobs committed / failed / refunded",
+         f"{status['jobs']['committed']} / {status['jobs']['failed']} / {status['jobs']['refunded']}"),
+        ("job throughput (items/s)", f"{status['items_per_s']:.2f}"),
+        ("mining", status["mining_state"]),
+        ("hash rate (H/s)", f"{status['hashrate']:,.0f}"),
+        ("shares found", str(status["shares"])),
+        ("earnings to withdraw (ETH)", f"{status['earnings_owed_wei'] / 1e18:,.6f}"),
+    ]
+    for name, value in rows:
+        table.add_row(name, value)
+    console.print(table)
+
+
+@provider_app.command("leave")
+def provider_leave(
+    rpc: Annotated[str | None, typer.Option(help="JSON-RPC URL of the chain.")] = None,
+    keystore: Annotated[Path | None, typer.Option(help="The provider's eth-account JSON keystore.")] = None,
+) -> None:
+    """Leave the market cleanly: deactivate, withdraw earnings, start unbonding the stake."""
+    from provider_agent.agent import get_agent
+
+    _export(rpc_url=rpc, keystore=keystore, mining=False)
+    try:
+        agent = get_agent()
+        withdrawn = agent.chain.withdraw_all()
+        agent.chain.leave()
+    except ProviderAgentError as err:
+        console.print(f"[red]{err}[/red]")
+        raise typer.Exit(1) from err
+    amount, release = agent.chain.contract("Staking").functions.unbondingOf(agent.chain.address).call()
+    console.print(f"withdrew {withdrawn / 1e18:.6f} ETH; {amount / 1e18:.4f} ETH unbonding until {release}")

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 from web3 import Web3
 
-from provider_agent.cli import pog_app  # first: it sets the OpenMP wait policy before torch loads
+from provider_agent.cli import pog_app, provider_app  # first: it sets the OpenMP wait policy before torch loads
 from backend.cli import backend_app, job_app, lease_app, model_app
 from verifier.cli import verifier_app
 from unchained_cli.chain import ChainError, LocalChain
@@ -23,6 +23,7 @@ app = typer.Typer(help="Unchained: a GPU compute marketplace with on-chain settl
 chain_app = typer.Typer(help="A local development chain (anvil).", no_args_is_help=True)
 app.add_typer(chain_app, name="chain")
 app.add_typer(pog_app, name="pog")
+app.add_typer(provider_app, name="provider")
 app.add_typer(backend_app, name="backend")
 app.add_typer(job_app, name="job")
 app.add_typer(model_app, name="model")

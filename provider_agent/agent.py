@@ -1,0 +1,127 @@
+"""Assembles the agent's parts from `Settings`: signing account, chain client, content cache,
+local records, job service. One `Agent` per process (built lazily by the Celery worker)."""
+
+from __future__ import annotations
+
+import getpass
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+from functools import lru_cache
+
+from provider_agent import ProviderAgentError
+from provider_agent.cache import ContentCache, ContentSource, DirectorySource, HttpSource
+from provider_agent.chain import ProviderChain, Wei, load_keystore
+from provider_agent.gpus import Device, detect
+from provider_agent.jobs import Activity, JobService, OutputStore
+from provider_agent.mining import MiningPolicy, MiningSupervisor, ReferenceMiner, yield_floor_wei_per_gpu_hour
+from provider_agent.pog_service import PogService
+from provider_agent.runner import Limits, prewarm
+from provider_agent.settings import Settings, get_settings
+from provider_agent.state import JobStore
+
+logger = logging.getLogger(__name__)
+
+
+class ConfigurationError(ProviderAgentError):
+    """The settings do not describe a runnable agent (no keystore, no content source)."""
+
+
+@dataclass
+class Agent:
+    settings: Settings
+    chain: ProviderChain
+    jobs: JobService
+    pog: PogService
+    devices: list[Device]
+    activity: Activity
+    mining: MiningSupervisor | None = None
+
+    @classmethod
+    def build(cls, settings: Settings, password: str | None = None) -> "Agent":
+        if settings.keystore is None:
+            raise ConfigurationError("no keystore: set UNCHAINED_PROVIDER_KEYSTORE or pass --keystore")
+        if password is None:
+            secret = settings.keystore_password
+            password = secret.get_secret_value() if secret else getpass.getpass(f"password for {settings.keystore}: ")
+        account = load_keystore(settings.keystore, password)
+        chain = ProviderChain.connect(settings.rpc_url, account, settings.deployments_dir)
+        cache = ContentCache(settings.cache_dir, settings.cache_bytes, _source(settings))
+        activity = Activity()
+        limits = Limits(settings.job_memory_bytes, settings.job_timeout_s, settings.job_threads)
+        prewarm(limits)
+        jobs = JobService(chain, cache, JobStore(settings.state_db), OutputStore(settings.outputs_dir), limits,
+                          settings.data_dir / "work", settings.backend_url, activity)
+        logger.info("agent for provider %s on chain %s", account.address, chain.deployment.chain_id)
+        devices = detect()
+        mining = None
+        if settings.mining:
+            miner = ReferenceMiner(devices[0].spec if not devices[0].is_cpu else "cpu",
+                                   settings.mining_difficulty_bits, settings.mining_batch)
+            mining = MiningSupervisor(miner, MiningPolicy(settings.mining_policy, settings.mining_co_run_duty,
+                                                          settings.mining_resume_after_s))
+            activity.started.append(mining.job_started)
+            activity.finished.append(mining.job_finished)
+        return cls(settings, chain, jobs, PogService(chain, devices), devices, activity, mining)
+
+    def register(self) -> bool:
+        """Stakes and registers this box's devices when not registered yet."""
+        s = self.settings
+        return self.chain.ensure_registered(s.gpu_model, [d.uuid_hash for d in self.devices],
+                                            Wei(s.price_per_gpu_hour_wei), Wei(s.price_per_job_unit_wei),
+                                            s.metadata_uri, Wei(s.stake_wei))
+
+
+    def publish_yield(self) -> int:
+        """Publishes the mining yield as the floor under the price per GPU-hour: raises the
+        on-chain price when it is below, records the yield in the registry metadata and tells
+        the backend. Returns the floor (wei per GPU-hour)."""
+        if self.mining is None:
+            return 0
+        floor = yield_floor_wei_per_gpu_hour(self.mining.miner.hashrate(), self.settings.mining_wei_per_terahash)
+        info = self.chain.provider_info()
+        if info["price_per_gpu_hour"] < floor:
+            self.chain.set_prices(floor, info["price_per_job_unit"])
+        meta = {"miningYieldWeiPerGpuHour": str(floor), "miner": self.mining.miner.name,
+                "hashrate": round(self.mining.miner.hashrate(), 1)}
+        self.chain.set_metadata_uri("data:application/json," + json.dumps(meta, separators=(",", ":")))
+        self.jobs.report(f"/providers/{self.chain.address}/mining", meta)
+        logger.info("provider %s: mining yield floor %s wei per GPU-hour published", self.chain.address, floor)
+        return floor
+
+    def status(self) -> dict[str, Any]:
+        """What `unchained provider status` and /metrics show."""
+        info = self.chain.provider_info() if self.chain.is_registered() else {}
+        records = self.jobs.store.all()
+        owed = self.chain.owed()
+        mining = self.mining
+        return {
+            "address": self.chain.address,
+            "registered": bool(info),
+            "active": self.chain.is_active(),
+            "stake_wei": self.chain.stake_of(),
+            "pog_class": info.get("pog_class", ""),
+            "pog_passed": info.get("pog_passed", False),
+            "devices": [(d.spec, d.name) for d in self.devices],
+            "jobs": {status: sum(r.status == status for r in records)
+                     for status in ("running", "computed", "committed", "failed", "refunded")},
+            "earnings_owed_wei": sum(owed.values()),
+            "mining_state": mining.state if mining else "off",
+            "hashrate": mining.miner.hashrate() if mining else 0.0,
+            "shares": len(getattr(mining.miner, "shares", [])) if mining else 0,
+            "items_per_s": mining.telemetry.items_per_s if mining else 0.0,
+        }
+
+
+def _source(settings: Settings) -> ContentSource:
+    if settings.content_dir is not None:
+        return DirectorySource(settings.content_dir)
+    if settings.backend_url:
+        return HttpSource(settings.backend_url, settings.content_path)
+    raise ConfigurationError("no content source: set UNCHAINED_PROVIDER_BACKEND_URL or _CONTENT_DIR")
+
+
+@lru_cache(maxsize=1)
+def get_agent() -> Agent:
+    return Agent.build(get_settings())

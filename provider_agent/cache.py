@@ -1,0 +1,156 @@
+"""Content by hash: sources (the backend over HTTP, or a local directory) and a bounded cache.
+
+Everything a job needs (its spec, model and inputs) is named by keccak256 of its bytes, so
+whatever the source, the bytes are checked against the name before use and nothing from a
+source is trusted. The cache keeps files named by hash under a byte budget and evicts the least
+recently used ones first (use is recorded in the file's mtime, so it survives restarts).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import tempfile
+import threading
+from pathlib import Path
+from typing import NewType, Protocol
+
+import httpx
+
+from protocol.merkle import keccak256
+from provider_agent import ProviderAgentError
+
+logger = logging.getLogger(__name__)
+
+ContentHash = NewType("ContentHash", str)  # 0x + 64 lower-case hex
+_HASH = re.compile(r"^0x[0-9a-f]{64}$")
+
+
+class ContentError(ProviderAgentError):
+    """Content could not be had or is not what its hash says."""
+
+
+class ContentMissing(ContentError):
+    def __init__(self, content_hash: str, where: str) -> None:
+        super().__init__(f"content {content_hash} not found at {where}")
+        self.content_hash = content_hash
+
+
+class ContentMismatch(ContentError):
+    def __init__(self, content_hash: str, actual: str) -> None:
+        super().__init__(f"content named {content_hash} hashes to {actual}")
+        self.content_hash = content_hash
+
+
+class ContentTooLarge(ContentError):
+    def __init__(self, content_hash: str, size: int, limit: int) -> None:
+        super().__init__(f"content {content_hash} is {size} bytes; the cache holds at most {limit}")
+        self.content_hash = content_hash
+
+
+def content_hash(data: bytes) -> ContentHash:
+    return ContentHash("0x" + keccak256(data).hex())
+
+
+def _check_name(name: str) -> ContentHash:
+    if not _HASH.match(name):
+        raise ContentError(f"not a content hash: {name!r}")
+    return ContentHash(name)
+
+
+class ContentSource(Protocol):
+    def fetch(self, name: ContentHash, limit: int) -> bytes: ...
+
+
+class DirectorySource:
+    """Files named by their content hash in one directory."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def fetch(self, name: ContentHash, limit: int) -> bytes:
+        path = self.root / name
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            raise ContentMissing(name, str(self.root)) from None
+        if size > limit:
+            raise ContentTooLarge(name, size, limit)
+        return path.read_bytes()
+
+
+class HttpSource:
+    """The backend's content route (`GET {base}{path}` with {hash} filled in), streamed with a
+    size limit so a hostile server cannot fill the disk."""
+
+    def __init__(self, base_url: str, path_template: str = "/blobs/{hash}", timeout: float = 60.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.path_template = path_template
+        self.timeout = timeout
+
+    def fetch(self, name: ContentHash, limit: int) -> bytes:
+        url = self.base_url + self.path_template.format(hash=name)
+        chunks, size = [], 0
+        try:
+            with httpx.stream("GET", url, timeout=self.timeout, follow_redirects=True) as response:
+                if response.status_code == 404:
+                    raise ContentMissing(name, url)
+                response.raise_for_status()
+                for chunk in response.iter_bytes():
+                    size += len(chunk)
+                    if size > limit:
+                        raise ContentTooLarge(name, size, limit)
+                    chunks.append(chunk)
+        except httpx.HTTPError as exc:
+            raise ContentError(f"fetching {name} from {url}: {exc}") from exc
+        return b"".join(chunks)
+
+
+class ContentCache:
+    """Hash-verified files under `root`, at most `max_bytes` in total, LRU-evicted."""
+
+    def __init__(self, root: Path, max_bytes: int, source: ContentSource) -> None:
+        self.root = root
+        self.max_bytes = max_bytes
+        self.source = source
+        self._lock = threading.Lock()
+        root.mkdir(parents=True, exist_ok=True)
+
+    def path(self, name: str) -> Path:
+        """The local file holding `name`, fetched and verified first if it is not cached."""
+        name = _check_name(name)
+        path = self.root / name
+        if path.exists():
+            os.utime(path)  # most recently used
+            return path
+        data = self.source.fetch(name, self.max_bytes)
+        actual = content_hash(data)
+        if actual != name:
+            raise ContentMismatch(name, actual)
+        with self._lock:
+            self._make_room(len(data))
+            fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".fetch-")
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+            os.replace(tmp, path)  # atomic: a reader never sees a partial file
+        logger.info("cached %s (%d bytes)", name, len(data))
+        return path
+
+    def read(self, name: str) -> bytes:
+        return self.path(name).read_bytes()
+
+    def used_bytes(self) -> int:
+        return sum(p.stat().st_size for p in self._entries())
+
+    def _entries(self) -> list[Path]:
+        return [p for p in self.root.iterdir() if _HASH.match(p.name)]
+
+    def _make_room(self, incoming: int) -> None:
+        entries = sorted(self._entries(), key=lambda p: p.stat().st_mtime)
+        used = sum(p.stat().st_size for p in entries)
+        while entries and used + incoming > self.max_bytes:
+            victim = entries.pop(0)
+            used -= victim.stat().st_size
+            victim.unlink(missing_ok=True)
+            logger.info("evicted %s from the cache", victim.name)

@@ -1,0 +1,298 @@
+"""The provider's chain client: every transaction is signed here with the provider's own key.
+
+The key comes from an eth-account JSON keystore and stays in this process; transactions are
+built, signed locally and sent raw, so the node never needs an unlocked account. A revert is
+raised as `ChainRevert` carrying the custom error's name and arguments (decoded with every ABI
+of the deployment), so logs say `JobEscrowWrongStatus(3, 3)` instead of raw bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from enum import IntEnum
+from pathlib import Path
+from typing import Any, NewType
+
+from eth_account import Account
+from eth_account.signers.local import LocalAccount
+from web3 import Web3
+from web3.contract import Contract
+from web3.exceptions import ContractCustomError, ContractLogicError
+from web3.types import TxReceipt
+
+from protocol.deployments import Deployment, DeploymentFormatError, describe_revert
+from provider_agent import ProviderAgentError
+
+logger = logging.getLogger(__name__)
+
+Wei = NewType("Wei", int)
+JobId = NewType("JobId", int)
+ChallengeId = NewType("ChallengeId", int)
+ZERO_ADDRESS = "0x" + "00" * 20
+
+
+class ChainError(ProviderAgentError):
+    """The chain could not be reached or a deployment is missing or malformed."""
+
+
+class ChainRevert(ChainError):
+    """A transaction (or its gas estimate) reverted; `reason` is the decoded custom error."""
+
+    def __init__(self, what: str, reason: str, tx_hash: str | None = None) -> None:
+        super().__init__(f"{what} reverted: {reason}" + (f" (tx {tx_hash})" if tx_hash else ""))
+        self.what = what
+        self.reason = reason
+        self.tx_hash = tx_hash
+
+
+class KeystoreError(ChainError):
+    """The keystore file cannot be read or the password is wrong."""
+
+
+class JobStatus(IntEnum):
+    """IJobEscrow.JobStatus, in declaration order."""
+
+    NONE = 0
+    FUNDED = 1
+    ACCEPTED = 2
+    COMMITTED = 3
+    FINALIZED = 4
+    REFUNDED = 5
+
+
+@dataclass(frozen=True)
+class OnChainJob:
+    job_id: JobId
+    renter: str
+    provider: str
+    price: Wei
+    spec_hash: bytes
+    deadline: int
+    status: JobStatus
+    frozen: bool
+    output_root: bytes
+    item_count: int
+
+
+def load_keystore(path: Path, password: str) -> LocalAccount:
+    """Decrypts an eth-account JSON keystore; the password is never logged."""
+    try:
+        key = Account.decrypt(json.loads(path.read_text()), password)
+    except (OSError, ValueError, KeyError, json.JSONDecodeError) as exc:
+        raise KeystoreError(f"cannot open keystore {path}: {exc}") from exc
+    return Account.from_key(key)
+
+
+def load_deployment(directory: Path, chain_id: int) -> Deployment:
+    """Reads deployments/<chainId>.json (written by `unchained deploy`)."""
+    path = directory / f"{chain_id}.json"
+    try:
+        return Deployment.from_json(json.loads(path.read_text()))
+    except OSError as exc:
+        raise ChainError(f"no deployment for chain {chain_id}: {path} ({exc.strerror})") from exc
+    except (json.JSONDecodeError, DeploymentFormatError) as exc:
+        raise ChainError(f"malformed deployment {path}: {exc}") from exc
+
+
+class ProviderChain:
+    """The provider's view of and actions on the contracts, as one signing account."""
+
+    def __init__(self, web3: Web3, account: LocalAccount, deployment: Deployment) -> None:
+        self.web3 = web3
+        self.account = account
+        self.deployment = deployment
+        self._contracts: dict[str, Contract] = {}
+
+    @classmethod
+    def connect(cls, rpc_url: str, account: LocalAccount, deployments_dir: Path) -> "ProviderChain":
+        web3 = Web3(Web3.HTTPProvider(rpc_url, request_kwargs={"timeout": 60}))
+        try:
+            chain_id = web3.eth.chain_id
+        except Exception as exc:  # connection refused, DNS, HTTP errors: all mean "no node"
+            raise ChainError(f"no JSON-RPC node answers at {rpc_url}: {exc}") from exc
+        return cls(web3, account, load_deployment(deployments_dir, chain_id))
+
+    @property
+    def address(self) -> str:
+        return self.account.address
+
+    def contract(self, name: str) -> Contract:
+        if name not in self._contracts:
+            deployed = self.deployment.contract(name)
+            self._contracts[name] = self.web3.eth.contract(address=deployed.address, abi=deployed.abi)
+        return self._contracts[name]
+
+    # -- sending ---------------------------------------------------------------------------
+
+    def send(self, fn: Any, what: str, value: int = 0) -> TxReceipt:
+        """Builds, signs locally and sends `fn`; waits for the receipt and checks its status."""
+        try:
+            tx = fn.build_transaction({
+                "from": self.address,
+                "value": value,
+                "nonce": self.web3.eth.get_transaction_count(self.address, "pending"),
+            })
+        except ContractCustomError as exc:
+            raise ChainRevert(what, describe_revert(self.deployment, exc.data)) from exc
+        except ContractLogicError as exc:
+            raise ChainRevert(what, str(exc)) from exc
+        signed = self.account.sign_transaction(tx)
+        tx_hash = self.web3.eth.send_raw_transaction(signed.raw_transaction)
+        receipt = self.web3.eth.wait_for_transaction_receipt(tx_hash, timeout=120, poll_latency=0.02)
+        if receipt.status != 1:
+            raise ChainRevert(what, "status 0", tx_hash.hex())
+        logger.info("%s: tx 0x%s in block %s (gas %s) from %s", what, tx_hash.hex().removeprefix("0x"),
+                    receipt.blockNumber, receipt.gasUsed, self.address)
+        return receipt
+
+    # -- staking and registry --------------------------------------------------------------
+
+    def stake_of(self) -> Wei:
+        return Wei(self.contract("Staking").functions.stakeOf(self.address).call())
+
+    def stake(self, amount: Wei) -> TxReceipt:
+        return self.send(self.contract("Staking").functions.stake(), f"stake {amount} wei", value=amount)
+
+    def is_registered(self) -> bool:
+        return bool(self.contract("ProviderRegistry").functions.isRegistered(self.address).call())
+
+    def is_active(self) -> bool:
+        return bool(self.contract("ProviderRegistry").functions.isActive(self.address).call())
+
+    def ensure_registered(self, gpu_model: str, uuid_hashes: list[bytes], price_per_gpu_hour: Wei,
+                          price_per_job_unit: Wei, metadata_uri: str, stake: Wei) -> bool:
+        """Stakes up to the registry's minimum (or `stake`, whichever is larger) and registers.
+
+        Returns False when already registered (nothing sent), so the agent can call it on
+        every start.
+        """
+        if self.is_registered():
+            return False
+        registry = self.contract("ProviderRegistry")
+        needed = max(stake, registry.functions.minProviderStake().call()) - self.stake_of()
+        if needed > 0:
+            self.stake(Wei(needed))
+        self.send(registry.functions.register(_bytes32(gpu_model), uuid_hashes, price_per_gpu_hour,
+                                              price_per_job_unit, metadata_uri), "register")
+        return True
+
+    def set_prices(self, price_per_gpu_hour: Wei, price_per_job_unit: Wei) -> TxReceipt:
+        return self.send(self.contract("ProviderRegistry").functions.setPrices(
+            price_per_gpu_hour, price_per_job_unit), "setPrices")
+
+    def set_metadata_uri(self, uri: str) -> TxReceipt:
+        return self.send(self.contract("ProviderRegistry").functions.setMetadataURI(uri), "setMetadataURI")
+
+    def provider_info(self) -> dict[str, Any]:
+        p = self.contract("ProviderRegistry").functions.providerOf(self.address).call()
+        pog = self.contract("ProviderRegistry").functions.pogStatusOf(self.address).call()
+        return {"gpu_model": p[0].rstrip(b"\0").decode(errors="replace"), "price_per_gpu_hour": p[1],
+                "price_per_job_unit": p[2], "metadata_uri": p[3], "gpu_count": len(p[4]),
+                "registered_at": p[5], "deactivated": p[6],
+                "pog_class": pog[1].rstrip(b"\0").decode(errors="replace"), "pog_passed": pog[3]}
+
+    def leave(self) -> TxReceipt:
+        """Leaves the market cleanly: deactivates, then starts unbonding the whole stake."""
+        if self.is_active():
+            self.send(self.contract("ProviderRegistry").functions.deactivate(), "deactivate")
+        return self.send(self.contract("Staking").functions.requestUnbond(self.stake_of()), "requestUnbond")
+
+    def withdraw_unbonded(self) -> TxReceipt:
+        return self.send(self.contract("Staking").functions.withdrawUnbonded(), "withdrawUnbonded")
+
+    # -- jobs ------------------------------------------------------------------------------
+
+    def job(self, job_id: JobId) -> OnChainJob:
+        j = self.contract("JobEscrow").functions.getJob(job_id).call()
+        return OnChainJob(job_id=job_id, renter=j[0], provider=j[1], price=Wei(j[3]), spec_hash=j[4],
+                          deadline=j[5], status=JobStatus(j[8]), frozen=j[9], output_root=j[10],
+                          item_count=j[11])
+
+    def accept_job(self, job_id: JobId) -> TxReceipt:
+        return self.send(self.contract("JobEscrow").functions.acceptJob(job_id), f"acceptJob {job_id}")
+
+    def commit_result(self, job_id: JobId, root: bytes, item_count: int, result_digest: bytes) -> TxReceipt:
+        return self.send(self.contract("JobEscrow").functions.commitResult(job_id, root, item_count, result_digest),
+                         f"commitResult {job_id}")
+
+    def refund_expired(self, job_id: JobId) -> TxReceipt:
+        return self.send(self.contract("JobEscrow").functions.refundExpired(job_id), f"refundExpired {job_id}")
+
+    def finalize(self, job_id: JobId) -> TxReceipt:
+        return self.send(self.contract("JobEscrow").functions.finalize(job_id), f"finalize {job_id}")
+
+    def now(self) -> int:
+        return int(self.web3.eth.get_block("latest")["timestamp"])
+
+    # -- challenges and PoG ----------------------------------------------------------------
+
+    def challenge(self, challenge_id: ChallengeId) -> dict[str, Any]:
+        c = self.contract("ChallengeManager").functions.challenge(challenge_id).call()
+        return {"kind": c[2], "status": c[3], "k": c[4], "provider": c[5], "response_deadline": c[6],
+                "gpu_index": c[8], "subject": c[9], "root": c[10], "leaf_count": c[11], "randomness": c[12]}
+
+    def open_pog_challenges(self, round_id: int) -> list[ChallengeId]:
+        """Challenges of this provider's roots in `round_id` that still wait for an answer."""
+        manager = self.contract("ChallengeManager")
+        logs = manager.events.PogChallenged.get_logs(
+            from_block=self.deployment.contract("ChallengeManager").block, argument_filters={"roundId": round_id})
+        found = []
+        for log in logs:
+            cid = ChallengeId(log.args.challengeId)
+            c = self.challenge(cid)
+            if c["provider"].lower() == self.address.lower() and c["status"] == 1:  # Open
+                found.append(cid)
+        return found
+
+    def challenge_indices(self, challenge_id: ChallengeId) -> list[int]:
+        return list(self.contract("ChallengeManager").functions.challengeIndices(challenge_id).call())
+
+    def respond(self, challenge_id: ChallengeId, leaves: list[bytes], proofs: list[list[bytes]]) -> TxReceipt:
+        return self.send(self.contract("ChallengeManager").functions.respond(challenge_id, leaves, proofs),
+                         f"respond to challenge {challenge_id}")
+
+    def pog_round(self, round_id: int) -> dict[str, Any]:
+        r = self.contract("ProofOfGpu").functions.round(round_id).call()
+        return {"provider": r[0], "n": r[2], "gpu_count": r[6], "status": r[7], "seed": r[8]}
+
+    def fix_pog_seed(self, round_id: int) -> TxReceipt:
+        return self.send(self.contract("ProofOfGpu").functions.fixSeed(round_id), f"fixSeed round {round_id}")
+
+    def commit_pog_roots(self, round_id: int, roots: list[bytes]) -> TxReceipt:
+        return self.send(self.contract("ProofOfGpu").functions.commitRoots(round_id, roots),
+                         f"commitRoots round {round_id}")
+
+    def lease(self, lease_id: int) -> dict[str, Any]:
+        """A lease of this provider's GPUs: whether it holds them now, and until when."""
+        lease = self.contract("LeaseManager").functions.getLease(lease_id).call()
+        return {"renter": lease[0], "ends_at": lease[2], "provider": lease[3], "gpu_count": lease[4],
+                "active": lease[5] == 0 and lease[2] > self.now()}
+
+    # -- money -----------------------------------------------------------------------------
+
+    def owed(self) -> dict[str, Wei]:
+        """Pull balances waiting for this account, per contract (ETH)."""
+        return {
+            "JobEscrow": Wei(self.contract("JobEscrow").functions.owedTo(ZERO_ADDRESS, self.address).call()),
+            "ChallengeManager": Wei(self.contract("ChallengeManager").functions.owedTo(self.address).call()),
+            "LeaseManager": Wei(self.contract("LeaseManager").functions.owedTo(self.address).call()),
+            "Staking": Wei(self.contract("Staking").functions.owedTo(self.address).call()),
+        }
+
+    def withdraw_all(self) -> Wei:
+        """Withdraws every non-zero pull balance; returns the total withdrawn."""
+        total = 0
+        for name, amount in self.owed().items():
+            if not amount:
+                continue
+            c = self.contract(name)
+            fn = c.functions.withdraw(ZERO_ADDRESS) if name == "JobEscrow" else c.functions.withdraw()
+            self.send(fn, f"withdraw {amount} wei from {name}")
+            total += amount
+        return Wei(total)
+
+
+def _bytes32(text: str) -> bytes:
+    return text.encode()[:32].ljust(32, b"\0")

@@ -1,0 +1,92 @@
+"""The provider agent's settings: environment variables prefixed UNCHAINED_PROVIDER_.
+
+pydantic-settings cannot be installed next to eth-brownie (it needs python-dotenv>=0.21, brownie
+pins 0.16), so `Settings` is a pydantic model filled from the environment by `from_env`, with the
+same naming rule (UNCHAINED_PROVIDER_<FIELD>, case-insensitive) and pydantic's type coercion.
+
+The keystore password is read from UNCHAINED_PROVIDER_KEYSTORE_PASSWORD (or prompted for by the
+CLI); the key itself never leaves the keystore file and this process.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+import os
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+GIB = 1 << 30
+ENV_PREFIX = "UNCHAINED_PROVIDER_"
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    rpc_url: str = "http://127.0.0.1:8545"
+    keystore: Path | None = None
+    keystore_password: SecretStr | None = None
+    deployments_dir: Path = Path("deployments")
+    broker_url: str = "redis://127.0.0.1:6379/0"
+    # Seconds before Redis hands an unacknowledged job to another worker; longer than any job
+    # runs, or a healthy slow job is delivered twice (the task would then see it running).
+    visibility_timeout_s: int = 3600
+    backend_url: str | None = None
+    # Where content (models, inputs, specs) comes from by hash: the backend's blob route, or a
+    # local directory of files named by their content hash (tests, air-gapped boxes).
+    content_path: str = "/blobs/{hash}"
+    content_dir: Path | None = None
+    data_dir: Path = Path.home() / ".unchained" / "provider"
+    cache_bytes: int = 10 * GIB
+
+    # Isolation limits of one job's child process.
+    job_memory_bytes: int = 8 * GIB
+    job_timeout_s: float = 600.0
+    job_threads: int = 1
+
+    # Registration (used when the account is not registered yet).
+    stake_wei: int = 10**18
+    gpu_model: str = "CPU"
+    price_per_gpu_hour_wei: int = 10**16
+    price_per_job_unit_wei: int = 10**12
+    metadata_uri: str = ""
+
+    # Mining and telemetry.
+    mining: bool = True
+    mining_difficulty_bits: int = 16
+    mining_batch: int = 1 << 14
+    mining_policy: str = "yield"  # "yield" or "co-run"
+    mining_co_run_duty: float = 0.25
+    mining_resume_after_s: float = 1.0  # cooldown after the last job before mining resumes
+    # What the reference miner's work would earn (wei per 10^12 hashes): converts hash rate into
+    # the yield floor under the price per GPU-hour.
+    mining_wei_per_terahash: int = 10**13
+    heartbeat_s: float = 3600.0  # refunds due and the yield floor are checked this often
+    metrics_port: int | None = Field(default=None, description="serve /metrics on this port")
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None, **overrides: object) -> "Settings":
+        """Fields from UNCHAINED_PROVIDER_<NAME> variables; `overrides` (CLI options) win."""
+        env = {k.upper(): v for k, v in (os.environ if environ is None else environ).items()}
+        values: dict[str, object] = {name: env[ENV_PREFIX + name.upper()] for name in cls.model_fields
+                                     if ENV_PREFIX + name.upper() in env}
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.data_dir / "cache"
+
+    @property
+    def outputs_dir(self) -> Path:
+        return self.data_dir / "outputs"
+
+    @property
+    def state_db(self) -> Path:
+        return self.data_dir / "state.sqlite"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings.from_env()

@@ -1,0 +1,124 @@
+"""The provider's Celery worker: consumes `provider.<address>` (protocol.tasks names).
+
+Tasks are thin: they pass ids, build the agent once per process (`get_agent`) and let
+`JobService` decide from the chain and the local record what is left to do, so a redelivered
+message never does work twice. Messages are acknowledged late (after the task returns) and
+rejected back to the queue when the worker dies, so a killed worker loses nothing; Redis hands
+an unacknowledged message to the next worker after the visibility timeout. Transient failures
+(RPC or backend unreachable, the job held by another live process) are retried with
+exponential backoff.
+
+Redis gives an unacknowledged message back only after the visibility timeout (and its restore
+sweep runs rarely), so on start the worker also re-enqueues every job its local record shows as
+started by a process that is gone: a killed job resumes at once, and the late redelivery of the
+original message finds the job committed and does nothing.
+
+Run with `unchained provider run` or `celery -A provider_agent.worker:app worker -Q provider.<address>`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import httpx
+import requests
+from celery import Celery, Task
+from celery.signals import worker_ready
+
+from protocol.tasks import TASK_LEASE, TASK_POG_ANSWER, TASK_POG_ROUND, TASK_RUN_JOB, provider_queue
+from provider_agent.agent import get_agent
+from provider_agent.chain import ChallengeId, JobId
+from provider_agent.settings import Settings, get_settings
+from provider_agent.state import JobBusy
+
+logger = logging.getLogger(__name__)
+
+# Provider-internal tasks (on the provider's own queue); not part of protocol.tasks.
+TASK_ANSWER_CHALLENGE = "unchained.provider.answer_challenge"  # (challenge_id: int)
+TASK_REFUND_FAILED = "unchained.provider.refund_failed"  # () -> refunded job ids
+TASK_PING = "unchained.provider.ping"  # () -> "pong": liveness, and the raw round trip benchmark
+
+TRANSIENT = (JobBusy, requests.exceptions.ConnectionError, requests.exceptions.Timeout, httpx.TransportError)
+
+
+def celery_config(settings: Settings) -> dict[str, Any]:
+    return {
+        "broker_url": settings.broker_url,
+        "result_backend": settings.broker_url,
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        "worker_prefetch_multiplier": 1,
+        "broker_transport_options": {"visibility_timeout": settings.visibility_timeout_s},
+        "result_expires": 24 * 3600,
+        "task_serializer": "json",
+        "result_serializer": "json",
+        "accept_content": ["json"],
+        "broker_connection_retry_on_startup": True,
+    }
+
+
+app = Celery("unchained_provider", set_as_current=False)
+# Evaluated when the configuration is first read, not at import: settings stay lazy.
+app.add_defaults(lambda: celery_config(get_settings()))
+
+@worker_ready.connect
+def _resume_orphaned_jobs(**_: Any) -> None:
+    agent = get_agent()
+    for job_id in agent.jobs.store.orphaned():
+        logger.info("job %s: started by a process that is gone; re-enqueued", job_id)
+        run_job.apply_async((job_id,), queue=provider_queue(agent.chain.address))
+
+
+_retrying = {"autoretry_for": TRANSIENT, "retry_backoff": 2, "retry_backoff_max": 120, "max_retries": 8,
+             "retry_jitter": True}
+
+
+@app.task(name=TASK_PING)
+def ping() -> str:
+    return "pong"
+
+
+@app.task(name=TASK_RUN_JOB, bind=True, acks_late=True, **_retrying)
+def run_job(self: Task, job_id: int) -> dict[str, Any]:
+    outcome = get_agent().jobs.process(JobId(int(job_id)))
+    logger.info("job %s: %s (delivery %s, retry %s)", job_id, outcome.status, self.request.id, self.request.retries)
+    return outcome.to_json()
+
+
+@app.task(name=TASK_ANSWER_CHALLENGE, bind=True, acks_late=True, **_retrying)
+def answer_challenge(self: Task, challenge_id: int) -> str:
+    return get_agent().jobs.answer_challenge(ChallengeId(int(challenge_id)))
+
+
+@app.task(name=TASK_REFUND_FAILED, bind=True, acks_late=True, **_retrying)
+def refund_failed(self: Task) -> list[int]:
+    return get_agent().jobs.refund_failed()
+
+
+@app.task(name=TASK_POG_ROUND, bind=True, acks_late=True, **_retrying)
+def pog_round(self: Task, round_id: int) -> str:
+    return get_agent().pog.commit(int(round_id))
+
+
+@app.task(name=TASK_POG_ANSWER, bind=True, acks_late=True, **_retrying)
+def pog_answer(self: Task, round_id: int, randomness_hex: str) -> str:
+    return get_agent().pog.answer(int(round_id), str(randomness_hex))
+
+
+@app.task(name=TASK_LEASE, bind=True, acks_late=True, **_retrying)
+def lease(self: Task, lease_id: int) -> str:
+    """Hands the GPUs to a lease (mining stops) and schedules itself again for its end."""
+    agent = get_agent()
+    state = agent.chain.lease(int(lease_id))
+    if state["provider"].lower() != agent.chain.address.lower():
+        return "not ours"
+    if agent.mining is None:
+        return "no miner"
+    if state["active"]:
+        agent.mining.lease_started()
+        self.apply_async((lease_id,), countdown=max(1, state["ends_at"] - agent.chain.now()),
+                         queue=self.request.delivery_info.get("routing_key"))
+        return "handed over"
+    agent.mining.lease_ended()
+    return "released"

@@ -1,0 +1,204 @@
+"""Provider benchmarks: dispatch overhead and co-location of mining with jobs on this machine.
+
+    python -m tests.provider_agent.bench_provider [--items N] [--seconds S]
+
+Dispatch: a raw Celery round trip (the worker's ping task) against a no-op job through the
+market (renter funds the job on anvil, the provider's worker accepts it, runs an identity model
+over one item in its limited child process and commits the root), both through the same
+private Redis and worker process. Co-location: the reference miner and a compute-bound job
+model, each alone and then together under the policies (yield, co-run at full and reduced duty).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import provider_agent  # noqa: F401  first: OMP wait policy
+import numpy as np
+import torch
+from celery import Celery
+from eth_account import Account
+
+from protocol.jobs import JobSpec, encode_output
+from protocol.tasks import TASK_RUN_JOB, provider_queue
+from provider_agent.cache import content_hash
+from provider_agent.mining import MiningPolicy, MiningSupervisor, ReferenceMiner
+from provider_agent.runner import Limits, run_inference
+from provider_agent.settings import Settings
+from provider_agent.worker import TASK_PING
+from unchained_cli.chain import LocalChain, free_port
+from unchained_cli.deploy import Deployer, deploy_all, write_deployment
+from unchained_cli.session import ChainSession
+
+REPO = Path(__file__).resolve().parents[2]
+KEY = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d"  # anvil account 1
+
+
+class Identity(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x
+
+
+class Mlp(torch.nn.Module):
+    """Compute-bound: three 512-wide layers; one item is a 64x512 activation block."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.layers = torch.nn.Sequential(*[torch.nn.Linear(512, 512) for _ in range(3)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.layers(x)).mean(dim=1)
+
+
+def _put(directory: Path, data: bytes) -> str:
+    name = content_hash(data)
+    (directory / name).write_bytes(data)
+    return name
+
+
+def _script(module: torch.nn.Module, directory: Path) -> str:
+    path = directory / "m.pt"
+    torch.jit.save(torch.jit.script(module), str(path))
+    return _put(directory, path.read_bytes())
+
+
+def dispatch(rounds: int, gap_s: float) -> dict:
+    work = Path(tempfile.mkdtemp(prefix="bench-provider-"))
+    content = work / "content"
+    content.mkdir()
+    port = free_port()
+    redis = subprocess.Popen(["redis-server", "--port", str(port), "--save", "", "--appendonly", "no"],
+                             stdout=subprocess.DEVNULL)
+    broker = f"redis://127.0.0.1:{port}/0"
+    with LocalChain(port=free_port()) as chain:
+        deployment = deploy_all(Deployer.connect(chain.rpc_url))
+        write_deployment(deployment, work / "deployments")
+        s = ChainSession.connect(chain.rpc_url, deployment)
+        provider, renter = s.accounts[1], s.accounts[3]
+        keystore = work / "key.json"
+        keystore.write_text(json.dumps(Account.encrypt(KEY, "pw", kdf="scrypt", iterations=1 << 10)))
+        settings = Settings(rpc_url=chain.rpc_url, keystore=keystore, keystore_password="pw",
+                            deployments_dir=work / "deployments", content_dir=content, data_dir=work / "data",
+                            broker_url=broker, mining=False, job_memory_bytes=3 << 30)
+        from provider_agent.agent import Agent
+
+        Agent.build(settings).register()
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        env.update({f"UNCHAINED_PROVIDER_{k.upper()}": str(v.get_secret_value() if hasattr(v, "get_secret_value") else v)
+                    for k, v in settings.model_dump().items() if v is not None})
+        queue = provider_queue(provider)
+        worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "provider_agent.worker:app", "worker",
+                                   "-Q", queue, "-P", "solo", "--without-gossip", "--without-mingle",
+                                   "--without-heartbeat", "-l", "warning"], cwd=REPO, env=env,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        client = Celery("bench", broker=broker, backend=broker, set_as_current=False)
+        try:
+            client.send_task(TASK_PING, queue=queue).get(timeout=60)  # worker up
+            raw = []
+            for _ in range(rounds * 5):
+                t = time.perf_counter()
+                client.send_task(TASK_PING, queue=queue).get(timeout=30)
+                raw.append(time.perf_counter() - t)
+            model = _script(Identity(), content)
+            escrow = s.contract("JobEscrow")
+            fund, market = [], []
+            for i in range(rounds):
+                time.sleep(gap_s)  # jobs arrive apart (gap 0: back to back, no warm child ready)
+                item = _put(content, encode_output(np.full(4, i, np.float32)))
+                spec = JobSpec(model=model, model_format="torchscript", inputs=(item,), batch_size=1,
+                               tolerance_ppm=0, deadline=s.now() + 3600, price_wei=10**15, provider=provider)
+                spec_hash = bytes.fromhex(_put(content, spec.canonical())[2:])
+                t = time.perf_counter()
+                s.send(escrow.functions.createJob(provider, spec_hash, 10**15, spec.deadline), renter, value=10**15)
+                job_id = escrow.functions.jobCount().call()
+                fund.append(time.perf_counter() - t)
+                t = time.perf_counter()
+                result = client.send_task(TASK_RUN_JOB, args=[job_id], queue=queue).get(timeout=120)
+                market.append(time.perf_counter() - t)
+                assert result["status"] == "committed", result
+        finally:
+            client.close()
+            worker.terminate()
+            worker.wait()
+            redis.terminate()
+            redis.wait()
+    raw_ms, market_ms = statistics.median(raw) * 1e3, statistics.median(market) * 1e3
+    return {"raw_celery_round_trip_ms": round(raw_ms, 2), "market_noop_job_ms": round(market_ms, 1),
+            "renter_funding_tx_ms": round(statistics.median(fund) * 1e3, 1),
+            "ratio": round(market_ms / raw_ms, 1), "rounds": rounds, "gap_between_jobs_s": gap_s}
+
+
+def _job_throughput(model_path: Path, inputs: list[Path], work: Path) -> float:
+    run = run_inference(0, model_path, "torchscript", inputs, 8, Limits(3 << 30, 600.0, 1), work)
+    return len(run.outputs) / run.seconds
+
+
+def colocation(items: int, seconds: float) -> dict:
+    torch.set_num_threads(1)
+    work = Path(tempfile.mkdtemp(prefix="bench-coloc-"))
+    model = work / _script(Mlp(), work)
+    rng = np.random.default_rng(0)
+    inputs = [work / _put(work, encode_output(rng.standard_normal((64, 512)).astype(np.float32)))
+              for _ in range(items)]
+    _job_throughput(model, inputs[:8], work / "warm")
+
+    miner = ReferenceMiner(batch=1 << 13)
+    miner.start()
+    time.sleep(seconds)
+    solo_hashes = miner.hashrate()
+    miner.pause()
+    solo_job = _job_throughput(model, inputs, work / "solo")
+    results = {"hashrate_solo_hps": round(solo_hashes), "job_solo_items_per_s": round(solo_job, 2)}
+
+    for name, policy in (("yield", MiningPolicy("yield", cooldown_s=0.2)),
+                         ("co-run duty 1.0", MiningPolicy("co-run", 1.0, 0.2)),
+                         ("co-run duty 0.25", MiningPolicy("co-run", 0.25, 0.2))):
+        supervisor = MiningSupervisor(miner, policy)
+        miner.set_duty(1.0)
+        miner.resume()
+        supervisor.state = "mining"
+        time.sleep(1.0)
+        start_hashes, t = miner.hashes, time.perf_counter()
+        supervisor.job_started(1)
+        throughput = _job_throughput(model, inputs, work / name.replace(" ", "-"))
+        elapsed = time.perf_counter() - t
+        during = (miner.hashes - start_hashes) / elapsed
+        supervisor.job_finished(1, items, items / throughput)
+        t_end = time.perf_counter()
+        while supervisor.state != "mining" and time.perf_counter() - t_end < 5:
+            time.sleep(0.005)
+        resume_s = time.perf_counter() - t_end if supervisor.state == "mining" else None
+        kept_h, kept_j = during / solo_hashes, throughput / solo_job
+        results[name] = {
+            "hashrate_during_job_hps": round(during), "hashrate_kept": round(kept_h, 3),
+            "job_items_per_s": round(throughput, 2), "job_throughput_kept": round(kept_j, 3),
+            "score": round(kept_h + kept_j, 3),
+            "pause_latency_ms": round(supervisor.telemetry.switches[-1] * 1e3, 1) if supervisor.telemetry.switches else None,
+            "resume_after_job_ms (cooldown 200)": round(resume_s * 1e3, 1) if resume_s is not None else None,
+        }
+    miner.stop()
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--items", type=int, default=384)
+    parser.add_argument("--seconds", type=float, default=3.0)
+    args = parser.parse_args()
+    print(json.dumps({"machine": f"{os.cpu_count()} CPUs, torch {torch.__version__}",
+                      "dispatch": [dispatch(args.rounds, 0.0), dispatch(args.rounds, 2.0)], "colocation": colocation(args.items, args.seconds)},
+                     indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,139 @@
+"""Jobs end to end on anvil: register, run a tiny real model (TorchScript and ONNX) in a limited
+child process, commit the root, answer a challenge, get paid; and every way a job can fail ends
+as a clear error, a refunded renter and a live agent."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from protocol.jobs import decode_output, encode_output, output_digest
+from protocol.merkle import MerkleTree
+from provider_agent.agent import Agent
+from provider_agent.chain import JobStatus, KeystoreError
+from tests.provider_agent.conftest import ETH, Hangs, Hogs, Raises, Tiny, save_onnx, save_torchscript
+
+ITEMS = [np.random.default_rng(i).standard_normal(8).astype(np.float32) for i in range(10)]
+
+
+@pytest.fixture
+def agent(settings_for) -> Agent:
+    agent = Agent.build(settings_for())
+    agent.register()
+    return agent
+
+
+def test_register_stakes_and_registers_once(settings_for, market):
+    agent = Agent.build(settings_for())
+    registry = market.session.contract("ProviderRegistry")
+    assert not registry.functions.isRegistered(market.provider).call()
+    assert agent.register() is True
+    assert registry.functions.isActive(market.provider).call()
+    assert agent.chain.stake_of() == 2 * ETH
+    assert agent.register() is False  # idempotent on every start
+    assert agent.chain.provider_info()["gpu_count"] == len(agent.devices)
+
+
+def test_wrong_keystore_password_is_refused(settings_for):
+    with pytest.raises(KeystoreError):
+        Agent.build(settings_for(keystore_password="wrong"))
+
+
+@pytest.mark.parametrize("fmt", ["torchscript", "onnx"])
+def test_job_runs_commits_root_answers_challenge_and_gets_paid(agent, market, fmt):
+    content = agent.settings.content_dir
+    model = save_torchscript(Tiny(), content) if fmt == "torchscript" else save_onnx(Tiny(), content)
+    job_id, spec = market.create_job(content, model, ITEMS, fmt=fmt)
+
+    outcome = agent.jobs.process(job_id)
+    assert outcome.status == "committed", outcome
+    job = agent.chain.job(job_id)
+    assert job.status == JobStatus.COMMITTED and job.item_count == len(ITEMS)
+
+    # The committed root is the tree over what the model really computes, item by item.
+    import torch
+    expected = torch.tanh(Tiny().fc(torch.from_numpy(np.stack(ITEMS)))).detach().numpy()
+    kept = [decode_output(agent.jobs.outputs.output(job_id, i)) for i in range(len(ITEMS))]
+    np.testing.assert_allclose(np.stack(kept), expected, rtol=1e-5, atol=1e-6)
+    assert job.output_root == MerkleTree.from_leaves(
+        [output_digest(encode_output(k)) for k in kept]).root
+
+    # A second delivery of the same job does nothing (one commit on-chain).
+    assert agent.jobs.process(job_id).status == "already-committed"
+
+    s, challenges, escrow = market.session, market.session.contract("ChallengeManager"), market.session.contract("JobEscrow")
+    s.send(s.contract("Staking").functions.stake(), market.verifier, value=2 * ETH)
+    s.send(challenges.functions.challengeJob(job_id, 3), market.verifier, value=ETH // 10)
+    challenge_id = challenges.functions.challengeCount().call()
+    s.mine(2)
+    agent.jobs.answer_challenge(challenge_id)
+    assert challenges.functions.challenge(challenge_id).call()[3] == 2  # Answered
+    s.advance(challenges.functions.escalationWindow().call() + 1)
+    s.send(challenges.functions.settle(challenge_id), market.verifier)
+    s.advance(escrow.functions.challengeWindow().call() + 1)
+    s.send(escrow.functions.finalize(job_id), market.renter)
+    assert agent.chain.job(job_id).status == JobStatus.FINALIZED
+    before = s.balance(market.provider)
+    owed = agent.chain.owed()
+    assert owed["JobEscrow"] > 0 and owed["ChallengeManager"] > 0
+    agent.chain.withdraw_all()
+    assert s.balance(market.provider) > before
+
+
+def _refunded(agent, market, job_id):
+    s = market.session
+    s.advance(3601)
+    renter_before = s.balance(market.renter)
+    assert job_id in agent.jobs.refund_failed()
+    assert agent.chain.job(job_id).status == JobStatus.REFUNDED
+    escrow = s.contract("JobEscrow")
+    owed = escrow.functions.owedTo("0x" + "00" * 20, market.renter).call()
+    assert owed == ETH // 20
+    s.send(escrow.functions.withdraw("0x" + "00" * 20), market.renter)
+    assert s.balance(market.renter) > renter_before
+
+
+@pytest.mark.parametrize("case,kind,words", [
+    ("raises", "model-error", "division by zero"),
+    ("hangs", "timeout", "budget"),
+    ("hogs", "out-of-memory", "limit"),
+])
+def test_bad_model_fails_job_refunds_renter_and_agent_survives(agent, market, case, kind, words):
+    content = agent.settings.content_dir
+    agent.jobs.limits = type(agent.jobs.limits)(memory_bytes=3 << 30, timeout_s=5.0)
+    module = {"raises": Raises(), "hangs": Hangs(), "hogs": Hogs()}[case]
+    job_id, _ = market.create_job(content, save_torchscript(module, content), ITEMS[:2])
+    outcome = agent.jobs.process(job_id)
+    assert outcome.status == "failed" and outcome.error.startswith(kind) and words in outcome.error, outcome
+    assert agent.chain.job(job_id).status == JobStatus.ACCEPTED
+    _refunded(agent, market, job_id)
+    # The agent is alive and still runs a good job afterwards.
+    good, _ = market.create_job(content, save_torchscript(Tiny(), content), ITEMS[:3])
+    assert agent.jobs.process(good).status == "committed"
+
+
+def test_malformed_spec_is_not_accepted_and_is_refunded(agent, market):
+    content = agent.settings.content_dir
+    job_id, _ = market.create_job(content, save_torchscript(Tiny(), content), ITEMS[:2],
+                                  spec_bytes=b'{"version": 1, "model": "not a hash"}')
+    outcome = agent.jobs.process(job_id)
+    assert outcome.status == "failed" and "malformed spec" in outcome.error
+    assert agent.chain.job(job_id).status == JobStatus.FUNDED  # never accepted
+    _refunded(agent, market, job_id)
+
+
+def test_missing_input_is_not_accepted_and_is_refunded(agent, market):
+    content = agent.settings.content_dir
+    job_id, spec = market.create_job(content, save_torchscript(Tiny(), content), ITEMS[:2])
+    (content / spec.inputs[1]).unlink()
+    outcome = agent.jobs.process(job_id)
+    assert outcome.status == "failed" and spec.inputs[1] in outcome.error and "not found" in outcome.error
+    _refunded(agent, market, job_id)
+
+
+def test_tampered_content_is_rejected_by_hash(agent, market):
+    content = agent.settings.content_dir
+    job_id, spec = market.create_job(content, save_torchscript(Tiny(), content), ITEMS[:2])
+    (content / spec.inputs[0]).write_bytes(encode_output(np.zeros(8, np.float32)))
+    outcome = agent.jobs.process(job_id)
+    assert outcome.status == "failed" and "hashes to" in outcome.error
