@@ -12,11 +12,11 @@ from functools import lru_cache
 
 from provider_agent import ProviderAgentError
 from provider_agent.cache import ContentCache, ContentSource, DirectorySource, HttpSource
-from provider_agent.chain import ProviderChain, Wei, load_keystore
+from provider_agent.chain import ChallengeId, ProviderChain, Wei, load_keystore
 from provider_agent.gpus import Device, detect
 from provider_agent.jobs import Activity, JobService, OutputStore
 from provider_agent.mining import MiningPolicy, MiningSupervisor, ReferenceMiner, yield_floor_wei_per_gpu_hour
-from provider_agent.pog_service import PogService
+from provider_agent.pog_service import POG_KIND, PogService
 from provider_agent.runner import Limits, prewarm
 from provider_agent.settings import Settings, get_settings
 from provider_agent.state import JobStore
@@ -72,6 +72,22 @@ class Agent:
                                             Wei(s.price_per_gpu_hour_wei), Wei(s.price_per_job_unit_wei),
                                             s.metadata_uri, Wei(s.stake_wei))
 
+    def answer_challenge(self, challenge_id: ChallengeId) -> str:
+        """Answers an on-chain challenge of our roots, whichever kind; returns the tx hash."""
+        if self.chain.challenge(challenge_id)["kind"] == POG_KIND:
+            return self.pog.answer_challenge(challenge_id)
+        return self.jobs.answer_challenge(challenge_id)
+
+    def answer_open_challenges(self) -> list[str]:
+        """Answers every open challenge against us: nobody has to tell the provider, a missed
+        deadline is slashed, so the agent watches the chain itself."""
+        answered = []
+        for challenge_id in self.chain.open_challenges():
+            try:
+                answered.append(self.answer_challenge(challenge_id))
+            except ProviderAgentError as exc:
+                logger.error("challenge %s: cannot answer: %s", challenge_id, exc)
+        return answered
 
     def publish_yield(self) -> int:
         """Publishes the mining yield as the floor under the price per GPU-hour: raises the

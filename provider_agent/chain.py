@@ -233,18 +233,21 @@ class ProviderChain:
         return {"kind": c[2], "status": c[3], "k": c[4], "provider": c[5], "response_deadline": c[6],
                 "gpu_index": c[8], "subject": c[9], "root": c[10], "leaf_count": c[11], "randomness": c[12]}
 
-    def open_pog_challenges(self, round_id: int) -> list[ChallengeId]:
-        """Challenges of this provider's roots in `round_id` that still wait for an answer."""
+    def open_challenges(self) -> list[ChallengeId]:
+        """Challenges of our roots (PoG rounds and jobs) that still wait for an answer whose
+        indices are readable (the block after the challenge is mined)."""
         manager = self.contract("ChallengeManager")
-        logs = manager.events.PogChallenged.get_logs(
-            from_block=self.deployment.contract("ChallengeManager").block, argument_filters={"roundId": round_id})
+        since = self.deployment.contract("ChallengeManager").block
+        latest = self.web3.eth.block_number
         found = []
-        for log in logs:
-            cid = ChallengeId(log.args.challengeId)
-            c = self.challenge(cid)
-            if c["provider"].lower() == self.address.lower() and c["status"] == 1:  # Open
-                found.append(cid)
-        return found
+        for event in (manager.events.PogChallenged, manager.events.JobChallenged):
+            for log in event.get_logs(from_block=since):
+                if log.args.provider.lower() != self.address.lower() or log.blockNumber + 2 > latest:
+                    continue
+                cid = ChallengeId(log.args.challengeId)
+                if self.challenge(cid)["status"] == 1:  # Open
+                    found.append(cid)
+        return sorted(found)
 
     def challenge_indices(self, challenge_id: ChallengeId) -> list[int]:
         return list(self.contract("ChallengeManager").functions.challengeIndices(challenge_id).call())

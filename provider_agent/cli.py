@@ -165,9 +165,11 @@ def provider_run(
     stop = threading.Event()
 
     def heartbeat() -> None:
-        # Refunds for failed jobs fall due at their deadlines; the yield floor follows the miner.
+        # Challenges must be answered before their deadlines; refunds for failed jobs fall due
+        # at their deadlines; the yield floor follows the miner.
         while not stop.wait(settings.heartbeat_s):
             try:
+                agent.answer_open_challenges()
                 agent.jobs.refund_failed()
                 agent.publish_yield()
             except ProviderAgentError as err:

@@ -36,6 +36,7 @@ logger = logging.getLogger(__name__)
 
 # Provider-internal tasks (on the provider's own queue); not part of protocol.tasks.
 TASK_ANSWER_CHALLENGE = "unchained.provider.answer_challenge"  # (challenge_id: int)
+TASK_POG_COMMIT = "unchained.provider.pog_commit"  # (round_id: int) -> tx hash
 TASK_REFUND_FAILED = "unchained.provider.refund_failed"  # () -> refunded job ids
 TASK_PING = "unchained.provider.ping"  # () -> "pong": liveness, and the raw round trip benchmark
 
@@ -88,7 +89,7 @@ def run_job(self: Task, job_id: int) -> dict[str, Any]:
 
 @app.task(name=TASK_ANSWER_CHALLENGE, bind=True, acks_late=True, **_retrying)
 def answer_challenge(self: Task, challenge_id: int) -> str:
-    return get_agent().jobs.answer_challenge(ChallengeId(int(challenge_id)))
+    return get_agent().answer_challenge(ChallengeId(int(challenge_id)))
 
 
 @app.task(name=TASK_REFUND_FAILED, bind=True, acks_late=True, **_retrying)
@@ -98,12 +99,22 @@ def refund_failed(self: Task) -> list[int]:
 
 @app.task(name=TASK_POG_ROUND, bind=True, acks_late=True, **_retrying)
 def pog_round(self: Task, round_id: int) -> str:
-    return get_agent().pog.commit(int(round_id))
+    """Computes the round and replies with the roots at once; the on-chain commit follows as a
+    task of its own, so the verifier times the GPU, not a block confirmation."""
+    agent = get_agent()
+    message = agent.pog.compute(int(round_id))
+    pog_commit.apply_async((round_id,), queue=provider_queue(agent.chain.address))
+    return message
+
+
+@app.task(name=TASK_POG_COMMIT, bind=True, acks_late=True, **_retrying)
+def pog_commit(self: Task, round_id: int) -> str:
+    return get_agent().pog.commit_onchain(int(round_id))
 
 
 @app.task(name=TASK_POG_ANSWER, bind=True, acks_late=True, **_retrying)
-def pog_answer(self: Task, round_id: int, randomness_hex: str) -> str:
-    return get_agent().pog.answer(int(round_id), str(randomness_hex))
+def pog_answer(self: Task, round_id: int, randomness_hex: str, k: int) -> str:
+    return get_agent().pog.answer(int(round_id), str(randomness_hex), int(k))
 
 
 @app.task(name=TASK_LEASE, bind=True, acks_late=True, **_retrying)

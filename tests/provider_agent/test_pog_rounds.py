@@ -20,20 +20,49 @@ def test_agent_commits_pog_roots_and_answers_challenge(settings_for, market):
     round_id = pog.functions.roundCount().call()
     s.mine(2)
 
-    commitment = agent.pog.commit(round_id)
+    commitment = agent.pog.compute(round_id)
     assert '"root"' in commitment
-    assert pog.functions.round(round_id).call()[7] == 2  # Committed
+    assert pog.functions.round(round_id).call()[7] == 1  # the message comes first...
+    agent.pog.commit_onchain(round_id)
+    assert pog.functions.round(round_id).call()[7] == 2  # ...then the same roots on-chain
+    assert agent.pog.commit_onchain(round_id) == "already committed"
     root = pog.functions.rootOf(round_id, 0).call()
     assert root == agent.pog._provers[round_id].work[0].tree.root
 
     s.send(challenges.functions.challengePog(round_id, 0, K), market.verifier, value=ETH // 10)
     challenge_id = challenges.functions.challengeCount().call()
     s.mine(2)
-    # A restarted agent (no work in memory) recomputes the round from its seed and answers.
+    # A restarted agent (no work in memory) recomputes the round from its seed, finds the open
+    # challenge on-chain by itself and answers it.
     fresh = Agent.build(settings_for())
-    fresh.pog.answer(round_id, "0x" + "00" * 32)
+    assert len(fresh.answer_open_challenges()) == 1
+    assert fresh.answer_open_challenges() == []
     assert challenges.functions.challenge(challenge_id).call()[3] == 2  # Answered
     s.advance(challenges.functions.fraudWindow().call() + 1)
     s.send(challenges.functions.settle(challenge_id), market.verifier)
     assert challenges.functions.challenge(challenge_id).call()[3] == 6  # Settled
     assert challenges.functions.owedTo(market.provider).call() > 0
+
+
+def test_agent_answers_the_verifiers_secret_off_chain_with_checkable_chunks(settings_for, market):
+    from protocol.pog import challenge_indices, check_chunks, decode_answers
+    from protocol.pog.workload import gpu_seed
+
+    agent = Agent.build(settings_for())
+    agent.register()
+    s = market.session
+    pog = s.contract("ProofOfGpu")
+    s.send(s.contract("Staking").functions.stake(), market.verifier, value=2 * ETH)
+    s.send(pog.functions.requestRound(market.provider, N), market.verifier)
+    round_id = pog.functions.roundCount().call()
+    s.mine(2)
+    agent.pog.compute(round_id)
+    agent.pog.commit_onchain(round_id)
+    secret = bytes(range(32))
+    answers = decode_answers(agent.pog.answer(round_id, "0x" + secret.hex(), K).encode(), 1, K)
+    seed = pog.functions.round(round_id).call()[-1]
+    root = pog.functions.rootOf(round_id, 0).call()
+    got = answers.gpus[0].answers
+    assert [a.index for a in got] == challenge_indices(secret, root, N * N // 64, K)
+    uuid = s.contract("ProviderRegistry").functions.uuidHashOf(market.provider, 0).call()
+    check_chunks(gpu_seed(seed, 0, uuid), N, root, [(a.index, a.data, a.siblings) for a in got])
