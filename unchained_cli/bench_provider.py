@@ -1,6 +1,6 @@
 """Provider benchmarks: dispatch overhead and co-location of mining with jobs on this machine.
 
-    python -m tests.provider_agent.bench_provider [--items N] [--seconds S]
+Run by `unchained bench` (sections `dispatch` and `colocation`).
 
 Dispatch: a raw Celery round trip (the worker's ping task) against a no-op job through the
 market (renter funds the job on anvil, the provider's worker accepts it, runs an identity model
@@ -11,7 +11,6 @@ model, each alone and then together under the policies (yield, co-run at full an
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -38,7 +37,7 @@ from unchained_cli.chain import LocalChain, free_port
 from unchained_cli.deploy import Deployer, deploy_all, write_deployment
 from unchained_cli.session import ChainSession
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 KEY = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d"  # anvil account 1
 
 
@@ -187,18 +186,3 @@ def colocation(items: int, seconds: float) -> dict:
         }
     miner.stop()
     return results
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=10)
-    parser.add_argument("--items", type=int, default=384)
-    parser.add_argument("--seconds", type=float, default=3.0)
-    args = parser.parse_args()
-    print(json.dumps({"machine": f"{os.cpu_count()} CPUs, torch {torch.__version__}",
-                      "dispatch": [dispatch(args.rounds, 0.0), dispatch(args.rounds, 2.0)], "colocation": colocation(args.items, args.seconds)},
-                     indent=2))
-
-
-if __name__ == "__main__":
-    main()
