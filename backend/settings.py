@@ -1,9 +1,7 @@
 """Backend settings from the environment (prefix UNCHAINED_BACKEND_), built once per process.
 
-pydantic-settings is not used on purpose: every release of it needs python-dotenv >= 0.21 while
-eth-brownie pins python-dotenv 0.16, so a single `pip install -r requirements.txt` could not
-resolve cleanly. The loader below covers what the backend needs: prefixed variables, parsed and
-validated by the same pydantic model.
+pydantic-settings is not used on purpose (protocol/env.py says why); `from_env` fills the model
+from prefixed variables with pydantic's parsing and validation.
 """
 
 from __future__ import annotations
@@ -15,6 +13,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from protocol.env import settings_from_env
 
 ENV_PREFIX = "UNCHAINED_BACKEND_"
 DEV_SECRET = "development-only-secret"
@@ -80,14 +80,7 @@ class Settings(BaseModel):
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides: Any) -> Settings:
         """Fields from prefixed environment variables, then explicit overrides."""
-        env = os.environ if environ is None else environ
-        values: dict[str, Any] = {}
-        for name in cls.model_fields:
-            key = ENV_PREFIX + name.upper()
-            if key in env:
-                values[name] = env[key]
-        values.update(overrides)
-        return cls.model_validate(values)
+        return settings_from_env(cls, ENV_PREFIX, os.environ if environ is None else environ, **overrides)
 
 
 @lru_cache(maxsize=1)
