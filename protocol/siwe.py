@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from urllib.parse import urlsplit
 
 from eth_utils import is_checksum_address
 
@@ -117,3 +118,22 @@ class SiweMessage:
         if message.text() != text:
             raise SiweError("message is not in canonical form (times must be UTC 'YYYY-MM-DDTHH:MM:SSZ')")
         return message
+
+
+SIGN_IN_STATEMENT = "Sign in to the Unchained marketplace."
+
+
+def domain_of(base_url: str) -> str:
+    """The EIP-4361 domain (host[:port]) of a server URL, as the backend derives its own from
+    its public URL: a client signs only for the domain it is actually talking to, so that a
+    hostile server cannot relay the signature to log in elsewhere."""
+    return urlsplit(base_url).netloc
+
+
+def login_message(domain: str, address: str, uri: str, chain_id: int, nonce: str, lifetime_s: int,
+                  now: datetime | None = None, statement: str = SIGN_IN_STATEMENT) -> SiweMessage:
+    """The message a client signs for `POST /auth/login`, from the fields `GET /auth/nonce`
+    returned; it expires `lifetime_s` after `now` (default: the current second, UTC)."""
+    issued = (now or datetime.now(UTC)).replace(microsecond=0)
+    return SiweMessage(domain=domain, address=address, uri=uri, chain_id=chain_id, nonce=nonce, issued_at=issued,
+                       expiration_time=issued + timedelta(seconds=lifetime_s), statement=statement)

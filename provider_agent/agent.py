@@ -11,6 +11,7 @@ from typing import Any
 from functools import lru_cache
 
 from provider_agent import ProviderAgentError
+from provider_agent.backend_client import BackendClient, BackendClientError
 from provider_agent.cache import ContentCache, ContentSource, DirectorySource, HttpSource
 from provider_agent.chain import ChallengeId, ProviderChain, Wei, load_keystore
 from provider_agent.gpus import Device, detect
@@ -37,6 +38,7 @@ class Agent:
     devices: list[Device]
     activity: Activity
     mining: MiningSupervisor | None = None
+    backend: BackendClient | None = None
 
     @classmethod
     def build(cls, settings: Settings, password: str | None = None) -> "Agent":
@@ -47,12 +49,16 @@ class Agent:
             password = secret.get_secret_value() if secret else getpass.getpass(f"password for {settings.keystore}: ")
         account = load_keystore(settings.keystore, password)
         chain = ProviderChain.connect(settings.rpc_url, account, settings.deployments_dir)
-        cache = ContentCache(settings.cache_dir, settings.cache_bytes, _source(settings))
+        # The backend session signs in with this account; the key stays in this process.
+        backend = (BackendClient(settings.backend_url, account, settings.session_lifetime_s)
+                   if settings.backend_url else None)
+        cache = ContentCache(settings.cache_dir, settings.cache_bytes, _source(settings, backend))
         activity = Activity()
         limits = Limits(settings.job_memory_bytes, settings.job_timeout_s, settings.job_threads)
         prewarm(limits)
         jobs = JobService(chain, cache, JobStore(settings.state_db), OutputStore(settings.outputs_dir), limits,
-                          settings.data_dir / "work", settings.backend_url, activity)
+                          settings.data_dir / "work", backend, activity, settings.upload_attempts,
+                          settings.upload_backoff_s)
         logger.info("agent for provider %s on chain %s", account.address, chain.deployment.chain_id)
         devices = detect()
         mining = None
@@ -63,7 +69,7 @@ class Agent:
                                                           settings.mining_resume_after_s))
             activity.started.append(mining.job_started)
             activity.finished.append(mining.job_finished)
-        return cls(settings, chain, jobs, PogService(chain, devices), devices, activity, mining)
+        return cls(settings, chain, jobs, PogService(chain, devices), devices, activity, mining, backend)
 
     def register(self) -> bool:
         """Stakes and registers this box's devices when not registered yet."""
@@ -102,7 +108,11 @@ class Agent:
         meta = {"miningYieldWeiPerGpuHour": str(floor), "miner": self.mining.miner.name,
                 "hashrate": round(self.mining.miner.hashrate(), 1)}
         self.chain.set_metadata_uri("data:application/json," + json.dumps(meta, separators=(",", ":")))
-        self.jobs.report(f"/providers/{self.chain.address}/mining", meta)
+        if self.backend is not None:
+            try:  # the on-chain metadata above is the record; the backend's copy follows the next heartbeat
+                self.backend.report_mining(self.chain.address, meta)
+            except BackendClientError as exc:
+                logger.warning("provider %s: mining report to the backend failed: %s", self.chain.address, exc)
         logger.info("provider %s: mining yield floor %s wei per GPU-hour published", self.chain.address, floor)
         return floor
 
@@ -130,11 +140,11 @@ class Agent:
         }
 
 
-def _source(settings: Settings) -> ContentSource:
+def _source(settings: Settings, backend: BackendClient | None) -> ContentSource:
     if settings.content_dir is not None:
         return DirectorySource(settings.content_dir)
-    if settings.backend_url:
-        return HttpSource(settings.backend_url, settings.content_path)
+    if backend is not None:  # signed in: a job's inputs and private model are served to its provider only
+        return HttpSource(backend.base_url, settings.content_path, auth=backend.auth)
     raise ConfigurationError("no content source: set UNCHAINED_PROVIDER_BACKEND_URL or _CONTENT_DIR")
 
 

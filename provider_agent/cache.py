@@ -20,6 +20,7 @@ import httpx
 
 from protocol.merkle import keccak256
 from provider_agent import ProviderAgentError
+from provider_agent.backend_client import BackendClientError, BackendUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +36,11 @@ class ContentMissing(ContentError):
     def __init__(self, content_hash: str, where: str) -> None:
         super().__init__(f"content {content_hash} not found at {where}")
         self.content_hash = content_hash
+
+
+class ContentUnavailable(ContentError):
+    """The source cannot answer now (unreachable, failing, or we cannot sign in): transient, so
+    the job is retried later rather than failed."""
 
 
 class ContentMismatch(ContentError):
@@ -82,27 +88,39 @@ class DirectorySource:
 
 class HttpSource:
     """The backend's content route (`GET {base}{path}` with {hash} filled in), streamed with a
-    size limit so a hostile server cannot fill the disk."""
+    size limit so a hostile server cannot fill the disk. `auth` (the agent's signed-in session)
+    is needed for a job's inputs and private model, which the backend serves only to the job's
+    provider; specs and public models are open."""
 
-    def __init__(self, base_url: str, path_template: str = "/blobs/{hash}", timeout: float = 60.0) -> None:
+    def __init__(self, base_url: str, path_template: str = "/blobs/{hash}", timeout: float = 60.0,
+                 auth: httpx.Auth | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.path_template = path_template
         self.timeout = timeout
+        self.auth = auth
 
     def fetch(self, name: ContentHash, limit: int) -> bytes:
         url = self.base_url + self.path_template.format(hash=name)
         chunks, size = [], 0
         try:
-            with httpx.stream("GET", url, timeout=self.timeout, follow_redirects=True) as response:
+            with httpx.stream("GET", url, timeout=self.timeout, follow_redirects=True, auth=self.auth) as response:
                 if response.status_code == 404:
                     raise ContentMissing(name, url)
+                if response.status_code >= 500 or response.status_code == 429:
+                    raise ContentUnavailable(f"fetching {name} from {url}: HTTP {response.status_code}")
                 response.raise_for_status()
                 for chunk in response.iter_bytes():
                     size += len(chunk)
                     if size > limit:
                         raise ContentTooLarge(name, size, limit)
                     chunks.append(chunk)
+        except httpx.TransportError as exc:
+            raise ContentUnavailable(f"fetching {name} from {url}: {exc}") from exc
         except httpx.HTTPError as exc:
+            raise ContentError(f"fetching {name} from {url}: {exc}") from exc
+        except BackendUnavailable as exc:  # signing in failed for now
+            raise ContentUnavailable(f"fetching {name} from {url}: {exc}") from exc
+        except BackendClientError as exc:
             raise ContentError(f"fetching {name} from {url}: {exc}") from exc
         return b"".join(chunks)
 

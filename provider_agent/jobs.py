@@ -11,23 +11,29 @@ commit, so a worker killed after committing still answers challenges.
 A job that cannot be done is recorded as failed with its reason and reported to the backend;
 the renter's refund is `refundExpired`, which the escrow allows once the deadline has passed
 (`refund_failed` calls it for every failed job that is due).
+
+After the commit every item's output goes to the backend with its inclusion proof, signed in as
+the provider (`backend_client`). The backend accepts an item only once it has indexed the
+commit, so an upload is retried with backoff; if it still fails the job stays committed (the
+chain has the root, the outputs stay on disk for challenges) and the upload is left pending:
+`pending_uploads` lists such jobs and the worker retries them in a task of their own. An
+`uploaded` marker in the job's output directory records that the backend holds every item.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
-
 from protocol.jobs import JobSpec, JobSpecError
 from protocol.merkle import MerkleTree, keccak256
 from provider_agent import ProviderAgentError
-from provider_agent.cache import ContentCache, ContentError
+from provider_agent.backend_client import BackendClient, BackendClientError, BackendRefused, BackendUnavailable
+from provider_agent.cache import ContentCache, ContentError, ContentUnavailable
 from provider_agent.chain import ChainRevert, ChallengeId, JobId, JobStatus, ProviderChain
 from provider_agent.runner import BadJobInput, JobFailed, Limits, run_inference
 from provider_agent.state import COMMITTED, COMPUTED, FAILED, REFUNDED, JobStore
@@ -51,6 +57,22 @@ class OutputsMissing(ProviderAgentError):
         self.job_id = job_id
 
 
+class UploadFailed(ProviderAgentError):
+    """The backend could not take a job's outputs now (transient); the upload stays pending."""
+
+    def __init__(self, job_id: int, cause: BackendClientError) -> None:
+        super().__init__(f"job {job_id}: output upload failed: {cause}")
+        self.job_id = job_id
+
+
+class UploadRefused(ProviderAgentError):
+    """The backend refuses a job's outputs as such (a proof it rejects, another account)."""
+
+    def __init__(self, job_id: int, cause: BackendClientError) -> None:
+        super().__init__(f"job {job_id}: output upload refused: {cause}")
+        self.job_id = job_id
+
+
 @dataclass(frozen=True)
 class JobOutcome:
     job_id: int
@@ -60,6 +82,7 @@ class JobOutcome:
     error: str | None = None
     tx_hash: str | None = None
     seconds: float | None = None
+    uploaded: bool | None = None  # None: no backend to upload to, or no outputs kept here
 
     def to_json(self) -> dict:
         return {k: v for k, v in self.__dict__.items() if v is not None}
@@ -103,19 +126,27 @@ class OutputStore:
     def output(self, job_id: int, index: int) -> bytes:
         return (self.job_dir(job_id) / f"{index}.out").read_bytes()
 
+    def mark_uploaded(self, job_id: int) -> None:
+        (self.job_dir(job_id) / "uploaded").touch()
+
+    def uploaded(self, job_id: int) -> bool:
+        return (self.job_dir(job_id) / "uploaded").exists()
+
 
 class JobService:
     def __init__(self, chain: ProviderChain, cache: ContentCache, store: JobStore, outputs: OutputStore,
-                 limits: Limits, work_root: Path, backend_url: str | None = None,
-                 activity: Activity | None = None) -> None:
+                 limits: Limits, work_root: Path, backend: BackendClient | None = None,
+                 activity: Activity | None = None, upload_attempts: int = 4, upload_backoff_s: float = 0.5) -> None:
         self.chain = chain
         self.cache = cache
         self.store = store
         self.outputs = outputs
         self.limits = limits
         self.work_root = work_root
-        self.backend_url = backend_url.rstrip("/") if backend_url else None
+        self.backend = backend
         self.activity = activity or Activity()
+        self.upload_attempts = upload_attempts
+        self.upload_backoff_s = upload_backoff_s
 
     def process(self, job_id: JobId) -> JobOutcome:
         job = self.chain.job(job_id)
@@ -125,8 +156,9 @@ class JobService:
             raise NotOurJob(job_id, job.provider)
         if job.status in (JobStatus.COMMITTED, JobStatus.FINALIZED):
             self.store.update(job_id, COMMITTED, root=job.output_root, item_count=job.item_count)
-            logger.info("job %s: already committed on-chain (root 0x%s); nothing to do", job_id, job.output_root.hex())
-            return JobOutcome(job_id, "already-committed", "0x" + job.output_root.hex(), job.item_count)
+            logger.info("job %s: already committed on-chain (root 0x%s)", job_id, job.output_root.hex())
+            return JobOutcome(job_id, "already-committed", "0x" + job.output_root.hex(), job.item_count,
+                              uploaded=self._upload_if_pending(job_id))
         if job.status == JobStatus.REFUNDED:
             self.store.update(job_id, REFUNDED)
             return JobOutcome(job_id, "refunded")
@@ -151,16 +183,21 @@ class JobService:
             # A commit that raced ours (an earlier attempt's transaction mined after all) is fine.
             if self.chain.job(job_id).status in (JobStatus.COMMITTED, JobStatus.FINALIZED):
                 self.store.update(job_id, COMMITTED)
-                return JobOutcome(job_id, "already-committed", "0x" + tree.root.hex(), len(digests))
+                return JobOutcome(job_id, "already-committed", "0x" + tree.root.hex(), len(digests),
+                                  uploaded=self._upload_if_pending(job_id))
             raise
         self.store.update(job_id, COMMITTED)
-        self._upload(job_id, len(digests))
+        logger.info("job %s: committed root 0x%s over %d items (tx %s)", job_id, tree.root.hex(), len(digests),
+                    receipt.transactionHash.hex())
         return JobOutcome(job_id, "committed", "0x" + tree.root.hex(), len(digests),
-                          tx_hash=receipt.transactionHash.hex(), seconds=seconds)
+                          tx_hash=receipt.transactionHash.hex(), seconds=seconds,
+                          uploaded=self._upload_if_pending(job_id))
 
     def _spec(self, job_id: int, spec_hash: bytes) -> JobSpec:
         try:
             spec = JobSpec.parse(self.cache.read("0x" + spec_hash.hex()))
+        except ContentUnavailable:
+            raise  # the backend is down, not the job: the task is retried
         except ContentError as exc:
             raise BadJobInput(job_id, f"spec: {exc}") from exc
         except JobSpecError as exc:
@@ -171,6 +208,8 @@ class JobService:
             self.cache.path(spec.model)
             for name in spec.inputs:
                 self.cache.path(name)
+        except ContentUnavailable:
+            raise
         except ContentError as exc:
             raise BadJobInput(job_id, str(exc)) from exc
         return spec
@@ -196,7 +235,11 @@ class JobService:
     def _fail_and_refund(self, job_id: int, failure: JobFailed) -> JobOutcome:
         logger.warning("job %s failed: %s", job_id, failure)
         self.store.update(job_id, FAILED, error=f"{failure.kind}: {failure.message}")
-        self.report(f"/jobs/{job_id}/failure", {"jobId": job_id, "kind": failure.kind, "error": failure.message})
+        if self.backend is not None:
+            try:  # informational (the refund is on-chain): a lost report is logged, not retried
+                self.backend.report_failure(job_id, failure.kind, failure.message)
+            except BackendClientError as exc:
+                logger.warning("job %s: failure report to the backend failed: %s", job_id, exc)
         refunded = self.refund_failed()
         status = "refunded" if job_id in refunded else "failed"
         return JobOutcome(job_id, status, error=f"{failure.kind}: {failure.message}")
@@ -235,24 +278,54 @@ class JobService:
         logger.info("challenge %s on job %s answered: %d items revealed", challenge_id, job_id, len(indices))
         return receipt.transactionHash.hex()
 
-    def _upload(self, job_id: int, item_count: int) -> None:
-        """Sends the outputs to the backend (best effort: they stay on disk for challenges)."""
-        if not self.backend_url:
-            return
-        try:
-            files = {str(i): self.outputs.output(job_id, i) for i in range(item_count)}
-            with httpx.Client(timeout=60) as client:
-                for index, data in files.items():
-                    client.put(f"{self.backend_url}/jobs/{job_id}/outputs/{index}", content=data).raise_for_status()
-        except httpx.HTTPError as exc:
-            logger.warning("job %s: output upload failed (%s); outputs kept on disk", job_id, exc)
+    def pending_uploads(self) -> list[int]:
+        """Committed jobs whose outputs are kept here but not all held by the backend yet."""
+        if self.backend is None:
+            return []
+        return [r.job_id for r in self.store.all() if r.status == COMMITTED
+                and self.outputs.digests(r.job_id) is not None and not self.outputs.uploaded(r.job_id)]
 
-    def report(self, path: str, body: dict) -> None:
-        if not self.backend_url:
-            return
+    def _upload_if_pending(self, job_id: int) -> bool | None:
+        """Uploads right after the commit; a failure is logged and leaves the upload pending."""
+        if self.backend is None or self.outputs.digests(job_id) is None:
+            return None
+        if self.outputs.uploaded(job_id):
+            return True
         try:
-            httpx.post(self.backend_url + path, content=json.dumps(body), timeout=10,
-                       headers={"content-type": "application/json"})
-        except httpx.HTTPError as exc:
-            logger.warning("report to %s failed: %s", path, exc)
+            self.upload_outputs(job_id)
+        except (UploadFailed, UploadRefused) as exc:
+            logger.error("%s; outputs kept on disk, upload pending", exc)
+            return False
+        return True
 
+    def upload_outputs(self, job_id: int, attempts: int | None = None) -> int:
+        """Uploads every item of a committed job that the backend does not hold yet, each with
+        its inclusion proof, trying `attempts` times with exponential backoff. Returns the
+        number of items sent; raises UploadFailed (transient) or UploadRefused."""
+        if self.backend is None:
+            return 0
+        digests = self.outputs.digests(job_id)
+        if digests is None:
+            raise OutputsMissing(job_id)
+        tree = MerkleTree.from_leaves(digests)
+        tries, attempt = attempts or self.upload_attempts, 1
+        while True:
+            try:
+                sent = 0
+                for index in sorted(set(range(len(digests))) - self.backend.uploaded_items(job_id)):
+                    self.backend.upload_output(job_id, index, self.outputs.output(job_id, index), tree.proof(index))
+                    sent += 1
+            except BackendUnavailable as exc:
+                if attempt == tries:
+                    raise UploadFailed(job_id, exc) from exc
+                delay = self.upload_backoff_s * 2 ** (attempt - 1)
+                logger.warning("job %s: output upload attempt %d/%d failed (%s); again in %.1f s",
+                               job_id, attempt, tries, exc, delay)
+                time.sleep(delay)
+                attempt += 1
+            except BackendRefused as exc:
+                raise UploadRefused(job_id, exc) from exc
+            else:
+                self.outputs.mark_uploaded(job_id)
+                logger.info("job %s: %d of %d item outputs uploaded with proofs", job_id, sent, len(digests))
+                return sent

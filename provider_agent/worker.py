@@ -13,6 +13,12 @@ sweep runs rarely), so on start the worker also re-enqueues every job its local 
 started by a process that is gone: a killed job resumes at once, and the late redelivery of the
 original message finds the job committed and does nothing.
 
+Output uploads that failed after a commit (`JobOutcome.uploaded` false) get a task of their
+own, `upload_outputs`, retried with a doubling countdown while the backend cannot take them
+(unreachable, or behind the chain); an upload the backend refuses outright fails its task (with
+the reason in the log). On start the worker also enqueues one for every committed job whose
+outputs the backend does not hold yet.
+
 Run with `unchained provider run` or `celery -A provider_agent.worker:app worker -Q provider.<address>`.
 """
 
@@ -28,7 +34,10 @@ from celery.signals import worker_ready
 
 from protocol.tasks import TASK_LEASE, TASK_POG_ANSWER, TASK_POG_ROUND, TASK_RUN_JOB, provider_queue
 from provider_agent.agent import get_agent
+from provider_agent.backend_client import BackendUnavailable
+from provider_agent.cache import ContentUnavailable
 from provider_agent.chain import ChallengeId, JobId
+from provider_agent.jobs import UploadFailed
 from provider_agent.settings import Settings, get_settings
 from provider_agent.state import JobBusy
 
@@ -39,8 +48,11 @@ TASK_ANSWER_CHALLENGE = "unchained.provider.answer_challenge"  # (challenge_id: 
 TASK_POG_COMMIT = "unchained.provider.pog_commit"  # (round_id: int) -> tx hash
 TASK_REFUND_FAILED = "unchained.provider.refund_failed"  # () -> refunded job ids
 TASK_PING = "unchained.provider.ping"  # () -> "pong": liveness, and the raw round trip benchmark
+TASK_UPLOAD_OUTPUTS = "unchained.provider.upload_outputs"  # (job_id: int) -> items sent
 
-TRANSIENT = (JobBusy, requests.exceptions.ConnectionError, requests.exceptions.Timeout, httpx.TransportError)
+TRANSIENT = (JobBusy, requests.exceptions.ConnectionError, requests.exceptions.Timeout, httpx.TransportError,
+             ContentUnavailable, BackendUnavailable)
+UPLOAD_MAX_RETRIES = 12
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:
@@ -69,6 +81,9 @@ def _resume_orphaned_jobs(**_: Any) -> None:
     for job_id in agent.jobs.store.orphaned():
         logger.info("job %s: started by a process that is gone; re-enqueued", job_id)
         run_job.apply_async((job_id,), queue=provider_queue(agent.chain.address))
+    for job_id in agent.jobs.pending_uploads():
+        logger.info("job %s: outputs not uploaded yet; upload re-enqueued", job_id)
+        upload_outputs.apply_async((job_id,), queue=provider_queue(agent.chain.address))
 
 
 _retrying = {"autoretry_for": TRANSIENT, "retry_backoff": 2, "retry_backoff_max": 120, "max_retries": 8,
@@ -82,9 +97,28 @@ def ping() -> str:
 
 @app.task(name=TASK_RUN_JOB, bind=True, acks_late=True, **_retrying)
 def run_job(self: Task, job_id: int) -> dict[str, Any]:
-    outcome = get_agent().jobs.process(JobId(int(job_id)))
+    agent = get_agent()
+    outcome = agent.jobs.process(JobId(int(job_id)))
     logger.info("job %s: %s (delivery %s, retry %s)", job_id, outcome.status, self.request.id, self.request.retries)
+    if outcome.uploaded is False:  # committed, but the backend does not hold the outputs yet
+        upload_outputs.apply_async((outcome.job_id,), countdown=agent.settings.upload_retry_s,
+                                   queue=provider_queue(agent.chain.address))
     return outcome.to_json()
+
+
+@app.task(name=TASK_UPLOAD_OUTPUTS, bind=True, acks_late=True, max_retries=UPLOAD_MAX_RETRIES)
+def upload_outputs(self: Task, job_id: int) -> int:
+    """One more try at a committed job's output upload; on failure, again after a doubling
+    countdown (at most 10x upload_retry_s). After the last retry the upload stays pending until
+    the worker's next start."""
+    agent = get_agent()
+    try:
+        return agent.jobs.upload_outputs(int(job_id), attempts=1)
+    except UploadFailed as exc:
+        base = agent.settings.upload_retry_s
+        countdown = min(base * 2 ** self.request.retries, 10 * base)
+        logger.warning("%s; retry %d/%d in %.1f s", exc, self.request.retries + 1, UPLOAD_MAX_RETRIES, countdown)
+        raise self.retry(exc=exc, countdown=countdown) from exc
 
 
 @app.task(name=TASK_ANSWER_CHALLENGE, bind=True, acks_late=True, **_retrying)
