@@ -53,7 +53,8 @@ def run(selected: list[str] | None = None, path: Path = BENCHMARKS_MD) -> str:
         "",
         "Command: `unchained bench`  ",
         f"Date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC  ",
-        f"Machine: {machine()}",
+        f"Machine: {machine()}  ",
+        f"Load average at the start (other work on the machine skews timings): {os.getloadavg()[0]:.2f}",
         "",
         "",
     ]

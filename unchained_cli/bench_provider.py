@@ -124,6 +124,9 @@ def dispatch(rounds: int, gap_s: float) -> dict:
                 result = client.send_task(TASK_RUN_JOB, args=[job_id], queue=queue).get(timeout=120)
                 market.append(time.perf_counter() - t)
                 assert result["status"] == "committed", result
+            # Drop the last pending result while Redis still runs: collected later, it would
+            # try to unsubscribe from a server that is gone (20 reconnect attempts).
+            del result
         finally:
             client.close()
             worker.terminate()
