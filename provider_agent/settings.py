@@ -1,8 +1,7 @@
 """The provider agent's settings: environment variables prefixed UNCHAINED_PROVIDER_.
 
-pydantic-settings cannot be installed next to eth-brownie (it needs python-dotenv>=0.21, brownie
-pins 0.16), so `Settings` is a pydantic model filled from the environment by `from_env`, with the
-same naming rule (UNCHAINED_PROVIDER_<FIELD>, case-insensitive) and pydantic's type coercion.
+pydantic-settings is not used (protocol/env.py says why): `Settings` is a pydantic model filled
+from UNCHAINED_PROVIDER_<FIELD> variables (case-insensitive) by `from_env`.
 
 The keystore password is read from UNCHAINED_PROVIDER_KEYSTORE_PASSWORD (or prompted for by the
 CLI); the key itself never leaves the keystore file and this process.
@@ -10,12 +9,14 @@ CLI); the key itself never leaves the keystore file and this process.
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from pathlib import Path
 
-import os
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+from protocol.env import settings_from_env
 
 GIB = 1 << 30
 ENV_PREFIX = "UNCHAINED_PROVIDER_"
@@ -76,10 +77,7 @@ class Settings(BaseModel):
     def from_env(cls, environ: dict[str, str] | None = None, **overrides: object) -> "Settings":
         """Fields from UNCHAINED_PROVIDER_<NAME> variables; `overrides` (CLI options) win."""
         env = {k.upper(): v for k, v in (os.environ if environ is None else environ).items()}
-        values: dict[str, object] = {name: env[ENV_PREFIX + name.upper()] for name in cls.model_fields
-                                     if ENV_PREFIX + name.upper() in env}
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**values)
+        return settings_from_env(cls, ENV_PREFIX, env, **{k: v for k, v in overrides.items() if v is not None})
 
     @property
     def cache_dir(self) -> Path:
