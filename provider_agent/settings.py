@@ -13,7 +13,6 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from protocol.env import settings_from_env
