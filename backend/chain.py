@@ -44,3 +44,17 @@ class Chain:
     def contract(self, name: str) -> Contract:
         deployed = self.deployment.contract(name)
         return self.web3.eth.contract(address=Web3.to_checksum_address(deployed.address), abi=deployed.abi)
+
+    def is_staked_verifier(self, address: str) -> bool:
+        """Whether `address` has bonded at least the verifiers' minimum stake and is not a
+        registered provider: such an account audits jobs, so it may read their inputs, private
+        models and outputs. Providers stake through the same contract; without the registry
+        check any provider could read its competitors' private models."""
+        try:
+            account = Web3.to_checksum_address(address)
+            if self.contract("ProviderRegistry").functions.isRegistered(account).call():
+                return False
+            required = self.contract("ProofOfGpu").functions.minVerifierStake().call()
+            return self.contract("Staking").functions.stakeOf(account).call() >= required
+        except Exception as exc:  # requests' connection errors vary by transport
+            raise ChainUnavailable(f"cannot read the stake of {address}: {exc}") from exc

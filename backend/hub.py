@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from sqlalchemy import or_, select
@@ -73,9 +74,12 @@ def store_input(session: Session, owner: str, upload: Upload) -> m.Blob:
     return row
 
 
-def named_by_jobs_of(session: Session, provider: str, content_hash: str) -> bool:
-    """Whether a job funded for `provider` has a spec naming `content_hash` (model or input)."""
-    specs = select(m.Job.spec_hash).where(m.Job.provider == provider)
+def named_by_jobs_of(session: Session, provider: str | None, content_hash: str) -> bool:
+    """Whether a job funded for `provider` (None: any job) has a spec naming `content_hash`
+    (model or input)."""
+    specs = select(m.Job.spec_hash)
+    if provider is not None:
+        specs = specs.where(m.Job.provider == provider)
     for record in session.scalars(select(m.JobSpecRecord).where(m.JobSpecRecord.spec_hash.in_(specs))):
         spec = JobSpec.parse(record.canonical)
         if content_hash == spec.model or content_hash in spec.inputs:
@@ -101,11 +105,14 @@ class Content:
     digest: str | None = None
 
 
-def content_for(session: Session, content_hash: str, viewer: str | None) -> Content:
+def content_for(session: Session, content_hash: str, viewer: str | None,
+                is_verifier: Callable[[str], bool] = lambda _: False) -> Content:
     """Any content by its keccak256, for providers fetching a job's spec, model and inputs.
 
     Job specs and public models are open (a spec's hash is on-chain anyway); inputs and private
-    models need a session of their owner or of the provider of a job that names them."""
+    models need a session of their owner, of the provider of a job that names them, or, once
+    a job names them, of a staked verifier (`is_verifier`, asked last: it reads the chain),
+    who re-executes jobs to audit them."""
     spec = session.get(m.JobSpecRecord, content_hash)
     if spec is not None:
         return Content(data=spec.canonical.encode())
@@ -120,6 +127,7 @@ def content_for(session: Session, content_hash: str, viewer: str | None) -> Cont
                                                      m.Blob.owner == viewer)).first() is not None)
     exists = (session.get(m.Blob, content_hash) is not None
               or session.scalars(select(m.Model).where(m.Model.content_hash == content_hash)).first() is not None)
-    if exists and (owned or named_by_jobs_of(session, viewer, content_hash)):
+    if exists and (owned or named_by_jobs_of(session, viewer, content_hash)
+                   or (named_by_jobs_of(session, None, content_hash) and is_verifier(viewer))):
         return Content(digest=content_hash)
     raise NotFound("content", content_hash)  # missing, or someone else's: the same answer

@@ -4,6 +4,7 @@ accepted only when they prove inclusion under the output root committed on-chain
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -114,10 +115,13 @@ def store_output(session: Session, job_id: int, index: int, uploader: str, uploa
     return row
 
 
-def output_path(session: Session, blobs: BlobStore, job_id: int, index: int, viewer: str) -> Path:
+def output_path(session: Session, blobs: BlobStore, job_id: int, index: int, viewer: str,
+                is_verifier: Callable[[str], bool] = lambda _: False) -> Path:
+    """An item's stored output, for the job's renter and provider and for staked verifiers
+    (`is_verifier`, asked last: it reads the chain), who audit it."""
     job = get_job(session, job_id)
-    if viewer not in (job.renter, job.provider):
-        raise Forbidden(f"job {job_id}'s outputs are for its renter and provider")
+    if viewer not in (job.renter, job.provider) and not is_verifier(viewer):
+        raise Forbidden(f"job {job_id}'s outputs are for its renter, its provider and staked verifiers")
     row = session.get(m.JobOutput, (job_id, index))
     if row is None:
         raise NotFound(f"output of job {job_id} item", index)

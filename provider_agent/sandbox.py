@@ -21,59 +21,20 @@ from pathlib import Path
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
-def _load(model_path: str, model_format: str):  # returns a callable numpy batch -> numpy batch
-    if model_format == "torchscript":
-        import torch
-
-        module = torch.jit.load(model_path, map_location="cpu")
-        module.eval()
-
-        def run(batch):
-            with torch.inference_mode():
-                out = module(torch.from_numpy(batch))
-            if not isinstance(out, torch.Tensor):
-                raise TypeError(f"the model returned {type(out).__name__}; a job model returns one tensor")
-            return out.numpy()
-
-        return run
-    if model_format == "onnx":
-        import onnxruntime as ort
-
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = int(os.environ.get("UNCHAINED_JOB_THREADS", "1"))
-        session = ort.InferenceSession(model_path, options, providers=["CPUExecutionProvider"])
-        if len(session.get_inputs()) != 1:
-            raise TypeError(f"the ONNX model takes {len(session.get_inputs())} inputs; a job model takes one")
-        name = session.get_inputs()[0].name
-        return lambda batch: session.run(None, {name: batch})[0]
-    raise ValueError(f"unknown model format {model_format!r}")
-
-
 def main(request_path: str) -> int:
-    import numpy as np
-
+    from protocol.inference import load_model, run_batches
     from protocol.jobs import decode_output, encode_output
 
     request = json.loads(Path(request_path).read_text())
     out_dir = Path(request["out_dir"])
     try:
-        if request["format"] == "torchscript":
-            import torch
-
-            torch.set_num_threads(int(request.get("threads", 1)))
-        run = _load(request["model"], request["format"])
+        run = load_model(Path(request["model"]).read_bytes(), request["format"], int(request.get("threads", 1)))
         inputs = request["inputs"]
         batch_size = int(request["batch_size"])
         for start in range(0, len(inputs), batch_size):
             items = [decode_output(Path(p).read_bytes()) for p in inputs[start:start + batch_size]]
-            shapes = {item.shape for item in items}
-            if len(shapes) != 1:
-                raise ValueError(f"items {start}..{start + len(items) - 1} have different shapes {sorted(shapes)}")
-            outputs = np.asarray(run(np.stack(items)))
-            if outputs.ndim == 0 or outputs.shape[0] != len(items):
-                raise ValueError(f"the model returned shape {outputs.shape} for a batch of {len(items)}")
-            for offset, output in enumerate(outputs):
-                (out_dir / f"{start + offset}.out").write_bytes(encode_output(np.ascontiguousarray(output)))
+            for offset, output in enumerate(run_batches(run, items, batch_size, first_index=start)):
+                (out_dir / f"{start + offset}.out").write_bytes(encode_output(output))
     except BaseException as exc:  # every failure of untrusted code is reported, then we exit
         kind = "memory" if isinstance(exc, MemoryError) or "can't allocate memory" in str(exc) \
             or "bad_alloc" in str(exc) else "model"
@@ -90,6 +51,7 @@ def _warm_then_wait() -> int:
     import onnxruntime  # noqa: F401
     import torch  # noqa: F401
 
+    import protocol.inference  # noqa: F401
     import protocol.jobs  # noqa: F401
 
     line = sys.stdin.readline().strip()

@@ -16,8 +16,12 @@ from web3 import Web3
 
 from protocol.deployments import Deployment, DeploymentFormatError
 from verifier import VerifierError
+from verifier.backend_client import VerifierBackend
 from verifier.chain import VerifierChain, load_keystore
+from verifier.committee import CommitteeMember
+from verifier.job_audit import JobAuditor, JobReexecutor
 from verifier.links import CeleryProverLink
+from verifier.reexec import ReexecLimits
 from verifier.service import VerifierService
 from verifier.settings import Settings
 
@@ -45,7 +49,7 @@ def run(
     rpc: Annotated[str | None, typer.Option(help="JSON-RPC URL.")] = None,
     keystore: Annotated[Path | None, typer.Option(exists=True, dir_okay=False, help="The verifier's keystore.")] = None,
     broker: Annotated[str | None, typer.Option(help="Celery broker URL (Redis).")] = None,
-    backend: Annotated[str | None, typer.Option(help="Backend URL (for reports).")] = None,
+    backend: Annotated[str | None, typer.Option(help="Backend URL: jobs to audit and vote on.")] = None,
     deployment: Annotated[Path | None, typer.Option(help="deployments/<chainId>.json")] = None,
 ) -> None:
     """Stake if needed, then run rounds and follow challenges until interrupted."""
@@ -62,7 +66,16 @@ def run(
         chain = VerifierChain.connect(settings.rpc_url, _deployment(settings.rpc_url, settings.deployment_file), account)
         app = Celery("unchained-verifier", broker=settings.broker_url, backend=settings.broker_url)
         app.conf.update(task_serializer="json", result_serializer="json", accept_content=["json"])
-        service = VerifierService(chain, settings, lambda provider: CeleryProverLink(app, provider))
+        auditor = committee = None
+        if settings.backend_url:
+            backend_client = VerifierBackend(settings.backend_url, account)
+            limits = ReexecLimits(settings.reexec_memory_bytes, settings.reexec_timeout_s)
+            reexec = JobReexecutor(backend_client, limits, settings.work_dir)
+            auditor = JobAuditor(chain, backend_client, reexec, max_attempts=settings.audit_attempts,
+                                 backoff_s=settings.audit_backoff_s)
+            committee = CommitteeMember(chain, backend_client, reexec)
+        service = VerifierService(chain, settings, lambda provider: CeleryProverLink(app, provider),
+                                  auditor=auditor, committee=committee)
         if settings.metrics_port:
             start_http_server(settings.metrics_port, registry=service.metrics.registry)
         console.print(f"verifier {account.address} on {settings.rpc_url}; stake {service.ensure_staked()} wei")

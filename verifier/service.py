@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from verifier.chain import ChainUnavailable, VerifierChain
+from verifier.chain import ChainUnavailable, TransactionReverted, VerifierChain
+from verifier.committee import CommitteeMember
+from verifier.job_audit import JobAuditor
 from verifier.pog_onchain import ChallengeState, LinkDown, OnchainPog, ProverLink
 from verifier.pog_scheduler import Outcome, PogScheduler, ProviderState, TransientRoundError
 from verifier.settings import Settings
@@ -37,6 +39,8 @@ class VerifierMetrics:
                                   ["state"], registry=self.registry)
         self.providers = Gauge("unchained_verifier_providers", "Providers known from the registry",
                                registry=self.registry)
+        self.jobs = Counter("unchained_verifier_job_events", "Job audits, job challenges and committee votes",
+                            ["event"], registry=self.registry)
 
 
 @dataclass
@@ -45,6 +49,8 @@ class VerifierService:
     settings: Settings
     link_for: Callable[[str], ProverLink]
     metrics: VerifierMetrics = field(default_factory=VerifierMetrics)
+    auditor: JobAuditor | None = None  # job audits and our job challenges (needs the backend)
+    committee: CommitteeMember | None = None  # votes in job disputes opened by others
 
     def __post_init__(self) -> None:
         self.staking = self.chain.contract("Staking")
@@ -52,6 +58,9 @@ class VerifierService:
         self.leases = self.chain.contract("LeaseManager")
         self.challenges = self.chain.contract("ChallengeManager")
         self.pog = self.chain.contract("ProofOfGpu")
+        for part in (self.auditor, self.committee):
+            if part is not None:
+                part.record = lambda event: self.metrics.jobs.labels(event).inc()
         s = self.settings
         self.scheduler = PogScheduler(self._round, interval_s=s.pog_interval_s, jitter_s=s.pog_jitter_s,
                                       max_concurrent=s.pog_concurrency, max_retries=s.pog_retries,
@@ -92,6 +101,23 @@ class VerifierService:
             if state is not ChallengeState.WAITING:
                 self.metrics.challenges.labels(state.value).inc()
                 logger.info("challenge %s: %s", challenge_id, state.value)
+        if self.auditor is not None:
+            self.auditor.tick()
+        if self.committee is not None:
+            self.committee.tick()
+        self.withdraw_rewards()
+
+    def withdraw_rewards(self) -> int:
+        """Pulls what the challenge contract owes us (returned bonds, bonds won); returns wei."""
+        owed = self.challenges.functions.owedTo(self.chain.address).call()
+        if owed:
+            try:
+                receipt = self.chain.send(self.challenges.functions.withdraw())
+            except TransactionReverted as exc:
+                logger.warning("withdraw of %s wei refused: %s", owed, exc)
+                return 0
+            logger.info("verifier %s withdrew %s wei, tx %s", self.chain.address, owed, receipt.transactionHash.hex())
+        return owed
 
     def run_forever(self) -> None:
         self.ensure_staked()

@@ -34,6 +34,11 @@ class Settings(BaseModel):
     k: int = Field(default=32, ge=32, le=64)
     poll_s: float = Field(default=2.0, gt=0)
     metrics_port: int | None = 9102  # Prometheus /metrics; None: off
+    work_dir: Path = Path("verifier-data")  # models and inputs of re-executed samples
+    reexec_memory_bytes: int = Field(default=4 << 30, gt=0)  # address-space limit of the model's child
+    reexec_timeout_s: float = Field(default=120.0, gt=0)
+    audit_attempts: int = Field(default=5, ge=1)  # tries before a transiently failing audit is given up
+    audit_backoff_s: float = Field(default=5.0, gt=0)
 
     @classmethod
     def from_env(cls, **overrides: Any) -> "Settings":

@@ -33,6 +33,9 @@ def _sync(client: TestClient) -> None:
     client.app.state.backend.make_indexer().sync()
 
 
+UNSTAKED = 8  # an anvil account that never stakes here: not a verifier
+
+
 def _as(client: TestClient, index: int) -> BackendClient:
     return BackendClient(client, support.anvil_key(index))
 
@@ -159,7 +162,8 @@ def test_malformed_job_spec_gets_422_naming_the_field(app_client) -> None:  # ty
 
 
 def test_outputs_are_accepted_only_under_the_onchain_root(app_client, session, market) -> None:  # type: ignore[no-untyped-def]
-    renter, provider, stranger = _as(app_client, 3), _as(app_client, 1), _as(app_client, 4)
+    renter, provider, stranger = _as(app_client, 3), _as(app_client, 1), _as(app_client, UNSTAKED)
+    verifier = _as(app_client, 4)  # staked at least the verifiers' minimum: it audits jobs
     inputs = [renter.upload_input(b"item-%d" % i) for i in range(3)]
     spec = JobSpec(model="0x" + keccak256(b"public-model").hex(), model_format="torchscript",
                    inputs=tuple(inputs), batch_size=2, tolerance_ppm=0, deadline=session.now() + 3600,
@@ -194,6 +198,7 @@ def test_outputs_are_accepted_only_under_the_onchain_root(app_client, session, m
     result = app_client.get(f"/jobs/{job_id}/result").json()
     assert result["output_root"] == "0x" + tree.root.hex() and result["item_count"] == 3
     assert renter.download_verified(job_id) == outputs
+    assert verifier.download_verified(job_id) == outputs
     with pytest.raises(ApiError):
         stranger.download_verified(job_id)
 
@@ -237,7 +242,8 @@ def test_health_and_metrics(app_client) -> None:  # type: ignore[no-untyped-def]
 
 def test_blobs_serve_specs_and_public_models_openly_and_the_rest_to_the_jobs_provider(  # type: ignore[no-untyped-def]
         app_client, session, market) -> None:
-    renter, provider, stranger = _as(app_client, 3), _as(app_client, 1), _as(app_client, 4)
+    renter, provider, stranger = _as(app_client, 3), _as(app_client, 1), _as(app_client, UNSTAKED)
+    verifier = _as(app_client, 4)  # staked at least the verifiers' minimum
     private_model = renter.push_model(b"blob-private-model", "p", "onnx", private=True)["content_hash"]
     item = renter.upload_input(b"blob-input")
     spec = JobSpec(model=private_model, model_format="onnx", inputs=(item,), batch_size=1, tolerance_ppm=0,
@@ -248,14 +254,20 @@ def test_blobs_serve_specs_and_public_models_openly_and_the_rest_to_the_jobs_pro
     assert "0x" + keccak256(raw).hex() == spec_hash
     # Before any job names them, the private model and the input are the renter's alone.
     assert app_client.get(f"/blobs/{item}").status_code == 401
-    for viewer, expected in ((provider, 404), (stranger, 404), (renter, 200)):
+    for viewer, expected in ((provider, 404), (stranger, 404), (verifier, 404), (renter, 200)):
         assert app_client.get(f"/blobs/{item}", headers=viewer._auth()).status_code == expected
     support.funded_job(session, market.renter, market.provider, spec.spec_hash, 10**15)
     _sync(app_client)
-    # Once a funded job names them, its provider may read them; nobody else.
+    # Once a funded job names them, its provider and staked verifiers (who re-execute the job
+    # to audit it) may read them; nobody else.
     assert app_client.get(f"/blobs/{private_model}", headers=provider._auth()).content == b"blob-private-model"
     assert app_client.get(f"/blobs/{item}", headers=provider._auth()).content == b"blob-input"
+    assert app_client.get(f"/blobs/{private_model}", headers=verifier._auth()).content == b"blob-private-model"
+    assert app_client.get(f"/blobs/{item}", headers=verifier._auth()).content == b"blob-input"
     assert app_client.get(f"/blobs/{private_model}", headers=stranger._auth()).status_code == 404
+    # A competing provider has stake too, but it is no auditor: the private model stays hidden.
+    competitor = _as(app_client, 2)
+    assert app_client.get(f"/blobs/{private_model}", headers=competitor._auth()).status_code == 404
 
 
 def test_provider_reports_failures_and_mining_yield(app_client, market) -> None:  # type: ignore[no-untyped-def]

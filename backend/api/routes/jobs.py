@@ -137,6 +137,7 @@ def report_failure(job_id: JobIdPath, body: FailureReport, signer: SignedInDep, 
     200: {"content": {"application/octet-stream": {}}}, 401: {}, 403: {}, 404: {}})
 def download_output(job_id: JobIdPath, index: ItemPath, viewer: SignedInDep, backend: BackendDep,
                     db: DbDep) -> Response:
-    """One item's output bytes, for the job's renter or provider."""
-    path = service.output_path(db, backend.blobs, job_id, index, viewer)
+    """One item's output bytes, for the job's renter or provider, or a staked verifier."""
+    path = service.output_path(db, backend.blobs, job_id, index, viewer,
+                               lambda who: backend.chain().is_staked_verifier(who))
     return FileResponse(path, media_type="application/octet-stream")

@@ -78,8 +78,8 @@ def download_input(content_hash: HashPath, viewer: SignedInDep, backend: Backend
 def get_content(content_hash: HashPath, viewer: ViewerDep, backend: BackendDep, db: DbDep) -> Response:
     """Content by keccak256 for a provider running a job: the job spec (its specHash), the
     model and the inputs. Specs and public models are open; the rest needs a session of the
-    owner or of the provider of a job that names the content."""
-    content = hub.content_for(db, content_hash, viewer)
+    owner, of the provider of a job that names the content, or of a staked verifier."""
+    content = hub.content_for(db, content_hash, viewer, lambda who: backend.chain().is_staked_verifier(who))
     if content.data is not None:
         return Response(content.data, media_type="application/json")
     return FileResponse(backend.blobs.path(content_hash), media_type="application/octet-stream")

@@ -1,0 +1,110 @@
+"""The verifier's sandboxed re-execution: same results as the shared inference code run in
+process (the provider's code path), whole batches, and every way an untrusted model can fail
+ends as ReexecFailed within the limits."""
+
+from __future__ import annotations
+
+import io
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from protocol.inference import InferenceError, batches_holding, load_model, run_batches
+from protocol.jobs import encode_output
+from verifier.reexec import Batch, ReexecFailed, ReexecLimits, ReexecTimedOut, reexecute
+
+ITEMS = [np.random.default_rng(i).standard_normal(8).astype(np.float32) for i in range(7)]
+
+
+class Tiny(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc = torch.nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.fc(x))
+
+
+class Raises(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[0] > 0:
+            raise RuntimeError("model bug: division by zero in layer 3")
+        return x
+
+
+class Hangs(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x
+        i = 0
+        while i >= 0:  # forever
+            y = torch.tanh(y)
+            i += 1
+        return y
+
+
+class Hogs(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        big = torch.ones([1 << 33], dtype=torch.float32)  # 32 GiB
+        return x + big.sum()
+
+
+def torchscript(module: torch.nn.Module) -> bytes:
+    buffer = io.BytesIO()
+    torch.jit.save(torch.jit.script(module), buffer)
+    return buffer.getvalue()
+
+
+def onnx(module: torch.nn.Module, tmp_path: Path) -> bytes:
+    path = tmp_path / "model.onnx"
+    torch.onnx.export(module, (torch.zeros(2, 8),), str(path), dynamo=False, input_names=["x"],
+                      output_names=["y"], dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
+    return path.read_bytes()
+
+
+def whole_batches(indices: list[int], batch_size: int) -> list[Batch]:
+    return [Batch(r.start, tuple(encode_output(ITEMS[i]) for i in r))
+            for r in batches_holding(indices, batch_size, len(ITEMS))]
+
+
+def test_batches_holding_are_the_providers_batches_of_the_sampled_items() -> None:
+    assert batches_holding([6, 1, 2], 3, 7) == [range(0, 3), range(6, 7)]
+    assert batches_holding([0, 3], 4, 7) == [range(0, 4)]
+    assert batches_holding([9], 4, 7) == []  # outside the job: nothing to run
+    with pytest.raises(InferenceError):
+        batches_holding([0], 0, 7)
+
+
+@pytest.mark.parametrize("fmt", ["torchscript", "onnx"])
+def test_reexecution_in_the_child_equals_the_shared_inference_run_in_process(fmt: str, tmp_path: Path) -> None:
+    model = torchscript(Tiny()) if fmt == "torchscript" else onnx(Tiny(), tmp_path)
+    reference = run_batches(load_model(model, fmt), ITEMS, 3)  # what the provider computes
+    outputs = reexecute(1, model, fmt, whole_batches([1, 6], 3), ReexecLimits(2 << 30, 60.0), tmp_path / "w")
+    assert sorted(outputs) == [0, 1, 2, 6]  # whole batches [0, 3) and [6, 7)
+    for index, output in outputs.items():
+        assert output.dtype == np.float32 and np.array_equal(output, reference[index]), index
+
+
+def test_a_model_that_raises_fails_the_reexecution_with_its_message(tmp_path: Path) -> None:
+    with pytest.raises(ReexecFailed, match="division by zero in layer 3"):
+        reexecute(2, torchscript(Raises()), "torchscript", whole_batches([0], 2), ReexecLimits(2 << 30, 60.0), tmp_path)
+
+
+def test_a_model_that_never_ends_is_killed_at_its_wall_clock_limit(tmp_path: Path) -> None:
+    started = time.monotonic()
+    with pytest.raises(ReexecTimedOut):
+        reexecute(3, torchscript(Hangs()), "torchscript", whole_batches([0], 2), ReexecLimits(2 << 30, 4.0), tmp_path)
+    assert time.monotonic() - started < 10
+
+
+def test_a_model_that_allocates_past_the_memory_limit_fails_in_its_child(tmp_path: Path) -> None:
+    with pytest.raises(ReexecFailed, match="(?i)memory|alloc"):
+        reexecute(4, torchscript(Hogs()), "torchscript", whole_batches([0], 2), ReexecLimits(2 << 30, 60.0), tmp_path)
+
+
+def test_a_malformed_model_is_refused_in_the_child(tmp_path: Path) -> None:
+    with pytest.raises(ReexecFailed):
+        reexecute(5, b"not a model", "torchscript", whole_batches([0], 2), ReexecLimits(2 << 30, 60.0), tmp_path)

@@ -1,0 +1,140 @@
+"""The verifier's reads from the backend, signed in with its own key (Sign-In with Ethereum).
+
+The backend serves a job's private inputs, private model and outputs to staked verifiers; the
+verifier trusts none of it: specs are checked against the on-chain specHash, content against
+its keccak256, outputs against the on-chain output root. The backend is trusted for
+availability only, so its failures split into `BackendUnavailable` (down, failing, or behind
+the chain: retry later, never a reason to challenge) and `BackendRefused` (it will not serve
+this to us: a configuration problem to log).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from eth_account.messages import encode_defunct
+from eth_account.signers.local import LocalAccount
+
+from protocol.merkle import keccak256
+from protocol.siwe import domain_of, login_message
+from verifier import VerifierError
+
+logger = logging.getLogger(__name__)
+
+# 404/409: the backend's indexer has not seen the job or its commit yet; 429/5xx: load, outages.
+_RETRYABLE = frozenset({404, 408, 409, 425, 429, 500, 502, 503, 504})
+
+
+class BackendUnavailable(VerifierError):
+    """Transient: the backend is unreachable, failing or behind the chain."""
+
+
+class BackendRefused(VerifierError):
+    """The backend refuses the request as such (not signed in as a staked verifier...)."""
+
+
+@dataclass(frozen=True)
+class ResultItem:
+    index: int
+    digest: bytes | None  # None: the provider has not uploaded this item
+    proof: tuple[bytes, ...]
+
+
+@dataclass(frozen=True)
+class JobResult:
+    output_root: bytes
+    item_count: int
+    items: dict[int, ResultItem]
+
+
+class _SiweAuth(httpx.Auth):
+    """A bearer session opened by signing the backend's SIWE message with the verifier's key;
+    a 401 (expired or forgotten session) signs in again once and repeats the request."""
+
+    def __init__(self, base_url: str, account: LocalAccount, lifetime_s: int, timeout: float) -> None:
+        self.base_url, self.account, self.lifetime_s, self.timeout = base_url, account, lifetime_s, timeout
+        self._token: str | None = None
+        self._lock = threading.Lock()
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        request.headers["Authorization"] = f"Bearer {self._session(renew=False)}"
+        response = yield request
+        if response.status_code == 401:
+            request.headers["Authorization"] = f"Bearer {self._session(renew=True)}"
+            yield request
+
+    def _session(self, renew: bool) -> str:
+        with self._lock:
+            if renew or self._token is None:
+                self._token = self._sign_in()
+            return self._token
+
+    def _sign_in(self) -> str:
+        with httpx.Client(base_url=self.base_url, timeout=self.timeout) as http:
+            issued = _checked(_call(lambda: http.get("/auth/nonce")), "sign-in nonce").json()
+            here = domain_of(self.base_url)
+            if issued["domain"] != here:  # never sign a message for another domain (relay protection)
+                raise BackendRefused(f"sign-in: the server asks for {issued['domain']!r} but is {here!r}")
+            text = login_message(issued["domain"], self.account.address, issued["uri"], int(issued["chain_id"]),
+                                 issued["nonce"], self.lifetime_s).text()
+            signature = self.account.sign_message(encode_defunct(text=text)).signature.hex()
+            session = _checked(_call(lambda: http.post("/auth/login", json={"message": text, "signature": signature})),
+                               "sign-in").json()
+        logger.info("verifier %s signed in to %s", self.account.address, self.base_url)
+        return str(session["token"])
+
+
+def _call(request: Any) -> httpx.Response:
+    try:
+        return request()
+    except httpx.TransportError as exc:
+        raise BackendUnavailable(f"backend unreachable: {exc}") from exc
+
+
+def _checked(response: httpx.Response, what: str) -> httpx.Response:
+    if response.status_code < 400:
+        return response
+    detail = response.text[:300]
+    if response.status_code in _RETRYABLE:
+        raise BackendUnavailable(f"{what}: HTTP {response.status_code}: {detail}")
+    raise BackendRefused(f"{what}: HTTP {response.status_code}: {detail}")
+
+
+class VerifierBackend:
+    """Content, results and outputs of jobs, as the verifier's signed-in session reads them."""
+
+    def __init__(self, base_url: str, account: LocalAccount, lifetime_s: int = 3600, timeout: float = 30.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.http = httpx.Client(base_url=self.base_url, timeout=timeout,
+                                 auth=_SiweAuth(self.base_url, account, lifetime_s, timeout))
+
+    def content(self, content_hash: bytes) -> bytes:
+        """Content by keccak256 (spec, model, input), checked against its hash here."""
+        name = "0x" + content_hash.hex()
+        data = _checked(_call(lambda: self.http.get(f"/blobs/{name}")), f"content {name}").content
+        if keccak256(data) != content_hash:
+            raise BackendRefused(f"content {name}: the backend served bytes with another hash")
+        return data
+
+    def result(self, job_id: int) -> JobResult:
+        body = _checked(_call(lambda: self.http.get(f"/jobs/{job_id}/result")), f"job {job_id} result").json()
+        items = {int(i["index"]): ResultItem(int(i["index"]),
+                                             bytes.fromhex(i["digest"][2:]) if i.get("digest") else None,
+                                             tuple(bytes.fromhex(p[2:]) for p in (i.get("proof") or ())))
+                 for i in body["items"]}
+        return JobResult(bytes.fromhex(body["output_root"].removeprefix("0x")), int(body["item_count"]), items)
+
+    def output(self, job_id: int, index: int) -> bytes:
+        return _checked(_call(lambda: self.http.get(f"/jobs/{job_id}/outputs/{index}")),
+                        f"job {job_id} item {index} output").content
+
+    def close(self) -> None:
+        self.http.close()
+
+
+__all__ = ["BackendRefused", "BackendUnavailable", "JobResult", "ResultItem", "VerifierBackend"]

@@ -1,0 +1,357 @@
+"""Auditing committed jobs: sample, prove, re-execute, challenge, and carry the challenge through.
+
+For every job whose result is committed and whose challenge window is still open (found from
+ResultCommitted events, so a restarted verifier sees the same jobs), once per job:
+1. the spec is fetched from the backend and checked against the on-chain specHash;
+2. k items are sampled (`sampling.sample_size`: a provider who corrupted 10% of its items is
+   caught with probability 0.99); each sampled output must be uploaded, hash to its digest and
+   prove inclusion under the on-chain output root;
+3. the sampled items are re-executed (whole batches, in a limited child) and compared under the
+   spec's tolerance.
+An unprovable output or a mismatch, or an output still missing half way through the window
+(the provider uploads after its commit), files `challengeJob` with the minimum bond and the
+contract's maximum k (the contract draws the challenged indices; more draws make it likelier
+that they hit a bad item). Once the provider answers, the revealed digests are judged the way a
+committee member judges them (`judge_answer`); a fault found there escalates to the committee,
+none lets the challenge settle. Our own failures (backend or node down, the model failing here)
+are retried with backoff, then given up: they never cost a bond.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NewType
+
+import numpy as np
+from hexbytes import HexBytes
+from web3.logs import DISCARD
+
+from protocol.errors import ProtocolError
+from protocol.inference import batches_holding
+from protocol.jobs import JobSpec, JobSpecError, decode_output, encode_output, output_digest, within_tolerance
+from protocol.merkle import leaf_hash, verify_inclusion
+from verifier import VerifierError
+from verifier.backend_client import BackendRefused, BackendUnavailable, VerifierBackend
+from verifier.chain import ChainUnavailable, TransactionReverted, VerifierChain
+from verifier.reexec import Batch, ReexecFailed, ReexecLimits, reexecute
+from verifier.sampling import MAX_K, sample_items, sample_size
+
+logger = logging.getLogger(__name__)
+
+JobId = NewType("JobId", int)
+ChallengeId = NewType("ChallengeId", int)
+
+# IJobEscrow.JobStatus and IChallengeManager.Status / Kind
+_COMMITTED = 3
+OPEN, ANSWERED, ESCALATED = 1, 2, 3
+_JOB_KIND = 2
+# Job tuple fields (IJobEscrow.Job)
+_RENTER, _PROVIDER, _SPEC_HASH, _COMMITTED_AT, _WINDOW_END = 0, 1, 4, 6, 7
+_STATUS, _FROZEN, _ROOT, _ITEMS = 8, 9, 10, 11
+
+
+class AuditError(VerifierError):
+    """An audit step failed for a reason of ours (not evidence against the provider)."""
+
+
+class SpecMismatch(AuditError):
+    """The backend's spec does not hash to the job's on-chain specHash."""
+
+
+class OutputsPending(VerifierError):
+    """Sampled outputs are not uploaded yet, early in the window: the provider uploads them
+    after its commit (and retries while the backend catches up), so this is no evidence yet."""
+
+    def __init__(self, job_id: int, missing: tuple[int, ...], grace_end: int) -> None:
+        super().__init__(f"job {job_id}: outputs {list(missing)} not uploaded yet; waiting until {grace_end}")
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What one audit or judgement found, item by item (hex digests, for the log)."""
+
+    missing: tuple[int, ...] = ()  # no output uploaded
+    unprovable: tuple[int, ...] = ()  # output does not hash to its digest or prove inclusion
+    mismatched: tuple[tuple[int, str, str], ...] = ()  # (index, expected digest, received digest)
+    note: str = ""  # a fault of the whole result (e.g. the wrong item count)
+
+    @property
+    def faulty(self) -> bool:
+        return bool(self.missing or self.unprovable or self.mismatched or self.note)
+
+    def describe(self) -> str:
+        parts = [self.note] if self.note else []
+        if self.missing:
+            parts.append(f"missing {list(self.missing)}")
+        if self.unprovable:
+            parts.append(f"unprovable {list(self.unprovable)}")
+        for index, expected, received in self.mismatched:
+            parts.append(f"item {index}: expected {expected} received {received}")
+        return "; ".join(parts) or "every item matches"
+
+
+@dataclass
+class JobReexecutor:
+    """Re-executes items of a job with its own model and inputs, fetched from the backend."""
+
+    backend: VerifierBackend
+    limits: ReexecLimits
+    work_dir: Path
+
+    def spec(self, job_id: int, spec_hash: bytes) -> JobSpec:
+        raw = self.backend.content(spec_hash)  # checked against the hash, so it is the funded spec
+        try:
+            spec = JobSpec.parse(raw)
+        except JobSpecError as exc:
+            raise SpecMismatch(f"job {job_id}: spec 0x{spec_hash.hex()} does not parse: {exc}") from exc
+        if spec.spec_hash != spec_hash:
+            raise SpecMismatch(f"job {job_id}: spec is not canonical for 0x{spec_hash.hex()}")
+        return spec
+
+    def run(self, job_id: int, spec: JobSpec, indices: list[int]) -> dict[int, np.ndarray]:
+        """Outputs of `indices` (whole batches are run; only `indices` are returned)."""
+        ranges = batches_holding(indices, spec.batch_size, len(spec.inputs))
+        model = self.backend.content(bytes.fromhex(spec.model[2:]))
+        batches = [Batch(r.start, tuple(self.backend.content(bytes.fromhex(spec.inputs[i][2:])) for i in r))
+                   for r in ranges]
+        outputs = reexecute(job_id, model, spec.model_format, batches, self.limits, self.work_dir / str(job_id))
+        return {i: outputs[i] for i in indices}
+
+
+def check_outputs(backend: VerifierBackend, reexec: JobReexecutor, job_id: int, spec: JobSpec, root: bytes,
+                  item_count: int, indices: list[int], revealed: dict[int, bytes] | None = None) -> Evidence:
+    """Judges items of a committed job: each must have an uploaded output that hashes to its
+    digest (the revealed one when given), proves inclusion under `root`, and matches our own
+    re-execution under the spec's tolerance."""
+    result = backend.result(job_id)
+    missing, unprovable, proven = [], [], {}
+    for index in sorted(set(indices)):
+        item = result.items.get(index)
+        digest = revealed.get(index) if revealed is not None else (item.digest if item else None)
+        if item is None or item.digest is None or digest is None:
+            missing.append(index)
+            continue
+        data = backend.output(job_id, index)
+        try:
+            if output_digest(data) != digest:
+                raise ProtocolError(f"output hashes to 0x{output_digest(data).hex()}, not 0x{digest.hex()}")
+            verify_inclusion(leaf_hash(digest), index, item_count, list(item.proof), root)
+            proven[index] = (data, decode_output(data))
+        except (ProtocolError, JobSpecError) as exc:
+            logger.info("job %s item %s: unprovable output: %s", job_id, index, exc)
+            unprovable.append(index)
+    mismatched = []
+    if proven:
+        ours = reexec.run(job_id, spec, sorted(proven))
+        for index, (data, received) in proven.items():
+            if not within_tolerance(received, ours[index], spec.tolerance_ppm):
+                expected = "0x" + output_digest(encode_output(ours[index])).hex()
+                mismatched.append((index, expected, "0x" + output_digest(data).hex()))
+    return Evidence(tuple(missing), tuple(unprovable), tuple(mismatched))
+
+
+def revealed_digests(chain: VerifierChain, challenge_id: int) -> dict[int, bytes]:
+    """The digests the provider revealed on-chain for a challenge: index -> digest, read from
+    its `respond` transaction (the contract verified their inclusion before accepting it)."""
+    manager = chain.contract("ChallengeManager")
+    since = chain.deployment.contract("ChallengeManager").block
+    logs = manager.events.ChallengeAnswered().get_logs(from_block=since,
+                                                       argument_filters={"challengeId": challenge_id})
+    if not logs:
+        raise AuditError(f"challenge {challenge_id}: no ChallengeAnswered event")
+    tx = chain.web3.eth.get_transaction(logs[0].transactionHash)
+    _, args = manager.decode_function_input(tx["input"])
+    indices = manager.functions.challengeIndices(challenge_id).call()
+    return {int(i): bytes(HexBytes(leaf)) for i, leaf in zip(indices, args["leaves"], strict=True)}
+
+
+def judge_answer(chain: VerifierChain, backend: VerifierBackend, reexec: JobReexecutor,
+                 challenge_id: int) -> tuple[int, Evidence]:
+    """Whether an answered job challenge shows a fault: the revealed items are judged like an
+    audit's samples (uploaded, same digest as revealed, re-executed within tolerance).
+    Returns (job id, evidence). Used by the challenger and by committee members alike."""
+    c = chain.contract("ChallengeManager").functions.challenge(challenge_id).call()
+    if c[2] != _JOB_KIND:
+        raise AuditError(f"challenge {challenge_id} is not a job challenge")
+    job_id = c[9]
+    job = chain.contract("JobEscrow").functions.getJob(job_id).call()
+    spec = reexec.spec(job_id, job[_SPEC_HASH])
+    revealed = revealed_digests(chain, challenge_id)
+    return job_id, check_outputs(backend, reexec, job_id, spec, c[10], c[11], list(revealed), revealed)
+
+
+@dataclass
+class _Retry:
+    attempts: int = 0
+    next_at: float = 0.0
+
+
+@dataclass
+class JobAuditor:
+    """Audits committed jobs and follows the job challenges this verifier opened."""
+
+    chain: VerifierChain
+    backend: VerifierBackend
+    reexec: JobReexecutor
+    rng: random.Random = field(default_factory=random.SystemRandom)
+    corrupted: float = 0.10
+    confidence: float = 0.99
+    max_attempts: int = 5
+    backoff_s: float = 5.0
+    done: set[int] = field(default_factory=set)
+    not_escalating: set[int] = field(default_factory=set)  # answered challenges left to settle
+    record: Callable[[str], None] = lambda event: None  # counts outcomes (the service's metrics)
+    _retries: dict[int, _Retry] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.escrow = self.chain.contract("JobEscrow")
+        self.manager = self.chain.contract("ChallengeManager")
+
+    # -- audits -----------------------------------------------------------------------------
+
+    def committed_jobs(self) -> list[int]:
+        since = self.chain.deployment.contract("JobEscrow").block
+        return sorted({log.args.jobId for log in self.escrow.events.ResultCommitted().get_logs(from_block=since)})
+
+    def tick(self) -> None:
+        """Audits every due job once, then moves our own job challenges towards their end."""
+        now = self.chain.now()
+        for job_id in self.committed_jobs():
+            if job_id in self.done or self._retries.get(job_id, _Retry()).next_at > time.monotonic():
+                continue
+            job = self.escrow.functions.getJob(job_id).call()
+            if job[_STATUS] != _COMMITTED or job[_FROZEN] or now >= job[_WINDOW_END] \
+                    or self.chain.address in (job[_RENTER], job[_PROVIDER]):
+                self.done.add(job_id)  # finished, challenged by someone else, or ours: nothing to audit
+                continue
+            self._attempt(JobId(job_id), job)
+        for challenge_id in self.own_challenges():
+            self.follow_up(ChallengeId(challenge_id))
+
+    def _attempt(self, job_id: JobId, job: list) -> None:
+        try:
+            evidence = self.audit(job_id, job)
+            self.done.add(job_id)
+            self.record("challenged" if evidence.faulty else "passed")
+            self._retries.pop(job_id, None)
+        except (BackendUnavailable, ChainUnavailable, OSError) as exc:
+            retry = self._retries.setdefault(job_id, _Retry())
+            retry.attempts += 1
+            if retry.attempts >= self.max_attempts:
+                logger.warning("job %s: audit given up after %d attempts, no bond at risk: %s",
+                               job_id, retry.attempts, exc)
+                self.done.add(job_id)
+                self.record("given-up")
+            else:
+                retry.next_at = time.monotonic() + self.backoff_s * 2 ** (retry.attempts - 1)
+                logger.info("job %s: audit deferred (attempt %d): %s", job_id, retry.attempts, exc)
+        except OutputsPending as exc:
+            self._retries.setdefault(job_id, _Retry()).next_at = time.monotonic() + self.backoff_s
+            logger.info("%s", exc)
+        except (ReexecFailed, BackendRefused, AuditError) as exc:
+            logger.warning("job %s: cannot audit, no challenge: %s", job_id, exc)
+            self.done.add(job_id)
+            self.record("unauditable")
+
+    def audit(self, job_id: JobId, job: list) -> Evidence:
+        """One audit of a committed job; challenges it on evidence of a fault."""
+        spec = self.reexec.spec(job_id, job[_SPEC_HASH])
+        item_count = job[_ITEMS]
+        if item_count != len(spec.inputs):
+            evidence = Evidence(note=f"committed {item_count} items, the spec has {len(spec.inputs)}")
+        else:
+            indices = list(sample_items(item_count, sample_size(item_count, self.corrupted, self.confidence),
+                                        self.rng))
+            evidence = check_outputs(self.backend, self.reexec, job_id, spec, job[_ROOT], item_count, indices)
+            grace_end = job[_COMMITTED_AT] + (job[_WINDOW_END] - job[_COMMITTED_AT]) // 2
+            if evidence.missing and not (evidence.unprovable or evidence.mismatched) and self.chain.now() < grace_end:
+                raise OutputsPending(job_id, evidence.missing, grace_end)
+            logger.info("job %s: audited items %s of %d: %s", job_id, indices, item_count, evidence.describe())
+        if evidence.faulty:
+            self._challenge(job_id, evidence)
+        return evidence
+
+    def _challenge(self, job_id: JobId, evidence: Evidence) -> None:
+        bond = self.manager.functions.minBond().call()
+        try:
+            receipt = self.chain.send(self.manager.functions.challengeJob(job_id, MAX_K), value=bond)
+        except TransactionReverted as exc:  # window closed or someone challenged first
+            logger.warning("job %s: challenge refused: %s (evidence: %s)", job_id, exc, evidence.describe())
+            return
+        event = self.manager.events.JobChallenged().process_receipt(receipt, errors=DISCARD)[0].args
+        logger.warning("job %s: challenged as challenge %s, k=%d, bond %s wei, tx %s; evidence: %s",
+                       job_id, event.challengeId, MAX_K, bond, receipt.transactionHash.hex(), evidence.describe())
+
+    # -- our challenges ---------------------------------------------------------------------
+
+    def own_challenges(self) -> list[int]:
+        """Job challenges this verifier opened that have not ended (found on-chain: a restarted
+        verifier finishes them)."""
+        since = self.chain.deployment.contract("ChallengeManager").block
+        logs = self.manager.events.JobChallenged().get_logs(
+            from_block=since, argument_filters={"challenger": self.chain.address})
+        ids = sorted({log.args.challengeId for log in logs})
+        return [i for i in ids if self.manager.functions.challenge(i).call()[3] in (OPEN, ANSWERED)]
+
+    def follow_up(self, challenge_id: ChallengeId) -> None:
+        """Fixes the challenge's randomness, claims a timeout, escalates a fault found in the
+        answer, or settles an answer we find right; waits otherwise."""
+        c = self.manager.functions.challenge(challenge_id).call()
+        status, deadline, answered_at = c[3], c[6], c[7]
+        now = self.chain.now()
+        try:
+            if status == OPEN and c[12] == bytes(32):
+                # The indices come from the hash of the block after the challenge, readable for
+                # 256 blocks only: fixed as soon as possible, or the challenge would be dismissed.
+                # A call is estimated on the latest block, so that block must already be past it.
+                if self.chain.web3.eth.block_number < c[1] + 2:
+                    return
+                receipt = self.chain.send(self.manager.functions.fixRandomness(challenge_id))
+                logger.info("challenge %s: randomness fixed, tx %s", challenge_id, receipt.transactionHash.hex())
+            if status == OPEN and now > deadline:
+                receipt = self.chain.send(self.manager.functions.claimTimeout(challenge_id))
+                self.record("timeout-claimed")
+                logger.warning("challenge %s: provider %s did not answer; timeout claimed, tx %s",
+                               challenge_id, c[5], receipt.transactionHash.hex())
+            elif status == ANSWERED:
+                window_end = answered_at + self.manager.functions.escalationWindow().call()
+                if now <= window_end:
+                    if challenge_id not in self.not_escalating:
+                        self._judge_and_escalate(challenge_id)
+                else:
+                    receipt = self.chain.send(self.manager.functions.settle(challenge_id))
+                    self.record("settled")
+                    logger.info("challenge %s: answer stood, settled, tx %s", challenge_id,
+                                receipt.transactionHash.hex())
+        except TransactionReverted as exc:
+            logger.warning("challenge %s: %s", challenge_id, exc)
+
+    def _judge_and_escalate(self, challenge_id: ChallengeId) -> None:
+        try:
+            job_id, evidence = judge_answer(self.chain, self.backend, self.reexec, challenge_id)
+        except (BackendUnavailable, ChainUnavailable, OSError) as exc:
+            logger.info("challenge %s: answer not judged yet: %s", challenge_id, exc)
+            return
+        except (ReexecFailed, BackendRefused, AuditError) as exc:
+            logger.warning("challenge %s: cannot judge the answer, it will settle: %s", challenge_id, exc)
+            self.not_escalating.add(challenge_id)
+            return
+        if not evidence.faulty:
+            self.not_escalating.add(challenge_id)
+            self.record("answer-right")
+            logger.info("challenge %s (job %s): the revealed items are right (%s); not escalated",
+                        challenge_id, job_id, evidence.describe())
+            return
+        receipt = self.chain.send(self.manager.functions.escalate(challenge_id))
+        self.record("escalated")
+        logger.warning("challenge %s (job %s): escalated to the committee, tx %s; evidence: %s",
+                       challenge_id, job_id, receipt.transactionHash.hex(), evidence.describe())
+
+
+__all__ = ["AuditError", "ChallengeId", "Evidence", "JobAuditor", "JobId", "JobReexecutor", "check_outputs",
+           "judge_answer", "revealed_digests"]
