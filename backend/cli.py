@@ -246,6 +246,29 @@ def job_result(
     console.print(f"{len(outputs)} items verified against output root {result['output_root']}; written to {out}")
 
 
+@job_app.command("challenge")
+def job_challenge(
+    job_id: Annotated[int, typer.Argument(min=1)],
+    keystore: Keystore,
+    k: Annotated[int, typer.Option(min=1, max=64, help="Items the provider must reveal on-chain.")] = 44,
+    bond: Annotated[float | None, typer.Option(help="Bond in ETH; default: the contract's minimum.")] = None,
+    rpc: Rpc = DEFAULT_RPC,
+    deployment: DeploymentFile = None,
+) -> None:
+    """Challenge your own job inside its window: the provider must reveal k random items'
+    digests with proofs on-chain or be slashed (you are refunded); the escrow stays frozen."""
+    try:
+        wallet = Wallet(rpc, load_account(keystore), deployment)
+        challenges = wallet.contract("ChallengeManager")
+        value = Web3.to_wei(bond, "ether") if bond is not None else challenges.functions.minBond().call()
+        receipt = wallet.send(challenges.functions.challengeJob(job_id, k), value=value)
+        challenge_id = challenges.events.JobChallenged().process_receipt(receipt)[0]["args"]["challengeId"]
+    except (BackendError, ValueError) as exc:
+        raise _fail(exc) from exc
+    console.print(f"challenge {challenge_id} on job {job_id}: {k} items, bond {Web3.from_wei(value, 'ether')} ETH "
+                  f"(tx 0x{bytes(receipt['transactionHash']).hex()}); escalate with the verifier or wait for the answer")
+
+
 # ---- lease ----
 
 

@@ -92,6 +92,19 @@ def test_submit_fund_commit_and_verified_result(server, chain, session, market, 
     assert "4 items verified" in verified
     assert [p.read_bytes() for p in sorted(result_dir.iterdir())] == outputs
 
+    # The renter may challenge its own job inside the window: the escrow freezes, and a second
+    # challenge of the same job is refused with the contract's reason.
+    rpc, deployment = chain[0].rpc_url, str(chain[2])
+    challenged = _invoke("job", "challenge", str(job_id), "--keystore", str(keystore), "--k", "4",
+                         "--rpc", rpc, "--deployment", deployment)
+    challenge_id = int(re.search(r"challenge (\d+) on job", challenged).group(1))
+    manager = session.contract("ChallengeManager")
+    assert manager.functions.challenge(challenge_id).call()[9] == job_id
+    assert session.contract("JobEscrow").functions.getJob(job_id).call()[9] is True  # frozen
+    again = runner.invoke(root, ["job", "challenge", str(job_id), "--keystore", str(keystore), "--rpc", rpc,
+                                 "--deployment", deployment])
+    assert again.exit_code == 1 and "ChallengeJobAlreadyChallenged" in again.output
+
 
 def test_submit_over_budget_fails_with_a_clear_message(server, chain, keystore, tmp_path) -> None:  # type: ignore[no-untyped-def]
     inputs = tmp_path / "inputs"
