@@ -3,7 +3,7 @@
 - chain tables (ChainEvent and the projections below it) hold only what contract events say,
   so dropping them and re-indexing rebuilds the same rows (CHAIN_TABLES);
 - off-chain tables hold what parties upload or the backend decides (model hub, job specs,
-  outputs, provider profiles, SIWE nonces and sessions, dispatches).
+  outputs, provider profiles, SIWE nonces and sessions, dispatches, verifiers' dispute reports).
 
 Amounts are uint256 on-chain: they are stored as decimal strings (Wei type) because SQLite has
 no exact 256-bit integer and PostgreSQL NUMERIC would read back as Decimal. Addresses and hashes
@@ -275,6 +275,25 @@ class JobFailure(Base):
     job_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     kind: Mapped[str] = mapped_column(String(64))
     error: Mapped[str] = mapped_column(Text)
+    reported_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class DisputeReport(Base):
+    """A staked verifier's account of one decision with its evidence (off-chain: the chain holds
+    the decision's transaction, this holds why; kept by a rebuild, like uploads)."""
+
+    __tablename__ = "dispute_reports"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    verifier: Mapped[str] = mapped_column(Address, index=True)
+    kind: Mapped[str] = mapped_column(String(8))
+    subject: Mapped[int] = mapped_column(BigInteger, index=True)
+    challenge_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True, index=True)
+    decision: Mapped[str] = mapped_column(String(32))
+    indices: Mapped[list[int]] = mapped_column(JSON, default=list)
+    expected_digests: Mapped[list[str | None]] = mapped_column(JSON, default=list)
+    received_digests: Mapped[list[str | None]] = mapped_column(JSON, default=list)
+    tx_hashes: Mapped[list[str]] = mapped_column(JSON, default=list)
+    detail: Mapped[str] = mapped_column(Text, default="")
     reported_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 

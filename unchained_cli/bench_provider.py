@@ -100,6 +100,8 @@ def dispatch(rounds: int, gap_s: float) -> dict:
                                    "--without-heartbeat", "-l", "warning"], cwd=REPO, env=env,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         client = Celery("bench", broker=broker, backend=broker, set_as_current=False)
+        # Results still referenced when Redis stops would otherwise retry 20 times, 1 s apart.
+        client.conf.result_backend_transport_options = {"retry_policy": {"max_retries": 1, "interval_start": 0}}
         try:
             client.send_task(TASK_PING, queue=queue).get(timeout=60)  # worker up
             raw = []
@@ -124,9 +126,6 @@ def dispatch(rounds: int, gap_s: float) -> dict:
                 result = client.send_task(TASK_RUN_JOB, args=[job_id], queue=queue).get(timeout=120)
                 market.append(time.perf_counter() - t)
                 assert result["status"] == "committed", result
-            # Drop the last pending result while Redis still runs: collected later, it would
-            # try to unsubscribe from a server that is gone (20 reconnect attempts).
-            del result
         finally:
             client.close()
             worker.terminate()

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 from eth_account.messages import encode_defunct
@@ -27,6 +27,9 @@ from verifier import VerifierError
 logger = logging.getLogger(__name__)
 
 # 404/409: the backend's indexer has not seen the job or its commit yet; 429/5xx: load, outages.
+REPORT_TIMEOUT_S = 5.0  # a report is best effort: it must never hold up a decision's follow-up
+Decision = Literal["passed", "challenged", "escalated", "voted_fault", "voted_no_fault",
+                   "fraud_proven", "timeout_claimed", "settled"]
 _RETRYABLE = frozenset({404, 408, 409, 425, 429, 500, 502, 503, 504})
 
 
@@ -133,8 +136,31 @@ class VerifierBackend:
         return _checked(_call(lambda: self.http.get(f"/jobs/{job_id}/outputs/{index}")),
                         f"job {job_id} item {index} output").content
 
+    def report(self, kind: Literal["job", "pog"], subject: int, decision: Decision, *,
+               challenge_id: int | None = None, indices: Sequence[int] = (),
+               expected: Sequence[str | None] = (), received: Sequence[str | None] = (),
+               tx_hashes: Sequence[str] = (), detail: str = "") -> bool:
+        """Reports one decision with its evidence to the backend's /disputes/reports (hex digests
+        and tx hashes). Best effort: a failure is logged with the subject and challenge and
+        returns False; the decision itself already stands on-chain."""
+        body = {"kind": kind, "subject": subject, "challengeId": challenge_id, "decision": decision,
+                "indices": list(indices), "expectedDigests": list(expected), "receivedDigests": list(received),
+                "txHashes": [_hex(h) for h in tx_hashes], "detail": detail[:2000]}
+        what = f"report {decision} of {kind} {subject} (challenge {challenge_id})"
+        try:
+            _checked(_call(lambda: self.http.post("/disputes/reports", json=body, timeout=REPORT_TIMEOUT_S)), what)
+        except VerifierError as exc:
+            logger.warning("%s not recorded by the backend: %s", what, exc)
+            return False
+        return True
+
     def close(self) -> None:
         self.http.close()
 
 
-__all__ = ["BackendRefused", "BackendUnavailable", "JobResult", "ResultItem", "VerifierBackend"]
+def _hex(tx_hash: str) -> str:
+    """web3's HexBytes.hex() drops the 0x prefix in recent versions; the backend wants it."""
+    return tx_hash if tx_hash.startswith("0x") else "0x" + tx_hash
+
+
+__all__ = ["BackendRefused", "BackendUnavailable", "Decision", "JobResult", "ResultItem", "VerifierBackend"]

@@ -84,6 +84,9 @@ class CommitteeMember:
         logger.warning("dispute %s (challenge %s, job %s): voted provider %s at fault, tx %s; evidence: %s",
                        dispute_id, challenge_id, job_id, d[_PROVIDER] if evidence.faulty else "NOT",
                        receipt.transactionHash.hex(), evidence.describe())
+        self.backend.report("job", job_id, "voted_fault" if evidence.faulty else "voted_no_fault",
+                            challenge_id=challenge_id, tx_hashes=[receipt.transactionHash.hex()],
+                            detail=f"dispute {dispute_id}: {evidence.describe()}", **evidence.report_fields())
 
     def _resolve(self, dispute_id: int) -> None:
         try:

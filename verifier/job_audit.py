@@ -79,6 +79,19 @@ class Evidence:
     unprovable: tuple[int, ...] = ()  # output does not hash to its digest or prove inclusion
     mismatched: tuple[tuple[int, str, str], ...] = ()  # (index, expected digest, received digest)
     note: str = ""  # a fault of the whole result (e.g. the wrong item count)
+    checked: tuple[int, ...] = ()  # every index judged
+
+    def report_fields(self) -> dict[str, list]:
+        """The evidence as the backend's report takes it: the faulty indices with the expected
+        and received digests (null where an item is missing or unprovable), or the checked
+        indices alone when all is well."""
+        faulty: dict[int, tuple[str | None, str | None]] = {i: (None, None) for i in self.missing + self.unprovable}
+        faulty.update({i: (expected, received) for i, expected, received in self.mismatched})
+        if not faulty:
+            return {"indices": list(self.checked), "expected": [], "received": []}
+        order = sorted(faulty)
+        return {"indices": order, "expected": [faulty[i][0] for i in order],
+                "received": [faulty[i][1] for i in order]}
 
     @property
     def faulty(self) -> bool:
@@ -152,7 +165,7 @@ def check_outputs(backend: VerifierBackend, reexec: JobReexecutor, job_id: int, 
             if not within_tolerance(received, ours[index], spec.tolerance_ppm):
                 expected = "0x" + output_digest(encode_output(ours[index])).hex()
                 mismatched.append((index, expected, "0x" + output_digest(data).hex()))
-    return Evidence(tuple(missing), tuple(unprovable), tuple(mismatched))
+    return Evidence(tuple(missing), tuple(unprovable), tuple(mismatched), checked=tuple(sorted(set(indices))))
 
 
 def revealed_digests(chain: VerifierChain, challenge_id: int) -> dict[int, bytes]:
@@ -274,6 +287,8 @@ class JobAuditor:
             logger.info("job %s: audited items %s of %d: %s", job_id, indices, item_count, evidence.describe())
         if evidence.faulty:
             self._challenge(job_id, evidence)
+        else:
+            self.backend.report("job", job_id, "passed", detail=evidence.describe(), **evidence.report_fields())
         return evidence
 
     def _challenge(self, job_id: JobId, evidence: Evidence) -> None:
@@ -284,8 +299,11 @@ class JobAuditor:
             logger.warning("job %s: challenge refused: %s (evidence: %s)", job_id, exc, evidence.describe())
             return
         event = self.manager.events.JobChallenged().process_receipt(receipt, errors=DISCARD)[0].args
+        tx = receipt.transactionHash.hex()
         logger.warning("job %s: challenged as challenge %s, k=%d, bond %s wei, tx %s; evidence: %s",
-                       job_id, event.challengeId, MAX_K, bond, receipt.transactionHash.hex(), evidence.describe())
+                       job_id, event.challengeId, MAX_K, bond, tx, evidence.describe())
+        self.backend.report("job", job_id, "challenged", challenge_id=event.challengeId, tx_hashes=[tx],
+                            detail=evidence.describe(), **evidence.report_fields())
 
     # -- our challenges ---------------------------------------------------------------------
 
@@ -302,7 +320,7 @@ class JobAuditor:
         """Fixes the challenge's randomness, claims a timeout, escalates a fault found in the
         answer, or settles an answer we find right; waits otherwise."""
         c = self.manager.functions.challenge(challenge_id).call()
-        status, deadline, answered_at = c[3], c[6], c[7]
+        status, deadline, answered_at, job_id = c[3], c[6], c[7], c[9]
         now = self.chain.now()
         try:
             if status == OPEN and c[12] == bytes(32):
@@ -318,6 +336,9 @@ class JobAuditor:
                 self.record("timeout-claimed")
                 logger.warning("challenge %s: provider %s did not answer; timeout claimed, tx %s",
                                challenge_id, c[5], receipt.transactionHash.hex())
+                self.backend.report("job", job_id, "timeout_claimed", challenge_id=challenge_id,
+                                    tx_hashes=[receipt.transactionHash.hex()],
+                                    detail=f"provider {c[5]} did not answer by {deadline}")
             elif status == ANSWERED:
                 window_end = answered_at + self.manager.functions.escalationWindow().call()
                 if now <= window_end:
@@ -328,6 +349,8 @@ class JobAuditor:
                     self.record("settled")
                     logger.info("challenge %s: answer stood, settled, tx %s", challenge_id,
                                 receipt.transactionHash.hex())
+                    self.backend.report("job", job_id, "settled", challenge_id=challenge_id,
+                                        tx_hashes=[receipt.transactionHash.hex()], detail="the answer stood")
         except TransactionReverted as exc:
             logger.warning("challenge %s: %s", challenge_id, exc)
 
@@ -351,6 +374,9 @@ class JobAuditor:
         self.record("escalated")
         logger.warning("challenge %s (job %s): escalated to the committee, tx %s; evidence: %s",
                        challenge_id, job_id, receipt.transactionHash.hex(), evidence.describe())
+        self.backend.report("job", job_id, "escalated", challenge_id=challenge_id,
+                            tx_hashes=[receipt.transactionHash.hex()], detail=evidence.describe(),
+                            **evidence.report_fields())
 
 
 __all__ = ["AuditError", "ChallengeId", "Evidence", "JobAuditor", "JobId", "JobReexecutor", "check_outputs",

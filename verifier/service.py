@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from verifier.backend_client import Decision, VerifierBackend
 from verifier.chain import ChainUnavailable, TransactionReverted, VerifierChain
 from verifier.committee import CommitteeMember
 from verifier.job_audit import JobAuditor
@@ -101,6 +102,7 @@ class VerifierService:
             if state is not ChallengeState.WAITING:
                 self.metrics.challenges.labels(state.value).inc()
                 logger.info("challenge %s: %s", challenge_id, state.value)
+                self._report_pog_end(challenge_id, state)
         if self.auditor is not None:
             self.auditor.tick()
         if self.committee is not None:
@@ -134,9 +136,37 @@ class VerifierService:
 
     def _round(self, provider: str) -> bool:
         try:
-            return self._pog(self.link_for(provider)).run_round(provider).passed
+            outcome = self._pog(self.link_for(provider)).run_round(provider)
         except (LinkDown, ChainUnavailable) as exc:
             raise TransientRoundError(str(exc)) from exc
+        backend = self._backend()
+        if backend is not None:
+            decision: Decision = "passed" if outcome.passed else "challenged"
+            for challenge_id in outcome.challenge_ids or (None,):
+                backend.report("pog", outcome.round_id, decision, challenge_id=challenge_id,
+                               detail=f"provider {provider}: {outcome.detail}")
+        return outcome.passed
+
+    def _backend(self) -> VerifierBackend | None:
+        """The backend session that decisions are reported to (the job parts hold it; a
+        verifier running PoG rounds alone reports nothing)."""
+        part = self.auditor or self.committee
+        return part.backend if part is not None else None
+
+    def _report_pog_end(self, challenge_id: int, state: ChallengeState) -> None:
+        decision = _POG_END_DECISIONS.get(state)
+        backend = self._backend()
+        if decision is None or backend is None:
+            return
+        round_id = self.challenges.functions.challenge(challenge_id).call()[9]
+        backend.report("pog", round_id, decision, challenge_id=challenge_id, detail=state.value)
+
+
+_POG_END_DECISIONS: dict[ChallengeState, Decision] = {
+    ChallengeState.SLASHED_TIMEOUT: "timeout_claimed",
+    ChallengeState.SLASHED_FRAUD: "fraud_proven",
+    ChallengeState.SETTLED: "settled",
+}
 
 
 __all__ = ["Outcome", "VerifierMetrics", "VerifierService"]

@@ -5,7 +5,7 @@ Amounts in wei are decimal strings (uint256 does not fit a JSON number safely)."
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
@@ -193,6 +193,45 @@ class LeasePublic(WeiModel):
         return _wei(v)
 
 
+ReportDecision = Literal["passed", "challenged", "escalated", "voted_fault", "voted_no_fault",
+                         "fraud_proven", "timeout_claimed", "settled"]
+MAX_REPORT_ITEMS = 256  # a challenge samples k items (k is small on-chain); room to spare
+
+
+class DisputeReportIn(BaseModel):
+    """A staked verifier's decision with its evidence (field names as the verifier sends them)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["job", "pog"]
+    subject: int = Field(ge=0, le=2**63 - 1, description="job id or PoG round id")
+    challengeId: int | None = Field(default=None, ge=0, le=2**63 - 1)  # noqa: N815
+    decision: ReportDecision
+    indices: list[Annotated[int, Field(ge=0, le=2**63 - 1)]] = Field(default_factory=list, max_length=MAX_REPORT_ITEMS)
+    # One entry per index when given; null where there is nothing to compare (an item missing).
+    expectedDigests: list[HashStr | None] = Field(default_factory=list, max_length=MAX_REPORT_ITEMS)  # noqa: N815
+    receivedDigests: list[HashStr | None] = Field(default_factory=list, max_length=MAX_REPORT_ITEMS)  # noqa: N815
+    txHashes: list[HashStr] = Field(default_factory=list, max_length=16)  # noqa: N815
+    detail: str = Field(default="", max_length=2000)
+
+
+class DisputeReportPublic(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    verifier: str
+    kind: str
+    subject: int
+    challenge_id: int | None
+    decision: str
+    indices: list[int]
+    expected_digests: list[str | None]
+    received_digests: list[str | None]
+    tx_hashes: list[str]
+    detail: str
+    reported_at: datetime
+
+
 class ChallengePublic(WeiModel):
     challenge_id: int
     kind: str
@@ -206,6 +245,8 @@ class ChallengePublic(WeiModel):
     randomness: str | None
     status: str
     dispute_id: int | None
+    reports: list[DisputeReportPublic] = Field(default_factory=list,
+                                               description="verifiers' decisions with their evidence")
 
     @field_serializer("bond")
     def _amounts(self, v: int) -> str:

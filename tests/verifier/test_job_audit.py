@@ -274,6 +274,13 @@ def test_provider_with_garbage_items_is_challenged_escalated_voted_at_fault_and_
     funded = escrow.functions.getJob(job_id).call()
     assert funded[8] == REFUNDED
     assert escrow.functions.owedTo("0x" + "00" * 20, renter).call() == renter_owed + funded[3]
+    # Every decision reached the backend with its evidence: indices, digests, transactions.
+    reports = {r["decision"]: r for r in api.get("/disputes/reports", params={"subject": job_id, "kind": "job"}).json()}
+    assert {"challenged", "escalated", "voted_fault"} <= set(reports)
+    first = reports["challenged"]
+    assert first["verifier"] == audit.chain.address.lower() and first["challenge_id"] == challenge_id
+    assert {0, 5} <= set(first["indices"]) and all(d and d.startswith("0x") for d in first["expected_digests"])
+    assert first["tx_hashes"] == ["0x" + challenged.transactionHash.hex().removeprefix("0x")]
 
 
 def test_provider_silent_after_committing_garbage_is_slashed_at_the_response_deadline(

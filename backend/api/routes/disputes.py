@@ -1,15 +1,24 @@
 from __future__ import annotations
 
+import logging
+from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
 from sqlalchemy import select
 
 from backend import models as m
-from backend.api.deps import DbDep
-from backend.api.schemas import ADDRESS_PATTERN, ChallengePublic, DisputePublic
-from backend.errors import NotFound
+from backend.api.deps import BackendDep, DbDep, SignedInDep
+from backend.api.schemas import (
+    ADDRESS_PATTERN,
+    ChallengePublic,
+    DisputePublic,
+    DisputeReportIn,
+    DisputeReportPublic,
+)
+from backend.errors import BadInput, Forbidden, NotFound
 
+log = logging.getLogger(__name__)
 router = APIRouter(tags=["disputes"])
 IdPath = Annotated[int, Path(ge=0, le=2**63 - 1)]
 
@@ -26,14 +35,6 @@ def list_disputes(
     if provider:
         query = query.where(m.Dispute.provider == provider.lower())
     return [DisputePublic.model_validate(r) for r in db.scalars(query.limit(limit).offset(offset))]
-
-
-@router.get("/disputes/{dispute_id}", response_model=DisputePublic, responses={404: {}})
-def get_dispute(dispute_id: IdPath, db: DbDep) -> DisputePublic:
-    row = db.get(m.Dispute, dispute_id)
-    if row is None:
-        raise NotFound("dispute", dispute_id)
-    return DisputePublic.model_validate(row)
 
 
 @router.get("/challenges", response_model=list[ChallengePublic])
@@ -58,4 +59,63 @@ def get_challenge(challenge_id: IdPath, db: DbDep) -> ChallengePublic:
     row = db.get(m.Challenge, challenge_id)
     if row is None:
         raise NotFound("challenge", challenge_id)
-    return ChallengePublic.model_validate(row)
+    reports = db.scalars(select(m.DisputeReport).where(m.DisputeReport.challenge_id == challenge_id)
+                         .order_by(m.DisputeReport.id))
+    public = ChallengePublic.model_validate(row)
+    public.reports = [DisputeReportPublic.model_validate(r) for r in reports]
+    return public
+
+
+@router.post("/disputes/reports", status_code=201, response_model=DisputeReportPublic,
+             responses={401: {}, 403: {}, 422: {}})
+def report_decision(body: DisputeReportIn, signer: SignedInDep, backend: BackendDep, db: DbDep) -> DisputeReportPublic:
+    """A staked verifier records one decision (passed, challenged, voted, ...) with its evidence:
+    the sampled indices, expected and received digests and the transactions it sent."""
+    if body.receivedDigests and len(body.receivedDigests) != len(body.indices):
+        raise BadInput("receivedDigests must have one entry per index (null where nothing was received)")
+    if body.expectedDigests and len(body.expectedDigests) != len(body.indices):
+        raise BadInput("expectedDigests must have one entry per index")
+    if not backend.chain().is_staked_verifier(signer):
+        raise Forbidden(f"{signer} is not a staked verifier")
+    row = m.DisputeReport(verifier=signer.lower(), kind=body.kind, subject=body.subject,
+                          challenge_id=body.challengeId, decision=body.decision, indices=list(body.indices),
+                          expected_digests=list(body.expectedDigests), received_digests=list(body.receivedDigests),
+                          tx_hashes=list(body.txHashes), detail=body.detail, reported_at=datetime.now(UTC))
+    db.add(row)
+    db.commit()
+    db.refresh(row)
+    log.info("verifier %s reported %s %s %s (challenge %s, txs %s)", row.verifier, row.kind, row.subject,
+             row.decision, row.challenge_id, ",".join(row.tx_hashes) or "-")
+    return DisputeReportPublic.model_validate(row)
+
+
+@router.get("/disputes/reports", response_model=list[DisputeReportPublic])
+def list_reports(
+    db: DbDep,
+    subject: Annotated[int | None, Query(ge=0, le=2**63 - 1)] = None,
+    kind: Annotated[str | None, Query(pattern=r"^(pog|job)$")] = None,
+    verifier: Annotated[str | None, Query(pattern=ADDRESS_PATTERN)] = None,
+    challenge: Annotated[int | None, Query(ge=0, le=2**63 - 1)] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
+) -> list[DisputeReportPublic]:
+    """Verifiers' decisions with their evidence, newest first."""
+    query = select(m.DisputeReport).order_by(m.DisputeReport.id.desc())
+    if subject is not None:
+        query = query.where(m.DisputeReport.subject == subject)
+    if kind:
+        query = query.where(m.DisputeReport.kind == kind)
+    if verifier:
+        query = query.where(m.DisputeReport.verifier == verifier.lower())
+    if challenge is not None:
+        query = query.where(m.DisputeReport.challenge_id == challenge)
+    return [DisputeReportPublic.model_validate(r) for r in db.scalars(query.limit(limit).offset(offset))]
+
+
+# After /disputes/reports: a path parameter route first would swallow "reports".
+@router.get("/disputes/{dispute_id}", response_model=DisputePublic, responses={404: {}})
+def get_dispute(dispute_id: IdPath, db: DbDep) -> DisputePublic:
+    row = db.get(m.Dispute, dispute_id)
+    if row is None:
+        raise NotFound("dispute", dispute_id)
+    return DisputePublic.model_validate(row)
