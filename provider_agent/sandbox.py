@@ -51,9 +51,12 @@ def _warm_then_wait() -> int:
     import onnxruntime  # noqa: F401
     import torch  # noqa: F401
 
-    import protocol.inference  # noqa: F401
+    import protocol.inference
     import protocol.jobs  # noqa: F401
 
+    # The first switch to deterministic algorithms costs about a second inside torch: pay it
+    # while waiting for a job, not during one (the job's own call then costs nothing).
+    protocol.inference.deterministic()
     line = sys.stdin.readline().strip()
     return main(line) if line else 0  # EOF: the agent went away before giving us a job
 
