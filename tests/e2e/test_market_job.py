@@ -41,6 +41,7 @@ from protocol.deployments import Deployment
 from protocol.jobs import decode_output, encode_output, within_tolerance
 from protocol.merkle import MerkleTree, keccak256, leaf_hash, verify_inclusion
 from provider_agent.agent import Agent
+from tests.tiny_models import Raises, Tiny
 from provider_agent.chain import JobStatus
 from provider_agent.settings import Settings as ProviderSettings
 from unchained_cli.chain import LocalChain, free_port
@@ -53,23 +54,6 @@ PASSWORD = "e2e-test-password"
 ANVIL_MNEMONIC = "test test test test test test test test test test test junk"  # development keys only
 PROVIDER, RENTER, VERIFIER = 1, 3, 4  # anvil account indices
 ITEMS = [np.random.default_rng(i).standard_normal(8).astype(np.float32) for i in range(6)]
-
-
-class Tiny(torch.nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        torch.manual_seed(0)
-        self.fc = torch.nn.Linear(8, 4)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.tanh(self.fc(x))
-
-
-class Raises(torch.nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.shape[0] > 0:
-            raise RuntimeError("model bug: division by zero in layer 3")
-        return x
 
 
 def wait_for(predicate: Callable[[], object], timeout: float, interval: float = 0.2) -> bool:

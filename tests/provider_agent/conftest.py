@@ -16,6 +16,7 @@ import pytest
 import torch
 from eth_account import Account
 
+
 from protocol.jobs import JobSpec, encode_output
 from provider_agent.cache import content_hash
 from provider_agent.settings import Settings
@@ -28,55 +29,6 @@ PROVIDER_KEY = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b7869
 PASSWORD = "provider-test-password"
 ETH = 10**18
 REPO = Path(__file__).resolve().parents[2]
-
-
-class Tiny(torch.nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        torch.manual_seed(0)
-        self.fc = torch.nn.Linear(8, 4)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.tanh(self.fc(x))
-
-
-class Raises(torch.nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.shape[0] > 0:
-            raise RuntimeError("model bug: division by zero in layer 3")
-        return x
-
-
-class Hangs(torch.nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = x
-        i = 0
-        while i >= 0:  # forever
-            y = torch.tanh(y)
-            i += 1
-        return y
-
-
-class Hogs(torch.nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        big = torch.ones([1 << 33], dtype=torch.float32)  # 32 GiB
-        return x + big.sum()
-
-
-class Slow(torch.nn.Module):
-    """About `steps` small matmuls per item: a job that lasts seconds (for kill tests)."""
-
-    def __init__(self, steps: int) -> None:
-        super().__init__()
-        self.steps = steps
-        torch.manual_seed(1)
-        self.w = torch.nn.Parameter(torch.randn(256, 256) / 16)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = x.repeat(1, 32)
-        for _ in range(self.steps):
-            y = torch.tanh(y @ self.w)
-        return y[:, :4]
 
 
 def save_torchscript(module: torch.nn.Module, directory: Path) -> str:

@@ -16,7 +16,8 @@ from typer.testing import CliRunner
 
 from protocol.tasks import TASK_RUN_JOB, provider_queue
 from provider_agent.cli import provider_app
-from tests.provider_agent.conftest import PASSWORD, REPO, Tiny, save_torchscript
+from tests.provider_agent.conftest import PASSWORD, REPO, save_torchscript
+from tests.tiny_models import Tiny
 from unchained_cli.chain import free_port
 
 

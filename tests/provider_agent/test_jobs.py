@@ -11,7 +11,8 @@ from protocol.jobs import decode_output, encode_output, output_digest
 from protocol.merkle import MerkleTree
 from provider_agent.agent import Agent
 from provider_agent.chain import JobStatus, KeystoreError
-from tests.provider_agent.conftest import ETH, Hangs, Hogs, Raises, Tiny, save_onnx, save_torchscript
+from tests.provider_agent.conftest import ETH, save_onnx, save_torchscript
+from tests.tiny_models import Hangs, Hogs, Raises, Tiny
 
 ITEMS = [np.random.default_rng(i).standard_normal(8).astype(np.float32) for i in range(10)]
 

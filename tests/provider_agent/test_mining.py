@@ -16,7 +16,8 @@ from provider_agent.agent import Agent
 from provider_agent.chain import JobStatus
 from provider_agent.mining import MiningPolicy, MiningSupervisor, ReferenceMiner
 from provider_agent.sha256d import digest_bytes, hash_nonces, meets
-from tests.provider_agent.conftest import Slow, save_torchscript
+from tests.provider_agent.conftest import save_torchscript
+from tests.tiny_models import Slow
 
 
 def _reference(header76: bytes, nonce: int) -> bytes:

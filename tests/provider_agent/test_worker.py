@@ -24,7 +24,8 @@ from protocol.tasks import TASK_RUN_JOB, provider_queue
 from provider_agent.agent import Agent
 from provider_agent.chain import JobStatus
 from provider_agent.state import JobStore
-from tests.provider_agent.conftest import PASSWORD, REPO, Slow, Tiny, save_torchscript
+from tests.provider_agent.conftest import PASSWORD, REPO, save_torchscript
+from tests.tiny_models import Slow, Tiny
 
 ITEMS = [np.random.default_rng(i).standard_normal(8).astype(np.float32) for i in range(8)]
 

@@ -14,42 +14,10 @@ import torch
 
 from protocol.inference import InferenceError, batches_holding, load_model, run_batches
 from protocol.jobs import encode_output
+from tests.tiny_models import Hangs, Hogs, Raises, Tiny
 from verifier.reexec import Batch, ReexecFailed, ReexecLimits, ReexecTimedOut, reexecute
 
 ITEMS = [np.random.default_rng(i).standard_normal(8).astype(np.float32) for i in range(7)]
-
-
-class Tiny(torch.nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        torch.manual_seed(0)
-        self.fc = torch.nn.Linear(8, 4)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.tanh(self.fc(x))
-
-
-class Raises(torch.nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.shape[0] > 0:
-            raise RuntimeError("model bug: division by zero in layer 3")
-        return x
-
-
-class Hangs(torch.nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = x
-        i = 0
-        while i >= 0:  # forever
-            y = torch.tanh(y)
-            i += 1
-        return y
-
-
-class Hogs(torch.nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        big = torch.ones([1 << 33], dtype=torch.float32)  # 32 GiB
-        return x + big.sum()
 
 
 def torchscript(module: torch.nn.Module) -> bytes:
