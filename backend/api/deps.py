@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Annotated
+from dataclasses import dataclass
+from typing import Annotated, Any
 
-from fastapi import Depends, Request
+from fastapi import Depends, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy import Select
 from sqlalchemy.orm import Session
+
+from backend.api.schemas import ADDRESS_PATTERN
 
 from backend.auth import authenticate
 from backend.errors import TooLarge, Unauthenticated
@@ -78,3 +82,36 @@ BINARY_BODY = {
         "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
     }
 }
+
+
+@dataclass(frozen=True)
+class PartyFilter:
+    """The filters and paging that every list of deals (jobs, leases) offers."""
+
+    renter: str | None
+    provider: str | None
+    status: str | None
+    limit: int
+    offset: int
+
+    def apply(self, query: Select[Any], model: Any) -> Select[Any]:
+        if self.renter:
+            query = query.where(model.renter == self.renter.lower())
+        if self.provider:
+            query = query.where(model.provider == self.provider.lower())
+        if self.status:
+            query = query.where(model.status == self.status)
+        return query.limit(self.limit).offset(self.offset)
+
+
+def party_filter(
+    renter: Annotated[str | None, Query(pattern=ADDRESS_PATTERN)] = None,
+    provider: Annotated[str | None, Query(pattern=ADDRESS_PATTERN)] = None,
+    status: Annotated[str | None, Query(max_length=16)] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
+) -> PartyFilter:
+    return PartyFilter(renter, provider, status, limit, offset)
+
+
+PartyFilterDep = Annotated[PartyFilter, Depends(party_filter)]

@@ -3,7 +3,7 @@ from __future__ import annotations
 import json
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Path, Query, Request
+from fastapi import APIRouter, Header, Path, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, Response
 from sqlalchemy import select
@@ -11,9 +11,8 @@ from web3 import Web3
 
 from backend import jobs as service
 from backend import models as m
-from backend.api.deps import BINARY_BODY, BackendDep, DbDep, SignedInDep, read_body, receive_upload
+from backend.api.deps import BINARY_BODY, BackendDep, DbDep, PartyFilterDep, SignedInDep, read_body, receive_upload
 from backend.api.schemas import (
-    ADDRESS_PATTERN,
     HASH_PATTERN,
     FailureReport,
     FundingTx,
@@ -41,22 +40,9 @@ def to_public(db, job: m.Job) -> JobPublic:  # type: ignore[no-untyped-def]
 
 
 @router.get("", response_model=list[JobPublic])
-def list_jobs(
-    db: DbDep,
-    renter: Annotated[str | None, Query(pattern=ADDRESS_PATTERN)] = None,
-    provider: Annotated[str | None, Query(pattern=ADDRESS_PATTERN)] = None,
-    status: Annotated[str | None, Query(max_length=16)] = None,
-    limit: Annotated[int, Query(ge=1, le=500)] = 100,
-    offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
-) -> list[JobPublic]:
-    query = select(m.Job).order_by(m.Job.job_id.desc())
-    if renter:
-        query = query.where(m.Job.renter == renter.lower())
-    if provider:
-        query = query.where(m.Job.provider == provider.lower())
-    if status:
-        query = query.where(m.Job.status == status)
-    return [to_public(db, j) for j in db.scalars(query.limit(limit).offset(offset))]
+def list_jobs(db: DbDep, filters: PartyFilterDep) -> list[JobPublic]:
+    query = filters.apply(select(m.Job).order_by(m.Job.job_id.desc()), m.Job)
+    return [to_public(db, j) for j in db.scalars(query)]
 
 
 @router.post("/specs", response_model=JobSpecStored, status_code=201, responses={413: {}, 422: {}},
