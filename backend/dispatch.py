@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from backend import models as m
 from backend.auth import utcnow
 from backend.projections import Event
-from protocol.tasks import TASK_RUN_JOB, provider_queue
+from protocol.tasks import TASK_LEASE, TASK_RUN_JOB, broker_transport_options, provider_queue
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +27,8 @@ log = logging.getLogger(__name__)
 def make_celery(broker_url: str) -> Celery:
     app = Celery("unchained-backend", broker=broker_url)
     app.conf.update(task_serializer="json", accept_content=["json"], broker_connection_retry_on_startup=False,
-                    broker_connection_timeout=3, broker_transport_options={"max_retries": 2})
+                    broker_connection_timeout=3,
+                    broker_transport_options=broker_transport_options(broker_url, max_retries=2))
     return app
 
 
@@ -37,10 +38,34 @@ class Dispatcher:
         self.factory = factory
 
     def on_new_events(self, events: Sequence[Event]) -> None:
-        """Indexer hook: every newly confirmed JobCreated is a funded job to dispatch."""
+        """Indexer hook: every newly confirmed JobCreated is a funded job to dispatch; a lease
+        that starts or ends is told to its provider (its miner yields the GPUs, then resumes)."""
+        leases: dict[int, str] = {}
         for event in events:
             if event.contract == "JobEscrow" and event.name == "JobCreated":
                 self.dispatch(int(event.args["jobId"]), str(event.args["provider"]))
+            elif event.contract == "LeaseManager" and event.name == "LeaseStarted":
+                leases[int(event.args["leaseId"])] = str(event.args["provider"])
+                self.notify_lease(int(event.args["leaseId"]), str(event.args["provider"]))
+            elif event.contract == "LeaseManager" and event.name == "LeaseEnded":
+                provider = leases.get(int(event.args["leaseId"])) or self._lease_provider(int(event.args["leaseId"]))
+                if provider is not None:
+                    self.notify_lease(int(event.args["leaseId"]), provider)
+
+    def notify_lease(self, lease_id: int, provider: str) -> None:
+        """Best effort: the task reads the lease from the chain, so a repeat is harmless, and a
+        lost message only delays the miner's pause until the provider's next look."""
+        try:
+            self.celery.send_task(TASK_LEASE, args=[lease_id], queue=provider_queue(provider))
+        except Exception:  # kombu raises OperationalError and friends
+            log.exception("lease %s: broker unavailable, provider %s not told", lease_id, provider)
+            return
+        log.info("lease %s: told provider %s", lease_id, provider)
+
+    def _lease_provider(self, lease_id: int) -> str | None:
+        with self.factory() as session:
+            lease = session.get(m.Lease, lease_id)
+            return lease.provider if lease is not None else None
 
     def dispatch(self, job_id: int, provider: str) -> str | None:
         queue = provider_queue(provider)

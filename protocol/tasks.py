@@ -3,11 +3,17 @@
 Tasks pass ids and canonical JSON, never objects; every party re-reads what matters from the
 chain. Queues: one per provider (`provider.<address>`, lower-case hex), and shared queues for
 Proof-of-GPU work, verification and settlement.
+
+Every party talks to the same broker, so how a broker URL is turned into Celery settings lives
+here too (`result_backend_url`, `broker_transport_options`): Redis in production, Celery's
+SQLAlchemy transport on a SQLite file on one machine without Redis.
 """
 
 from __future__ import annotations
 
 import re
+from pathlib import PurePosixPath
+from typing import Any
 
 QUEUE_POG = "pog"
 QUEUE_VERIFY = "verify"
@@ -28,10 +34,16 @@ TASK_SCHEDULE_POG = "unchained.verifier.schedule_pog"  # (provider: str)
 TASK_FINALIZE_JOB = "unchained.settle.finalize_job"  # (job_id: int)
 
 _ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}$")
+_REDIS_PREFIXES = ("redis://", "rediss://")
+_SQLITE_PREFIX = "sqla+sqlite:///"
 
 
 class BadAddress(ValueError):
     """Not a 20-byte hex address."""
+
+
+class BadBrokerUrl(ValueError):
+    """A broker URL this project cannot configure Celery for."""
 
 
 def provider_queue(address: str) -> str:
@@ -39,3 +51,49 @@ def provider_queue(address: str) -> str:
     if not _ADDRESS.match(address):
         raise BadAddress(f"not an address: {address!r}")
     return f"provider.{address.lower()}"
+
+
+def _sqlite_broker_path(broker_url: str) -> PurePosixPath | None:
+    """The database file of a `sqla+sqlite:///<path>` broker; None for any other broker."""
+    if not broker_url.startswith(_SQLITE_PREFIX):
+        return None
+    path = broker_url[len(_SQLITE_PREFIX):]
+    # An in-memory database is private to one process, and query options would be lost below.
+    if not path or "?" in path:
+        raise BadBrokerUrl(f"a SQLite broker needs a plain file path: {broker_url!r}")
+    return PurePosixPath(path)
+
+
+def result_backend_url(broker_url: str) -> str:
+    """Where task results go for a broker: Redis keeps them in the same database; a SQLite broker
+    keeps them in a file of their own next to the broker's (`broker.sqlite` ->
+    `broker-results.sqlite`), so that result writes do not contend with the transport's polls
+    for the broker file's lock."""
+    if broker_url.startswith(_REDIS_PREFIXES):
+        return broker_url
+    path = _sqlite_broker_path(broker_url)
+    if path is None:
+        raise BadBrokerUrl(f"not a Redis or sqla+sqlite:/// broker: {broker_url!r}")
+    return f"db+sqlite:///{path.with_name(f'{path.stem}-results{path.suffix}')}"
+
+
+def broker_transport_options(broker_url: str, *, visibility_timeout_s: int | None = None,
+                             max_retries: int | None = None) -> dict[str, Any]:
+    """Celery's `broker_transport_options` for a broker, keeping only what its transport accepts.
+
+    `max_retries` is kombu's connection retry policy, which every transport takes (the SQLAlchemy
+    one strips it before building its engine). `visibility_timeout_s` exists only on Redis: the
+    SQLAlchemy transport passes every other option to `sqlalchemy.create_engine`, which refuses
+    unknown ones, and it never hands a dead worker's unacknowledged message to another worker.
+    For the same reason its polling interval cannot be lowered from kombu's 1 s: the transport
+    reads `polling_interval` from the same options, so a task waits up to 1 s to be picked up.
+    """
+    is_redis = broker_url.startswith(_REDIS_PREFIXES)
+    if not is_redis and _sqlite_broker_path(broker_url) is None:
+        raise BadBrokerUrl(f"not a Redis or sqla+sqlite:/// broker: {broker_url!r}")
+    options: dict[str, Any] = {}
+    if max_retries is not None:
+        options["max_retries"] = max_retries
+    if is_redis and visibility_timeout_s is not None:
+        options["visibility_timeout"] = visibility_timeout_s
+    return options

@@ -32,7 +32,8 @@ import requests
 from celery import Celery, Task
 from celery.signals import worker_ready
 
-from protocol.tasks import TASK_LEASE, TASK_POG_ANSWER, TASK_POG_ROUND, TASK_RUN_JOB, provider_queue
+from protocol.tasks import (TASK_LEASE, TASK_POG_ANSWER, TASK_POG_ROUND, TASK_RUN_JOB, broker_transport_options,
+                            provider_queue, result_backend_url)
 from provider_agent.agent import get_agent
 from provider_agent.backend_client import BackendUnavailable
 from provider_agent.cache import ContentUnavailable
@@ -58,11 +59,12 @@ UPLOAD_MAX_RETRIES = 12
 def celery_config(settings: Settings) -> dict[str, Any]:
     return {
         "broker_url": settings.broker_url,
-        "result_backend": settings.broker_url,
+        "result_backend": result_backend_url(settings.broker_url),
         "task_acks_late": True,
         "task_reject_on_worker_lost": True,
         "worker_prefetch_multiplier": 1,
-        "broker_transport_options": {"visibility_timeout": settings.visibility_timeout_s},
+        "broker_transport_options": broker_transport_options(settings.broker_url,
+                                                             visibility_timeout_s=settings.visibility_timeout_s),
         "result_expires": 24 * 3600,
         "task_serializer": "json",
         "result_serializer": "json",

@@ -27,7 +27,7 @@ from celery import Celery
 from eth_account import Account
 
 from protocol.jobs import JobSpec, encode_output
-from protocol.tasks import TASK_RUN_JOB, provider_queue
+from protocol.tasks import TASK_RUN_JOB, provider_queue, result_backend_url
 from provider_agent.cache import content_hash
 from provider_agent.mining import MiningPolicy, MiningSupervisor, ReferenceMiner
 from provider_agent.runner import Limits, run_inference
@@ -99,7 +99,7 @@ def dispatch(rounds: int, gap_s: float) -> dict:
                                    "-Q", queue, "-P", "solo", "--without-gossip", "--without-mingle",
                                    "--without-heartbeat", "-l", "warning"], cwd=REPO, env=env,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        client = Celery("bench", broker=broker, backend=broker, set_as_current=False)
+        client = Celery("bench", broker=broker, backend=result_backend_url(broker), set_as_current=False)
         # Results still referenced when Redis stops would otherwise retry 20 times, 1 s apart.
         client.conf.result_backend_transport_options = {"retry_policy": {"max_retries": 1, "interval_start": 0}}
         try:

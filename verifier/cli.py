@@ -9,18 +9,18 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from celery import Celery
 from prometheus_client import start_http_server
 from rich.console import Console
 from web3 import Web3
 
 from protocol.deployments import Deployment, DeploymentFormatError
+from protocol.tasks import BadBrokerUrl
 from verifier import VerifierError
 from verifier.backend_client import VerifierBackend
 from verifier.chain import VerifierChain, load_keystore
 from verifier.committee import CommitteeMember
 from verifier.job_audit import JobAuditor, JobReexecutor
-from verifier.links import CeleryProverLink
+from verifier.links import CeleryProverLink, make_celery
 from verifier.reexec import ReexecLimits
 from verifier.service import VerifierService
 from verifier.settings import Settings
@@ -48,7 +48,7 @@ def _deployment(rpc: str, path: Path | None) -> Deployment:
 def run(
     rpc: Annotated[str | None, typer.Option(help="JSON-RPC URL.")] = None,
     keystore: Annotated[Path | None, typer.Option(exists=True, dir_okay=False, help="The verifier's keystore.")] = None,
-    broker: Annotated[str | None, typer.Option(help="Celery broker URL (Redis).")] = None,
+    broker: Annotated[str | None, typer.Option(help="Celery broker URL (redis://... or sqla+sqlite:///path).")] = None,
     backend: Annotated[str | None, typer.Option(help="Backend URL: jobs to audit and vote on.")] = None,
     deployment: Annotated[Path | None, typer.Option(help="deployments/<chainId>.json")] = None,
 ) -> None:
@@ -64,8 +64,10 @@ def run(
                     else getpass.getpass(f"password for {settings.keystore}: "))
         account = load_keystore(settings.keystore, password)
         chain = VerifierChain.connect(settings.rpc_url, _deployment(settings.rpc_url, settings.deployment_file), account)
-        app = Celery("unchained-verifier", broker=settings.broker_url, backend=settings.broker_url)
-        app.conf.update(task_serializer="json", result_serializer="json", accept_content=["json"])
+        try:
+            app = make_celery(settings.broker_url)
+        except BadBrokerUrl as exc:
+            raise VerifierError(str(exc)) from exc
         auditor = committee = None
         if settings.backend_url:
             backend_client = VerifierBackend(settings.backend_url, account)

@@ -14,8 +14,16 @@ from celery import Celery
 from celery.exceptions import CeleryError, TimeoutError as CeleryTimeout
 from kombu.exceptions import KombuError
 
-from protocol.tasks import TASK_POG_ANSWER, TASK_POG_ROUND, provider_queue
+from protocol.tasks import TASK_POG_ANSWER, TASK_POG_ROUND, provider_queue, result_backend_url
 from verifier.pog_onchain import LinkDown, ProverUnreachable
+
+
+def make_celery(broker_url: str) -> Celery:
+    """The verifier's Celery client. It waits on the provider's replies, so it reads them from
+    the broker's result store (raises protocol.tasks.BadBrokerUrl for a broker without one)."""
+    app = Celery("unchained-verifier", broker=broker_url, backend=result_backend_url(broker_url), set_as_current=False)
+    app.conf.update(task_serializer="json", result_serializer="json", accept_content=["json"])
+    return app
 
 
 @dataclass
