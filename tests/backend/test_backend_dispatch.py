@@ -10,7 +10,7 @@ import redis
 
 from backend.runtime import Backend
 from protocol.merkle import keccak256
-from protocol.tasks import TASK_RUN_JOB, provider_queue
+from protocol.tasks import TASK_LEASE, TASK_RUN_JOB, provider_queue
 
 
 def _messages(client: redis.Redis, queue: str) -> list[dict]:  # type: ignore[type-arg]
@@ -63,5 +63,26 @@ def test_dispatch_survives_a_broker_outage(chain, session, market, tmp_path, red
         queue = provider_queue(market.provider2)
         ids = [m["headers"]["id"] for m in _messages(redis.Redis.from_url(redis_url), queue)]
         assert f"run-job-{job_id}" in ids
+    finally:
+        backend.close()
+
+
+def test_lease_start_and_end_are_told_to_the_provider(chain, session, market, tmp_path, redis_url) -> None:  # type: ignore[no-untyped-def]
+    settings = support.make_settings(chain, tmp_path, dispatch=True, broker_url=redis_url, confirmations=0)
+    backend = Backend.open(settings)
+    try:
+        indexer = backend.make_indexer()
+        indexer.sync()
+        broker = redis.Redis.from_url(redis_url)
+        queue = provider_queue(market.provider)
+        leases = session.contract("LeaseManager")
+        cost = leases.functions.leaseCost(market.provider, 1, 3600).call()
+        receipt = session.send(leases.functions.startLease(market.provider, 1, 3600), market.renter, value=cost)
+        lease_id = leases.events.LeaseStarted().process_receipt(receipt)[0]["args"]["leaseId"]
+        indexer.sync()
+        session.send(leases.functions.endLease(lease_id), market.renter)
+        indexer.sync()
+        told = [m for m in _messages(broker, queue) if m["headers"]["task"] == TASK_LEASE]
+        assert [json.loads(base64.b64decode(m["body"]))[0] for m in told[:2]] == [[lease_id], [lease_id]]
     finally:
         backend.close()
