@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
@@ -70,6 +71,7 @@ class OnChainJob:
     price: Wei
     spec_hash: bytes
     deadline: int
+    challenge_window_end: int
     status: JobStatus
     frozen: bool
     output_root: bytes
@@ -104,6 +106,9 @@ class ProviderChain:
         self.account = account
         self.deployment = deployment
         self._contracts: dict[str, Contract] = {}
+        # The heartbeat thread and the Celery task both send: a nonce is taken and used under
+        # this lock, or both read the same pending count and one replaces the other.
+        self._nonce_lock = threading.Lock()
 
     @classmethod
     def connect(cls, rpc_url: str, account: LocalAccount, deployments_dir: Path) -> "ProviderChain":
@@ -128,18 +133,19 @@ class ProviderChain:
 
     def send(self, fn: Any, what: str, value: int = 0) -> TxReceipt:
         """Builds, signs locally and sends `fn`; waits for the receipt and checks its status."""
-        try:
-            tx = fn.build_transaction({
-                "from": self.address,
-                "value": value,
-                "nonce": self.web3.eth.get_transaction_count(self.address, "pending"),
-            })
-        except ContractCustomError as exc:
-            raise ChainRevert(what, describe_revert(self.deployment, exc.data)) from exc
-        except ContractLogicError as exc:
-            raise ChainRevert(what, str(exc)) from exc
-        signed = self.account.sign_transaction(tx)
-        tx_hash = self.web3.eth.send_raw_transaction(signed.raw_transaction)
+        with self._nonce_lock:
+            try:
+                tx = fn.build_transaction({
+                    "from": self.address,
+                    "value": value,
+                    "nonce": self.web3.eth.get_transaction_count(self.address, "pending"),
+                })
+            except ContractCustomError as exc:
+                raise ChainRevert(what, describe_revert(self.deployment, exc.data)) from exc
+            except ContractLogicError as exc:
+                raise ChainRevert(what, str(exc)) from exc
+            signed = self.account.sign_transaction(tx)
+            tx_hash = self.web3.eth.send_raw_transaction(signed.raw_transaction)
         receipt = self.web3.eth.wait_for_transaction_receipt(tx_hash, timeout=120, poll_latency=0.02)
         if receipt.status != 1:
             raise ChainRevert(what, "status 0", tx_hash.hex())
@@ -207,7 +213,7 @@ class ProviderChain:
     def job(self, job_id: JobId) -> OnChainJob:
         j = self.contract("JobEscrow").functions.getJob(job_id).call()
         return OnChainJob(job_id=job_id, renter=j[0], provider=j[1], price=Wei(j[3]), spec_hash=j[4],
-                          deadline=j[5], status=JobStatus(j[8]), frozen=j[9], output_root=j[10],
+                          deadline=j[5], challenge_window_end=j[7], status=JobStatus(j[8]), frozen=j[9], output_root=j[10],
                           item_count=j[11])
 
     def accept_job(self, job_id: JobId) -> TxReceipt:

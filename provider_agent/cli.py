@@ -166,14 +166,18 @@ def provider_run(
 
     def heartbeat() -> None:
         # Challenges must be answered before their deadlines; refunds for failed jobs fall due
-        # at their deadlines; the yield floor follows the miner.
+        # at their deadlines, payment for committed ones at the end of their challenge windows;
+        # the yield floor follows the miner.
         while not stop.wait(settings.heartbeat_s):
             try:
                 agent.answer_open_challenges()
                 agent.jobs.refund_failed()
+                agent.jobs.finalize_due()
                 agent.publish_yield()
             except ProviderAgentError as err:
                 console.print(f"[yellow]heartbeat: {err}[/yellow]")
+            except Exception as err:  # the next beat may succeed (node back, nonce freed): never let the thread die
+                console.print(f"[yellow]heartbeat failed, retrying next beat: {type(err).__name__}: {err}[/yellow]")
 
     threading.Thread(target=heartbeat, name="heartbeat", daemon=True).start()
     console.print(f"provider {agent.chain.address}: queue {queue}, metrics on :{metrics.port}")
@@ -209,8 +213,9 @@ def provider_status(
         ("devices", ", ".join(f"{spec} ({name})" for spec, name in status["devices"])),
         ("PoG class", f"{status['pog_class'] or '-'} ({'passed' if status['pog_passed'] else 'not passed'})"),
         ("jobs running", str(status["jobs"]["running"])),
-        ("jobs committed / failed / refunded",
-         f"{status['jobs']['committed']} / {status['jobs']['failed']} / {status['jobs']['refunded']}"),
+        ("jobs committed / finalized / failed / refunded",
+         f"{status['jobs']['committed']} / {status['jobs']['finalized']} / {status['jobs']['failed']} / "
+         f"{status['jobs']['refunded']}"),
         ("job throughput (items/s)", f"{status['items_per_s']:.2f}"),
         ("mining", status["mining_state"]),
         ("hash rate (H/s)", f"{status['hashrate']:,.0f}"),

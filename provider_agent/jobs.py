@@ -36,7 +36,7 @@ from provider_agent.backend_client import BackendClient, BackendClientError, Bac
 from provider_agent.cache import ContentCache, ContentError, ContentUnavailable
 from provider_agent.chain import ChainRevert, ChallengeId, JobId, JobStatus, ProviderChain
 from provider_agent.runner import BadJobInput, JobFailed, Limits, run_inference
-from provider_agent.state import COMMITTED, COMPUTED, FAILED, REFUNDED, JobStore
+from provider_agent.state import COMMITTED, COMPUTED, FAILED, FINALIZED, REFUNDED, JobStore
 
 logger = logging.getLogger(__name__)
 
@@ -257,6 +257,30 @@ class JobService:
             if job.status in (JobStatus.FUNDED, JobStatus.ACCEPTED, JobStatus.REFUNDED):
                 self.store.update(record.job_id, REFUNDED)
                 done.append(record.job_id)
+        return done
+
+    def finalize_due(self) -> list[int]:
+        """Calls finalize (permissionless, but the provider is the one waiting for the money) for
+        every committed job whose challenge window is over and no challenge holds; records the
+        jobs the chain has settled either way. Returns the jobs finalized now."""
+        now, done = self.chain.now(), []
+        for record in self.store.all():
+            if record.status != COMMITTED:
+                continue
+            job = self.chain.job(JobId(record.job_id))
+            if job.status == JobStatus.COMMITTED and not job.frozen and now >= job.challenge_window_end:
+                try:
+                    receipt = self.chain.finalize(JobId(record.job_id))
+                except ChainRevert as exc:  # settled by someone else meanwhile: read again next time
+                    logger.info("job %s: finalize refused: %s", record.job_id, exc.reason)
+                    continue
+                logger.info("job %s: finalized (tx %s)", record.job_id, receipt.transactionHash.hex())
+                done.append(record.job_id)
+                self.store.update(record.job_id, FINALIZED)
+            elif job.status == JobStatus.FINALIZED:
+                self.store.update(record.job_id, FINALIZED)
+            elif job.status == JobStatus.REFUNDED:  # a challenge found the provider at fault
+                self.store.update(record.job_id, REFUNDED)
         return done
 
     def answer_challenge(self, challenge_id: ChallengeId) -> str:

@@ -18,6 +18,7 @@ from pathlib import Path
 from provider_agent import ProviderAgentError
 
 RUNNING, COMPUTED, COMMITTED, FAILED, REFUNDED = "running", "computed", "committed", "failed", "refunded"
+FINALIZED = "finalized"  # paid after the challenge window
 
 
 class JobBusy(ProviderAgentError):

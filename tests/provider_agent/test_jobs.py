@@ -61,6 +61,7 @@ def test_job_runs_commits_root_answers_challenge_and_gets_paid(agent, market, fm
 
     # A second delivery of the same job does nothing (one commit on-chain).
     assert agent.jobs.process(job_id).status == "already-committed"
+    assert agent.jobs.finalize_due() == []  # the challenge window is open
 
     s, challenges, escrow = market.session, market.session.contract("ChallengeManager"), market.session.contract("JobEscrow")
     s.send(s.contract("Staking").functions.stake(), market.verifier, value=2 * ETH)
@@ -69,11 +70,15 @@ def test_job_runs_commits_root_answers_challenge_and_gets_paid(agent, market, fm
     s.mine(2)
     agent.jobs.answer_challenge(challenge_id)
     assert challenges.functions.challenge(challenge_id).call()[3] == 2  # Answered
+    s.advance(escrow.functions.challengeWindow().call() + 1)
+    assert agent.jobs.finalize_due() == []  # the answered challenge still holds the escrow
     s.advance(challenges.functions.escalationWindow().call() + 1)
     s.send(challenges.functions.settle(challenge_id), market.verifier)
-    s.advance(escrow.functions.challengeWindow().call() + 1)
-    s.send(escrow.functions.finalize(job_id), market.renter)
+    # The agent collects its own pay once the window is over and nothing holds the job: once.
+    assert agent.jobs.finalize_due() == [job_id]
     assert agent.chain.job(job_id).status == JobStatus.FINALIZED
+    assert agent.jobs.finalize_due() == []
+    assert agent.jobs.store.get(job_id).status == "finalized"
     before = s.balance(market.provider)
     owed = agent.chain.owed()
     assert owed["JobEscrow"] > 0 and owed["ChallengeManager"] > 0
