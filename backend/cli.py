@@ -15,10 +15,11 @@ from web3 import Web3
 
 from backend.client import BackendClient
 from backend.errors import BackendError
+from backend.renter import submit_job
 from backend.settings import get_settings
 from backend.wallet import Wallet, load_account
 from protocol.errors import ProtocolError
-from protocol.jobs import MODEL_FORMATS, JobSpec, JobSpecError
+from protocol.jobs import MODEL_FORMATS, JobSpecError
 
 console = Console()
 backend_app = typer.Typer(help="The marketplace backend: API, dashboard, chain indexer.", no_args_is_help=True)
@@ -175,38 +176,17 @@ def job_submit(
         files = sorted(p for p in inputs.iterdir() if p.is_file())
         if not files:
             raise typer.BadParameter(f"--inputs: {inputs} holds no files")
-        hashes = []
         with _progress() as progress:
             task = progress.add_task("uploading inputs", total=sum(p.stat().st_size for p in files))
-            for path in files:
-                data = path.read_bytes()
-                hashes.append(client.upload_input(data))
-                progress.advance(task, len(data))
-        budget = Web3.to_wei(max_price, "ether")
-        quotes = client.quotes(model=model_hash, items=len(files), private=private, max_price_wei=str(budget),
-                               gpu_classes=gpu_class or None)
-        if provider is None:
-            if not quotes:
-                raise BackendError(f"no verified provider runs {len(files)} items within {max_price} ETH")
-            chosen, price = quotes[0]["provider"], int(quotes[0]["price_wei"])
-        else:
-            match = [q for q in quotes if q["provider"] == provider.lower()]
-            if not match:
-                raise BackendError(f"provider {provider} is not eligible for this job within {max_price} ETH")
-            chosen, price = provider.lower(), int(match[0]["price_wei"])
-        deadline = wallet.web3.eth.get_block("latest")["timestamp"] + deadline_s
-        spec = JobSpec(model=model_hash, model_format=fmt, inputs=tuple(hashes), batch_size=batch_size,
-                       tolerance_ppm=tolerance_ppm, deadline=deadline, price_wei=price, provider=chosen)
-        client.store_spec(spec.canonical())
-        escrow = wallet.contract("JobEscrow")
-        with console.status(f"funding job: {Web3.from_wei(price, 'ether')} ETH to escrow for {chosen}"):
-            receipt = wallet.send(escrow.functions.createJob(Web3.to_checksum_address(chosen), spec.spec_hash,
-                                                             price, deadline), value=price)
-        job_id = escrow.events.JobCreated().process_receipt(receipt)[0]["args"]["jobId"]
+            funded = submit_job(client, wallet, model_hash, [p.read_bytes() for p in files],
+                                Web3.to_wei(max_price, "ether"), provider=provider, fmt=fmt, private=private,
+                                gpu_classes=gpu_class, batch_size=batch_size, tolerance_ppm=tolerance_ppm,
+                                deadline_s=deadline_s, on_upload=lambda size: progress.advance(task, size))
     except (BackendError, OSError, JobSpecError) as exc:
         raise _fail(exc) from exc
-    console.print(f"job {job_id} funded in tx 0x{bytes(receipt['transactionHash']).hex()}: "
-                  f"{len(files)} items, spec {'0x' + spec.spec_hash.hex()}, provider {chosen}")
+    console.print(f"job {funded.job_id} funded in tx 0x{funded.tx_hash.hex()}: {len(files)} items, "
+                  f"{Web3.from_wei(funded.price_wei, 'ether')} ETH, spec 0x{funded.spec_hash.hex()}, "
+                  f"provider {funded.provider}")
 
 
 @job_app.command("status")

@@ -1,0 +1,60 @@
+"""What a renter does to buy a job, in the renter's own process: upload the inputs, pick an
+eligible provider from the backend's quotes, store the spec, and fund the escrow from the
+renter's wallet. `unchained job submit`, the demo and the load benchmark all go through here."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from web3 import Web3
+
+from backend.client import BackendClient
+from backend.errors import BackendError
+from backend.wallet import Wallet
+from protocol.jobs import JobSpec
+
+
+@dataclass(frozen=True)
+class FundedJob:
+    job_id: int
+    provider: str  # lower-case address
+    price_wei: int
+    spec_hash: bytes
+    tx_hash: bytes
+
+
+def submit_job(client: BackendClient, wallet: Wallet, model_hash: str, inputs: Sequence[bytes], max_price_wei: int, *,
+               provider: str | None = None, fmt: str = "torchscript", private: bool = False,
+               gpu_classes: Sequence[str] | None = None, batch_size: int = 8, tolerance_ppm: int = 0,
+               deadline_s: int = 3600, on_upload: Callable[[int], object] = lambda _: None) -> FundedJob:
+    """Funds one job over `inputs` (one item each); `provider` None takes the best quote.
+    Raises BackendError (no eligible provider, refused upload, failed transaction)."""
+    if not inputs:
+        raise BackendError("a job needs at least one input item")
+    hashes = []
+    for data in inputs:
+        hashes.append(client.upload_input(data))
+        on_upload(len(data))
+    quotes = client.quotes(model=model_hash, items=len(inputs), private=private, max_price_wei=str(max_price_wei),
+                           gpu_classes=list(gpu_classes) if gpu_classes else None)
+    if provider is None:
+        if not quotes:
+            raise BackendError(f"no verified provider runs {len(inputs)} items within "
+                               f"{Web3.from_wei(max_price_wei, 'ether')} ETH")
+        chosen, price = quotes[0]["provider"], int(quotes[0]["price_wei"])
+    else:
+        match = [q for q in quotes if q["provider"] == provider.lower()]
+        if not match:
+            raise BackendError(f"provider {provider} is not eligible for this job within "
+                               f"{Web3.from_wei(max_price_wei, 'ether')} ETH")
+        chosen, price = provider.lower(), int(match[0]["price_wei"])
+    deadline = wallet.web3.eth.get_block("latest")["timestamp"] + deadline_s
+    spec = JobSpec(model=model_hash, model_format=fmt, inputs=tuple(hashes), batch_size=batch_size,
+                   tolerance_ppm=tolerance_ppm, deadline=deadline, price_wei=price, provider=chosen)
+    client.store_spec(spec.canonical())
+    escrow = wallet.contract("JobEscrow")
+    receipt = wallet.send(escrow.functions.createJob(Web3.to_checksum_address(chosen), spec.spec_hash, price, deadline),
+                          value=price)
+    job_id = escrow.events.JobCreated().process_receipt(receipt)[0]["args"]["jobId"]
+    return FundedJob(job_id, chosen, price, spec.spec_hash, bytes(receipt["transactionHash"]))
