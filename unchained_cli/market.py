@@ -1,0 +1,505 @@
+"""The whole market on one machine, as real processes: anvil, the contracts, a Celery broker, the
+backend, provider agents and verifiers, each started with its own CLI command and its own key.
+
+`unchained demo`, the end-to-end and fault tests and the load benchmark all run on this. Every
+party signs with its own keystore (anvil's development keys, written as eth-account keystores);
+nothing here signs for a service. The market stops every process it started, in reverse order,
+also when the caller is interrupted; children are started in their own process groups (so a
+provider's job child goes with it) and are told to die with this process (Linux: PDEATHSIG).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import httpx
+from eth_account import Account
+from web3 import Web3
+
+from protocol.deployments import Deployment
+from unchained_cli.chain import LocalChain, free_port
+from unchained_cli.deploy import DeployParams, Deployer, deploy_all, write_deployment
+from unchained_cli.session import ChainSession
+
+log = logging.getLogger(__name__)
+
+ETH = 10**18
+ZERO_ADDRESS = "0x" + "00" * 20
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CHEATER_SITE = Path(__file__).resolve().parent / "cheater_site"
+# anvil's development mnemonic: every key derived from it is public; never use them elsewhere.
+DEV_MNEMONIC = "test test test test test test test test test test test junk"
+KEYSTORE_PASSWORD = "unchained-local-market"  # protects public development keys only
+
+# Windows short enough to watch a challenge end to end in real time, each still shorter than the
+# unbonding delay so that a stake can always be slashed.
+FAST_PARAMS = DeployParams(
+    challenge_window=45, pog_commit_window=60, root_challenge_period=600, response_window=20,
+    fraud_window=10, vote_window=15, escalation_window=20, unbonding_delay=3600)
+
+
+class MarketError(RuntimeError):
+    """A part of the local market did not start or stopped unexpectedly."""
+
+
+@dataclass(frozen=True)
+class ProviderPlan:
+    name: str
+    account: int  # index of anvil's development key
+    mining: bool = True
+    cheat: str | None = None  # UNCHAINED_CHEAT for a provider that cheats (unchained_cli/cheats.py)
+    price_per_job_unit_wei: int = 10**12
+    price_per_gpu_hour_wei: int = 10**16
+
+
+@dataclass(frozen=True)
+class MarketPlan:
+    providers: tuple[ProviderPlan, ...]
+    verifiers: tuple[int, ...]  # anvil key indices
+    renters: tuple[int, ...]
+    treasury: int = 0  # the deployer: protocol fees and slash shares go there
+    params: DeployParams = FAST_PARAMS
+    block_time: float = 1.0  # real blocks: randomness and deadlines move on their own
+    broker_url: str | None = None  # None: a private redis-server if installed, else SQLite
+    pog_interval_s: float = 30.0
+    pog_jitter_s: float = 2.0
+    pog_n: int = 256  # small enough for a CPU in a second; a real verifier picks n from the class
+    provider_stake_wei: int = 3 * ETH
+    verifier_stake_wei: int = 3 * ETH
+
+    @property
+    def accounts(self) -> int:
+        used = [self.treasury, *self.verifiers, *self.renters, *(p.account for p in self.providers)]
+        if len(set(used)) != len(used):
+            raise MarketError(f"every party needs its own account; plan uses {sorted(used)}")
+        return max(used) + 1
+
+
+@dataclass
+class Service:
+    """One process of the market with its log file."""
+
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    log_path: Path
+    proc: subprocess.Popen | None = None
+
+    def start(self) -> Service:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log_file:
+            self.proc = subprocess.Popen(self.argv, cwd=REPO_ROOT, env=self.env, stdin=subprocess.DEVNULL,
+                                         stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True,
+                                         preexec_fn=_die_with_parent)
+        return self
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, kill: bool = False, timeout: float = 15.0) -> None:
+        """SIGTERM (or SIGKILL with `kill`) to the whole process group, then wait."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            _signal_group(self.proc.pid, signal.SIGKILL if kill else signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                _signal_group(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        _signal_group(self.proc.pid, signal.SIGKILL)  # whatever the leader left behind (job children)
+        self.proc = None
+
+    def tail(self, chars: int = 3000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _die_with_parent() -> None:
+    """Runs in the child before exec: SIGTERM when the market's process dies, however it dies."""
+    if sys.platform.startswith("linux"):
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def wait_for(predicate: Callable[[], object], timeout: float, interval: float = 0.2) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return bool(predicate())
+
+
+def dev_account(index: int):  # type: ignore[no-untyped-def]
+    Account.enable_unaudited_hdwallet_features()
+    return Account.from_mnemonic(DEV_MNEMONIC, account_path=f"m/44'/60'/0'/0/{index}")
+
+
+def write_keystore(directory: Path, index: int) -> tuple[Path, str]:
+    """anvil's development key `index` as an eth-account keystore (cheap scrypt: public keys)."""
+    account = dev_account(index)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"account-{index}.json"
+    if not path.exists():
+        path.write_text(json.dumps(Account.encrypt(account.key, KEYSTORE_PASSWORD, kdf="scrypt", iterations=1 << 10)))
+    return path, account.address
+
+
+# -- the broker ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Broker:
+    """The Celery broker of the market: a private redis-server (restartable, so faults can be
+    tested), a given URL, or Celery's SQLAlchemy transport on SQLite when no Redis is installed."""
+
+    url: str
+    server: Service | None = None
+    port: int | None = None
+
+    @classmethod
+    def choose(cls, root: Path, url: str | None) -> Broker:
+        if url:
+            return cls(url)
+        binary = shutil.which("redis-server")
+        if binary is None:
+            return cls(f"sqla+sqlite:///{root / 'broker.sqlite'}")
+        port = free_port()
+        server = Service("redis", [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                                   "--appendonly", "no", "--dir", str(root)],
+                         dict(os.environ), root / "logs" / "redis.log")
+        return cls(f"redis://127.0.0.1:{port}/0", server, port)
+
+    @property
+    def kind(self) -> str:
+        return "redis" if self.url.startswith("redis") else "sqlite" if self.url.startswith("sqla+") else "other"
+
+    def start(self) -> None:
+        if self.server is None:
+            return
+        self.server.start()
+        if not wait_for(self._answers, 10, 0.05):
+            raise MarketError(f"redis-server did not start:\n{self.server.tail()}")
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+
+    def _answers(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port or 0), timeout=0.5) as sock:
+                sock.sendall(b"PING\r\n")
+                return sock.recv(16).startswith(b"+PONG")
+        except OSError:
+            return False
+
+
+# -- accounting ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Ledger:
+    """Every party's balance before and after, the gas each paid, and what the contracts hold:
+    a market that loses nothing satisfies sum(change) + sum(gas) + contracts' change == 0."""
+
+    session: ChainSession
+    parties: dict[str, str]  # name -> address
+    contracts: dict[str, str]  # name -> address
+    start_block: int = 0
+    before: dict[str, int] = field(default_factory=dict)
+    held_before: dict[str, int] = field(default_factory=dict)
+
+    def open(self) -> Ledger:
+        self.start_block = self.session.web3.eth.block_number
+        self.before = {n: self.session.balance(a) for n, a in self.parties.items()}
+        self.held_before = {n: self.session.balance(a) for n, a in self.contracts.items()}
+        return self
+
+    def gas_paid(self) -> dict[str, int]:
+        """Fees of every transaction each party sent since the ledger opened (read from the blocks,
+        since each party sends from its own process)."""
+        web3 = self.session.web3
+        by_address = {a.lower(): n for n, a in self.parties.items()}
+        paid = dict.fromkeys(self.parties, 0)
+        for number in range(self.start_block + 1, web3.eth.block_number + 1):
+            for receipt in web3.eth.get_block_receipts(number):
+                name = by_address.get(receipt["from"].lower())
+                if name is not None:
+                    paid[name] += receipt["gasUsed"] * receipt["effectiveGasPrice"]
+        return paid
+
+    def close(self) -> Accounts:
+        after = {n: self.session.balance(a) for n, a in self.parties.items()}
+        held = {n: self.session.balance(a) for n, a in self.contracts.items()}
+        return Accounts(self.before, after, self.gas_paid(), self.held_before, held)
+
+
+@dataclass(frozen=True)
+class Accounts:
+    before: dict[str, int]
+    after: dict[str, int]
+    gas: dict[str, int]
+    held_before: dict[str, int]
+    held_after: dict[str, int]
+
+    def change(self, party: str) -> int:
+        return self.after[party] - self.before[party]
+
+    @property
+    def unaccounted(self) -> int:
+        """Wei that left the parties and the contracts other than as gas: 0 when nothing is lost."""
+        parties = sum(self.change(p) + self.gas[p] for p in self.before)
+        contracts = sum(self.held_after[c] - self.held_before[c] for c in self.held_before)
+        return parties + contracts
+
+
+# -- the market ------------------------------------------------------------------------------------
+
+PAYOUT_CONTRACTS = ("Staking", "JobEscrow", "LeaseManager", "ChallengeManager")
+
+
+@dataclass
+class Party:
+    name: str
+    account: int
+    keystore: Path
+    address: str
+
+
+class LocalMarket:
+    """Starts the plan's parts in order and stops them all; see the module docstring."""
+
+    def __init__(self, plan: MarketPlan, root: Path) -> None:
+        self.plan = plan
+        self.root = root.resolve()
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.services: dict[str, Service] = {}
+        self.chain = LocalChain(port=free_port(), block_time=plan.block_time, accounts=plan.accounts)
+        self.broker = Broker.choose(self.root, plan.broker_url)
+        self.backend_port = free_port()
+        self.metrics_ports: dict[str, int] = {}
+        keys = self.root / "keystores"
+        self.parties: dict[str, Party] = {}
+        for name, index in [("treasury", plan.treasury), *((p.name, p.account) for p in plan.providers),
+                            *((f"verifier-{i + 1}", a) for i, a in enumerate(plan.verifiers)),
+                            *((f"renter-{i + 1}", a) for i, a in enumerate(plan.renters))]:
+            path, address = write_keystore(keys, index)
+            self.parties[name] = Party(name, index, path, address)
+        self.deployment: Deployment | None = None
+        self.deployment_file: Path | None = None
+        self.session: ChainSession | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def __enter__(self) -> LocalMarket:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self, on_step: Callable[[str], object] = lambda _: None) -> None:
+        self.start_infrastructure(on_step)
+        self.start_parties(on_step)
+
+    def start_infrastructure(self, on_step: Callable[[str], object] = lambda _: None) -> None:
+        """The chain with the contracts, the broker and the backend: what the operator runs."""
+        self.chain.start()
+        on_step(f"anvil at {self.chain.rpc_url} ({self.plan.block_time:g} s blocks)")
+        params = replace(self.plan.params, treasury=self.parties["treasury"].address)
+        deployer = Deployer.connect(self.chain.rpc_url)
+        self.deployment = deploy_all(deployer, params)
+        self.deployment_file = write_deployment(self.deployment, self.root / "deployments")
+        self.session = ChainSession.connect(self.chain.rpc_url, self.deployment)
+        on_step(f"{len(self.deployment.contracts)} contracts deployed on chain {self.deployment.chain_id}")
+        self.broker.start()
+        on_step(f"Celery broker: {self.broker.kind} ({self.broker.url})")
+        self.start_backend()
+        on_step(f"backend at {self.backend_url}")
+
+    def start_parties(self, on_step: Callable[[str], object] = lambda _: None) -> None:
+        """Provider agents (they stake and register on start), then the verifiers."""
+        for plan in self.plan.providers:
+            self.start_provider(plan.name)
+        for plan in self.plan.providers:
+            self.wait_provider(plan.name)
+            on_step(f"provider {plan.name} {self.parties[plan.name].address} registered"
+                    + (f" (cheats: {plan.cheat})" if plan.cheat else ""))
+        for i in range(len(self.plan.verifiers)):
+            self.start_verifier(f"verifier-{i + 1}")
+        on_step(f"{len(self.plan.verifiers)} verifier(s) running")
+
+    def stop(self) -> None:
+        for name in reversed(list(self.services)):
+            self.services[name].stop()
+        self.broker.stop()
+        self.chain.stop()
+
+    def ledger(self) -> Ledger:
+        assert self.session is not None and self.deployment is not None
+        return Ledger(self.session, {n: p.address for n, p in self.parties.items()},
+                      {c: self.deployment.contract(c).address for c in PAYOUT_CONTRACTS})
+
+    # -- parts -------------------------------------------------------------------------------
+
+    @property
+    def backend_url(self) -> str:
+        return f"http://127.0.0.1:{self.backend_port}"
+
+    @property
+    def backend_data(self) -> Path:
+        return self.root / "backend"
+
+    def _launch(self, name: str, args: list[str], env: dict[str, str], extra_path: Path | None = None) -> Service:
+        full_env = {**os.environ, **env, "PYTHONUNBUFFERED": "1"}
+        full_env["PYTHONPATH"] = os.pathsep.join(
+            str(p) for p in (extra_path, REPO_ROOT, os.environ.get("PYTHONPATH")) if p)
+        service = Service(name, [sys.executable, "-m", "unchained_cli.main", *args], full_env,
+                          self.root / "logs" / f"{name}.log")
+        self.services[name] = service.start()
+        return service
+
+    def start_backend(self) -> None:
+        prefix = "UNCHAINED_BACKEND_"
+        env = {prefix + k.upper(): str(v) for k, v in {
+            "data_dir": self.backend_data, "rpc_url": self.chain.rpc_url, "deployment_file": self.deployment_file,
+            "confirmations": 0, "index_poll_seconds": 0.2, "broker_url": self.broker.url, "dispatch": "true",
+            "public_url": self.backend_url}.items()}
+        service = self._launch("backend", ["backend", "serve", "--port", str(self.backend_port)], env)
+        if not wait_for(lambda: self._healthy(service), 60, 0.2):
+            raise MarketError(f"the backend did not start:\n{service.tail()}")
+
+    def _healthy(self, service: Service) -> bool:
+        if not service.alive:
+            raise MarketError(f"the backend exited:\n{service.tail()}")
+        try:
+            return httpx.get(f"{self.backend_url}/health", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def provider_plan(self, name: str) -> ProviderPlan:
+        return next(p for p in self.plan.providers if p.name == name)
+
+    def provider_data(self, name: str) -> Path:
+        return self.root / name
+
+    def start_provider(self, name: str) -> Service:
+        plan, party = self.provider_plan(name), self.parties[name]
+        port = self.metrics_ports.setdefault(name, free_port())
+        prefix = "UNCHAINED_PROVIDER_"
+        env = {prefix + k.upper(): str(v) for k, v in {
+            "rpc_url": self.chain.rpc_url, "keystore": party.keystore, "keystore_password": KEYSTORE_PASSWORD,
+            "deployments_dir": self.deployment_file.parent, "broker_url": self.broker.url,
+            "backend_url": self.backend_url, "data_dir": self.provider_data(name), "mining": plan.mining,
+            "stake_wei": self.plan.provider_stake_wei, "price_per_job_unit_wei": plan.price_per_job_unit_wei,
+            "price_per_gpu_hour_wei": plan.price_per_gpu_hour_wei, "metadata_uri": f"demo://{name}",
+            "heartbeat_s": 2.0, "job_timeout_s": 60.0, "job_memory_bytes": 3 << 30,
+            "upload_backoff_s": 0.2, "upload_retry_s": 2.0, "visibility_timeout_s": 60,
+            "mining_resume_after_s": 1.0}.items()}
+        if plan.cheat:
+            env["UNCHAINED_CHEAT"] = plan.cheat
+        return self._launch(name, ["provider", "run", "--metrics-port", str(port)], env,
+                            CHEATER_SITE if plan.cheat else None)
+
+    def provider_status(self, name: str) -> dict | None:
+        try:
+            return httpx.get(f"http://127.0.0.1:{self.metrics_ports[name]}/status", timeout=2).json()
+        except (httpx.HTTPError, ValueError, KeyError):
+            return None
+
+    def wait_provider(self, name: str, timeout: float = 90.0) -> None:
+        """Until the agent serves its status as a registered provider (its worker is starting)."""
+        service = self.services[name]
+
+        def registered() -> bool:
+            if not service.alive:
+                raise MarketError(f"provider {name} exited:\n{service.tail()}")
+            status = self.provider_status(name)
+            return bool(status and status.get("registered"))
+
+        if not wait_for(registered, timeout, 0.3):
+            raise MarketError(f"provider {name} did not register in {timeout:.0f}s:\n{service.tail()}")
+
+    def start_verifier(self, name: str) -> Service:
+        party = self.parties[name]
+        port = self.metrics_ports.setdefault(name, free_port())
+        prefix = "UNCHAINED_VERIFIER_"
+        env = {prefix + k.upper(): str(v) for k, v in {
+            "rpc_url": self.chain.rpc_url, "keystore": party.keystore, "keystore_password": KEYSTORE_PASSWORD,
+            "deployment_file": self.deployment_file, "broker_url": self.broker.url, "backend_url": self.backend_url,
+            "stake_wei": self.plan.verifier_stake_wei, "pog_interval_s": self.plan.pog_interval_s,
+            "pog_jitter_s": self.plan.pog_jitter_s, "pog_n": self.plan.pog_n, "pog_dtype": "fp32",
+            "pog_backoff_s": 3, "poll_s": 1.0, "metrics_port": port, "work_dir": self.root / name,
+            "audit_backoff_s": 1.0, "reexec_memory_bytes": 3 << 30, "reexec_timeout_s": 60}.items()}
+        return self._launch(name, ["verifier", "run"], env)
+
+    def restart(self, name: str, kill: bool = False) -> Service:
+        """Stops one service (SIGKILL with `kill`, as a crash would) and starts it again."""
+        self.services[name].stop(kill=kill)
+        if name == "backend":
+            self.start_backend()
+        elif name.startswith("verifier-"):
+            self.start_verifier(name)
+        else:
+            self.start_provider(name)
+            self.wait_provider(name)
+        return self.services[name]
+
+    # -- what parties see --------------------------------------------------------------------
+
+    def api(self, path: str, **params: object) -> object:
+        response = httpx.get(f"{self.backend_url}{path}", params=params, timeout=10)
+        response.raise_for_status()
+        return response.json()
+
+    def renters(self) -> list[Party]:
+        return [p for n, p in self.parties.items() if n.startswith("renter-")]
+
+    def providers(self) -> list[Party]:
+        return [self.parties[p.name] for p in self.plan.providers]
+
+    def withdraw_all(self, names: Iterable[str] | None = None) -> None:
+        """Every party pulls what the payout contracts owe it (as each would, with its own key:
+        anvil's unlocked development accounts stand in for their wallets here)."""
+        s = self.session
+        assert s is not None
+        for name in names or self.parties:
+            address = self.parties[name].address
+            escrow = s.contract("JobEscrow")
+            if escrow.functions.owedTo(ZERO_ADDRESS, address).call():
+                s.send(escrow.functions.withdraw(ZERO_ADDRESS), address)
+            for contract_name in ("LeaseManager", "ChallengeManager", "Staking"):
+                contract = s.contract(contract_name)
+                if contract.functions.owedTo(address).call():
+                    s.send(contract.functions.withdraw(), address)
+
+
+def eth(wei: int) -> str:
+    return f"{Web3.from_wei(wei, 'ether'):,.6f}"
