@@ -1,12 +1,9 @@
-"""Provider-side actors for verifier tests: a real prover answering over an in-process link,
-a prover that skips its work, and on-chain answers to escalated challenges."""
+"""Provider-side actors for verifier tests: a prover (real, or unchained_cli.cheats'
+SkippingProver) answering over an in-process link, and on-chain answers to escalated challenges."""
 
 import threading
 
-import numpy as np
-
-from protocol.pog import (ChunkAnswer, GpuAnswers, GpuCommitment, RoundAnswers, RoundCommitment,
-                          challenge_indices, commit, encode, encode_answers, encode_commitment)
+from protocol.pog import encode_answers, encode_commitment
 from verifier.pog_onchain import ProverUnreachable
 
 ETH = 10**18
@@ -48,30 +45,10 @@ class HonestLink:
         return encode_answers(self.prover.answer_round(randomness, k))
 
 
-class SkippingProver:
-    """Commits to random values instead of C; its proofs are valid, its elements are not."""
-
-    def __init__(self, uuid_hash):
-        self.uuid_hash = uuid_hash
-
-    def commit_round(self, seed, n):
-        self.fake = np.random.default_rng(3).integers(-(2**20), 2**20, size=(n, n), dtype=np.int32)
-        self.tree, self.seed = commit(self.fake), seed
-        return RoundCommitment(seed, (GpuCommitment(0, self.uuid_hash, n, self.tree.root),))
-
-    def chunks(self, indices):
-        flat = self.fake.reshape(-1, 64)
-        return [ChunkAnswer(i, encode(flat[i]), tuple(self.tree.proof(i))) for i in indices]
-
-    def answer_round(self, randomness, k):
-        indices = challenge_indices(randomness, self.tree.root, self.tree.size, k)
-        return RoundAnswers(self.seed, (GpuAnswers(0, tuple(self.chunks(indices))),))
-
-
 def provider_responds_on_chain(s, provider, prover, challenge_id):
     challenges = s.contract("ChallengeManager")
     s.mine(2)
     indices = challenges.functions.challengeIndices(challenge_id).call()
-    answers = prover.chunks(indices) if isinstance(prover, SkippingProver) else prover.work[0].answer(indices)
+    answers = prover.work[0].answer(indices)
     s.send(challenges.functions.respond(challenge_id, [a.data for a in answers],
                                         [list(a.siblings) for a in answers]), provider)

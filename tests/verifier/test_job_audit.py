@@ -14,7 +14,6 @@ import logging
 import os
 import subprocess
 import sys
-import textwrap
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +42,7 @@ from test_market_job import (  # noqa: E402,F401  (fixtures)
 from protocol.jobs import JobSpec  # noqa: E402
 from protocol.merkle import keccak256  # noqa: E402
 from provider_agent.agent import Agent  # noqa: E402
+from unchained_cli import cheats  # noqa: E402
 from unchained_cli.chain import free_port  # noqa: E402
 from verifier.backend_client import BackendRefused, BackendUnavailable, VerifierBackend  # noqa: E402
 from verifier.chain import VerifierChain  # noqa: E402
@@ -190,29 +190,16 @@ def test_false_claim_against_an_honest_job_loses_the_committee_vote(
     assert staking.functions.stakeOf(honest_job.provider).call() == provider_stake
 
 
-CHEAT = textwrap.dedent('''
-    """Planted by the test: the provider's model child returns garbage for every fifth item."""
-    import protocol.inference as _inference
-
-    _honest = _inference.run_batches
-
-
-    def _cheating(run, items, batch_size, first_index=0):
-        outputs = _honest(run, items, batch_size, first_index)
-        return [o + 1.0 if (first_index + i) % 5 == 0 else o for i, o in enumerate(outputs)]
-
-
-    _inference.run_batches = _cheating
-''')
+CHEATER_SITE = Path(cheats.__file__).parent / "cheater_site"
 
 
 class CheatingWorker(e2e.Worker):
-    """The provider's worker with the cheat first on its path (and so on its model child's)."""
-
-    cheat_dir: Path
+    """The provider's worker with the cheater's site first on its path and the job cheat named
+    (both inherited by its model child, where the cheat is played). e2e.Worker sets PYTHONPATH
+    itself, so the process is started here."""
 
     def __init__(self, settings, queue, log) -> None:  # type: ignore[no-untyped-def]
-        env = {**os.environ, "PYTHONPATH": f"{self.cheat_dir}{os.pathsep}{e2e.REPO}"}
+        env = {**os.environ, "PYTHONPATH": f"{CHEATER_SITE}{os.pathsep}{e2e.REPO}", cheats.CHEAT_ENV: "job-every=5"}
         for name, value in settings.model_dump().items():
             if value is not None:
                 env[f"UNCHAINED_PROVIDER_{name.upper()}"] = str(
@@ -225,11 +212,8 @@ class CheatingWorker(e2e.Worker):
 
 
 @pytest.fixture
-def cheating_workers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def cheating_workers(monkeypatch: pytest.MonkeyPatch) -> None:
     """`running_provider` starts the cheating worker in this test."""
-    (tmp_path / "cheat").mkdir()
-    (tmp_path / "cheat" / "sitecustomize.py").write_text(CHEAT)
-    monkeypatch.setattr(CheatingWorker, "cheat_dir", tmp_path / "cheat", raising=False)
     monkeypatch.setattr(e2e, "Worker", CheatingWorker)
 
 

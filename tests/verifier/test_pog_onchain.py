@@ -9,11 +9,12 @@ import itertools
 
 import pytest
 
-from pog_support import ETH, HonestLink, SkippingProver, provider_responds_on_chain, register
+from pog_support import ETH, HonestLink, provider_responds_on_chain, register
 from protocol.merkle import keccak256
 from provider_agent.gpus import cpu_device
 from provider_agent.pog_prover import PogProver
 from unchained_cli.chain import LocalChain, free_port
+from unchained_cli.cheats import SkippingProver
 from unchained_cli.deploy import Deployer, deploy_all
 from unchained_cli.session import ChainSession
 from verifier.chain import VerifierChain

@@ -1,0 +1,7 @@
+"""First on a process's PYTHONPATH, with UNCHAINED_CHEAT set: the process cheats (unchained_cli.cheats)."""
+from unchained_cli.cheats import CheatSpecError, install_from_env
+
+try:
+    install_from_env()
+except CheatSpecError as exc:  # site.py would print a plain exception and let the process run honestly
+    raise SystemExit(f"UNCHAINED_CHEAT: {exc}") from exc
