@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,9 @@ class VerifierChain:
     deployment: Deployment
     address: str
     tx_timeout_s: float = 120.0
+    # Concurrent PoG rounds send from threads: the signing middleware reads the pending nonce,
+    # so two sends at once would take the same one and the second would be refused.
+    _nonce_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @classmethod
     def connect(cls, rpc_url: str, deployment: Deployment, account: LocalAccount | None = None,
@@ -66,7 +70,8 @@ class VerifierChain:
     def send(self, fn: Any, value: int = 0) -> TxReceipt:
         """Sends a contract call from the verifier's account and waits for it to be mined."""
         try:
-            tx_hash = fn.transact({"from": self.address, "value": value})
+            with self._nonce_lock:
+                tx_hash = fn.transact({"from": self.address, "value": value})
         except ContractCustomError as exc:
             raise TransactionReverted(f"{fn.fn_name}: {describe_revert(self.deployment, exc.data)}") from exc
         except (ConnectionError, OSError) as exc:

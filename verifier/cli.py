@@ -53,7 +53,7 @@ def run(
     deployment: Annotated[Path | None, typer.Option(help="deployments/<chainId>.json")] = None,
 ) -> None:
     """Stake if needed, then run rounds and follow challenges until interrupted."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
     overrides = {k: v for k, v in {"rpc_url": rpc, "keystore": keystore, "broker_url": broker,
                                    "backend_url": backend, "deployment_file": deployment}.items() if v is not None}
     try:

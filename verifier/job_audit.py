@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -115,6 +116,11 @@ class JobReexecutor:
     backend: VerifierBackend
     limits: ReexecLimits
     work_dir: Path
+    # Outputs already computed, by (spec hash, item): the spec fixes the model and inputs, so an
+    # audit's results serve the later judgement of the provider's answer (and a committee vote)
+    # without starting the model again inside a challenge's short windows.
+    cache_items: int = 4096
+    _outputs: OrderedDict[tuple[bytes, int], np.ndarray] = field(default_factory=OrderedDict, repr=False)
 
     def spec(self, job_id: int, spec_hash: bytes) -> JobSpec:
         raw = self.backend.content(spec_hash)  # checked against the hash, so it is the funded spec
@@ -128,12 +134,22 @@ class JobReexecutor:
 
     def run(self, job_id: int, spec: JobSpec, indices: list[int]) -> dict[int, np.ndarray]:
         """Outputs of `indices` (whole batches are run; only `indices` are returned)."""
-        ranges = batches_holding(indices, spec.batch_size, len(spec.inputs))
-        model = self.backend.content(bytes.fromhex(spec.model[2:]))
-        batches = [Batch(r.start, tuple(self.backend.content(bytes.fromhex(spec.inputs[i][2:])) for i in r))
-                   for r in ranges]
-        outputs = reexecute(job_id, model, spec.model_format, batches, self.limits, self.work_dir / str(job_id))
-        return {i: outputs[i] for i in indices}
+        missing = sorted({i for i in indices if (spec.spec_hash, i) not in self._outputs})
+        if missing:
+            ranges = batches_holding(missing, spec.batch_size, len(spec.inputs))
+            model = self.backend.content(bytes.fromhex(spec.model[2:]))
+            batches = [Batch(r.start, tuple(self.backend.content(bytes.fromhex(spec.inputs[i][2:])) for i in r))
+                       for r in ranges]
+            outputs = reexecute(job_id, model, spec.model_format, batches, self.limits, self.work_dir / str(job_id))
+            for i, output in outputs.items():
+                self._outputs[(spec.spec_hash, i)] = output
+        result = {}
+        for i in indices:
+            self._outputs.move_to_end((spec.spec_hash, i))
+            result[i] = self._outputs[(spec.spec_hash, i)]
+        while len(self._outputs) > self.cache_items:
+            self._outputs.popitem(last=False)
+        return result
 
 
 def check_outputs(backend: VerifierBackend, reexec: JobReexecutor, job_id: int, spec: JobSpec, root: bytes,
@@ -280,9 +296,12 @@ class JobAuditor:
         else:
             indices = list(sample_items(item_count, sample_size(item_count, self.corrupted, self.confidence),
                                         self.rng))
+            # An item counts as missing only if it was missing when the result was read, and the
+            # re-execution after that read may outlast the grace: judge the grace at the read.
+            read_at = self.chain.now()
             evidence = check_outputs(self.backend, self.reexec, job_id, spec, job[_ROOT], item_count, indices)
             grace_end = job[_COMMITTED_AT] + (job[_WINDOW_END] - job[_COMMITTED_AT]) // 2
-            if evidence.missing and not (evidence.unprovable or evidence.mismatched) and self.chain.now() < grace_end:
+            if evidence.missing and not (evidence.unprovable or evidence.mismatched) and read_at < grace_end:
                 raise OutputsPending(job_id, evidence.missing, grace_end)
             logger.info("job %s: audited items %s of %d: %s", job_id, indices, item_count, evidence.describe())
         if evidence.faulty:

@@ -128,6 +128,8 @@ class VerifierService:
                 self.tick()
             except ChainUnavailable as exc:
                 logger.warning("chain unavailable, retrying: %s", exc)
+            except Exception:  # e.g. another verifier won a race for the same challenge: the chain holds the state, retry from it
+                logger.exception("tick failed; the next tick starts again from the chain")
             time.sleep(self.settings.poll_s)
 
     def _pog(self, link: ProverLink | None = None) -> OnchainPog:

@@ -13,8 +13,10 @@ import pytest
 import torch
 
 from protocol.inference import InferenceError, batches_holding, load_model, run_batches
-from protocol.jobs import encode_output
+from protocol.jobs import JobSpec, encode_output
+from protocol.merkle import keccak256
 from tests.tiny_models import Hangs, Hogs, Raises, Tiny
+from verifier import job_audit
 from verifier.reexec import Batch, ReexecFailed, ReexecLimits, ReexecTimedOut, reexecute
 
 ITEMS = [np.random.default_rng(i).standard_normal(8).astype(np.float32) for i in range(7)]
@@ -76,3 +78,42 @@ def test_a_model_that_allocates_past_the_memory_limit_fails_in_its_child(tmp_pat
 def test_a_malformed_model_is_refused_in_the_child(tmp_path: Path) -> None:
     with pytest.raises(ReexecFailed):
         reexecute(5, b"not a model", "torchscript", whole_batches([0], 2), ReexecLimits(2 << 30, 60.0), tmp_path)
+
+
+class ContentStore:
+    """The backend's blob route as the re-executor uses it: content by hash, counted."""
+
+    def __init__(self) -> None:
+        self.blobs: dict[bytes, bytes] = {}
+        self.reads = 0
+
+    def put(self, data: bytes) -> str:
+        self.blobs[keccak256(data)] = data
+        return "0x" + keccak256(data).hex()
+
+    def content(self, content_hash: bytes) -> bytes:
+        self.reads += 1
+        return self.blobs[content_hash]
+
+
+def test_reexecuted_items_are_kept_so_a_later_judgement_runs_only_new_ones(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    store = ContentStore()
+    spec = JobSpec(model=store.put(torchscript(Tiny())), model_format="torchscript",
+                   inputs=tuple(store.put(encode_output(x)) for x in ITEMS), batch_size=3, tolerance_ppm=0,
+                   deadline=2**40, price_wei=1, provider="0x" + "11" * 20)
+    runs: list[list[int]] = []
+
+    def counted(job_id, model, fmt, batches, limits, work_dir):  # type: ignore[no-untyped-def]
+        runs.append([i for b in batches for i in range(b.start, b.start + len(b.inputs))])
+        return reexecute(job_id, model, fmt, batches, limits, work_dir)
+
+    monkeypatch.setattr(job_audit, "reexecute", counted)
+    reexec = job_audit.JobReexecutor(store, ReexecLimits(2 << 30, 60.0), tmp_path, cache_items=4)  # type: ignore[arg-type]
+    first = reexec.run(1, spec, [1, 6])
+    assert runs == [[0, 1, 2, 6]]
+    again = reexec.run(1, spec, [6, 1])  # the audit's items, asked again when judging an answer
+    assert runs == [[0, 1, 2, 6]] and all(np.array_equal(first[i], again[i]) for i in (1, 6))
+    reexec.run(1, spec, [4])  # a new batch runs; the oldest kept items are dropped past cache_items
+    assert runs[-1] == [3, 4, 5] and len(reexec._outputs) == 4
+    reference = run_batches(load_model(store.blobs[bytes.fromhex(spec.model[2:])], "torchscript"), ITEMS, 3)
+    assert np.array_equal(reexec.run(1, spec, [4])[4], reference[4])
