@@ -63,7 +63,7 @@ def serve(
     from backend.api.app import create_app
 
     settings = get_settings().model_copy(update={"run_indexer": index})
-    logging.basicConfig(level=logging.INFO)
+    logging.basicConfig(level=logging.INFO, force=True)
     uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
 
 

@@ -44,6 +44,9 @@ class LocalChain:
 
     port: int = 8545
     block_time: float | None = None  # None: a block per transaction (automine)
+    # With block_time: still mine each transaction at once, and an empty block every block_time
+    # when idle (deadlines and block-hash randomness move on their own, transactions wait for nothing).
+    mixed_mining: bool = False
     accounts: int = 10
     balance_eth: int = 10_000
     process: subprocess.Popen | None = field(default=None, init=False)
@@ -62,6 +65,8 @@ class LocalChain:
         ]
         if self.block_time:
             cmd += ["--block-time", str(self.block_time)]
+            if self.mixed_mining:
+                cmd.append("--mixed-mining")
         self.process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         web3 = Web3(Web3.HTTPProvider(self.rpc_url))
         deadline = time.monotonic() + timeout

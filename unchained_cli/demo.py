@@ -1,257 +1,221 @@
-"""`unchained demo`: the market on one machine, on a fresh anvil chain.
+"""`unchained demo`: the whole market on this machine, as real processes, in about three minutes.
 
-Parties are anvil's funded accounts: an honest provider, a provider that skips its Proof-of-GPU
-work, a renter and a verifier. Everything that moves money happens in the contracts; the
-Proof-of-GPU work, the answers and the verdicts are the real prover and checker exchanging the
-real (JSON) messages.
+anvil runs the contracts; a Celery broker (a private redis-server, or SQLite without Redis), the
+backend, two provider agents and two verifiers run as their own `unchained ...` processes, each
+signing with its own keystore. One provider is honest and mines when idle; the other passes its
+first Proof-of-GPU rounds honestly to get listed, then returns garbage for some items of a job
+and skips its PoG work (unchained_cli/cheats.py). Renters pay from their wallets: a job to each
+provider and a lease. Everything the demo prints comes from the public API, the chain and the
+agents' status pages (unchained_cli/feed.py); the verdicts and slashes are the services' own.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
+import dataclasses
+import io
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 from rich.console import Console
 from rich.table import Table
-from web3 import Web3
 
-from protocol.errors import WrongElement
-from protocol.merkle import MerkleTree, keccak256, leaf_hash
-from protocol.pog import (
-    ChunkAnswer,
-    GpuAnswers,
-    GpuCommitment,
-    RoundAnswers,
-    RoundCommitment,
-    challenge_indices,
-    commit,
-    encode,
-    encode_answers,
-    encode_commitment,
-)
-from provider_agent.gpus import cpu_device
-from provider_agent.pog_prover import PogProver
-from unchained_cli.chain import LocalChain, free_port
-from unchained_cli.deploy import Deployer, deploy_all
-from unchained_cli.session import ChainSession
-from verifier.pog_checker import PogChecker
+from backend.client import BackendClient
+from backend.renter import FundedJob, submit_job
+from backend.wallet import Wallet, load_account
+from protocol.jobs import encode_output
+from unchained_cli.feed import MarketFeed
+from unchained_cli.market import (FAST_PARAMS, KEYSTORE_PASSWORD, Accounts, LocalMarket, MarketPlan, Party,
+                                  ProviderPlan, eth)
 
-ETH = 10**18
-ZERO_ADDRESS = "0x" + "00" * 20
-POG_N = 256  # small enough for a CPU in a second; a real verifier picks n from the GPU class
-K = 32
-STAKE = 5 * ETH
-BOND = ETH // 10
+CHEAT = "pog-from-round=3,job-every=5"  # rounds 1-2 (one per verifier) honest: listed, then cheats
+DEMO_PLAN = MarketPlan(
+    providers=(ProviderPlan("honest", 1, mining=True),
+               ProviderPlan("cheater", 2, mining=False, cheat=CHEAT, price_per_job_unit_wei=5 * 10**11)),
+    verifiers=(5, 6), renters=(3, 4), pog_interval_s=40.0,
+    # Long enough for a verifier to re-execute a job on a busy 2-core machine before it is paid.
+    params=dataclasses.replace(FAST_PARAMS, challenge_window=60))
+JOB_ITEMS = 6
+MAX_PRICE_WEI = 10**17
 
 
-@dataclass
-class Party:
-    name: str
-    address: str
-    start: int = 0
-    gas_wei: int = 0
+class DemoError(RuntimeError):
+    """The scenario did not reach a step in time; the message says which, with the logs' tails."""
 
 
-@dataclass
-class Demo:
-    s: ChainSession
-    console: Console
-    parties: dict[str, Party] = field(default_factory=dict)
-
-    def send(self, party: str, fn, value: int = 0, what: str = ""):
-        receipt = self.s.send(fn, self.parties[party].address, value, what)
-        self.parties[party].gas_wei += receipt.gasUsed * receipt.effectiveGasPrice
-        return receipt
-
-    def log(self, text: str) -> None:
-        self.console.log(text)
+@dataclass(frozen=True)
+class DemoResult:
+    accounts: Accounts
+    honest_job: int
+    cheater_job: int
+    lease_id: int
+    feed: MarketFeed
+    root: Path
 
 
-class SkippingProver:
-    """A provider that commits to a product it never computed (random values) and answers
-    challenges from that fake product: its Merkle proofs are valid, its elements are not."""
+def demo_model() -> bytes:
+    """The renters' model: a small TorchScript network, built here (nothing is downloaded)."""
+    import torch
 
-    def __init__(self, uuid_hash: bytes, seed: int = 7) -> None:
-        self.uuid_hash = uuid_hash
-        self.rng = np.random.default_rng(seed)
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(7)
+            self.fc = torch.nn.Linear(8, 4)
 
-    def commit_round(self, round_seed: bytes, n: int) -> RoundCommitment:
-        self.fake = self.rng.integers(-(2**20), 2**20, size=(n, n), dtype=np.int32)
-        self.tree = commit(self.fake)
-        self.n, self.round_seed = n, round_seed
-        return RoundCommitment(round_seed, (GpuCommitment(0, self.uuid_hash, n, self.tree.root),))
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.tanh(self.fc(x))
 
-    def answer_round(self, randomness: bytes, k: int) -> RoundAnswers:
-        indices = challenge_indices(randomness, self.tree.root, self.tree.size, k)
-        flat = self.fake.reshape(-1, 64)
-        answers = tuple(ChunkAnswer(i, encode(flat[i]), tuple(self.tree.proof(i))) for i in indices)
-        return RoundAnswers(self.round_seed, (GpuAnswers(0, answers),))
+    buffer = io.BytesIO()
+    torch.jit.save(torch.jit.script(Net()), buffer)
+    return buffer.getvalue()
 
 
-def _pog_round(d: Demo, provider: str, prover, uuid_hash: bytes, gpu_name: str) -> None:
-    s = d.s
-    pog, challenges, registry = s.contract("ProofOfGpu"), s.contract("ChallengeManager"), s.contract("ProviderRegistry")
-    address = d.parties[provider].address
-    d.send("verifier", pog.functions.requestRound(address, POG_N))
-    round_id = pog.functions.roundCount().call()
-    s.mine(2)  # the seed is the hash of the block after the request
-    d.send("verifier", pog.functions.fixSeed(round_id))
-    seed = pog.functions.round(round_id).call()[-1]
-
-    checker = PogChecker(k=K, dtype="fp32", answer_window_s=120)
-    checker.open_round(seed, [PogChecker.claim(uuid_hash, gpu_name, n=POG_N)])
-    commitment = prover.commit_round(seed, POG_N)
-    checker.receive_commitment(encode_commitment(commitment))
-    d.send(provider, pog.functions.commitRoots(round_id, [g.root for g in commitment.gpus]))
-    d.log(f"PoG round {round_id}: {provider} committed root 0x{commitment.gpus[0].root.hex()[:16]}… at n={POG_N}")
-
-    d.send("verifier", challenges.functions.challengePog(round_id, 0, K), value=BOND)
-    challenge_id = challenges.functions.challengeCount().call()
-    s.mine(2)  # challenge indices come from the hash of the block after the challenge
-    d.send("verifier", challenges.functions.fixRandomness(challenge_id))
-    randomness = challenges.functions.challenge(challenge_id).call()[12]
-    checker.reveal(randomness)
-    answers = prover.answer_round(randomness, K)
-    gpu = answers.gpus[0]
-    d.send(provider, challenges.functions.respond(
-        challenge_id, [a.data for a in gpu.answers], [list(a.siblings) for a in gpu.answers]))
-    round_verdict = checker.judge(encode_answers(answers))
-    verdict = round_verdict.gpus[0]
-    measured_ms = int(round_verdict.seed_to_root_s * 1000)
-
-    if verdict.passed:
-        d.log(f"  verifier: all {K} chunks exact; class {verdict.gpu_class}, {verdict.tflops * 1000:.1f} GFLOPS")
-        d.send("verifier", pog.functions.attest(
-            round_id, measured_ms, _bytes32(verdict.gpu_class or ""), int(verdict.tflops * 1000), True))
-        s.advance(challenges.functions.fraudWindow().call() + 1)
-        d.send("verifier", challenges.functions.settle(challenge_id))
-        d.log(f"  challenge {challenge_id} settled: bond (minus fee) paid to {provider}")
-        return
-
-    error = verdict.error
-    d.log(f"  verifier: [red]{verdict.failure}[/red]")
-    if isinstance(error, WrongElement):
-        answer = next(a for a in gpu.answers if a.index == error.index)
-        d.send("verifier", challenges.functions.proveFraud(
-            challenge_id, answer.index, answer.data, list(answer.siblings), error.offset))
-        d.log(f"  fraud proven on-chain (element recomputed by the contract): {provider} slashed")
-    d.send("verifier", pog.functions.attest(round_id, measured_ms, _bytes32(""), 0, False))
-    _round_id, _class, _tflops, passed, _at = registry.functions.pogStatusOf(address).call()
-    d.log(f"  registry records {provider}'s PoG round {round_id} as passed={passed}")
+def job_inputs(seed: int) -> list[bytes]:
+    rng = np.random.default_rng(seed)
+    return [encode_output(rng.standard_normal(8).astype(np.float32)) for _ in range(JOB_ITEMS)]
 
 
-def _bytes32(text: str) -> bytes:
-    return text.encode()[:32].ljust(32, b"\0")
+class Renter:
+    """A renter with its own keystore: its backend session and its wallet."""
+
+    def __init__(self, market: LocalMarket, party: Party) -> None:
+        self.name = party.name
+        account = load_account(party.keystore, KEYSTORE_PASSWORD)
+        self.client = BackendClient.connect(market.backend_url, account)
+        self.wallet = Wallet(market.chain.rpc_url, account, market.deployment_file)
+
+    def start_lease(self, provider: str, gpus: int, seconds: int) -> int:
+        leases = self.wallet.contract("LeaseManager")
+        cost = leases.functions.leaseCost(provider, gpus, seconds).call()
+        receipt = self.wallet.send(leases.functions.startLease(provider, gpus, seconds), value=cost)
+        return leases.events.LeaseStarted().process_receipt(receipt)[0]["args"]["leaseId"]
+
+    def end_lease(self, lease_id: int) -> None:
+        self.wallet.send(self.wallet.contract("LeaseManager").functions.endLease(lease_id))
 
 
-def _job(d: Demo, uuid_hash: bytes) -> None:
-    """A batch job: the provider runs a small model over 16 items and commits their digests."""
-    s = d.s
-    escrow = s.contract("JobEscrow")
-    provider = d.parties["honest"].address
-    rng = np.random.default_rng(1)
-    weights = rng.standard_normal((8, 4)).astype(np.float32)
-    inputs = rng.standard_normal((16, 8)).astype(np.float32)
-    spec = {"model": "0x" + keccak256(weights.tobytes()).hex(), "inputs": "0x" + keccak256(inputs.tobytes()).hex(),
-            "batch": 16, "tolerance": 0.0}
-    spec_hash = keccak256(json.dumps(spec, sort_keys=True, separators=(",", ":")).encode())
-    price = ETH // 20
-    d.send("renter", escrow.functions.createJob(provider, spec_hash, price, s.now() + 3600), value=price)
-    job_id = escrow.functions.jobCount().call()
-    d.send("honest", escrow.functions.acceptJob(job_id))
-    outputs = np.tanh(inputs @ weights)
-    digests = [keccak256(row.tobytes()) for row in outputs]
-    tree = MerkleTree([leaf_hash(x) for x in digests])
-    d.send("honest", escrow.functions.commitResult(job_id, tree.root, len(digests), keccak256(outputs.tobytes())))
-    d.log(f"job {job_id}: {len(digests)} items, output root 0x{tree.root.hex()[:16]}… committed; challenge window open")
-    s.advance(escrow.functions.challengeWindow().call() + 1)
-    d.send("renter", escrow.functions.finalize(job_id))
-    d.log(f"job {job_id}: finalized after the window: provider paid price minus {escrow.functions.protocolFeeBps().call() / 100:.0f}% fee")
+class Scenario:
+    def __init__(self, market: LocalMarket, console: Console, timeout_s: float) -> None:
+        self.market, self.console, self.timeout_s = market, console, timeout_s
+        self.feed = MarketFeed(market)
+        self.started = time.monotonic()
+
+    def follow(self, what: str, done: Callable[[], bool], timeout_s: float | None = None) -> None:
+        """Prints the market's news until `done`; a step that never comes fails with the logs."""
+        end = time.monotonic() + (timeout_s or self.timeout_s)
+        while True:
+            for line in self.feed.poll():
+                self.console.log(line)
+            if done():
+                return
+            if time.monotonic() > end:
+                tails = "\n".join(f"--- {name} ---\n{s.tail(1500)}" for name, s in self.market.services.items())
+                raise DemoError(f"timed out waiting for {what}\n{tails}")
+            for name, service in self.market.services.items():
+                if not service.alive:
+                    raise DemoError(f"{name} exited while waiting for {what}:\n{service.tail()}")
+            time.sleep(0.5)
+
+    def listed(self, name: str) -> bool:
+        address = self.market.parties[name].address.lower()
+        try:
+            return bool(self.market.api(f"/providers/{address}").get("pog_passed"))  # type: ignore[union-attr]
+        except Exception:  # not indexed yet
+            return False
+
+    def run(self) -> tuple[int, int, int]:
+        m = self.market
+        self.follow("both providers to pass Proof of GPU", lambda: self.listed("honest") and self.listed("cheater"))
+        alice, bob = (Renter(m, p) for p in m.renters())
+        model = alice.client.push_model(demo_model(), "demo-net.pt", "torchscript", private=False)["content_hash"]
+        self.console.log(f"{alice.name} pushed model {model[:18]}… to the hub")
+        honest_job = self._submit(alice, model, "honest", seed=1)
+        cheater_job = self._submit(bob, model, "cheater", seed=2)
+        self.follow(f"job {honest_job} to be committed", lambda: self.feed.state("job", honest_job) == "committed")
+
+        lease_id = alice.start_lease(m.parties["honest"].address, 1, 600)
+        self.follow("the honest provider's miner to yield to the lease", lambda: self.feed.state("mining", "honest") == "leased", 60)
+        time.sleep(3)
+        alice.end_lease(lease_id)
+        self.follow(f"lease {lease_id} to end and mining to resume",
+                    lambda: self.feed.state("lease", lease_id) == "ended" and self.feed.state("mining", "honest") == "mining", 60)
+
+        cheater = m.parties["cheater"].address.lower()
+
+        def settled() -> bool:
+            slashed_twice = sum(e.kind == "slash" and e.text.startswith("[bold red]cheater") for e in self.feed.events) >= 2
+            return (self.feed.state("job", honest_job) == "finalized" and self.feed.state("job", cheater_job) == "refunded"
+                    and slashed_twice)
+
+        self.follow("the honest job to be paid, the cheater's job refunded and the cheater slashed twice "
+                    f"(PoG fraud and job fault; {cheater[:10]})", settled)
+        return honest_job, cheater_job, lease_id
+
+    def _submit(self, renter: Renter, model: str, provider: str, seed: int) -> int:
+        funded: FundedJob = submit_job(renter.client, renter.wallet, model, job_inputs(seed), MAX_PRICE_WEI,
+                                       provider=self.market.parties[provider].address, batch_size=4,
+                                       tolerance_ppm=1000)
+        self.console.log(f"{renter.name} submits job {funded.job_id}: {JOB_ITEMS} items to {provider} for "
+                         f"{eth(funded.price_wei)} ETH (spec 0x{funded.spec_hash.hex()[:16]}…)")
+        return funded.job_id
 
 
-def _lease(d: Demo) -> None:
-    s = d.s
-    leases = s.contract("LeaseManager")
-    provider = d.parties["honest"].address
-    cost = leases.functions.leaseCost(provider, 1, 3600).call()
-    d.send("renter", leases.functions.startLease(provider, 1, 3600), value=cost)
-    lease_id = leases.functions.leaseCount().call()
-    s.advance(1200)
-    d.send("renter", leases.functions.endLease(lease_id))
-    d.log(f"lease {lease_id}: 1 GPU for 1 h paid {Web3.from_wei(cost, 'ether')} ETH, ended after 20 min: unused time refunded")
-
-
-def _withdraw_all(d: Demo) -> None:
-    s = d.s
-    for party in d.parties:
-        address = d.parties[party].address
-        for name, fn in (("JobEscrow", lambda c: c.functions.withdraw(ZERO_ADDRESS)),
-                         ("LeaseManager", lambda c: c.functions.withdraw()),
-                         ("ChallengeManager", lambda c: c.functions.withdraw()),
-                         ("Staking", lambda c: c.functions.withdraw())):
-            contract = s.contract(name)
-            owed = (contract.functions.owedTo(ZERO_ADDRESS, address) if name == "JobEscrow"
-                    else contract.functions.owedTo(address)).call()
-            if owed:
-                d.send(party, fn(contract))
-
-
-def run(console: Console | None = None) -> dict[str, int]:
-    """Runs the scenario; returns each party's balance change in wei (for tests)."""
+def run(console: Console | None = None, root: Path | None = None, plan: MarketPlan = DEMO_PLAN,
+        timeout_s: float = 240.0) -> DemoResult:
+    """Runs the scenario; stops every process it started, also on Ctrl-C or an error."""
     console = console or Console()
-    with LocalChain(port=free_port()) as chain:
-        console.log(f"anvil at {chain.rpc_url}")
-        deployment = deploy_all(Deployer.connect(chain.rpc_url))
-        s = ChainSession.connect(chain.rpc_url, deployment)
-        console.log(f"deployed {len(deployment.contracts)} contracts on chain {deployment.chain_id}")
-        d = Demo(s, console)
-        # The deployer (account 0) is the treasury: it collects protocol fees and slash shares.
-        for i, name in enumerate(("treasury", "honest", "cheater", "renter", "verifier")):
-            d.parties[name] = Party(name, s.accounts[i], s.balance(s.accounts[i]))
-
-        staking, registry = s.contract("Staking"), s.contract("ProviderRegistry")
-        device = cpu_device()
-        cheater_uuid = keccak256(b"GPU-cheater-0")
-        for party in ("honest", "cheater", "verifier"):
-            d.send(party, staking.functions.stake(), value=STAKE)
-        d.send("honest", registry.functions.register(_bytes32("CPU"), [device.uuid_hash], 10**16, 10**12, "demo://honest"))
-        d.send("cheater", registry.functions.register(_bytes32("CPU"), [cheater_uuid], 10**16, 10**12, "demo://cheater"))
-        d.log("providers and verifier staked 5 ETH each; providers registered one device each")
-
-        _pog_round(d, "honest", PogProver([device], dtype="fp32"), device.uuid_hash, "CPU")
-        _pog_round(d, "cheater", SkippingProver(cheater_uuid), cheater_uuid, "CPU")
-        _job(d, device.uuid_hash)
-        _lease(d)
-        _withdraw_all(d)
-
-        table = Table(title="balances (ETH): before, after, change, gas paid")
-        for column in ("party", "before", "after", "change", "gas", "staked"):
-            table.add_column(column, justify="right" if column != "party" else "left")
-        changes = {}
-        for party in d.parties.values():
-            after = s.balance(party.address)
-            changes[party.name] = after - party.start
-            table.add_row(party.name, _eth(party.start), _eth(after), _eth(after - party.start),
-                          _eth(party.gas_wei), _eth(staking.functions.stakeOf(party.address).call()))
-        console.print(table)
-        contracts = Table(title="contract balances (ETH)")
-        contracts.add_column("contract")
-        contracts.add_column("holds", justify="right")
-        held = 0
-        for name in ("Staking", "JobEscrow", "LeaseManager", "ChallengeManager"):
-            balance = s.balance(deployment.contract(name).address)
-            held += balance
-            contracts.add_row(name, _eth(balance))
-        console.print(contracts)
-        # Every wei is accounted for: what the parties lost beyond gas sits in the contracts
-        # (stakes still bonded), and nothing else holds ETH.
-        unaccounted = sum(changes.values()) + sum(p.gas_wei for p in d.parties.values()) + held
-        console.print(f"every wei accounted for: {'yes' if unaccounted == 0 else f'NO ({unaccounted} wei)'}")
-        if unaccounted:
-            raise RuntimeError(f"{unaccounted} wei unaccounted for")
-        return changes
+    root = root or Path(tempfile.mkdtemp(prefix="unchained-demo-"))
+    market = LocalMarket(plan, root)
+    try:
+        market.start_infrastructure(console.log)
+        ledger = market.ledger().open()
+        market.start_parties(console.log)
+        scenario = Scenario(market, console, timeout_s)
+        honest_job, cheater_job, lease_id = scenario.run()
+        console.log("providers and verifiers stop; every party withdraws what the contracts owe it")
+        market.stop_parties()
+        market.withdraw_all()
+        accounts = ledger.close()
+        _print_summary(console, market, scenario.feed, accounts)
+        return DemoResult(accounts, honest_job, cheater_job, lease_id, scenario.feed, root)
+    finally:
+        console.log("stopping every process")
+        market.stop()
+        console.log(f"logs in {root / 'logs'}")
 
 
-def _eth(wei: int) -> str:
-    return f"{wei / ETH:,.6f}"
+def _print_summary(console: Console, market: LocalMarket, feed: MarketFeed, accounts: Accounts) -> None:
+    s = market.session
+    staking = s.contract("Staking")
+    table = Table(title="balances (ETH): before, after, change, gas paid, stake still bonded")
+    for column in ("party", "address", "before", "after", "change", "gas", "staked"):
+        table.add_column(column, justify="left" if column in ("party", "address") else "right")
+    for name, party in market.parties.items():
+        table.add_row(name, party.address[:10] + "…", eth(accounts.before[name]), eth(accounts.after[name]),
+                      eth(accounts.change(name)), eth(accounts.gas[name]),
+                      eth(staking.functions.stakeOf(party.address).call()))
+    console.print(table)
+    held = Table(title="contract balances (ETH)")
+    for column in ("contract", "before", "after"):
+        held.add_column(column, justify="left" if column == "contract" else "right")
+    for name in accounts.held_before:
+        held.add_row(name, eth(accounts.held_before[name]), eth(accounts.held_after[name]))
+    console.print(held)
+    counts = Table(title="what happened")
+    counts.add_column("")
+    counts.add_column("count", justify="right")
+    for label, kind, state in (("PoG rounds passed", "pog", "passed"), ("PoG rounds failed", "pog", "failed"),
+                               ("jobs finalized (provider paid)", "job", "finalized"),
+                               ("jobs refunded", "job", "refunded"), ("leases ended", "lease", "ended"),
+                               ("challenges opened", "challenge", "open"), ("slashes", "slash", "slashed"),
+                               ("miner pauses", "mining", "paused"), ("miner yields to a lease", "mining", "leased")):
+        counts.add_row(label, str(sum(e.kind == kind and e.state == state for e in feed.events)))
+    console.print(counts)
+    verdict = "yes" if accounts.unaccounted == 0 else f"[red]NO: {accounts.unaccounted} wei[/red]"
+    console.print(f"every wei accounted for (parties' change + gas + contracts' change = 0): {verdict}")
+    if accounts.unaccounted:
+        raise DemoError(f"{accounts.unaccounted} wei unaccounted for")

@@ -92,11 +92,32 @@ def deploy(
 
 
 @app.command()
-def demo() -> None:
-    """Run the market on one machine: chain, contracts, providers (one cheats), renter, verifier."""
-    from unchained_cli.demo import run
+def demo(
+    data_dir: Annotated[Optional[Path], typer.Option(help="Where the market keeps its chain files, "
+                                                         "database, keystores and logs; default: a new temp dir.")] = None,
+    broker: Annotated[Optional[str], typer.Option(help="Celery broker URL; default: a private redis-server "
+                                                       "if installed, else SQLite (sqla+sqlite:///).")] = None,
+) -> None:
+    """Run the whole market here: chain, backend, broker, two providers (one cheats), verifiers, renters."""
+    import dataclasses
+    import signal
 
-    run(console)
+    from unchained_cli.demo import DEMO_PLAN, DemoError, run
+    from unchained_cli.market import MarketError
+
+    def interrupted(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, interrupted)
+    plan = dataclasses.replace(DEMO_PLAN, broker_url=broker) if broker else DEMO_PLAN
+    try:
+        run(console, data_dir, plan)
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted: every process the demo started is stopped[/yellow]")
+        raise typer.Exit(130) from None
+    except (DemoError, MarketError, ChainError, DeployError) as exc:
+        console.print(f"[red]demo failed:[/red] {exc}")
+        raise typer.Exit(1) from exc
 
 
 @app.command()

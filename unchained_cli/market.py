@@ -44,10 +44,11 @@ DEV_MNEMONIC = "test test test test test test test test test test test junk"
 KEYSTORE_PASSWORD = "unchained-local-market"  # protects public development keys only
 
 # Windows short enough to watch a challenge end to end in real time, each still shorter than the
-# unbonding delay so that a stake can always be slashed.
+# unbonding delay so that a stake can always be slashed, and long enough for a verifier on a busy
+# 2-core machine (a re-execution of a few items takes 5-15 s there) to act inside them.
 FAST_PARAMS = DeployParams(
-    challenge_window=45, pog_commit_window=60, root_challenge_period=600, response_window=20,
-    fraud_window=10, vote_window=15, escalation_window=20, unbonding_delay=3600)
+    challenge_window=45, pog_commit_window=60, root_challenge_period=600, response_window=30,
+    fraud_window=10, vote_window=45, escalation_window=40, unbonding_delay=3600)
 
 
 class MarketError(RuntimeError):
@@ -71,7 +72,7 @@ class MarketPlan:
     renters: tuple[int, ...]
     treasury: int = 0  # the deployer: protocol fees and slash shares go there
     params: DeployParams = FAST_PARAMS
-    block_time: float = 1.0  # real blocks: randomness and deadlines move on their own
+    block_time: float = 1.0  # an empty block this often when idle; transactions are mined at once
     broker_url: str | None = None  # None: a private redis-server if installed, else SQLite
     pog_interval_s: float = 30.0
     pog_jitter_s: float = 2.0
@@ -297,7 +298,7 @@ class LocalMarket:
         self.root = root.resolve()
         self.root.mkdir(parents=True, exist_ok=True)
         self.services: dict[str, Service] = {}
-        self.chain = LocalChain(port=free_port(), block_time=plan.block_time, accounts=plan.accounts)
+        self.chain = LocalChain(port=free_port(), block_time=plan.block_time, accounts=plan.accounts, mixed_mining=True)
         self.broker = Broker.choose(self.root, plan.broker_url)
         self.backend_port = free_port()
         self.metrics_ports: dict[str, int] = {}
@@ -332,7 +333,8 @@ class LocalMarket:
     def start_infrastructure(self, on_step: Callable[[str], object] = lambda _: None) -> None:
         """The chain with the contracts, the broker and the backend: what the operator runs."""
         self.chain.start()
-        on_step(f"anvil at {self.chain.rpc_url} ({self.plan.block_time:g} s blocks)")
+        on_step(f"anvil at {self.chain.rpc_url} (transactions mined at once, a block every "
+                f"{self.plan.block_time:g} s when idle)")
         params = replace(self.plan.params, treasury=self.parties["treasury"].address)
         deployer = Deployer.connect(self.chain.rpc_url)
         self.deployment = deploy_all(deployer, params)
@@ -355,6 +357,13 @@ class LocalMarket:
         for i in range(len(self.plan.verifiers)):
             self.start_verifier(f"verifier-{i + 1}")
         on_step(f"{len(self.plan.verifiers)} verifier(s) running")
+
+    def stop_parties(self) -> None:
+        """Stops the provider agents and verifiers (the backend, broker and chain stay up), e.g.
+        before their owners act from the same accounts by hand."""
+        for name in reversed(list(self.services)):
+            if name != "backend":
+                self.services[name].stop()
 
     def stop(self) -> None:
         for name in reversed(list(self.services)):
@@ -487,7 +496,8 @@ class LocalMarket:
 
     def withdraw_all(self, names: Iterable[str] | None = None) -> None:
         """Every party pulls what the payout contracts owe it (as each would, with its own key:
-        anvil's unlocked development accounts stand in for their wallets here)."""
+        anvil's unlocked development accounts stand in for their wallets here). Stop the
+        parties' services first: two senders on one account race for its nonces."""
         s = self.session
         assert s is not None
         for name in names or self.parties:
