@@ -512,4 +512,5 @@ class LocalMarket:
 
 
 def eth(wei: int) -> str:
-    return f"{Web3.from_wei(wei, 'ether'):,.6f}"
+    sign = "-" if wei < 0 else ""
+    return f"{sign}{Web3.from_wei(abs(wei), 'ether'):,.6f}"

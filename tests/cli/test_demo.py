@@ -1,21 +1,74 @@
-"""`unchained demo` end to end on anvil: the cheater is slashed, the honest provider paid."""
+"""`unchained demo` end to end, as CI runs it: the whole market as real processes.
 
+The scenario must end the way the README says: the honest provider's job paid after its window,
+the cheater's garbage job refunded to its renter after a committee vote, the cheater slashed for
+its PoG fraud and for the job, the lease refunded with the miner yielding to it and resuming,
+every wei accounted for, and no process left behind, also when the demo is interrupted.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
 from io import StringIO
+from pathlib import Path
 
+import psutil
 from rich.console import Console
 
-from unchained_cli.demo import STAKE, run
+from unchained_cli.demo import run
+
+REPO = Path(__file__).resolve().parents[2]
 
 
-def test_demo_slashes_the_skipping_prover_and_accounts_for_every_wei():
+def test_the_demo_pays_the_honest_provider_refunds_the_cheaters_renter_and_slashes_the_cheater(tmp_path: Path) -> None:
     out = StringIO()
-    changes = run(Console(file=out, width=200))
-    text = out.getvalue()
-    assert "fraud proven on-chain" in text
-    assert "all 32 chunks exact" in text
-    assert "every wei accounted for: yes" in text
-    # The cheater lost more than its gas: part of its stake is gone for good.
-    assert "cheater's PoG round 2 as passed=False" in text
-    # The verifier earned the slash reward; the treasury earned fees and its slash share.
-    assert changes["treasury"] > 0
-    assert changes["verifier"] > -STAKE
+    result = run(Console(file=out, width=200), tmp_path / "market")
+    text, feed = out.getvalue(), result.feed
+    assert feed.state("job", result.honest_job) == "finalized"
+    assert feed.state("job", result.cheater_job) == "refunded"
+    # Both PoG classes were identified before any job, and the cheater's later round failed.
+    assert feed.seen("pog", "passed") and feed.seen("pog", "failed")
+    assert "class CPU" in text
+    # The cheater was caught twice: its PoG fraud proven on-chain, its job voted at fault.
+    challenges = {e.subject: e.text for e in feed.events if e.kind == "challenge" and e.state == "provider_faulted"}
+    assert any("PoG round" in t and "cheater" in t for t in challenges.values())
+    assert any(f"job {result.cheater_job}" in t for t in challenges.values())
+    assert sum(e.kind == "slash" and "cheater slashed" in e.text for e in feed.events) >= 2
+    assert not any(e.kind == "slash" and "honest slashed" in e.text for e in feed.events)
+    # The lease took the honest provider's GPU from its miner, which resumed after it.
+    assert feed.state("lease", result.lease_id) == "ended" and feed.seen("mining", "leased")
+    assert feed.state("mining", "honest") == "mining"
+    # Money: nothing lost, the renters of the cheater made whole, the honest side paid.
+    accounts = result.accounts
+    assert accounts.unaccounted == 0
+    assert "every wei accounted for (parties' change + gas + contracts' change = 0): yes" in text
+    assert accounts.change("honest") + accounts.gas["honest"] > -3 * 10**18  # stake still bonded, nothing slashed
+    assert accounts.change("treasury") > 0  # fees and slash shares, withdrawn
+
+
+def test_an_interrupted_demo_stops_every_process_it_started(tmp_path: Path) -> None:
+    log = tmp_path / "demo.out"
+    with open(log, "wb") as out:
+        demo = subprocess.Popen([sys.executable, "-m", "unchained_cli.main", "demo", "--data-dir", str(tmp_path / "m")],
+                                cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
+                                env={**os.environ, "COLUMNS": "200"})
+    try:
+        end = time.monotonic() + 180
+        while "verifier(s) running" not in log.read_text() and time.monotonic() < end:
+            assert demo.poll() is None, log.read_text()
+            time.sleep(0.5)
+        children = psutil.Process(demo.pid).children(recursive=True)
+        names = " ".join(" ".join(c.cmdline()) for c in children)
+        assert "anvil" in names and "backend serve" in names and "provider run" in names and "verifier run" in names
+        demo.send_signal(signal.SIGINT)  # Ctrl-C
+        assert demo.wait(timeout=90) == 130, log.read_text()[-3000:]
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+    gone, alive = psutil.wait_procs(children, timeout=10)
+    assert not alive, [" ".join(p.cmdline()) for p in alive]
+    assert "every process the demo started is stopped" in log.read_text()
