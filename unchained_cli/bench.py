@@ -51,7 +51,7 @@ def run(selected: list[str] | None = None, path: Path = BENCHMARKS_MD) -> str:
     header = [
         "# Benchmarks",
         "",
-        "Command: `unchained bench`  ",
+        f"Command: `unchained bench{''.join(f' --only {n}' for n in selected or [])}`  ",
         f"Date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC  ",
         f"Machine: {machine()}  ",
         f"Load average at the start (other work on the machine skews timings): {os.getloadavg()[0]:.2f}",
@@ -133,6 +133,13 @@ def colocation_section() -> str:
     return "\n".join(lines)
 
 
+def load_section() -> str:
+    from unchained_cli import bench_load
+
+    return bench_load.load_section()
+
+
 SECTIONS: dict[str, Callable[[], str]] = {
     "gas": gas_section, "pog": pog_section, "dispatch": dispatch_section, "colocation": colocation_section,
+    "load": load_section,
 }

@@ -122,7 +122,7 @@ def demo(
 
 @app.command()
 def bench(
-    only: Annotated[Optional[list[str]], typer.Option(help="Run and print only these sections (gas, pog); the file is left as it is.")] = None,
+    only: Annotated[Optional[list[str]], typer.Option(help="Run and print only these sections (gas, pog, dispatch, colocation, load); the file is left as it is.")] = None,
 ) -> None:
     """Run every benchmark and rewrite docs/BENCHMARKS.md (machine, command and date included)."""
     from unchained_cli.bench import BENCHMARKS_MD, run
@@ -133,7 +133,7 @@ def bench(
     except ValueError as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from exc
-    console.print(text)
+    console.print(text, markup=False, soft_wrap=True)  # markdown tables, never wrapped
     if not only:
         console.print(f"wrote {BENCHMARKS_MD}")
 

@@ -1,0 +1,331 @@
+"""Load benchmark: many renters buy jobs from several providers on one machine, all settled.
+
+The whole market runs as real processes (unchained_cli/market.py: anvil, a private Redis, the
+backend, provider agents, a verifier). Renter threads, each with its own keystore, fund jobs through `backend.renter.submit_job` and spread them round-robin over the
+providers; the run ends when every job is settled on-chain (the providers finalize their own
+jobs once the challenge window is over). Run by `unchained bench` (section `load`) and, with a
+tiny load, by tests/cli/test_bench_load.py.
+
+Clocks: a submit is timed on the renter's clock (uploads, quote, spec, funding transaction up
+to its receipt); funded -> committed and funded -> finalized are block timestamps (JobCreated,
+ResultCommitted, JobFinalized), so they have a 1 s resolution; throughput is over the whole run
+on the local clock, from the first submit until every job is seen settled.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+from rich.console import Console
+from web3.contract import Contract
+from web3.types import EventData
+
+from backend.client import BackendClient
+from backend.errors import BackendError
+from backend.renter import submit_job
+from backend.wallet import Wallet, load_account
+from protocol.jobs import encode_output
+from unchained_cli.market import (
+    ETH, FAST_PARAMS, KEYSTORE_PASSWORD, LocalMarket, MarketError, MarketPlan, Party, ProviderPlan, wait_for)
+
+MAX_PRICE_WEI = ETH // 20
+POLL_S = 1.0
+
+
+@dataclass(frozen=True)
+class Load:
+    providers: int = 5
+    renters: int = 20
+    jobs_per_renter: int = 10
+    items_per_job: int = 4
+    challenge_window_s: int = 20  # FAST_PARAMS says 45; shorter so the run is not mostly waiting
+    settle_timeout_s: float = 1200.0
+
+    @property
+    def jobs(self) -> int:
+        return self.renters * self.jobs_per_renter
+
+
+@dataclass(frozen=True)
+class Submitted:
+    job_id: int
+    provider: str  # lower-case address
+    items: int
+    submit_s: float  # local clock, the whole submit_job call
+    funded_s: float  # local clock, since the first submit
+
+
+@dataclass
+class LoadResult:
+    load: Load
+    submitted: list[Submitted]
+    submit_errors: list[str]
+    created: dict[int, int]  # job id -> block timestamp of JobCreated
+    committed: dict[int, int]  # ... of ResultCommitted
+    finalized: dict[int, list[int]]  # ... of every JobFinalized (exactly one each when all is well)
+    refunded: dict[int, str]  # job id -> why (event, and the provider's failure report if any)
+    wall_s: float  # first submit until every job was seen settled (or the timeout)
+    funding_s: float  # first submit until the last job was funded
+    unaccounted: int  # Ledger after withdraw_all: wei lost or created, 0 when nothing is
+    providers: dict[str, str] = field(default_factory=dict)  # address -> name
+
+    @property
+    def unsettled(self) -> list[int]:
+        done = self.finalized.keys() | self.refunded.keys()
+        return sorted(s.job_id for s in self.submitted if s.job_id not in done)
+
+    @property
+    def finalized_twice(self) -> list[int]:
+        return sorted(j for j, times in self.finalized.items() if len(times) > 1)
+
+    @property
+    def all_settled(self) -> bool:
+        """Every requested job funded and finalized exactly once, none refunded, no wei lost."""
+        ids = {s.job_id for s in self.submitted}
+        return (len(ids) == self.load.jobs and not self.submit_errors and set(self.finalized) == ids
+                and not self.finalized_twice and not self.refunded and self.unaccounted == 0)
+
+
+def plan_for(load: Load) -> MarketPlan:
+    """Providers on anvil keys 1..P, one verifier after them, then the renters. PoG runs once
+    per provider at the start (interval one hour): the run measures jobs, not PoG rounds."""
+    providers = tuple(ProviderPlan(f"provider-{i + 1}", 1 + i, mining=False) for i in range(load.providers))
+    verifier = load.providers + 1
+    return MarketPlan(providers=providers, verifiers=(verifier,),
+                      renters=tuple(range(verifier + 1, verifier + 1 + load.renters)),
+                      params=replace(FAST_PARAMS, challenge_window=load.challenge_window_s),
+                      pog_interval_s=3600.0)
+
+
+def tiny_model() -> bytes:
+    """TorchScript of a 8 -> 4 linear layer with tanh: the job is the market, not the model."""
+    torch.manual_seed(0)
+    module = torch.jit.script(torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.Tanh()))
+    buffer = io.BytesIO()
+    torch.jit.save(module, buffer)
+    return buffer.getvalue()
+
+
+def job_inputs(renter: int, job: int, items: int) -> list[bytes]:
+    """Distinct items per job, so no upload or output is a cached duplicate of another."""
+    rng = np.random.default_rng([renter, job])
+    return [encode_output(rng.standard_normal(8).astype(np.float32)) for _ in range(items)]
+
+
+def percentile(values: list[float], p: float) -> float:
+    """Nearest-rank percentile (p in 0..100) of a non-empty list."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
+
+
+def run(load: Load, root: Path, console: Console) -> LoadResult:
+    market = LocalMarket(plan_for(load), root)
+    try:
+        market.start(console.log)
+        providers = market.providers()
+        wait_pog(market, providers)
+        console.log(f"{len(providers)} providers passed Proof of GPU; {load.renters} renters start "
+                    f"{load.jobs} jobs of {load.items_per_job} items (challenge window {load.challenge_window_s} s)")
+        ledger = market.ledger().open()
+        model_hash = push_model(market, market.renters()[0])
+        result = drive(market, load, model_hash, providers, ledger.start_block, console)
+        market.withdraw_all()
+        result.unaccounted = ledger.close().unaccounted
+        result.providers = {p.address.lower(): p.name for p in providers}
+        return result
+    finally:
+        market.stop()
+
+
+def wait_pog(market: LocalMarket, providers: list[Party], timeout: float = 300.0) -> None:
+    def passed() -> bool:
+        return all(market.api(f"/providers/{p.address}").get("pog_passed") for p in providers)
+
+    if not wait_for(passed, timeout, 1.0):
+        raise MarketError(f"providers did not pass Proof of GPU in {timeout:.0f} s:\n"
+                          f"{market.services['verifier-1'].tail()}")
+
+
+def push_model(market: LocalMarket, renter: Party) -> str:
+    client = BackendClient.connect(market.backend_url, load_account(renter.keystore, KEYSTORE_PASSWORD))
+    try:
+        return client.push_model(tiny_model(), "load-tiny.pt", "torchscript", private=False)["content_hash"]
+    finally:
+        client.close()
+
+
+def drive(market: LocalMarket, load: Load, model_hash: str, providers: list[Party], first_block: int,
+          console: Console) -> LoadResult:
+    """Renter threads submit; this thread follows the chain until every funded job settles."""
+    submitted: list[Submitted] = []
+    errors: list[str] = []
+    lock = threading.Lock()
+    start = time.monotonic()
+
+    def renter_loop(index: int, renter: Party) -> None:
+        account = load_account(renter.keystore, KEYSTORE_PASSWORD)
+        client = BackendClient.connect(market.backend_url, account)
+        wallet = Wallet(market.chain.rpc_url, account, market.deployment_file)
+        try:
+            for j in range(load.jobs_per_renter):
+                provider = providers[(index * load.jobs_per_renter + j) % len(providers)]
+                began = time.monotonic()
+                try:
+                    job = submit_job(client, wallet, model_hash, job_inputs(index, j, load.items_per_job),
+                                     MAX_PRICE_WEI, provider=provider.address)
+                except BackendError as exc:
+                    with lock:
+                        errors.append(f"{renter.name} job {j}: {exc}")
+                    continue
+                now = time.monotonic()
+                with lock:
+                    submitted.append(Submitted(job.job_id, job.provider, load.items_per_job,
+                                               now - began, now - start))
+        finally:
+            client.close()
+
+    reader = EventReader(market.session.contract("JobEscrow"), first_block)
+    with ThreadPoolExecutor(max_workers=load.renters, thread_name_prefix="renter") as pool:
+        futures = [pool.submit(renter_loop, i, r) for i, r in enumerate(market.renters())]
+        last_said = ""
+        while True:
+            submitting = not all(f.done() for f in futures)
+            events = reader.read()
+            with lock:
+                ids = {s.job_id for s in submitted}
+                failed = len(errors)
+            settled = ids & (set(events.finalized) | set(events.refunded))
+            said = (f"funded {len(ids)}/{load.jobs} (errors {failed}), committed {len(ids & set(events.committed))}, "
+                    f"settled {len(settled)}")
+            if said != last_said:
+                console.log(said)
+                last_said = said
+            if not submitting and settled == ids:
+                break
+            if time.monotonic() - start > load.settle_timeout_s:
+                console.log(f"[red]timeout after {load.settle_timeout_s:.0f} s: {len(ids - settled)} jobs unsettled")
+                break
+            time.sleep(POLL_S)
+        for f in futures:
+            f.result()  # re-raises what killed a renter thread other than a BackendError
+    wall = time.monotonic() - start
+    refunded = {j: f"{why}: {market.api(f'/jobs/{j}').get('failure') or 'no failure report'}"
+                for j, why in events.refunded.items() if j in ids}
+    return LoadResult(load, sorted(submitted, key=lambda s: s.job_id), errors, events.created, events.committed,
+                      events.finalized, refunded, wall, max((s.funded_s for s in submitted), default=0.0), 0)
+
+
+@dataclass
+class Events:
+    """The escrow's job events since the run began, by job id, with their block timestamps."""
+
+    created: dict[int, int] = field(default_factory=dict)
+    committed: dict[int, int] = field(default_factory=dict)
+    finalized: dict[int, list[int]] = field(default_factory=dict)
+    refunded: dict[int, str] = field(default_factory=dict)  # job id -> the refunding event
+
+
+@dataclass
+class EventReader:
+    escrow: Contract
+    first_block: int
+    stamps: dict[int, int] = field(default_factory=dict)  # block number -> timestamp, read once each
+
+    def read(self) -> Events:
+        out = Events()
+        out.created = {e.args.jobId: self._stamp(e) for e in self._logs("JobCreated")}
+        out.committed = {e.args.jobId: self._stamp(e) for e in self._logs("ResultCommitted")}
+        for e in self._logs("JobFinalized"):
+            out.finalized.setdefault(e.args.jobId, []).append(self._stamp(e))
+        for name in ("JobExpired", "JobCancelled"):
+            out.refunded.update({e.args.jobId: name for e in self._logs(name)})
+        out.refunded.update({e.args.jobId: "JobUnfrozen (provider at fault)" for e in self._logs("JobUnfrozen")
+                             if e.args.providerAtFault})
+        return out
+
+    def _logs(self, event: str) -> list[EventData]:
+        return getattr(self.escrow.events, event)().get_logs(from_block=self.first_block)
+
+    def _stamp(self, log: EventData) -> int:
+        if log.blockNumber not in self.stamps:
+            self.stamps[log.blockNumber] = self.escrow.w3.eth.get_block(log.blockNumber)["timestamp"]
+        return self.stamps[log.blockNumber]
+
+
+def section(result: LoadResult) -> str:
+    load, jobs, created, committed = result.load, result.submitted, result.created, result.committed
+    to_commit = [committed[s.job_id] - created[s.job_id] for s in jobs if s.job_id in committed]
+    to_final = [result.finalized[s.job_id][0] - created[s.job_id] for s in jobs if s.job_id in result.finalized]
+    final_lag = [result.finalized[s.job_id][0] - committed[s.job_id] for s in jobs if s.job_id in result.finalized]
+    submit_ms = [s.submit_s * 1000 for s in jobs]
+    settled = [s for s in jobs if s.job_id in result.finalized]
+    items = sum(s.items for s in settled)
+    funding_rate = len(jobs) / max(result.funding_s, 1e-9)
+    # A provider's service time: the gaps between its consecutive commits (its worker runs one job at a time).
+    gaps: list[float] = []
+    per_provider = []
+    for address, name in sorted(result.providers.items(), key=lambda kv: kv[1]):
+        times = sorted(committed[s.job_id] for s in jobs if s.provider == address and s.job_id in committed)
+        gaps += [b - a for a, b in zip(times, times[1:])]
+        per_provider.append(f"{name} {sum(1 for s in jobs if s.provider == address)}")
+    gap = percentile(gaps, 50) if gaps else float("nan")
+    capacity = load.providers / gap if gap else float("inf")  # jobs/s the providers commit together
+
+    def row(name: str, values: list[float], unit: str) -> str:
+        if not values:
+            return f"| {name} | {unit} | | | | | 0 |"
+        cells = " | ".join(f"{percentile(values, p):,.1f}" for p in (50, 90, 99)) + f" | {max(values):,.1f}"
+        return f"| {name} | {unit} | {cells} | {len(values)} |"
+
+    lines = [
+        f"## Load ({load.jobs} jobs from {load.renters} renter wallets across {load.providers} providers, "
+        f"{load.items_per_job} items each; anvil mines each transaction at once, challenge window "
+        f"{load.challenge_window_s} s)",
+        "",
+        f"All settled: **{'yes' if result.all_settled else 'no'}**: {len(settled)} of {load.jobs} jobs finalized "
+        f"(each exactly once: {'yes' if not result.finalized_twice else f'no, twice: {result.finalized_twice}'}), "
+        f"{len(result.refunded)} refunded, {len(result.unsettled)} unsettled, "
+        f"{len(result.submit_errors)} submit errors; "
+        f"unaccounted wei after every party withdrew: {result.unaccounted}. "
+        f"Jobs per provider: {', '.join(per_provider)}.",
+        "",
+        "| latency | clock | p50 | p90 | p99 | max | jobs |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+        row("submit (upload, quote, spec, funding tx to receipt)", submit_ms, "renter, ms"),
+        row("funded (JobCreated) -> committed", to_commit, "block time, s"),
+        row("funded (JobCreated) -> finalized", to_final, "block time, s"),
+        row(f"committed -> finalized (window {load.challenge_window_s} s)", final_lag, "block time, s"),
+        "",
+        f"Throughput over the whole run ({result.wall_s:.0f} s from the first submit until all were settled): "
+        f"**{len(settled) / result.wall_s:.2f} jobs/s, {items / result.wall_s:.1f} items/s**.",
+        "",
+        f"Where the time goes: funding: all {len(jobs)} jobs were funded in {result.funding_s:.0f} s "
+        f"({funding_rate:.2f} jobs/s); a renter waits for each funding receipt before its next job (its wallet "
+        f"reads the pending nonce). Providers: a worker runs one job at a time (accept tx, the model in a fresh "
+        f"sandboxed child process, commit tx); the median gap between one provider's commits was {gap:.0f} s, "
+        f"about {capacity:.2f} jobs/s for {load.providers} providers on this machine; each heartbeat (2 s) then "
+        f"finalizes due jobs one receipt at a time. The slower of the two bounds the run: "
+        f"**{'the providers' if capacity < funding_rate else 'funding'}**.",
+    ]
+    problems = result.submit_errors[:5] + [f"job {j} refunded: {why}" for j, why in sorted(result.refunded.items())[:5]]
+    if result.unsettled:
+        problems.append(f"unsettled jobs: {result.unsettled[:20]}")
+    if problems:
+        lines += ["", "Failures:", "", *(f"- {p}" for p in problems)]
+    lines += ["", "Method: unchained_cli/bench_load.py (PoG once per provider before the run; no mining)."]
+    return "\n".join(lines)
+
+
+def load_section(load: Load = Load()) -> str:
+    """`unchained bench` section `load`: progress goes to stderr, the market to a temporary folder."""
+    with tempfile.TemporaryDirectory(prefix="unchained-load-") as root:
+        return section(run(load, Path(root), Console(stderr=True)))
