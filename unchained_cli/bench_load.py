@@ -1,9 +1,10 @@
 """Load benchmark: many renters buy jobs from several providers on one machine, all settled.
 
 The whole market runs as real processes (unchained_cli/market.py: anvil, a private Redis, the
-backend, provider agents, a verifier). Renter threads, each with its own keystore, fund jobs through `backend.renter.submit_job` and spread them round-robin over the
-providers; the run ends when every job is settled on-chain (the providers finalize their own
-jobs once the challenge window is over). Run by `unchained bench` (section `load`) and, with a
+backend, provider agents, a verifier). Renter threads, each with its own keystore, fund jobs
+through `backend.renter.submit_job` and spread them round-robin over the providers; the run ends
+when every job is settled on-chain (the providers finalize their own jobs once the challenge
+window is over). Run by `unchained bench` (section `load`) and, with a
 tiny load, by tests/cli/test_bench_load.py.
 
 Clocks: a submit is timed on the renter's clock (uploads, quote, spec, funding transaction up
