@@ -17,7 +17,6 @@ import shutil
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -46,23 +45,15 @@ from provider_agent.chain import JobStatus
 from provider_agent.settings import Settings as ProviderSettings
 from unchained_cli.chain import LocalChain, free_port
 from unchained_cli.deploy import Deployer, deploy_all, write_deployment
+from unchained_cli.market import DEV_MNEMONIC, wait_for
 from unchained_cli.session import ChainSession
 
 REPO = Path(__file__).resolve().parents[2]
 ETH = 10**18
 PASSWORD = "e2e-test-password"
-ANVIL_MNEMONIC = "test test test test test test test test test test test junk"  # development keys only
+ANVIL_MNEMONIC = DEV_MNEMONIC
 PROVIDER, RENTER, VERIFIER = 1, 3, 4  # anvil account indices
 ITEMS = [np.random.default_rng(i).standard_normal(8).astype(np.float32) for i in range(6)]
-
-
-def wait_for(predicate: Callable[[], object], timeout: float, interval: float = 0.2) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return bool(predicate())
 
 
 def keystore(directory: Path, index: int) -> tuple[Path, str]:
