@@ -234,18 +234,22 @@ class Ledger:
     held_before: dict[str, int] = field(default_factory=dict)
 
     def open(self) -> Ledger:
-        self.start_block = self.session.web3.eth.block_number
-        self.before = {n: self.session.balance(a) for n, a in self.parties.items()}
-        self.held_before = {n: self.session.balance(a) for n, a in self.contracts.items()}
+        # Balances and gas are read at one block: another may be mined (every second) meanwhile.
+        self.start_block = block = self.session.web3.eth.block_number
+        self.before = self._balances(self.parties, block)
+        self.held_before = self._balances(self.contracts, block)
         return self
 
-    def gas_paid(self) -> dict[str, int]:
-        """Fees of every transaction each party sent since the ledger opened (read from the blocks,
-        since each party sends from its own process)."""
+    def _balances(self, addresses: dict[str, str], block: int) -> dict[str, int]:
+        return {n: self.session.web3.eth.get_balance(a, block) for n, a in addresses.items()}
+
+    def gas_paid(self, end_block: int) -> dict[str, int]:
+        """Fees of every transaction each party sent after the ledger opened, up to `end_block`
+        (read from the blocks, since each party sends from its own process)."""
         web3 = self.session.web3
         by_address = {a.lower(): n for n, a in self.parties.items()}
         paid = dict.fromkeys(self.parties, 0)
-        for number in range(self.start_block + 1, web3.eth.block_number + 1):
+        for number in range(self.start_block + 1, end_block + 1):
             for receipt in web3.eth.get_block_receipts(number):
                 name = by_address.get(receipt["from"].lower())
                 if name is not None:
@@ -253,9 +257,9 @@ class Ledger:
         return paid
 
     def close(self) -> Accounts:
-        after = {n: self.session.balance(a) for n, a in self.parties.items()}
-        held = {n: self.session.balance(a) for n, a in self.contracts.items()}
-        return Accounts(self.before, after, self.gas_paid(), self.held_before, held)
+        block = self.session.web3.eth.block_number
+        return Accounts(self.before, self._balances(self.parties, block), self.gas_paid(block), self.held_before,
+                        self._balances(self.contracts, block))
 
 
 @dataclass(frozen=True)
