@@ -155,10 +155,14 @@ class JobService:
         if job.provider.lower() != self.chain.address.lower():
             raise NotOurJob(job_id, job.provider)
         if job.status in (JobStatus.COMMITTED, JobStatus.FINALIZED):
-            self.store.update(job_id, COMMITTED, root=job.output_root, item_count=job.item_count)
+            settled = FINALIZED if job.status == JobStatus.FINALIZED else COMMITTED
+            self.store.update(job_id, settled, root=job.output_root, item_count=job.item_count)
             logger.info("job %s: already committed on-chain (root 0x%s)", job_id, job.output_root.hex())
+            # A redelivery may come from a backend that lost its outputs (a database rebuilt
+            # from events): ask it what it holds instead of trusting our "uploaded" marker, or
+            # verifiers find the items missing and challenge an honest result.
             return JobOutcome(job_id, "already-committed", "0x" + job.output_root.hex(), job.item_count,
-                              uploaded=self._upload_if_pending(job_id))
+                              uploaded=self._upload_if_pending(job_id, recheck=True))
         if job.status == JobStatus.REFUNDED:
             self.store.update(job_id, REFUNDED)
             return JobOutcome(job_id, "refunded")
@@ -309,11 +313,12 @@ class JobService:
         return [r.job_id for r in self.store.all() if r.status == COMMITTED
                 and self.outputs.digests(r.job_id) is not None and not self.outputs.uploaded(r.job_id)]
 
-    def _upload_if_pending(self, job_id: int) -> bool | None:
-        """Uploads right after the commit; a failure is logged and leaves the upload pending."""
+    def _upload_if_pending(self, job_id: int, recheck: bool = False) -> bool | None:
+        """Uploads right after the commit (`recheck`: whatever the backend lacks, even if all was
+        sent once); a failure is logged and leaves the upload pending."""
         if self.backend is None or self.outputs.digests(job_id) is None:
             return None
-        if self.outputs.uploaded(job_id):
+        if self.outputs.uploaded(job_id) and not recheck:
             return True
         try:
             self.upload_outputs(job_id)

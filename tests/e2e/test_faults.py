@@ -254,6 +254,9 @@ def test_backend_database_deleted_is_rebuilt_from_the_chain_without_paying_twice
                         > redelivered[job_id], 60, 0.5), market.services[provider].tail()
         assert len(events(market, "JobEscrow", "ResultCommitted", jobId=job_id)) == 1
         assert settlements(market, job_id) == 1
+        # The outputs went with the database; the agent sends them again, so renters keep their results.
+        assert wait_for(lambda: all(i["digest"] for i in market.api(f"/jobs/{job_id}/result")["items"]), 60, 0.5), \
+            market.services[provider].tail()
 
     # The rebuilt backend takes new work: the hub and the specs are gone with the database, so
     # the renter pushes its model again; the agent signs in again.
