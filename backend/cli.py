@@ -15,7 +15,7 @@ from web3 import Web3
 
 from backend.client import BackendClient
 from backend.errors import BackendError
-from backend.renter import submit_job
+from backend.renter import end_lease, start_lease, submit_job
 from backend.settings import get_settings
 from backend.wallet import Wallet, load_account
 from protocol.errors import ProtocolError
@@ -264,15 +264,11 @@ def lease_start(
     """Pay up front for GPUs of a provider; unused time is refunded when you stop."""
     try:
         wallet = Wallet(rpc, load_account(keystore), deployment)
-        leases = wallet.contract("LeaseManager")
-        address, seconds = Web3.to_checksum_address(provider), int(hours * 3600)
-        cost = leases.functions.leaseCost(address, gpus, seconds).call()
-        receipt = wallet.send(leases.functions.startLease(address, gpus, seconds), value=cost)
-        lease_id = leases.events.LeaseStarted().process_receipt(receipt)[0]["args"]["leaseId"]
+        lease_id, cost, tx_hash = start_lease(wallet, provider, gpus, int(hours * 3600))
     except (BackendError, ValueError) as exc:
         raise _fail(exc) from exc
     console.print(f"lease {lease_id}: {gpus} GPU(s) of {provider} for {hours} h, paid "
-                  f"{Web3.from_wei(cost, 'ether')} ETH (tx 0x{bytes(receipt['transactionHash']).hex()})")
+                  f"{Web3.from_wei(cost, 'ether')} ETH (tx 0x{tx_hash.hex()})")
 
 
 @lease_app.command("stop")
@@ -284,14 +280,11 @@ def lease_stop(
 ) -> None:
     """End a lease now; the provider earns the elapsed time, you are refunded the rest."""
     try:
-        wallet = Wallet(rpc, load_account(keystore), deployment)
-        leases = wallet.contract("LeaseManager")
-        receipt = wallet.send(leases.functions.endLease(lease_id))
-        ended = leases.events.LeaseEnded().process_receipt(receipt)[0]["args"]
+        earned, refund, _tx = end_lease(Wallet(rpc, load_account(keystore), deployment), lease_id)
     except BackendError as exc:
         raise _fail(exc) from exc
-    console.print(f"lease {lease_id} ended: provider earned {Web3.from_wei(ended['providerEarned'], 'ether')} ETH, "
-                  f"refund {Web3.from_wei(ended['renterRefund'], 'ether')} ETH (withdraw it from LeaseManager)")
+    console.print(f"lease {lease_id} ended: provider earned {Web3.from_wei(earned, 'ether')} ETH, "
+                  f"refund {Web3.from_wei(refund, 'ether')} ETH (withdraw it from LeaseManager)")
 
 
 __all__ = ["backend_app", "job_app", "lease_app", "model_app"]

@@ -58,3 +58,20 @@ def submit_job(client: BackendClient, wallet: Wallet, model_hash: str, inputs: S
                           value=price)
     job_id = escrow.events.JobCreated().process_receipt(receipt)[0]["args"]["jobId"]
     return FundedJob(job_id, chosen, price, spec.spec_hash, bytes(receipt["transactionHash"]))
+
+
+def start_lease(wallet: Wallet, provider: str, gpus: int, seconds: int) -> tuple[int, int, bytes]:
+    """Pays up front for `gpus` GPUs of `provider` for `seconds`; returns (lease id, cost, tx hash)."""
+    leases = wallet.contract("LeaseManager")
+    address = Web3.to_checksum_address(provider)
+    cost = leases.functions.leaseCost(address, gpus, seconds).call()
+    receipt = wallet.send(leases.functions.startLease(address, gpus, seconds), value=cost)
+    return leases.events.LeaseStarted().process_receipt(receipt)[0]["args"]["leaseId"], cost, bytes(receipt["transactionHash"])
+
+
+def end_lease(wallet: Wallet, lease_id: int) -> tuple[int, int, bytes]:
+    """Ends a lease now; returns (provider earned, renter refund, tx hash) in wei."""
+    leases = wallet.contract("LeaseManager")
+    receipt = wallet.send(leases.functions.endLease(lease_id))
+    ended = leases.events.LeaseEnded().process_receipt(receipt)[0]["args"]
+    return ended["providerEarned"], ended["renterRefund"], bytes(receipt["transactionHash"])

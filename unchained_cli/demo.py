@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.table import Table
 
 from backend.client import BackendClient
-from backend.renter import FundedJob, submit_job
+from backend.renter import FundedJob, end_lease, start_lease, submit_job
 from backend.wallet import Wallet, load_account
 from protocol.jobs import encode_output
 from unchained_cli.feed import MarketFeed
@@ -88,15 +88,6 @@ class Renter:
         self.client = BackendClient.connect(market.backend_url, account)
         self.wallet = Wallet(market.chain.rpc_url, account, market.deployment_file)
 
-    def start_lease(self, provider: str, gpus: int, seconds: int) -> int:
-        leases = self.wallet.contract("LeaseManager")
-        cost = leases.functions.leaseCost(provider, gpus, seconds).call()
-        receipt = self.wallet.send(leases.functions.startLease(provider, gpus, seconds), value=cost)
-        return leases.events.LeaseStarted().process_receipt(receipt)[0]["args"]["leaseId"]
-
-    def end_lease(self, lease_id: int) -> None:
-        self.wallet.send(self.wallet.contract("LeaseManager").functions.endLease(lease_id))
-
 
 class Scenario:
     def __init__(self, market: LocalMarket, console: Console, timeout_s: float) -> None:
@@ -137,10 +128,10 @@ class Scenario:
         cheater_job = self._submit(bob, model, "cheater", seed=2)
         self.follow(f"job {honest_job} to be committed", lambda: self.feed.state("job", honest_job) == "committed")
 
-        lease_id = alice.start_lease(m.parties["honest"].address, 1, 600)
+        lease_id, _cost, _tx = start_lease(alice.wallet, m.parties["honest"].address, 1, 600)
         self.follow("the honest provider's miner to yield to the lease", lambda: self.feed.state("mining", "honest") == "leased", 60)
         time.sleep(3)
-        alice.end_lease(lease_id)
+        end_lease(alice.wallet, lease_id)
         self.follow(f"lease {lease_id} to end and mining to resume",
                     lambda: self.feed.state("lease", lease_id) == "ended" and self.feed.state("mining", "honest") == "mining", 60)
 
