@@ -473,18 +473,6 @@ class LocalMarket:
             "audit_backoff_s": 1.0, "reexec_memory_bytes": 3 << 30, "reexec_timeout_s": 60}.items()}
         return self._launch(name, ["verifier", "run"], env)
 
-    def restart(self, name: str, kill: bool = False) -> Service:
-        """Stops one service (SIGKILL with `kill`, as a crash would) and starts it again."""
-        self.services[name].stop(kill=kill)
-        if name == "backend":
-            self.start_backend()
-        elif name.startswith("verifier-"):
-            self.start_verifier(name)
-        else:
-            self.start_provider(name)
-            self.wait_provider(name)
-        return self.services[name]
-
     # -- what parties see --------------------------------------------------------------------
 
     def api(self, path: str, **params: object) -> object:
