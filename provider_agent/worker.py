@@ -13,6 +13,10 @@ sweep runs rarely), so on start the worker also re-enqueues every job its local 
 started by a process that is gone: a killed job resumes at once, and the late redelivery of the
 original message finds the job committed and does nothing.
 
+On the embedded SQLite broker (Celery's SQLAlchemy transport) there is no visibility timeout:
+a message a killed worker had taken is never handed out again, and the start-up re-enqueue
+above is what resumes its job.
+
 Output uploads that failed after a commit (`JobOutcome.uploaded` false) get a task of their
 own, `upload_outputs`, retried with a doubling countdown while the backend cannot take them
 (unreachable, or behind the chain); an upload the backend refuses outright fails its task (with
