@@ -108,6 +108,14 @@ def demo(
     def interrupted(signum: int, _frame: object) -> None:
         raise KeyboardInterrupt(f"signal {signum}")
 
+    from protocol.tasks import BadBrokerUrl, result_backend_url
+
+    if broker:
+        try:
+            result_backend_url(broker)  # the services would refuse it later, one by one
+        except BadBrokerUrl as exc:
+            console.print(f"[red]error:[/red] --broker: {exc}")
+            raise typer.Exit(2) from exc
     signal.signal(signal.SIGTERM, interrupted)
     plan = dataclasses.replace(DEMO_PLAN, broker_url=broker) if broker else DEMO_PLAN
     try:

@@ -72,3 +72,12 @@ def test_an_interrupted_demo_stops_every_process_it_started(tmp_path: Path) -> N
     gone, alive = psutil.wait_procs(children, timeout=10)
     assert not alive, [" ".join(p.cmdline()) for p in alive]
     assert "every process the demo started is stopped" in log.read_text()
+
+
+def test_a_broker_no_service_could_use_is_refused_before_anything_starts() -> None:
+    from typer.testing import CliRunner
+
+    from unchained_cli.main import app
+
+    result = CliRunner().invoke(app, ["demo", "--broker", "amqp://guest@localhost//"])
+    assert result.exit_code == 2 and "not a Redis or sqla+sqlite:/// broker" in result.output
