@@ -40,15 +40,13 @@ class Dispatcher:
     def on_new_events(self, events: Sequence[Event]) -> None:
         """Indexer hook: every newly confirmed JobCreated is a funded job to dispatch; a lease
         that starts or ends is told to its provider (its miner yields the GPUs, then resumes)."""
-        leases: dict[int, str] = {}
         for event in events:
             if event.contract == "JobEscrow" and event.name == "JobCreated":
                 self.dispatch(int(event.args["jobId"]), str(event.args["provider"]))
             elif event.contract == "LeaseManager" and event.name == "LeaseStarted":
-                leases[int(event.args["leaseId"])] = str(event.args["provider"])
                 self.notify_lease(int(event.args["leaseId"]), str(event.args["provider"]))
             elif event.contract == "LeaseManager" and event.name == "LeaseEnded":
-                provider = leases.get(int(event.args["leaseId"])) or self._lease_provider(int(event.args["leaseId"]))
+                provider = self._lease_provider(int(event.args["leaseId"]))  # the hook runs after the commit
                 if provider is not None:
                     self.notify_lease(int(event.args["leaseId"]), provider)
 
