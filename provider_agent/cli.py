@@ -134,6 +134,7 @@ def provider_run(
     import getpass
     import os
     import threading
+    import time
 
     from protocol.tasks import provider_queue
     from provider_agent.agent import get_agent
@@ -167,13 +168,16 @@ def provider_run(
     def heartbeat() -> None:
         # Challenges must be answered before their deadlines; refunds for failed jobs fall due
         # at their deadlines, payment for committed ones at the end of their challenge windows;
-        # the yield floor follows the miner.
+        # the yield floor follows the miner, published less often (each time is a transaction).
+        published_at = float("-inf")
         while not stop.wait(settings.heartbeat_s):
             try:
                 agent.answer_open_challenges()
                 agent.jobs.refund_failed()
                 agent.jobs.finalize_due()
-                agent.publish_yield()
+                if time.monotonic() - published_at >= settings.yield_publish_s:
+                    agent.publish_yield()
+                    published_at = time.monotonic()
             except ProviderAgentError as err:
                 console.print(f"[yellow]heartbeat: {err}[/yellow]")
             except Exception as err:  # the next beat may succeed (node back, nonce freed): never let the thread die

@@ -69,7 +69,10 @@ class Settings(BaseModel):
     # What the reference miner's work would earn (wei per 10^12 hashes): converts hash rate into
     # the yield floor under the price per GPU-hour.
     mining_wei_per_terahash: int = 10**13
-    heartbeat_s: float = 3600.0  # refunds due and the yield floor are checked this often
+    # Open challenges, refunds and payments due are checked this often: well inside the
+    # contracts' response window (30 min by default), or an honest provider is slashed for silence.
+    heartbeat_s: float = 15.0
+    yield_publish_s: float = 3600.0  # the mining yield floor goes on-chain this often (a transaction)
     metrics_port: int | None = Field(default=None, description="serve /metrics on this port")
 
     @classmethod
