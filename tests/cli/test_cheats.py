@@ -8,8 +8,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -27,6 +25,7 @@ from provider_agent.agent import Agent
 from provider_agent.gpus import Device
 from provider_agent.worker import TASK_ANSWER_CHALLENGE
 from tests.provider_agent.conftest import ETH, PASSWORD, keystore, market, redis_url, settings_for  # noqa: F401
+from tests.e2e.test_market_job import Worker
 from tests.provider_agent.test_pog_with_verifier import BlockProducer
 from unchained_cli import cheats
 from unchained_cli.cheats import CheatPlan, CheatSpecError, PogCheat, SkippingProver, parse
@@ -199,26 +198,6 @@ def test_a_process_with_a_bad_cheat_refuses_to_start():
     assert "UNCHAINED_CHEAT: job-every='zero': the value must be a positive integer" in done.stderr
 
 
-@contextmanager
-def cheating_worker(settings, queue: str, cheat: str, log: Path) -> Iterator[None]:  # type: ignore[no-untyped-def]
-    """The provider agent's Celery worker process, configured by environment, with the cheat planted."""
-    env = cheater_env(cheat)
-    for name, value in settings.model_dump().items():
-        if value is not None:
-            env[f"UNCHAINED_PROVIDER_{name.upper()}"] = str(
-                value.get_secret_value() if hasattr(value, "get_secret_value") else value)
-    with open(log, "ab") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "provider_agent.worker:app", "worker", "-Q", queue, "-P", "solo",
-             "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "info"],
-            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=err)
-    try:
-        yield
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-
-
 def test_real_worker_passes_round_one_cheats_in_round_two_and_is_slashed_by_a_fraud_proof(
         settings_for, market, redis_url, tmp_path):  # noqa: F811  (fixtures)
     settings = settings_for(broker_url=redis_url, keystore_password=PASSWORD, gpu_model="CPU")
@@ -229,19 +208,23 @@ def test_real_worker_passes_round_one_cheats_in_round_two_and_is_slashed_by_a_fr
     client = Celery("verifier-test", broker=redis_url, backend=redis_url, set_as_current=False)
     client.conf.update(task_serializer="json", result_serializer="json", accept_content=["json"])
     queue, log = provider_queue(market.provider), tmp_path / "worker.log"
-    with cheating_worker(settings, queue, "pog-from-round=2", log), BlockProducer(s):
-        link = CeleryProverLink(client, market.provider, commit_timeout_s=120, answer_timeout_s=60)
-        assert OnchainPog(verifier, link, dtype="fp32", n=N).run_round(market.provider).passed, log.read_text()
+    worker = Worker(settings, queue, log, cheat="pog-from-round=2")
+    try:
+        with BlockProducer(s):
+            link = CeleryProverLink(client, market.provider, commit_timeout_s=120, answer_timeout_s=60)
+            assert OnchainPog(verifier, link, dtype="fp32", n=N).run_round(market.provider).passed, log.read_text()
 
-        pog = OnchainPog(verifier, link, dtype="fp32", n=N)
-        second = pog.run_round(market.provider)
-        assert not second.passed and isinstance(second.verdict.gpus[0].error, WrongElement)
-        [challenge_id] = second.challenge_ids
-        assert pog.follow_up(challenge_id) is ChallengeState.WAITING
-        s.mine(2)  # the challenge's indices are readable from the next block on
-        stake = s.contract("Staking").functions.stakeOf(market.provider).call()
-        # The worker answers from the fake it committed (as the agent's heartbeat would).
-        client.send_task(TASK_ANSWER_CHALLENGE, (challenge_id,), queue=queue).get(timeout=60)
-        assert pog.follow_up(challenge_id) is ChallengeState.SLASHED_FRAUD
+            pog = OnchainPog(verifier, link, dtype="fp32", n=N)
+            second = pog.run_round(market.provider)
+            assert not second.passed and isinstance(second.verdict.gpus[0].error, WrongElement)
+            [challenge_id] = second.challenge_ids
+            assert pog.follow_up(challenge_id) is ChallengeState.WAITING
+            s.mine(2)  # the challenge's indices are readable from the next block on
+            stake = s.contract("Staking").functions.stakeOf(market.provider).call()
+            # The worker answers from the fake it committed (as the agent's heartbeat would).
+            client.send_task(TASK_ANSWER_CHALLENGE, (challenge_id,), queue=queue).get(timeout=60)
+            assert pog.follow_up(challenge_id) is ChallengeState.SLASHED_FRAUD
+    finally:
+        worker.stop()
     assert s.contract("Staking").functions.stakeOf(market.provider).call() < stake
     assert "PoG round 2 of this process commits random values" in log.read_text()

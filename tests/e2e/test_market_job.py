@@ -45,7 +45,8 @@ from provider_agent.chain import JobStatus
 from provider_agent.settings import Settings as ProviderSettings
 from unchained_cli.chain import LocalChain, free_port
 from unchained_cli.deploy import Deployer, deploy_all, write_deployment
-from unchained_cli.market import DEV_MNEMONIC, wait_for
+from unchained_cli.cheats import CHEAT_ENV
+from unchained_cli.market import CHEATER_SITE, DEV_MNEMONIC, wait_for
 from unchained_cli.session import ChainSession
 
 REPO = Path(__file__).resolve().parents[2]
@@ -141,10 +142,14 @@ def lagging_market(tmp_path_factory: pytest.TempPathFactory, redis_url: str) -> 
 
 
 class Worker:
-    """The provider agent's Celery worker as its own process, configured by environment."""
+    """The provider agent's Celery worker as its own process, configured by environment; with
+    `cheat`, the cheater's site first on its path and UNCHAINED_CHEAT set (unchained_cli/cheats.py),
+    both inherited by its model child."""
 
-    def __init__(self, settings: ProviderSettings, queue: str, log: Path) -> None:
+    def __init__(self, settings: ProviderSettings, queue: str, log: Path, cheat: str | None = None) -> None:
         env = {**os.environ, "PYTHONPATH": str(REPO)}
+        if cheat is not None:
+            env.update({"PYTHONPATH": f"{CHEATER_SITE}{os.pathsep}{REPO}", CHEAT_ENV: cheat})
         for name, value in settings.model_dump().items():
             if value is not None:
                 env[f"UNCHAINED_PROVIDER_{name.upper()}"] = str(

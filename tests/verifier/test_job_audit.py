@@ -11,8 +11,6 @@ child (a `sitecustomize` on its path that corrupts every fifth item before it is
 from __future__ import annotations
 
 import logging
-import os
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -42,7 +40,6 @@ from test_market_job import (  # noqa: E402,F401  (fixtures)
 from protocol.jobs import JobSpec  # noqa: E402
 from protocol.merkle import keccak256  # noqa: E402
 from provider_agent.agent import Agent  # noqa: E402
-from unchained_cli import cheats  # noqa: E402
 from unchained_cli.chain import free_port  # noqa: E402
 from verifier.backend_client import BackendRefused, BackendUnavailable, VerifierBackend  # noqa: E402
 from verifier.chain import VerifierChain  # noqa: E402
@@ -190,25 +187,11 @@ def test_false_claim_against_an_honest_job_loses_the_committee_vote(
     assert staking.functions.stakeOf(honest_job.provider).call() == provider_stake
 
 
-CHEATER_SITE = Path(cheats.__file__).parent / "cheater_site"
-
-
 class CheatingWorker(e2e.Worker):
-    """The provider's worker with the cheater's site first on its path and the job cheat named
-    (both inherited by its model child, where the cheat is played). e2e.Worker sets PYTHONPATH
-    itself, so the process is started here."""
+    """The provider's worker with the job cheat planted (played in its model child)."""
 
     def __init__(self, settings, queue, log) -> None:  # type: ignore[no-untyped-def]
-        env = {**os.environ, "PYTHONPATH": f"{CHEATER_SITE}{os.pathsep}{e2e.REPO}", cheats.CHEAT_ENV: "job-every=5"}
-        for name, value in settings.model_dump().items():
-            if value is not None:
-                env[f"UNCHAINED_PROVIDER_{name.upper()}"] = str(
-                    value.get_secret_value() if hasattr(value, "get_secret_value") else value)
-        self.log = log
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "provider_agent.worker:app", "worker", "-Q", queue, "-P",
-             "solo", "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "info"],
-            cwd=e2e.REPO, env=env, stdout=subprocess.DEVNULL, stderr=open(log, "ab"))
+        super().__init__(settings, queue, log, cheat="job-every=5")
 
 
 @pytest.fixture
