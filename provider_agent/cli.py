@@ -22,7 +22,7 @@ from protocol.pog.profiles import lookup, n_for
 from protocol.pog.workload import check_n
 from provider_agent import ProviderAgentError
 from provider_agent.gpus import Device, detect, resolve
-from provider_agent.pog_local import local_round
+from provider_agent.pog_local import LocalRoundResult, local_round
 from provider_agent.pog_prover import TORCH_DTYPES, default_dtype
 
 pog_app = typer.Typer(help="Proof of GPU: local benchmark and self-proof.", no_args_is_help=True)
@@ -41,8 +41,8 @@ def run(
     device: Annotated[str | None, typer.Option(help="cpu or cuda:N; default: every GPU, "
                                                     "else the CPU.")] = None,
     k: Annotated[int, typer.Option(help="Challenged chunks per device.")] = MIN_K,
-    dtype: Annotated[str | None, typer.Option(help="fp32, fp16 or bf16; default: fp32 on "
-                                                   "CPU, fp16 on GPU.")] = None,
+    dtype: Annotated[str | None, typer.Option(help="int8, fp32, fp16 or bf16; default: fp32 "
+                                                   "on CPU, int8 on GPU.")] = None,
 ) -> None:
     """Generate, multiply, commit, self-challenge and verify; print TFLOPS, time split, class."""
     try:
@@ -67,13 +67,14 @@ def run(
     rows: dict[str, list[str]] = {name: [] for name in (
         "device", "n", "bare matmul TFLOPS", "PoG TFLOPS (seed to root)", "round / bare matmul",
         "generate s", "matmul s", "commit s", "hashing s (overlapped on GPU)", "prove s",
-        "verify s (verifier CPU)", "verify / seed-to-root", "class", "verdict")}
+        "verify s (verifier CPU)", "verify / seed-to-root", "class", "devices proven", "verdict")}
     for r in results:
         work, t = r.work, r.work.timings
         values = (f"{work.device.name} ({work.device.spec})", str(work.n), f"{r.dense_tflops:.3f}",
                   f"{work.tflops:.3f}", f"{r.overhead:.2f}", f"{t.generate:.3f}",
                   f"{t.matmul:.3f}", f"{t.commit:.3f}", f"{t.hash_cpu:.3f}", f"{t.prove:.3f}",
-                  f"{r.verify_s:.4f}", f"{r.verify_ratio:.4f}", r.gpu_class or "-",
+                  f"{r.verify_s:.4f}", f"{r.verify_ratio:.4f}", _class_cell(r),
+                  f"{r.proven_devices} of {len(results)}",
                   f"[red]fail: {r.failure}[/red]" if r.failure else "[green]pass[/green]")
         for column, value in zip(rows.values(), values):
             column.append(value)
@@ -84,6 +85,15 @@ def run(
                   f"{sum(r.verify_s for r in results):.4f} s")
     if any(r.failure for r in results):
         raise typer.Exit(1)
+
+
+def _class_cell(result: LocalRoundResult) -> str:
+    """The class a verifier would name, or why it would name none (the work still passes)."""
+    if result.gpu_class:
+        return result.gpu_class
+    if result.unidentified:
+        return f"[yellow]unidentified: {result.unidentified}[/yellow]"
+    return "-"
 
 
 def _verifier_n(device: Device, dtype: str) -> int:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from protocol.errors import ProtocolError
 from protocol.pog.challenge import challenge_indices
 from protocol.pog.check import check_chunks
-from protocol.pog.profiles import identify
+from protocol.pog.profiles import Identification, identify
 from protocol.pog.workload import gpu_seed
 from provider_agent.gpus import Device
 from provider_agent.pog_prover import DeviceWork, PogProver, ProgressFn, benchmark_tflops
@@ -27,8 +27,10 @@ class LocalRoundResult:
     dense_tflops: float  # bare matmul at the same n and dtype
     seed_to_root_s: float  # all devices, wall time
     verify_s: float  # verifier CPU time for this device's answers
-    gpu_class: str | None
+    gpu_class: str | None  # named only when the rate proves it (see `unidentified`)
     failure: str | None
+    unidentified: str | None = None  # why a passing round names no class
+    proven_devices: int = 0
 
     @property
     def overhead(self) -> float:
@@ -56,24 +58,28 @@ def local_round(devices: Sequence[Device], sizes: Mapping[int, int], dtype: str,
     results = []
     for g, (gpu, answered) in enumerate(zip(commitment.gpus, answers.gpus)):
         cpu = time.process_time()
-        gpu_class, failure = _self_check(
+        found, failure = _self_check(
             devices[g], round_seed, randomness, gpu.root, sizes[g], k,
             [(a.index, a.data, a.siblings) for a in answered.answers],
-            2 * sizes[g] ** 3 / seed_to_root / 1e12, dtype, g)
-        results.append(LocalRoundResult(prover.work[g], dense[g], seed_to_root,
-                                        time.process_time() - cpu, gpu_class, failure))
+            2 * sizes[g] ** 3 / seed_to_root / 1e12, dtype, g, len(devices))
+        results.append(LocalRoundResult(
+            prover.work[g], dense[g], seed_to_root, time.process_time() - cpu,
+            found.gpu_class if found else None, failure, found.reason if found else None,
+            found.proven_devices if found else 0))
     return results
 
 
 def _self_check(device: Device, round_seed: bytes, randomness: bytes, root: bytes, n: int,
                 k: int, answers: list[tuple[int, bytes, tuple[bytes, ...]]], tflops: float,
-                dtype: str, g: int) -> tuple[str | None, str | None]:
-    """(class, None) when the answers pass as a verifier checks them, else (None, why)."""
+                dtype: str, g: int, gpu_count: int) -> tuple[Identification | None, str | None]:
+    """(identification, None) when the answers pass as a verifier checks them, else (None, why).
+
+    Every device is credited with the round's one wall time, as a verifier does."""
     try:
         wanted = challenge_indices(randomness, root, n * n // 64, k)
         if [index for index, _, _ in answers] != wanted:
             return None, "answered indices are not the challenged ones"
         check_chunks(gpu_seed(round_seed, g, device.uuid_hash), n, root, answers)
-        return identify(device.name, tflops, dtype).name, None
+        return identify(device.name, tflops, dtype, gpu_count), None
     except ProtocolError as err:
         return None, str(err)

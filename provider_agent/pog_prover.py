@@ -44,7 +44,8 @@ from provider_agent.keccak_native import native_hasher
 
 logger = logging.getLogger(__name__)
 
-TORCH_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+TORCH_DTYPES = {"int8": torch.int8, "fp32": torch.float32, "fp16": torch.float16,
+                "bf16": torch.bfloat16}
 _MASK32 = 0xFFFFFFFF
 # Words generated per CUDA block: bounds the int64 temporaries (8 nibbles each) to 256 MiB.
 _CUDA_BLOCK_WORDS = 1 << 22
@@ -65,8 +66,11 @@ class InconsistentCommitment(ProverError):
 
 
 def default_dtype(device: Device) -> str:
-    """CPU: fp32 (the only exact torch CPU path); CUDA: fp16 inputs, fp32 accumulation."""
-    return "fp32" if device.is_cpu else "fp16"
+    """CPU: fp32 (exact, and no slower than int8 in torch there); CUDA: int8 inputs with int32
+    accumulation, the fastest exact path torch has on tensor cores (twice fp16 from Turing to
+    Hopper). A verifier identifies a class only from rates near its fastest exact arithmetic
+    (protocol/pog/profiles.py), so an honest GPU uses it."""
+    return "fp32" if device.is_cpu else "int8"
 
 
 def _torch_mix(x: torch.Tensor) -> torch.Tensor:
@@ -110,7 +114,14 @@ def generate(keys: MatrixKeys, n: int, start: int, stop: int, device: str,
 
 
 def exact_matmul(a: torch.Tensor, bt: torch.Tensor) -> torch.Tensor:
-    """a · bt^T with fp32 accumulation and fp32 output, exact for PoG entries (sums < 2^24)."""
+    """a · bt^T, exact for PoG entries: int8 with int32 output, else fp32 accumulation and fp32
+    output (sums < 2^24)."""
+    if a.dtype == torch.int8:
+        try:  # cuBLASLt IMMA on CUDA (bt.T is the column-major operand it wants), oneDNN on CPU
+            return torch._int_mm(a, bt.T)
+        except RuntimeError as err:  # a GPU/torch without int8 GEMM: exact but slower path
+            logger.warning("int8 matmul unavailable (%s); using fp32", err)
+            return a.float() @ bt.float().T
     if a.dtype == torch.float32:
         return a @ bt.T
     if a.device.type != "cuda":
@@ -239,7 +250,7 @@ def compute_device(device: Device, gpu_index: int, keys: WorkloadKeys, n: int, d
                 timings.matmul += time.perf_counter() - t
                 leaves.append(hash_panel_on_device(product))
             else:
-                c = product.cpu().numpy()  # exact integers in fp32
+                c = product.cpu().numpy()  # exact integers in fp32 or int32
                 timings.matmul += time.perf_counter() - t
                 if pool is not None:
                     futures.append(pool.submit(hash_panel, c))
@@ -310,20 +321,21 @@ def benchmark_tflops(spec: str, dtype: str, n: int | None = None, warmup: int = 
     """Dense matmul TFLOPS (median of timed runs after warm-up; CUDA events on a GPU)."""
     torch_dtype = TORCH_DTYPES[dtype]
     n = n or (1024 if spec == "cpu" else 8192)
-    a = torch.randn((n, n), device=spec).to(torch_dtype)
-    b = torch.randn((n, n), device=spec).to(torch_dtype)
+    a = torch.randint(-8, 8, (n, n), device=spec).to(torch_dtype)
+    b = torch.randint(-8, 8, (n, n), device=spec).to(torch_dtype)
+    multiply = (lambda: exact_matmul(a, b)) if dtype == "int8" else (lambda: a @ b)
     for _ in range(warmup):
-        a @ b
+        multiply()
     times = []
     for _ in range(repeats):
         if spec == "cpu":
             t = time.perf_counter()
-            a @ b
+            multiply()
             times.append(time.perf_counter() - t)
         else:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
-            a @ b
+            multiply()
             end.record()
             end.synchronize()
             times.append(start.elapsed_time(end) / 1e3)

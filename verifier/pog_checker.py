@@ -7,6 +7,12 @@ protocol.pog.messages; nothing is unpickled or evaluated (DESIGN.md requirement 
 
 A round goes: open_round (seed issued, clock starts) -> receive_commitment (clock stops,
 TFLOPS = 2 n^3 / seed-to-root) -> reveal (randomness; answer clock starts) -> judge.
+
+Every claimed GPU is credited with 2 n^3 over the round's one seed-to-root time (all roots
+arrive in one message), and `protocol.pog.profiles.identify` is told how many GPUs shared that
+time: a class is named only if fewer devices of it, or a CPU server, could not have delivered
+the round's total. A GPU whose work checks out and whose rate fits its class but proves nothing
+more passes "unidentified" (gpu_class None, `unidentified` says why).
 """
 
 from __future__ import annotations
@@ -81,6 +87,10 @@ class GpuVerdict:
     checked: int
     failure: str | None = None
     error: Exception | None = field(default=None, compare=False)
+    # Fewest devices of the class that could have delivered the round's total rate.
+    proven_devices: int = 0
+    # Why a passing GPU's class is not named (a CPU server or fewer devices could do as well).
+    unidentified: str | None = None
 
 
 @dataclass(frozen=True)
@@ -110,7 +120,7 @@ class _Round:
 class PogChecker:
     """Runs the verifier's side of PoG rounds for one provider."""
 
-    def __init__(self, k: int = MIN_K, dtype: str = "fp16", answer_window_s: float = 30.0,
+    def __init__(self, k: int = MIN_K, dtype: str = "int8", answer_window_s: float = 30.0,
                  clock: Clock = time.monotonic) -> None:
         if k < MIN_K:
             raise VerifierError(f"k={k} is below the protocol minimum {MIN_K}")
@@ -121,7 +131,7 @@ class PogChecker:
         self._round: _Round | None = None
 
     @staticmethod
-    def claim(uuid_hash: bytes, name: str, n: int | None = None, dtype: str = "fp16",
+    def claim(uuid_hash: bytes, name: str, n: int | None = None, dtype: str = "int8",
               memory_share: float = 0.25) -> GpuClaim:
         """A claim with n set by the verifier from the named class (unless given for tests)."""
         if n is None:
@@ -210,10 +220,14 @@ class PogChecker:
             check_chunks(gpu_seed(rnd.seed, g, claim.uuid_hash), claim.n, commitment.root,
                          [(a.index, a.data, a.siblings) for a in gpu.answers])
             checked = len(gpu.answers)
-            profile = identify(claim.name, tflops, self.dtype)
+            found = identify(claim.name, tflops, self.dtype, len(rnd.claims))
         except (VerifierError, ProtocolError) as err:
             return GpuVerdict(g, False, None, tflops, checked, str(err), err)
-        return GpuVerdict(g, True, profile.name, tflops, checked)
+        if not found.identified:
+            logger.info("round 0x%s gpu %s: %s unidentified: %s", rnd.seed.hex(), g,
+                        found.profile.name, found.reason)
+        return GpuVerdict(g, True, found.gpu_class, tflops, checked,
+                          proven_devices=found.proven_devices, unidentified=found.reason)
 
     def _require(self, step: str, committed: bool) -> _Round:
         rnd = self._round

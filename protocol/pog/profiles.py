@@ -1,7 +1,28 @@
-"""GPU classes for Proof of GPU: peak dense throughput, memory, and how far a measurement may stray.
+"""GPU classes for Proof of GPU: what each class can reach, and what a measurement proves.
 
-The verifier, never the prover, picks n from the claimed class (`n_for`) and compares the
-throughput it measured from seed to root with the class's peak (`identify`). Peaks are the
+The verifier, never the prover, picks n from the claimed class (`n_for`) and measures the rate
+r = 2 n^3 / (seed-to-root time) of every claimed GPU of a round. `identify` then answers two
+questions (docs/PROTOCOL.md, "PoG class identification"):
+
+1. Is r consistent with the claim? It must lie in the class's band: at least `min_efficiency`
+   of the class's peak in the round's dtype (an honest prover of that dtype is not slower), at
+   most the class's *exact ceiling* (no device of the class is faster, whatever it computes in).
+   Outside the band the round fails (`ClassRejected`).
+2. Does r prove the class? Only if no cheaper setup could have produced it:
+   - fewer devices: `gpu_count` claimed GPUs of class X delivered gpu_count * r in total; if
+     gpu_count - 1 devices of X at their exact ceiling could deliver that, the round does not
+     show that each GPU did its own work (one GPU computing two GPUs' matrices one after the
+     other, or G-1 GPUs splitting G workloads).
+   - a CPU: if gpu_count * r is within `CPU_CEILING_TOPS` (the fastest two-socket servers), a
+     CPU box could have done it.
+   Otherwise the class is identified; if not, the work still counts (it was checked exactly) but
+   the verdict is "unidentified", never the class.
+
+Why an exact ceiling and not the dtype's peak: PoG entries are 4-bit integers in [-8, 8) and C
+is exact in int32, so a prover may multiply in any arithmetic that holds them (int4, int8, fp16,
+bf16, fp32, AMX, VNNI). The round's dtype only sizes n and sets the honest floor; it cannot bind
+what the prover uses. A class's ceiling is therefore its fastest exact dense path: int8 tensor
+cores on Hopper (no int4 there), int4 tensor cores on Turing, Ampere and Ada. Peaks are the
 vendors' dense (no sparsity) figures; fp16/bf16 are tensor-core rates with fp32 accumulation,
 which PoG needs for exactness (GeForce cards run those at half their fp16-accumulate rate).
 """
@@ -15,15 +36,33 @@ from dataclasses import dataclass
 from protocol.errors import ClassRejected, InvalidParameter
 from protocol.pog.workload import MAX_N, MIN_N
 
-DTYPES = ("fp16", "bf16", "fp32")
+# int8: A and Bt as int8, C as int32 (torch._int_mm); the others: A and Bt in the dtype, C fp32.
+DTYPES = ("int8", "fp16", "bf16", "fp32")
 GIB = 1 << 30
-# A, Bt as fp16/bf16 (2 bytes each) and C as fp32 (4 bytes) stay resident on the device.
-BYTES_PER_ENTRY = {"fp16": 8, "bf16": 8, "fp32": 12}
+# A, Bt (1 byte each in int8, 2 in fp16/bf16, 4 in fp32) and C (4 bytes) resident on the device.
+BYTES_PER_ENTRY = {"int8": 6, "fp16": 8, "bf16": 8, "fp32": 12}
+
+# What the fastest CPU boxes reach per arithmetic, dense peak in TFLOPS/TOPS, two sockets:
+# - int8: Intel Xeon 6980P (Granite Rapids, 128 cores), AMX: 2048 int8 ops per cycle per core
+#   at 2.0 GHz all-core: 128 * 2048 * 2.0e9 = 524.3 TOPS a socket, 1048.6 for two.
+# - bf16/fp16: the same AMX tiles at 1024 flops per cycle per core: 524.3 for two sockets
+#   (AMX-FP16 is Granite Rapids'; Sapphire Rapids has bf16 only).
+# - fp32: AMD EPYC 9965 (Zen 5, 192 cores), two 512-bit FMA pipes = 64 flops per cycle per core
+#   at 3.0 GHz: 36.9 a socket, 73.7 for two (no AMX fp32 on either vendor's parts).
+# A CPU prover uses whichever is fastest, so `CPU_EXACT_CEILING` (the maximum) is what a GPU
+# class must beat: the round's dtype cannot force a CPU into fp32. For scale, this machine's
+# 2-core Zen 4 slice measured 0.09-0.27 TFLOPS fp32 and 0.06-0.15 bf16 (tests/protocol).
+# Not covered: 4- and 8-socket servers (Sapphire Rapids 8490H x8 peaks near 1.9 POPS int8);
+# such a machine costs more than the GPUs it could pose as and is left out, as stated in
+# docs/PROTOCOL.md.
+CPU_CEILING_TOPS = {"int8": 1048.6, "fp16": 524.3, "bf16": 524.3, "fp32": 73.7}
+CPU_EXACT_CEILING = max(CPU_CEILING_TOPS.values())
 
 
 @dataclass(frozen=True)
 class GpuProfile:
-    """One class. A measurement passes when min_efficiency*peak <= tflops <= (1+tolerance)*peak."""
+    """One class. `band(dtype)` holds the rates consistent with it; `ceiling` bounds any device
+    of it in any exact arithmetic (int4/int8 tensor peaks included)."""
 
     name: str
     pattern: str
@@ -31,18 +70,31 @@ class GpuProfile:
     bf16_tflops: float
     fp32_tflops: float
     memory_gib: float
-    tolerance: float = 0.10
+    int8_tops: float = 0.0
+    int4_tops: float = 0.0  # 0: no int4 tensor cores (Hopper)
+    tolerance: float = 0.10  # boost clocks above the datasheet
+    # The honest floor relative to the dtype's peak. It only decides "consistent or not", not the
+    # class: identification rests on the exact ceiling (module docstring), so the floor can stay
+    # low enough for the PoG commitment's overhead (hashing and generation are O(n^2) and weigh
+    # on the fastest GPUs, whose rounds last about a second) without opening the 2-on-1 attack.
     min_efficiency: float = 0.30
+    is_cpu: bool = False
 
     def peak(self, dtype: str) -> float:
         if dtype not in DTYPES:
             raise InvalidParameter("dtype", dtype, f"must be one of {DTYPES}")
-        return float(getattr(self, f"{dtype}_tflops"))
+        return float(getattr(self, f"{dtype}_tops" if dtype == "int8" else f"{dtype}_tflops"))
+
+    @property
+    def ceiling(self) -> float:
+        """The highest rate any device of this class reaches on the PoG workload."""
+        fastest = max(self.fp16_tflops, self.bf16_tflops, self.fp32_tflops, self.int8_tops,
+                      self.int4_tops)
+        return fastest * (1.0 + self.tolerance)
 
     def band(self, dtype: str) -> tuple[float, float]:
-        """The accepted range of measured TFLOPS for this class and dtype."""
-        peak = self.peak(dtype)
-        return peak * self.min_efficiency, peak * (1.0 + self.tolerance)
+        """The measured rates consistent with this class in a round of `dtype`."""
+        return self.peak(dtype) * self.min_efficiency, self.ceiling
 
     def matches(self, name: str) -> bool:
         return re.search(self.pattern, name, re.IGNORECASE) is not None
@@ -50,20 +102,41 @@ class GpuProfile:
 
 # Order matters for name matching: the first pattern that matches a device name wins.
 PROFILES: tuple[GpuProfile, ...] = (
-    GpuProfile("H100 SXM", r"H100.*(SXM|HBM3)", 989.4, 989.4, 66.9, 80),
-    GpuProfile("H100 PCIe", r"H100", 756.0, 756.0, 51.2, 80),
-    GpuProfile("H200", r"H200", 989.4, 989.4, 66.9, 141),
-    GpuProfile("A100 80GB", r"A100.*80\s*GB", 312.0, 312.0, 19.5, 80),
-    GpuProfile("A100 40GB", r"A100", 312.0, 312.0, 19.5, 40),
-    GpuProfile("L40S", r"L40S", 362.1, 362.1, 91.6, 48),
-    GpuProfile("RTX 4090", r"RTX\s*4090", 165.2, 165.2, 82.6, 24),
-    GpuProfile("RTX 3090", r"RTX\s*3090", 71.0, 71.0, 35.6, 24),
-    GpuProfile("A10", r"\bA10(?![0-9])", 125.0, 125.0, 31.2, 24),
+    GpuProfile("H100 SXM", r"H100.*(SXM|HBM3)", 989.4, 989.4, 66.9, 80, 1978.9),
+    GpuProfile("H100 PCIe", r"H100", 756.0, 756.0, 51.2, 80, 1513.0),
+    GpuProfile("H200", r"H200", 989.4, 989.4, 66.9, 141, 1978.9),
+    GpuProfile("A100 80GB", r"A100.*80\s*GB", 312.0, 312.0, 19.5, 80, 624.0, 1248.0),
+    GpuProfile("A100 40GB", r"A100", 312.0, 312.0, 19.5, 40, 624.0, 1248.0),
+    GpuProfile("L40S", r"L40S", 362.1, 362.1, 91.6, 48, 733.0, 1466.0),
+    GpuProfile("RTX 4090", r"RTX\s*4090", 165.2, 165.2, 82.6, 24, 660.6, 1321.2),
+    GpuProfile("RTX 3090", r"RTX\s*3090", 71.0, 71.0, 35.6, 24, 284.0, 568.0),
+    GpuProfile("A10", r"\bA10(?![0-9])", 125.0, 125.0, 31.2, 24, 250.0, 500.0),
     # Turing has no bf16 tensor cores: torch emulates it far below the fp16 rate.
-    GpuProfile("T4", r"\bT4\b", 65.0, 8.1, 8.1, 16),
-    # A CPU is its own class: any honest rate up to a large server's ceiling, small n.
-    GpuProfile("CPU", r"^cpu", 8.0, 16.0, 4.0, 0.25, tolerance=0.0, min_efficiency=0.0),
+    GpuProfile("T4", r"\bT4\b", 65.0, 8.1, 8.1, 16, 130.0, 260.0),
+    # A CPU is its own class: any honest rate up to the fastest servers' ceiling, small n.
+    GpuProfile("CPU", r"^cpu", CPU_CEILING_TOPS["fp16"], CPU_CEILING_TOPS["bf16"],
+               CPU_CEILING_TOPS["fp32"], 0.25, CPU_CEILING_TOPS["int8"], tolerance=0.0,
+               min_efficiency=0.0, is_cpu=True),
 )
+
+
+@dataclass(frozen=True)
+class Identification:
+    """What a measurement of `gpu_count` claimed GPUs shows about one of them.
+
+    `profile` is the class the rate is consistent with; `gpu_class` is its name only when the
+    rate also proves it (`reason` says why not otherwise). `proven_devices` is the fewest
+    devices of the class that could have delivered the round's total rate.
+    """
+
+    profile: GpuProfile
+    identified: bool
+    proven_devices: int
+    reason: str | None = None
+
+    @property
+    def gpu_class(self) -> str | None:
+        return self.profile.name if self.identified else None
 
 
 def lookup(name: str) -> GpuProfile | None:
@@ -74,14 +147,26 @@ def lookup(name: str) -> GpuProfile | None:
     return None
 
 
-def identify(name: str, measured_tflops: float, dtype: str) -> GpuProfile:
-    """The class a measurement supports, or `ClassRejected`.
+def proven_devices(profile: GpuProfile, measured_tflops: float, gpu_count: int) -> int:
+    """The fewest devices of `profile` that deliver gpu_count * measured at their ceiling.
+
+    The work of G claimed GPUs divides freely (rows of C), so a rate is explained by as few
+    devices as its total over the class's exact ceiling; a small epsilon keeps an exact
+    multiple from rounding up."""
+    total = gpu_count * measured_tflops
+    return max(1, math.ceil(total / profile.ceiling - 1e-9))
+
+
+def identify(name: str, measured_tflops: float, dtype: str, gpu_count: int = 1) -> Identification:
+    """The class a measurement is consistent with and whether it proves it, or `ClassRejected`.
 
     A known name must fit its own class's band. An unknown name gets the weakest class whose
     band holds the measurement, so nobody is credited above what was measured.
     """
     if not math.isfinite(measured_tflops) or measured_tflops < 0:
         raise ClassRejected(name, measured_tflops, dtype, "not a valid measurement")
+    if not isinstance(gpu_count, int) or gpu_count < 1:
+        raise InvalidParameter("gpu_count", gpu_count, "must be a positive integer")
     claimed = lookup(name)
     if claimed is not None:
         low, high = claimed.band(dtype)
@@ -90,18 +175,46 @@ def identify(name: str, measured_tflops: float, dtype: str) -> GpuProfile:
                 name, measured_tflops, dtype,
                 f"outside {claimed.name}'s band [{low:.3f}, {high:.3f}] TFLOPS",
             )
-        return claimed
-    fits = [p for p in PROFILES if p.band(dtype)[0] <= measured_tflops <= p.band(dtype)[1]]
-    if not fits:
-        raise ClassRejected(name, measured_tflops, dtype, "no class within tolerance")
-    return min(fits, key=lambda p: p.peak(dtype))
+        profile = claimed
+    else:
+        fits = [p for p in PROFILES if p.band(dtype)[0] <= measured_tflops <= p.band(dtype)[1]]
+        if not fits:
+            raise ClassRejected(name, measured_tflops, dtype, "no class within tolerance")
+        profile = min(fits, key=lambda p: p.ceiling)
+    return _proves(profile, measured_tflops, gpu_count)
 
 
-def n_for(profile: GpuProfile, dtype: str = "fp16", memory_share: float = 0.25) -> int:
-    """The n a verifier assigns so that A, Bt and C fill `memory_share` of the class's memory."""
+def _proves(profile: GpuProfile, measured: float, gpu_count: int) -> Identification:
+    devices = proven_devices(profile, measured, gpu_count)
+    if profile.is_cpu:  # nobody gains by posing as a CPU; count as many as claimed
+        return Identification(profile, True, gpu_count)
+    total = gpu_count * measured
+    if devices < gpu_count:
+        return Identification(profile, False, devices, (
+            f"{gpu_count} x {measured:.1f} TFLOPS fits {devices} {profile.name} device(s) at "
+            f"their ceiling of {profile.ceiling:.1f} (fastest exact arithmetic)"))
+    if total <= CPU_EXACT_CEILING:
+        return Identification(profile, False, devices, (
+            f"{total:.1f} TFLOPS in all is within a CPU server's reach "
+            f"({CPU_EXACT_CEILING:.1f}, AMX int8)"))
+    return Identification(profile, True, devices)
+
+
+def identifiable_floor(profile: GpuProfile, gpu_count: int = 1) -> float:
+    """The rate per GPU above which a round of `gpu_count` GPUs of `profile` identifies it."""
+    if profile.is_cpu:
+        return 0.0
+    return max(profile.ceiling * (gpu_count - 1) / gpu_count, CPU_EXACT_CEILING / gpu_count)
+
+
+def n_for(profile: GpuProfile, dtype: str = "int8", memory_share: float = 0.25) -> int:
+    """The n a verifier assigns so that A, Bt and C fill `memory_share` of the class's memory.
+
+    Memory does not bind the prover (A and Bt regenerate from the seed block by block, so C
+    can be computed in about 1 GiB at any n); n is as large as memory allows because the
+    commitment's O(n^2) overhead shrinks against the O(n^3) multiply as n grows."""
     if not 0 < memory_share <= 0.9:
         raise InvalidParameter("memory_share", memory_share, "must be in (0, 0.9]")
     profile.peak(dtype)
     n = math.isqrt(int(profile.memory_gib * GIB * memory_share) // BYTES_PER_ENTRY[dtype])
     return max(MIN_N, min(MAX_N, n // 64 * 64))
-

@@ -86,25 +86,27 @@ def test_every_profile_names_itself():
 
 def test_identify_accepts_within_band_and_rejects_outside():
     h100 = lookup("NVIDIA H100 80GB HBM3")
-    assert identify("NVIDIA H100 80GB HBM3", 700.0, "fp16") is h100
+    assert identify("NVIDIA H100 80GB HBM3", 700.0, "fp16").profile is h100
+    assert identify("NVIDIA H100 80GB HBM3", 1400.0, "int8").gpu_class == "H100 SXM"
     with pytest.raises(ClassRejected):
         identify("NVIDIA H100 80GB HBM3", 150.0, "fp16")  # an RTX 4090's rate posing as H100
     with pytest.raises(ClassRejected):
-        identify("NVIDIA H100 80GB HBM3", 2000.0, "fp16")  # faster than any H100
+        identify("NVIDIA H100 80GB HBM3", 2500.0, "int8")  # faster than any H100 in any arithmetic
     with pytest.raises(ClassRejected):
         identify("NVIDIA H100 80GB HBM3", float("nan"), "fp16")
 
 
 def test_unknown_name_gets_the_weakest_class_that_fits():
-    assert identify("Mystery GPU", 150.0, "fp16").name == "RTX 4090"
-    assert identify("Mystery GPU", 0.05, "fp32").name == "CPU"
+    assert identify("Mystery GPU", 150.0, "fp16").profile.name == "T4"
+    assert identify("Mystery GPU", 1400.0, "int8").gpu_class == "RTX 4090"
+    assert identify("Mystery GPU", 0.05, "fp32").gpu_class == "CPU"
     with pytest.raises(ClassRejected):
         identify("Mystery GPU", 5000.0, "fp16")
 
 
 def test_n_for_fills_the_share_of_memory_and_is_valid():
     for profile in PROFILES:
-        for dtype in ("fp16", "fp32"):
+        for dtype in ("int8", "fp16", "fp32"):
             n = n_for(profile, dtype, 0.25)
             assert n % 64 == 0 and 64 <= n <= 65536
             used = n * n * BYTES_PER_ENTRY[dtype]

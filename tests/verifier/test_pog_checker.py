@@ -25,9 +25,10 @@ from protocol.pog.messages import (
     encode_answers,
     encode_commitment,
 )
+from protocol.pog.profiles import CPU_CEILING_TOPS, PROFILES, identifiable_floor
 from protocol.pog.workload import WorkloadKeys, gpu_seed, reference_product
 from provider_agent.gpus import Device
-from provider_agent.pog_prover import PogProver
+from provider_agent.pog_prover import PogProver, benchmark_tflops, compute_device
 from verifier import VerifierError
 from verifier.pog_checker import CommitmentMismatch, LateAnswer, PogChecker, RoundRefused
 
@@ -265,7 +266,8 @@ def test_measured_rate_below_the_claimed_class_is_rejected():
 
 def test_verifier_chooses_n_from_the_claimed_class():
     claim = PogChecker.claim(keccak(b"u"), "NVIDIA A100-SXM4-40GB")
-    assert claim.n == 36608
+    assert claim.n == 42240  # int8 by default: A, Bt 1 byte and C 4 bytes fill a quarter of 40 GB
+    assert PogChecker.claim(keccak(b"u"), "NVIDIA A100-SXM4-40GB", dtype="fp16").n == 36608
     with pytest.raises(VerifierError):
         PogChecker.claim(keccak(b"u"), "Unknown Accelerator 9000")
 
@@ -276,3 +278,104 @@ def test_checker_refuses_out_of_order_steps_and_small_k():
         checker.reveal(bytes(32))
     with pytest.raises(VerifierError):
         PogChecker(k=8)
+
+
+# -- Class identification attacks (issue 11): one GPU posing as two, a CPU posing as a T4 --------
+
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+class SequentialProver(PogProver):
+    """One device computing every claimed GPU's matrices one after the other (real work on
+    this CPU; the claimed UUIDs are the other GPUs it pretends to have)."""
+
+    def commit_round(self, round_seed, n, progress=None):
+        self.work = [compute_device(Device("cpu", d.name, d.uuid, 0), g,
+                                    WorkloadKeys.derive(gpu_seed(round_seed, g, d.uuid_hash)),
+                                    n, "fp32")
+                     for g, d in enumerate(self.devices)]
+        self.round_seed = round_seed
+        return RoundCommitment(round_seed, tuple(w.commitment for w in self.work))
+
+
+def device_timed_round(prover, name, n, dtype, rate_tflops, workloads_per_device, label):
+    """A real round (real products, roots and answers) whose verifier clock advances by the time
+    the prover's physical devices take at `rate_tflops` each: a device's workloads run one
+    after the other, devices run side by side. This CPU cannot run at a GPU's speed; the clock
+    is the only thing standing in for the hardware."""
+    clock = FakeClock()
+    clock.now = 0.0
+    checker = PogChecker(k=K, dtype=dtype, answer_window_s=10.0, clock=clock)
+    seed, randomness = keccak(f"seed-{label}".encode()), keccak(f"rand-{label}".encode())
+    checker.open_round(seed, [checker.claim(d.uuid_hash, name, n) for d in prover.devices])
+    commitment = prover.commit_round(seed, n)
+    clock.now += max(workloads_per_device) * 2.0 * n**3 / (rate_tflops * 1e12)
+    checker.receive_commitment(encode_commitment(commitment))
+    checker.reveal(randomness)
+    return checker.judge(encode_answers(prover.answer_round(randomness, K)))
+
+
+def gpus(count, name=H100):
+    return [Device("cpu", name, f"GPU-{name}-{i}", 0) for i in range(count)]
+
+
+@pytest.mark.parametrize("dtype,rate", [("fp16", 0.8 * 989.4), ("int8", 0.7 * 1978.9)])
+def test_one_h100_computing_two_claimed_h100s_one_after_the_other_is_not_identified(dtype, rate):
+    # Before: each claimed GPU was credited with the whole round's time against a 0.30 floor,
+    # so one H100 at 80% of its fp16 peak doing both matrices (40% each) passed as two.
+    verdict = device_timed_round(SequentialProver(gpus(2)), H100, 128, dtype, rate, [2], dtype)
+    assert all(g.checked == K for g in verdict.gpus)  # the work itself is right
+    for g in verdict.gpus:
+        assert g.gpu_class is None, g
+        assert g.proven_devices == 1 or g.failure is not None
+
+
+def test_two_h100s_in_int8_side_by_side_are_identified_as_two():
+    honest = 0.7 * 1978.9
+    verdict = device_timed_round(PogProver(gpus(2)), H100, 128, "int8", honest, [1, 1], "pair")
+    assert verdict.passed
+    assert [(g.gpu_class, g.proven_devices) for g in verdict.gpus] == [("H100 SXM", 2)] * 2
+
+
+def test_three_h100s_splitting_four_claimed_gpus_work_prove_only_three():
+    # The work of 4 claimed GPUs divides over 3 devices (rows of C): 4/3 of one workload each.
+    verdict = device_timed_round(PogProver(gpus(4)), H100, 256, "int8", 1978.9, [4 / 3] * 3,
+                                 "split")
+    assert verdict.passed  # consistent with H100s, and the work is right
+    assert all(g.gpu_class is None and g.proven_devices == 3 for g in verdict.gpus)
+
+
+def test_this_cpu_in_a_real_round_claiming_a_t4_is_not_a_t4():
+    # The real clock: whatever this machine's CPU reaches, it is not named a T4.
+    for dtype in ("fp32", "bf16", "int8"):
+        checker = PogChecker(k=K, dtype=dtype, answer_window_s=60.0)
+        prover = PogProver(gpus(1, "Tesla T4"), dtype="fp32")
+        seed, randomness = keccak(f"t4-{dtype}".encode()), keccak(b"t4-r")
+        checker.open_round(seed, [checker.claim(prover.devices[0].uuid_hash, "Tesla T4", 512)])
+        checker.receive_commitment(encode_commitment(prover.commit_round(seed, 512)))
+        checker.reveal(randomness)
+        verdict = checker.judge(encode_answers(prover.answer_round(randomness, K)))
+        assert verdict.gpus[0].checked == K and verdict.gpus[0].gpu_class is None, dtype
+
+
+# Rates CPUs reach (dense peaks): a 32-core Zen 4 in fp32 (32 flops a cycle at 3.5 GHz), a
+# 16-core Zen 4 with AVX-512 BF16 (64 a cycle), a 32-core Xeon 6 on AMX fp16 and int8.
+FAST_CPUS = [("fp32", 32 * 32 * 3.5e9 / 1e12), ("bf16", 16 * 64 * 3.5e9 / 1e12),
+             ("fp16", 32 * 1024 * 2.0e9 / 1e12), ("int8", 32 * 2048 * 2.0e9 / 1e12)]
+
+
+@pytest.mark.parametrize("dtype,rate", FAST_CPUS)
+def test_a_fast_cpu_in_a_real_round_claiming_a_t4_is_unidentified(dtype, rate):
+    # Before: 3.6 TFLOPS fp32 or bf16 lay in the T4's band [2.43, 8.91] and was named "T4".
+    verdict = device_timed_round(PogProver(gpus(1, "Tesla T4"), dtype="fp32"), "Tesla T4", 256,
+                                 dtype, rate, [1], f"fast-cpu-{dtype}")
+    gpu = verdict.gpus[0]
+    assert verdict.passed and gpu.checked == K  # real, correct work: not a failure ...
+    assert gpu.gpu_class is None and "CPU server" in gpu.unidentified  # ... but no T4
+
+
+def test_this_machines_cpu_stays_below_the_documented_ceiling_and_every_class_floor():
+    floors = [identifiable_floor(p) for p in PROFILES if not p.is_cpu]
+    for dtype in ("fp32", "bf16", "int8"):
+        rate = benchmark_tflops("cpu", dtype, n=512, warmup=1, repeats=3)
+        assert 0 < rate < CPU_CEILING_TOPS[dtype] and rate < min(floors), (dtype, rate)

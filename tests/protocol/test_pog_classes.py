@@ -1,0 +1,141 @@
+"""Class identification: what a measured rate proves (protocol/pog/profiles.py).
+
+A rate is consistent with a class when it lies in the class's band; it names the class only
+when neither fewer devices of the class (at their fastest exact arithmetic) nor a CPU server
+could have delivered the round's total. These are the rules' bounds checked over every class,
+dtype and GPU count; tests/verifier/test_pog_checker.py plays the attacks through real rounds.
+"""
+
+import pytest
+
+from protocol.errors import ClassRejected, InvalidParameter
+from protocol.pog.profiles import (
+    CPU_CEILING_TOPS,
+    CPU_EXACT_CEILING,
+    DTYPES,
+    PROFILES,
+    identifiable_floor,
+    identify,
+    lookup,
+    proven_devices,
+)
+
+GPUS = [p for p in PROFILES if not p.is_cpu]
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def name_of(profile):
+    return "NVIDIA H100 80GB HBM3" if profile.name == "H100 SXM" else f"NVIDIA {profile.name}"
+
+
+def rates_in_band(profile, dtype, steps=200):
+    low, high = profile.band(dtype)
+    return [low + (high - low) * i / steps for i in range(steps + 1)]
+
+
+def test_cpu_ceiling_is_the_documented_server_arithmetic():
+    # two sockets of 128 AMX cores at 2.0 GHz: 2048 int8 ops, 1024 bf16/fp16 flops a cycle
+    assert CPU_CEILING_TOPS["int8"] == pytest.approx(2 * 128 * 2048 * 2.0e9 / 1e12, rel=1e-4)
+    assert CPU_CEILING_TOPS["bf16"] == pytest.approx(2 * 128 * 1024 * 2.0e9 / 1e12, rel=1e-4)
+    # two sockets of 192 Zen 5 cores, 64 fp32 flops a cycle at 3.0 GHz
+    assert CPU_CEILING_TOPS["fp32"] == pytest.approx(2 * 192 * 64 * 3.0e9 / 1e12, rel=1e-3)
+    assert CPU_EXACT_CEILING == CPU_CEILING_TOPS["int8"]
+
+
+@pytest.mark.parametrize("profile", GPUS, ids=lambda p: p.name)
+def test_one_device_doing_two_claimed_gpus_work_is_never_identified(profile):
+    # The fastest device of the class, in its fastest exact arithmetic, doing the matrices of
+    # G+1 claimed GPUs on G devices: each claimed GPU is credited at most G/(G+1) of the ceiling.
+    for dtype in DTYPES:
+        for devices in range(1, 8):
+            claimed = devices + 1
+            rate = profile.ceiling * devices / claimed
+            try:
+                found = identify(name_of(profile), rate, dtype, claimed)
+            except ClassRejected:
+                continue  # slower than the class's floor in this dtype: fails outright
+            assert not found.identified, (profile.name, dtype, devices)
+            assert found.gpu_class is None and found.proven_devices <= devices
+
+
+@pytest.mark.parametrize("profile", GPUS, ids=lambda p: p.name)
+def test_a_cpu_server_is_never_identified_as_a_gpu_class(profile):
+    for dtype in DTYPES:
+        for gpu_count in (1, 2, 3, 4, 8):
+            for rate in rates_in_band(profile, dtype):
+                if gpu_count * rate > CPU_EXACT_CEILING:
+                    continue  # more than any CPU box delivers in all
+                found = identify(name_of(profile), rate, dtype, gpu_count)
+                assert found.gpu_class is None, (profile.name, dtype, gpu_count, rate)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_cpu_at_its_ceiling_in_every_dtype_is_not_a_t4(dtype):
+    for arithmetic, rate in CPU_CEILING_TOPS.items():
+        for fraction in (0.01, 0.1, 0.5, 1.0):
+            try:
+                found = identify("Tesla T4", rate * fraction, dtype)
+            except ClassRejected:
+                continue
+            assert found.gpu_class != "T4", (arithmetic, fraction)
+
+
+def test_weak_classes_are_never_identifiable_against_a_cpu_server():
+    # No T4, A10 or RTX 3090 box of up to 3 GPUs on the int8 path torch offers out-computes a
+    # two-socket AMX server (or shows its GPU count): such boxes pass "unidentified".
+    for name in ("Tesla T4", "NVIDIA A10", "NVIDIA GeForce RTX 3090"):
+        profile = lookup(name)
+        for gpu_count in (1, 2, 3):
+            assert identifiable_floor(profile, gpu_count) > profile.int8_tops * 1.1, name
+
+
+def test_honest_h100s_in_int8_are_identified_and_counted():
+    honest = 0.7 * lookup(H100).int8_tops  # 1385 TOPS: int8 tensor cores with PoG's overhead
+    for gpu_count in (1, 2):
+        found = identify(H100, honest, "int8", gpu_count)
+        assert found.gpu_class == "H100 SXM" and found.proven_devices == gpu_count
+    # Three or more: timing shows throughput, not devices: two H100s at their ceiling could
+    # deliver what three deliver at 70%, so the class is not named; the count proven is 2.
+    found = identify(H100, honest, "int8", 3)
+    assert not found.identified and found.proven_devices == 2
+    assert "2 H100 SXM" in found.reason
+
+
+def test_h100_in_fp16_is_consistent_but_not_identified():
+    found = identify(H100, 0.8 * 989.4, "fp16")
+    assert found.profile.name == "H100 SXM" and found.gpu_class is None
+    assert "CPU server" in found.reason
+
+
+@pytest.mark.parametrize("profile", GPUS, ids=lambda p: p.name)
+def test_identifiable_floor_is_the_boundary(profile):
+    for gpu_count in (1, 2, 3, 8):
+        floor = identifiable_floor(profile, gpu_count)
+        above, at = floor * 1.001, floor
+        for rate, expected in ((above, True), (at, False)):
+            if rate > profile.ceiling:
+                continue
+            found = identify(name_of(profile), rate, "int8", gpu_count)
+            assert found.identified is expected, (profile.name, gpu_count, rate)
+
+
+def test_proven_devices_divides_the_total_by_the_ceiling():
+    h100 = lookup(H100)
+    assert proven_devices(h100, h100.ceiling, 4) == 4
+    assert proven_devices(h100, h100.ceiling / 2, 2) == 1
+    assert proven_devices(h100, h100.ceiling * 0.51, 2) == 2
+    assert proven_devices(h100, 0.0, 3) == 1
+
+
+def test_the_cpu_class_names_itself_at_any_honest_rate():
+    for dtype in DTYPES:
+        for rate in (0.0, 0.09, 50.0, CPU_EXACT_CEILING):
+            found = identify("cpu x86_64", rate, dtype, 2)
+            assert found.gpu_class == "CPU" and found.proven_devices == 2
+    with pytest.raises(ClassRejected):
+        identify("cpu x86_64", CPU_EXACT_CEILING * 1.01, "fp32")
+
+
+def test_bad_gpu_count_is_refused():
+    with pytest.raises(InvalidParameter):
+        identify(H100, 1000.0, "int8", 0)
