@@ -76,7 +76,8 @@ class GpuProfile:
     # The honest floor relative to the dtype's peak. It only decides "consistent or not", not the
     # class: identification rests on the exact ceiling (module docstring), so the floor can stay
     # low enough for the PoG commitment's overhead (hashing and generation are O(n^2) and weigh
-    # on the fastest GPUs, whose rounds last about a second) without opening the 2-on-1 attack.
+    # on the fastest GPUs: an H100's int8 multiply at n = 59776 takes about 0.3 s) without
+    # opening the 2-on-1 attack. Not calibrated on a GPU yet: `unchained pog run` on one says.
     min_efficiency: float = 0.30
     is_cpu: bool = False
 
