@@ -146,6 +146,10 @@ class PogChecker:
         uuids = [c.uuid_hash for c in claims]
         if not claims or len(set(uuids)) != len(uuids):
             raise RoundRefused(round_seed, "each claimed GPU needs its own device UUID")
+        if len({c.n for c in claims}) != 1:
+            # Each GPU is credited with 2 n^3 over the round's one time, and the count of
+            # devices proven divides the round's total by a class ceiling: one n for all.
+            raise RoundRefused(round_seed, "every claimed GPU of a round needs the same n")
         self._round = _Round(bytes(round_seed), tuple(claims), self.clock())
 
     def receive_commitment(self, raw: bytes) -> None:

@@ -238,6 +238,13 @@ def test_same_uuid_claimed_twice_is_refused():
         play(ScriptedProver(same, honest_product), gpus=2)
 
 
+def test_claims_of_different_sizes_in_one_round_are_refused():
+    checker = PogChecker(k=K)
+    with pytest.raises(RoundRefused):
+        checker.open_round(keccak(b"s"), [checker.claim(u, CPU, n)
+                                          for u, n in zip(uuids(2), (64, 128))])
+
+
 def test_real_prover_on_two_devices_passes_with_distinct_seeds():
     verdict = play(PogProver([device("a"), device("b")]), gpus=2)
     assert verdict.passed and len(verdict.gpus) == 2
