@@ -8,15 +8,14 @@ questions (docs/PROTOCOL.md, "PoG class identification"):
    of the class's peak in the round's dtype (an honest prover of that dtype is not slower), at
    most the class's *exact ceiling* (no device of the class is faster, whatever it computes in).
    Outside the band the round fails (`ClassRejected`).
-2. Does r prove the class? Only if no cheaper setup could have produced it:
-   - fewer devices: `gpu_count` claimed GPUs of class X delivered gpu_count * r in total; if
-     gpu_count - 1 devices of X at their exact ceiling could deliver that, the round does not
-     show that each GPU did its own work (one GPU computing two GPUs' matrices one after the
-     other, or G-1 GPUs splitting G workloads).
-   - a CPU: if gpu_count * r is within `CPU_CEILING_TOPS` (the fastest two-socket servers), a
-     CPU box could have done it.
-   Otherwise the class is identified; if not, the work still counts (it was checked exactly) but
-   the verdict is "unidentified", never the class.
+2. Does r prove the class? Only if no setup with fewer devices of the class could have
+   produced it. `gpu_count` claimed GPUs of class X delivered gpu_count * r in total; the class
+   is named only if gpu_count - 1 devices of X at their exact ceiling, together with the fastest
+   CPU server at `CPU_EXACT_CEILING`, fall short of that total. This covers at once one GPU
+   computing two GPUs' matrices one after the other, G-1 GPUs splitting G workloads, a CPU
+   posing as a GPU (G = 1: r must exceed the server's ceiling) and a GPU with a CPU server
+   posing as two. Otherwise the work still counts (it was checked exactly) but the verdict is
+   "unidentified", never the class.
 
 Why an exact ceiling and not the dtype's peak: PoG entries are 4-bit integers in [-8, 8) and C
 is exact in int32, so a prover may multiply in any arithmetic that holds them (int4, int8, fp16,
@@ -149,13 +148,14 @@ def lookup(name: str) -> GpuProfile | None:
 
 
 def proven_devices(profile: GpuProfile, measured_tflops: float, gpu_count: int) -> int:
-    """The fewest devices of `profile` that deliver gpu_count * measured at their ceiling.
+    """The fewest devices of `profile` that, beside the fastest CPU server, deliver the round.
 
-    The work of G claimed GPUs divides freely (rows of C), so a rate is explained by as few
-    devices as its total over the class's exact ceiling; a small epsilon keeps an exact
-    multiple from rounding up."""
-    total = gpu_count * measured_tflops
-    return max(1, math.ceil(total / profile.ceiling - 1e-9))
+    The work of G claimed GPUs divides freely (rows of C), so the round's total G * r is
+    explained by a CPU server at its ceiling plus as few devices of the class at theirs as
+    cover the rest; 0 when the server alone could. A small epsilon keeps an exact multiple
+    from rounding up."""
+    rest = gpu_count * measured_tflops - CPU_EXACT_CEILING
+    return max(0, math.ceil(rest / profile.ceiling - 1e-9))
 
 
 def identify(name: str, measured_tflops: float, dtype: str, gpu_count: int = 1) -> Identification:
@@ -186,26 +186,27 @@ def identify(name: str, measured_tflops: float, dtype: str, gpu_count: int = 1) 
 
 
 def _proves(profile: GpuProfile, measured: float, gpu_count: int) -> Identification:
-    devices = proven_devices(profile, measured, gpu_count)
     if profile.is_cpu:  # nobody gains by posing as a CPU; count as many as claimed
         return Identification(profile, True, gpu_count)
+    devices = proven_devices(profile, measured, gpu_count)
+    if devices >= gpu_count:
+        return Identification(profile, True, gpu_count)
     total = gpu_count * measured
-    if devices < gpu_count:
-        return Identification(profile, False, devices, (
-            f"{gpu_count} x {measured:.1f} TFLOPS fits {devices} {profile.name} device(s) at "
-            f"their ceiling of {profile.ceiling:.1f} (fastest exact arithmetic)"))
-    if total <= CPU_EXACT_CEILING:
-        return Identification(profile, False, devices, (
+    if devices == 0:
+        return Identification(profile, False, 0, (
             f"{total:.1f} TFLOPS in all is within a CPU server's reach "
             f"({CPU_EXACT_CEILING:.1f}, AMX int8)"))
-    return Identification(profile, True, devices)
+    return Identification(profile, False, devices, (
+        f"{gpu_count} x {measured:.1f} TFLOPS fits {devices} {profile.name} device(s) at their "
+        f"ceiling of {profile.ceiling:.1f} (fastest exact arithmetic) beside a CPU server"))
 
 
 def identifiable_floor(profile: GpuProfile, gpu_count: int = 1) -> float:
-    """The rate per GPU above which a round of `gpu_count` GPUs of `profile` identifies it."""
+    """The rate per GPU above which a round of `gpu_count` GPUs of `profile` names the class:
+    G-1 devices of it and a CPU server, each at its ceiling, fall short of G times it."""
     if profile.is_cpu:
         return 0.0
-    return max(profile.ceiling * (gpu_count - 1) / gpu_count, CPU_EXACT_CEILING / gpu_count)
+    return (profile.ceiling * (gpu_count - 1) + CPU_EXACT_CEILING) / gpu_count
 
 
 def n_for(profile: GpuProfile, dtype: str = "int8", memory_share: float = 0.25) -> int:

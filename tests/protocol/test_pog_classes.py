@@ -89,16 +89,26 @@ def test_weak_classes_are_never_identifiable_against_a_cpu_server():
             assert identifiable_floor(profile, gpu_count) > profile.int8_tops * 1.1, name
 
 
-def test_honest_h100s_in_int8_are_identified_and_counted():
-    honest = 0.7 * lookup(H100).int8_tops  # 1385 TOPS: int8 tensor cores with PoG's overhead
-    for gpu_count in (1, 2):
-        found = identify(H100, honest, "int8", gpu_count)
-        assert found.gpu_class == "H100 SXM" and found.proven_devices == gpu_count
-    # Three or more: timing shows throughput, not devices: two H100s at their ceiling could
-    # deliver what three deliver at 70%, so the class is not named; the count proven is 2.
-    found = identify(H100, honest, "int8", 3)
+def test_h100s_in_int8_are_identified_and_counted_only_above_what_fewer_could_do():
+    peak = lookup(H100).int8_tops
+    found = identify(H100, 0.7 * peak, "int8")  # 1385 TOPS: beyond any two-socket CPU server
+    assert found.gpu_class == "H100 SXM" and found.proven_devices == 1
+    # Two: each must show more than (one H100 at its ceiling + a CPU server) / 2 = 1613 TOPS.
+    found = identify(H100, 0.7 * peak, "int8", 2)
+    assert not found.identified and found.proven_devices == 1
+    assert "1 H100 SXM device(s)" in found.reason and "CPU server" in found.reason
+    found = identify(H100, 0.85 * peak, "int8", 2)
+    assert found.gpu_class == "H100 SXM" and found.proven_devices == 2
+    # Three or more at 85%: timing shows throughput, not devices.
+    found = identify(H100, 0.85 * peak, "int8", 3)
     assert not found.identified and found.proven_devices == 2
-    assert "2 H100 SXM" in found.reason
+
+
+def test_one_h100_and_a_cpu_server_posing_as_two_h100s_is_not_identified():
+    h100 = lookup(H100)
+    rate = (h100.ceiling + CPU_EXACT_CEILING) / 2  # both at their ceilings, work shared
+    found = identify(H100, rate, "int8", 2)
+    assert not found.identified and found.proven_devices == 1
 
 
 def test_h100_in_fp16_is_consistent_but_not_identified():
@@ -111,20 +121,20 @@ def test_h100_in_fp16_is_consistent_but_not_identified():
 def test_identifiable_floor_is_the_boundary(profile):
     for gpu_count in (1, 2, 3, 8):
         floor = identifiable_floor(profile, gpu_count)
-        above, at = floor * 1.001, floor
-        for rate, expected in ((above, True), (at, False)):
+        for rate, expected in ((floor * 1.001, True), (floor, False)):
             if rate > profile.ceiling:
                 continue
             found = identify(name_of(profile), rate, "int8", gpu_count)
             assert found.identified is expected, (profile.name, gpu_count, rate)
 
 
-def test_proven_devices_divides_the_total_by_the_ceiling():
+def test_proven_devices_leaves_what_a_cpu_server_does_and_divides_the_rest():
     h100 = lookup(H100)
     assert proven_devices(h100, h100.ceiling, 4) == 4
+    assert proven_devices(h100, (3 * h100.ceiling + CPU_EXACT_CEILING) / 4, 4) == 3
     assert proven_devices(h100, h100.ceiling / 2, 2) == 1
-    assert proven_devices(h100, h100.ceiling * 0.51, 2) == 2
-    assert proven_devices(h100, 0.0, 3) == 1
+    assert proven_devices(h100, CPU_EXACT_CEILING, 1) == 0
+    assert proven_devices(h100, 0.0, 3) == 0
 
 
 def test_the_cpu_class_names_itself_at_any_honest_rate():
