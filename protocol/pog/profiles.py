@@ -49,8 +49,9 @@ BYTES_PER_ENTRY = {"int8": 6, "fp16": 8, "bf16": 8, "fp32": 12}
 # - fp32: AMD EPYC 9965 (Zen 5, 192 cores), two 512-bit FMA pipes = 64 flops per cycle per core
 #   at 3.0 GHz: 36.9 a socket, 73.7 for two (no AMX fp32 on either vendor's parts).
 # A CPU prover uses whichever is fastest, so `CPU_EXACT_CEILING` (the maximum) is what a GPU
-# class must beat: the round's dtype cannot force a CPU into fp32. For scale, this machine's
-# 2-core Zen 4 slice measured 0.09-0.27 TFLOPS fp32 and 0.06-0.15 bf16 (tests/protocol).
+# class must beat: the round's dtype cannot force a CPU into fp32. For scale, this project's
+# 2-core AMD EPYC slice (AVX-512 BF16/VNNI, no AMX) measured 0.09-0.27 TFLOPS fp32, 0.06-0.15
+# bf16 and 0.09 TOPS int8 (tests/verifier/test_pog_checker.py checks it stays below).
 # Not covered: 4- and 8-socket servers (Sapphire Rapids 8490H x8 peaks near 1.9 POPS int8);
 # such a machine costs more than the GPUs it could pose as and is left out, as stated in
 # docs/PROTOCOL.md.
