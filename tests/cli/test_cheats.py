@@ -26,7 +26,6 @@ from provider_agent.gpus import Device
 from provider_agent.worker import TASK_ANSWER_CHALLENGE
 from tests.provider_agent.conftest import ETH, PASSWORD, keystore, market, redis_url, settings_for  # noqa: F401
 from tests.e2e.test_market_job import Worker
-from tests.provider_agent.test_pog_with_verifier import BlockProducer
 from unchained_cli import cheats
 from unchained_cli.cheats import CheatPlan, CheatSpecError, PogCheat, SkippingProver, parse
 from verifier.chain import VerifierChain
@@ -216,20 +215,18 @@ def test_real_worker_passes_round_one_cheats_in_round_two_and_is_slashed_by_a_fr
     queue, log = provider_queue(market.provider), tmp_path / "worker.log"
     worker = Worker(settings, queue, log, cheat="pog-from-round=2")
     try:
-        with BlockProducer(s):
-            link = CeleryProverLink(client, market.provider, commit_timeout_s=120, answer_timeout_s=60)
-            assert OnchainPog(verifier, link, dtype="fp32", n=N).run_round(market.provider).passed, log.read_text()
+        link = CeleryProverLink(client, market.provider, commit_timeout_s=120, answer_timeout_s=60)
+        assert OnchainPog(verifier, link, dtype="fp32", n=N).run_round(market.provider).passed, log.read_text()
 
-            pog = OnchainPog(verifier, link, dtype="fp32", n=N)
-            second = pog.run_round(market.provider)
-            assert not second.passed and isinstance(second.verdict.gpus[0].error, WrongElement)
-            [challenge_id] = second.challenge_ids
-            assert pog.follow_up(challenge_id) is ChallengeState.WAITING
-            s.mine(2)  # the challenge's indices are readable from the next block on
-            stake = s.contract("Staking").functions.stakeOf(market.provider).call()
-            # The worker answers from the fake it committed (as the agent's heartbeat would).
-            client.send_task(TASK_ANSWER_CHALLENGE, (challenge_id,), queue=queue).get(timeout=60)
-            assert pog.follow_up(challenge_id) is ChallengeState.SLASHED_FRAUD
+        pog = OnchainPog(verifier, link, dtype="fp32", n=N)
+        second = pog.run_round(market.provider)
+        assert not second.passed and isinstance(second.verdict.gpus[0].error, WrongElement)
+        [challenge_id] = second.challenge_ids
+        assert pog.follow_up(challenge_id) is ChallengeState.WAITING
+        stake = s.contract("Staking").functions.stakeOf(market.provider).call()
+        # The worker answers from the fake it committed (as the agent's heartbeat would).
+        client.send_task(TASK_ANSWER_CHALLENGE, (challenge_id,), queue=queue).get(timeout=60)
+        assert pog.follow_up(challenge_id) is ChallengeState.SLASHED_FRAUD
     finally:
         worker.stop()
     assert s.contract("Staking").functions.stakeOf(market.provider).call() < stake
