@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
@@ -20,7 +21,7 @@ from eth_account import Account
 from eth_account.signers.local import LocalAccount
 from web3 import Web3
 from web3.contract import Contract
-from web3.exceptions import ContractCustomError, ContractLogicError
+from web3.exceptions import BlockNotFound, ContractCustomError, ContractLogicError
 from web3.types import TxReceipt
 
 from protocol.deployments import Deployment, DeploymentFormatError, describe_revert
@@ -287,9 +288,17 @@ class ProviderChain:
         return {"provider": r[0], "request_block": r[1], "n": r[2], "commit_deadline": r[4], "gpu_count": r[6],
                 "status": r[7], "seed": r[8], "secret_hash": r[9]}
 
-    def block_hash(self, number: int) -> bytes:
-        """Hash of a mined block (the node serves every block's, not only the last 256)."""
-        return bytes(self.web3.eth.get_block(number)["hash"])
+    def block_hash(self, number: int, wait_s: float = 10.0) -> bytes:
+        """Hash of a mined block (the node serves every block's, not only the last 256). Our node
+        may be a moment behind the verifier's: polled for up to wait_s."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                return bytes(self.web3.eth.get_block(number)["hash"])
+            except BlockNotFound:
+                if time.monotonic() > deadline:
+                    raise ChainError(f"block {number} not known to our node after {wait_s:.0f} s") from None
+                time.sleep(0.2)
 
     def commit_pog_roots(self, round_id: int, roots: list[bytes]) -> TxReceipt:
         return self.send(self.contract("ProofOfGpu").functions.commitRoots(round_id, roots),

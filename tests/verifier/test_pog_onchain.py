@@ -181,3 +181,22 @@ def test_an_expired_unfixed_challenge_is_reanchored_and_the_honest_answer_settle
     s.advance(manager.functions.fraudWindow().call() + 1)
     assert verifier.follow_up(challenge_id) is ChallengeState.SETTLED
     assert manager.functions.challenge(challenge_id).call()[3] == 6  # Settled
+
+
+def test_follow_up_reports_a_dismissal_not_a_slash(market):
+    """The verifier used to report "slashed" after any timeout claim. Two challenges of one root,
+    both unanswered: the contract slashes once and dismisses the second, and says so."""
+    s, chain = market
+    uuid = keccak256(b"GPU-silent-twice")
+    provider = register(s, next(_accounts), uuid)
+    verifier = OnchainPog(chain, HonestLink(s, provider, SkippingProver(uuid), answers=False), dtype="fp32", n=N)
+    outcome = verifier.run_round(provider)
+    [first] = outcome.challenge_ids
+    manager = s.contract("ChallengeManager")
+    chain.send(manager.functions.challengePog(outcome.round_id, 0, 32), value=manager.functions.minBond().call())
+    second = manager.functions.challengeCount().call()
+    s.advance(manager.functions.challenge(second).call()[6] - s.now() + 1)
+    assert verifier.follow_up(first) is ChallengeState.SLASHED_TIMEOUT
+    assert verifier.follow_up(second) is ChallengeState.DISMISSED
+    assert manager.functions.challenge(second).call()[3] == 7  # Dismissed
+    assert verifier.follow_up(second) is ChallengeState.CLOSED
