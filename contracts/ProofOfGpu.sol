@@ -9,7 +9,8 @@ import {PogMath} from "./libraries/PogMath.sol";
 
 /// @title Proof-of-GPU rounds: request, seed, per-GPU root commitments, attestation
 /// @notice Seeds are a commit-reveal of the requesting verifier's secret mixed with the request
-/// block's hash (see IProofOfGpu). Needs POG_ROLE on the ProviderRegistry (attest and markFailed record results there).
+/// block's hash (see IProofOfGpu). Needs POG_ROLE on the ProviderRegistry (attest and markFailed
+/// record results there).
 /// Parameters are fixed at deployment; a change means a new deployment.
 /// @dev Decisions where the design is silent: a provider's GPU count and device-UUID hashes are
 /// snapshotted at the request (the verifier pays for it), so a later change in the registry cannot
@@ -36,7 +37,7 @@ contract ProofOfGpu is IProofOfGpu {
     /// @param staking_ Staking contract (verifier stake check)
     /// @param registry_ ProviderRegistry (activity, GPU count, UUID hashes; grant this POG_ROLE)
     /// @param minVerifierStake_ wei a verifier must have bonded to request a round
-    /// @param commitWindow_ seconds from the request to the seed deadline, and from the seed fix to the commit deadline
+    /// @param commitWindow_ seconds from the request to the commit deadline
     /// @param rootChallengePeriod_ seconds after the commit during which roots can be challenged
     constructor(
         IStaking staking_,
