@@ -28,6 +28,8 @@ _accounts = itertools.count(1)
 
 @pytest.fixture(scope="module", params=[None, 1], ids=["instant", "block-time-1s"])
 def market(request):
+    global _accounts
+    _accounts = itertools.count(1)  # each chain has its own accounts 1..8 (9 is the verifier)
     with LocalChain(port=free_port(), block_time=request.param) as chain:
         deployment = deploy_all(Deployer.connect(chain.rpc_url))
         s = ChainSession.connect(chain.rpc_url, deployment)
