@@ -6,7 +6,6 @@ import brownie
 import pytest
 from brownie import chain
 from conftest import MIN_VERIFIER_STAKE, POG_COMMIT_WINDOW
-from eth_abi import encode
 from eth_utils import keccak
 
 import proofs_support as ref

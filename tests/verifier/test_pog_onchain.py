@@ -11,7 +11,7 @@ import itertools
 
 import pytest
 
-from pog_support import ETH, HonestLink, challenge_indices_now, provider_responds_on_chain, register, seed_from_secret
+from pog_support import ETH, HonestLink, provider_responds_on_chain, register
 from protocol.merkle import keccak256
 from provider_agent.gpus import cpu_device
 from provider_agent.pog_prover import PogProver
