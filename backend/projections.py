@@ -170,6 +170,7 @@ def _round_requested(s: Session, e: Event) -> None:
 def _round_seed(s: Session, e: Event) -> None:
     if r := s.get(m.PogRound, e.args["roundId"]):
         r.seed = e.args["seed"]
+        r.commit_deadline = e.args["commitDeadline"]  # the commit window runs from the verifier's reveal
 
 
 @on("ProofOfGpu", "RootsCommitted")
@@ -194,6 +195,13 @@ def _round_failed(s: Session, e: Event) -> None:
     if r := s.get(m.PogRound, e.args["roundId"]):
         r.status = "failed"
         r.passed = False
+
+
+@on("ProofOfGpu", "RoundVoided")
+def _round_voided(s: Session, e: Event) -> None:
+    """The verifier never revealed its secret: no verdict either way on the provider."""
+    if r := s.get(m.PogRound, e.args["roundId"]):
+        r.status = "voided"
 
 
 # ---- JobEscrow ----

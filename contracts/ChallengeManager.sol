@@ -20,8 +20,11 @@ import {PogMath} from "./libraries/PogMath.sol";
 /// - Any chunk under the challenged root may be proven fraudulent, not only the challenged ones:
 ///   a committed root with one wrong element is false wherever the element lies.
 /// - The fraud prover receives the slash reward (it did the work); the challenger gets its bond.
-/// - If R was never fixed and can no longer be read (256 blocks), a timed-out challenge is
-///   dismissed: neither side fixed it, and the provider could not have answered after expiry.
+/// - R is the hash of the challenge's anchor block (the block it was opened in). Silence is
+///   slashed without R: claimTimeout never needs it. If nobody stored R while it was readable
+///   (256 blocks), fixRandomness moves the anchor to the current block, whose hash nobody knew
+///   when sending, so an honest provider can still learn its indices and answer in time. Only an
+///   expired anchor moves: a readable one cannot be changed under a provider about to answer.
 contract ChallengeManager is IChallengeManager {
     uint256 private constant MAX_K = 64;
     uint256 private constant MIN_POG_K = 32;
@@ -132,6 +135,12 @@ contract ChallengeManager is IChallengeManager {
     function fixRandomness(uint256 challengeId) external {
         Challenge storage c = _existing(challengeId);
         if (c.randomness != bytes32(0)) revert ChallengeRandomnessAlreadyFixed(challengeId);
+        if (c.status != Status.Open) revert ChallengeWrongStatus(challengeId, c.status);
+        if (BlockRandomness.isExpired(c.anchorBlock)) {
+            c.anchorBlock = uint64(block.number);
+            emit ChallengeReanchored(challengeId, block.number);
+            return;
+        }
         _fixRandomness(challengeId, c);
     }
 
@@ -160,13 +169,8 @@ contract ChallengeManager is IChallengeManager {
         if (block.timestamp <= c.responseDeadline) {
             revert ChallengeDeadlineNotPassed(challengeId, c.responseDeadline);
         }
-        if (c.randomness == bytes32(0)) {
-            if (BlockRandomness.isExpired(c.createdBlock)) {
-                _dismiss(challengeId, c);
-                return;
-            }
-            _fixRandomness(challengeId, c);
-        }
+        // No randomness needed: an honest provider could always learn its indices in time (the
+        // anchor is readable from the next block on, and re-anchored once expired).
         emit ChallengeTimedOut(challengeId, c.provider);
         _faultProvider(challengeId, c, c.challenger);
     }
@@ -262,7 +266,7 @@ contract ChallengeManager is IChallengeManager {
     function challengeIndices(uint256 challengeId) external view returns (uint256[] memory indices) {
         Challenge storage c = _existing(challengeId);
         bytes32 randomness = c.randomness;
-        if (randomness == bytes32(0)) randomness = BlockRandomness.hashAfter(c.createdBlock);
+        if (randomness == bytes32(0)) randomness = BlockRandomness.hashAt(c.anchorBlock);
         indices = new uint256[](c.k);
         for (uint256 t; t < indices.length; ++t) {
             indices[t] = PogMath.challengeIndex(randomness, c.root, t, c.leafCount);
@@ -287,7 +291,7 @@ contract ChallengeManager is IChallengeManager {
         challengeId = ++challengeCount;
         _challenges[challengeId] = Challenge({
             challenger: msg.sender,
-            createdBlock: uint64(block.number),
+            anchorBlock: uint64(block.number),
             kind: kind,
             status: Status.Open,
             k: uint8(k),
@@ -335,7 +339,7 @@ contract ChallengeManager is IChallengeManager {
     }
 
     function _fixRandomness(uint256 challengeId, Challenge storage c) private returns (bytes32 randomness) {
-        randomness = BlockRandomness.hashAfter(c.createdBlock);
+        randomness = BlockRandomness.hashAt(c.anchorBlock);
         c.randomness = randomness;
         emit ChallengeRandomnessFixed(challengeId, randomness);
     }

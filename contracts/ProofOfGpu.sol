@@ -8,7 +8,9 @@ import {BlockRandomness} from "./libraries/BlockRandomness.sol";
 import {PogMath} from "./libraries/PogMath.sol";
 
 /// @title Proof-of-GPU rounds: request, seed, per-GPU root commitments, attestation
-/// @notice Needs POG_ROLE on the ProviderRegistry (attest and markFailed record results there).
+/// @notice Seeds are a commit-reveal of the requesting verifier's secret mixed with the request
+/// block's hash (see IProofOfGpu). Needs POG_ROLE on the ProviderRegistry (attest and markFailed
+/// record results there).
 /// Parameters are fixed at deployment; a change means a new deployment.
 /// @dev Decisions where the design is silent: a provider's GPU count and device-UUID hashes are
 /// snapshotted at the request (the verifier pays for it), so a later change in the registry cannot
@@ -53,17 +55,18 @@ contract ProofOfGpu is IProofOfGpu {
     }
 
     /// @inheritdoc IProofOfGpu
-    function requestRound(address provider, uint256 n) external returns (uint256 roundId) {
+    function requestRound(address provider, uint256 n, bytes32 secretHash) external returns (uint256 roundId) {
         uint256 stake = staking.stakeOf(msg.sender);
         if (stake < minVerifierStake) revert ProofOfGpuVerifierNotStaked(msg.sender, stake, minVerifierStake);
         if (msg.sender == provider) revert ProofOfGpuSelfRequest(provider);
         if (!PogMath.isValidN(n)) revert ProofOfGpuBadN(n);
+        if (secretHash == bytes32(0)) revert ProofOfGpuZeroSecretHash();
         if (!registry.isActive(provider)) revert ProofOfGpuProviderNotActive(provider);
         uint256 gpuCount = registry.gpuCountOf(provider);
         if (gpuCount == 0 || gpuCount > type(uint8).max) revert ProofOfGpuBadGpuCount(provider, gpuCount);
 
         roundId = ++roundCount;
-        uint256 deadline = block.timestamp + commitWindow;
+        uint256 deadline = block.timestamp + commitWindow; // the seed deadline until the seed is fixed
         _rounds[roundId] = Round({
             provider: provider,
             requestBlock: uint64(block.number),
@@ -73,7 +76,8 @@ contract ProofOfGpu is IProofOfGpu {
             committedAt: 0,
             gpuCount: uint8(gpuCount),
             status: RoundStatus.Requested,
-            seed: bytes32(0)
+            seed: bytes32(0),
+            secretHash: secretHash
         });
         for (uint256 g; g < gpuCount; ++g) {
             _uuidHashes[roundId][g] = registry.uuidHashOf(provider, g);
@@ -82,10 +86,21 @@ contract ProofOfGpu is IProofOfGpu {
     }
 
     /// @inheritdoc IProofOfGpu
-    function fixSeed(uint256 roundId) external {
+    /// @dev Only the verifier can reveal, so the provider cannot fix the seed (and start its own
+    /// clock) ahead of the verifier; the commit deadline restarts here, so a late reveal costs
+    /// the provider no time.
+    function fixSeed(uint256 roundId, bytes32 secret) external {
         Round storage r = _existing(roundId);
+        if (msg.sender != r.verifier) revert ProofOfGpuNotVerifier(roundId, msg.sender);
+        if (r.status != RoundStatus.Requested) revert ProofOfGpuWrongStatus(roundId, r.status);
         if (r.seed != bytes32(0)) revert ProofOfGpuSeedAlreadyFixed(roundId);
-        _fixSeed(roundId, r);
+        if (block.timestamp > r.commitDeadline) revert ProofOfGpuSeedDeadlinePassed(roundId, r.commitDeadline);
+        if (keccak256(abi.encode(secret)) != r.secretHash) revert ProofOfGpuWrongSecret(roundId);
+        bytes32 seed = keccak256(abi.encode(BlockRandomness.hashAt(r.requestBlock), secret, roundId, r.provider));
+        uint256 deadline = block.timestamp + commitWindow;
+        r.seed = seed;
+        r.commitDeadline = uint40(deadline);
+        emit RoundSeedFixed(roundId, seed, deadline);
     }
 
     /// @inheritdoc IProofOfGpu
@@ -93,10 +108,10 @@ contract ProofOfGpu is IProofOfGpu {
         Round storage r = _existing(roundId);
         if (msg.sender != r.provider) revert ProofOfGpuNotProvider(roundId, msg.sender);
         if (r.status != RoundStatus.Requested) revert ProofOfGpuWrongStatus(roundId, r.status);
+        if (r.seed == bytes32(0)) revert ProofOfGpuSeedNotFixed(roundId);
         if (block.timestamp > r.commitDeadline) revert ProofOfGpuCommitDeadlinePassed(roundId, r.commitDeadline);
         uint256 count = r.gpuCount;
         if (roots.length != count) revert ProofOfGpuWrongRootCount(roundId, roots.length, count);
-        if (r.seed == bytes32(0)) _fixSeed(roundId, r);
 
         r.status = RoundStatus.Committed;
         r.committedAt = uint40(block.timestamp);
@@ -124,6 +139,11 @@ contract ProofOfGpu is IProofOfGpu {
         Round storage r = _existing(roundId);
         if (r.status != RoundStatus.Requested) revert ProofOfGpuWrongStatus(roundId, r.status);
         if (block.timestamp <= r.commitDeadline) revert ProofOfGpuCommitDeadlineNotPassed(roundId, r.commitDeadline);
+        if (r.seed == bytes32(0)) {
+            r.status = RoundStatus.Voided;
+            emit RoundVoided(roundId, r.provider);
+            return;
+        }
         r.status = RoundStatus.Failed;
         emit RoundFailed(roundId, r.provider);
         registry.setPogStatus(r.provider, roundId, bytes32(0), 0, false);
@@ -155,12 +175,6 @@ contract ProofOfGpu is IProofOfGpu {
         Round storage r = _existing(roundId);
         if (gpuIndex >= r.gpuCount) revert ProofOfGpuGpuIndexOutOfRange(roundId, gpuIndex, r.gpuCount);
         return _uuidHashes[roundId][gpuIndex];
-    }
-
-    function _fixSeed(uint256 roundId, Round storage r) private {
-        bytes32 seed = keccak256(abi.encode(BlockRandomness.hashAfter(r.requestBlock), roundId, r.provider));
-        r.seed = seed;
-        emit RoundSeedFixed(roundId, seed);
     }
 
     function _existing(uint256 roundId) private view returns (Round storage r) {

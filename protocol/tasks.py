@@ -21,7 +21,10 @@ QUEUE_SETTLE = "settle"
 
 # provider_agent consumes these from its own queue
 TASK_RUN_JOB = "unchained.provider.run_job"  # (job_id: int) -> result summary (signed)
-TASK_POG_ROUND = "unchained.provider.pog_round"  # (round_id: int) -> commitment message (JSON text)
+# (round_id: int, secret_hex: str) -> commitment message (JSON text). The verifier's secret, handed
+# over in the moment it broadcasts fixSeed (its clock already running): with the request block's
+# hash it gives the round seed (protocol.pog.pog_round_seed), checked against the round's secretHash.
+TASK_POG_ROUND = "unchained.provider.pog_round"
 # (round_id: int, randomness_hex: str, k: int) -> answers (JSON text) to the verifier's revealed secret
 TASK_POG_ANSWER = "unchained.provider.pog_answer"
 TASK_LEASE = "unchained.provider.lease"  # (lease_id: int) -> hand over / release GPUs

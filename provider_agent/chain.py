@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
@@ -20,10 +21,11 @@ from eth_account import Account
 from eth_account.signers.local import LocalAccount
 from web3 import Web3
 from web3.contract import Contract
-from web3.exceptions import ContractCustomError, ContractLogicError
+from web3.exceptions import BlockNotFound, ContractCustomError, ContractLogicError
 from web3.types import TxReceipt
 
 from protocol.deployments import Deployment, DeploymentFormatError, describe_revert
+from protocol.pog.challenge import challenge_indices
 from provider_agent import ProviderAgentError
 
 logger = logging.getLogger(__name__)
@@ -32,6 +34,9 @@ Wei = NewType("Wei", int)
 JobId = NewType("JobId", int)
 ChallengeId = NewType("ChallengeId", int)
 ZERO_ADDRESS = "0x" + "00" * 20
+# Blocks after which a challenge's unstored randomness is stored (or re-anchored) before
+# answering: the EVM serves 256 block hashes, and the answer must land while R is readable.
+ANCHOR_SAFE_AGE = 128
 
 
 class ChainError(ProviderAgentError):
@@ -135,9 +140,13 @@ class ProviderChain:
         """Builds, signs locally and sends `fn`; waits for the receipt and checks its status."""
         with self._nonce_lock:
             try:
+                # Estimated on the pending block, where it will run: on the latest block a call
+                # reading that block's own hash (a challenge's fresh randomness) would be refused.
+                gas = fn.estimate_gas({"from": self.address, "value": value}, block_identifier="pending")
                 tx = fn.build_transaction({
                     "from": self.address,
                     "value": value,
+                    "gas": gas + gas // 5,
                     "nonce": self.web3.eth.get_transaction_count(self.address, "pending"),
                 })
             except ContractCustomError as exc:
@@ -236,19 +245,18 @@ class ProviderChain:
 
     def challenge(self, challenge_id: ChallengeId) -> dict[str, Any]:
         c = self.contract("ChallengeManager").functions.challenge(challenge_id).call()
-        return {"kind": c[2], "status": c[3], "k": c[4], "provider": c[5], "response_deadline": c[6],
+        return {"anchor_block": c[1], "kind": c[2], "status": c[3], "k": c[4], "provider": c[5], "response_deadline": c[6],
                 "gpu_index": c[8], "subject": c[9], "root": c[10], "leaf_count": c[11], "randomness": c[12]}
 
     def open_challenges(self) -> list[ChallengeId]:
-        """Challenges of our roots (PoG rounds and jobs) that still wait for an answer whose
-        indices are readable (the block after the challenge is mined)."""
+        """Challenges of our roots (PoG rounds and jobs) that still wait for an answer (their
+        indices are derivable as soon as the challenge is mined: see challenge_indices)."""
         manager = self.contract("ChallengeManager")
         since = self.deployment.contract("ChallengeManager").block
-        latest = self.web3.eth.block_number
         found = []
         for event in (manager.events.PogChallenged, manager.events.JobChallenged):
             for log in event.get_logs(from_block=since):
-                if log.args.provider.lower() != self.address.lower() or log.blockNumber + 2 > latest:
+                if log.args.provider.lower() != self.address.lower():
                     continue
                 cid = ChallengeId(log.args.challengeId)
                 if self.challenge(cid)["status"] == 1:  # Open
@@ -256,7 +264,20 @@ class ProviderChain:
         return sorted(found)
 
     def challenge_indices(self, challenge_id: ChallengeId) -> list[int]:
-        return list(self.contract("ChallengeManager").functions.challengeIndices(challenge_id).call())
+        """The challenged leaf indices, derived here from R = blockhash(anchorBlock), which the
+        node serves as soon as the challenge is mined (a view call at the latest block could not
+        read it yet). R is stored first (fixRandomness) when its anchor is close to the EVM's
+        256-block horizon, and re-anchored by the same call once past it, so that the answer
+        sent next is always judged against the indices computed here."""
+        c = self.challenge(challenge_id)
+        if c["randomness"] == bytes(32) and self.web3.eth.block_number - c["anchor_block"] > ANCHOR_SAFE_AGE:
+            self.send(self.contract("ChallengeManager").functions.fixRandomness(challenge_id),
+                      f"fixRandomness challenge {challenge_id}")
+            c = self.challenge(challenge_id)
+        randomness = c["randomness"]
+        if randomness == bytes(32):
+            randomness = bytes(self.web3.eth.get_block(c["anchor_block"])["hash"])
+        return challenge_indices(randomness, c["root"], c["leaf_count"], c["k"])
 
     def respond(self, challenge_id: ChallengeId, leaves: list[bytes], proofs: list[list[bytes]]) -> TxReceipt:
         return self.send(self.contract("ChallengeManager").functions.respond(challenge_id, leaves, proofs),
@@ -264,10 +285,20 @@ class ProviderChain:
 
     def pog_round(self, round_id: int) -> dict[str, Any]:
         r = self.contract("ProofOfGpu").functions.round(round_id).call()
-        return {"provider": r[0], "n": r[2], "gpu_count": r[6], "status": r[7], "seed": r[8]}
+        return {"provider": r[0], "request_block": r[1], "n": r[2], "commit_deadline": r[4], "gpu_count": r[6],
+                "status": r[7], "seed": r[8], "secret_hash": r[9]}
 
-    def fix_pog_seed(self, round_id: int) -> TxReceipt:
-        return self.send(self.contract("ProofOfGpu").functions.fixSeed(round_id), f"fixSeed round {round_id}")
+    def block_hash(self, number: int, wait_s: float = 10.0) -> bytes:
+        """Hash of a mined block (the node serves every block's, not only the last 256). Our node
+        may be a moment behind the verifier's: polled for up to wait_s."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                return bytes(self.web3.eth.get_block(number)["hash"])
+            except BlockNotFound:
+                if time.monotonic() > deadline:
+                    raise ChainError(f"block {number} not known to our node after {wait_s:.0f} s") from None
+                time.sleep(0.2)
 
     def commit_pog_roots(self, round_id: int, roots: list[bytes]) -> TxReceipt:
         return self.send(self.contract("ProofOfGpu").functions.commitRoots(round_id, roots),

@@ -1,5 +1,11 @@
 """Proof-of-GPU rounds as the agent plays them on-chain: commit roots, answer challenges.
 
+A round starts when the verifier hands over its secret (in the moment it broadcasts the same
+secret on-chain with fixSeed): the agent checks it against the round's committed secretHash,
+derives the seed from it and the request block's hash (protocol.pog.pog_round_seed) and computes
+at once, without waiting for any block. Its roots go on-chain once the verifier's fixSeed is
+mined (the contract refuses roots before the seed is fixed).
+
 The prover's work for a round is kept in memory (only Merkle levels, 32 bytes per 64 elements)
 so challenges are answered without recomputing C; after a restart it is recomputed from the
 round's seed, which gives the same roots because the workload is exact and deterministic.
@@ -8,10 +14,11 @@ round's seed, which gives the same roots because the workload is exact and deter
 from __future__ import annotations
 
 import logging
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from protocol.pog.challenge import MIN_K
+from protocol.pog.challenge import MIN_K, pog_round_seed, pog_secret_hash
 from protocol.pog.messages import MAX_ANSWERS_PER_GPU, RoundCommitment, encode_answers, encode_commitment
 from provider_agent import ProviderAgentError
 from provider_agent.chain import ChainRevert, ChallengeId, ProviderChain
@@ -21,38 +28,63 @@ from provider_agent.pog_prover import PogProver
 logger = logging.getLogger(__name__)
 
 POG_KIND = 1  # IChallengeManager.Kind.Pog
-COMMITTED = 2  # IProofOfGpu.RoundStatus.Committed
+REQUESTED, COMMITTED = 1, 2  # IProofOfGpu.RoundStatus
 KEPT_ROUNDS = 4
+SEED_WAIT_S = 120.0  # how long commit_onchain waits for the verifier's fixSeed to be mined
+POLL_S = 0.25
 
 
 class PogRoundError(ProviderAgentError):
-    """A round cannot be played: not ours, wrong status, seed not fixable."""
+    """A round cannot be played: not ours, wrong status, a secret that does not match."""
 
 
 class PogService:
-    def __init__(self, chain: ProviderChain, devices: Sequence[Device], dtype: str | None = None) -> None:
+    def __init__(self, chain: ProviderChain, devices: Sequence[Device], dtype: str | None = None,
+                 seed_wait_s: float = SEED_WAIT_S) -> None:
         self.chain = chain
         self.devices = list(devices)
         self.dtype = dtype
+        self.seed_wait_s = seed_wait_s
         self._provers: OrderedDict[int, PogProver] = OrderedDict()
 
-    def compute(self, round_id: int) -> str:
-        """Computes the round on every device; returns the commitment JSON at once, so that the
-        verifier's clock stops at the roots, not at a block confirmation. `commit_onchain` then
-        posts the same roots (the worker queues it right after)."""
+    def seed_from_secret(self, round_id: int, secret_hex: str, r: dict | None = None) -> bytes:
+        """The round seed from the verifier's secret: refused unless it is the one the verifier
+        committed to at the request (so a wrong secret cannot make us compute a useless round)."""
+        r = r or self._ours(round_id)
+        try:
+            secret = bytes.fromhex(secret_hex.removeprefix("0x"))
+        except ValueError as exc:
+            raise PogRoundError(f"round {round_id}: secret is not hex") from exc
+        if len(secret) != 32 or pog_secret_hash(secret) != r["secret_hash"]:
+            raise PogRoundError(f"round {round_id}: secret does not match the round's secretHash")
+        seed = pog_round_seed(self.chain.block_hash(r["request_block"]), secret, round_id,
+                              bytes.fromhex(self.chain.address[2:]))
+        if r["seed"] != bytes(32) and r["seed"] != seed:
+            raise PogRoundError(f"round {round_id}: seed on-chain differs from the one derived from the secret")
+        return seed
+
+    def compute(self, round_id: int, secret_hex: str) -> str:
+        """Computes the round on every device from the verifier's secret, at once (no block to
+        wait for); returns the commitment JSON so that the verifier's clock stops at the roots,
+        not at a block confirmation. `commit_onchain` then posts the same roots (the worker
+        queues it right after)."""
         r = self._ours(round_id)
-        if r["seed"] == b"\0" * 32:
-            self.chain.fix_pog_seed(round_id)
-            r = self.chain.pog_round(round_id)
-        return encode_commitment(self._computed(round_id, r)).decode()
+        if r["status"] != REQUESTED and round_id not in self._provers:
+            raise PogRoundError(f"round {round_id} is not waiting for roots (status {r['status']})")
+        seed = self.seed_from_secret(round_id, secret_hex, r)
+        return encode_commitment(self._computed(round_id, {**r, "seed": seed})).decode()
 
     def commit_onchain(self, round_id: int) -> str:
-        """Posts the round's roots unless they are already on-chain (idempotent)."""
+        """Posts the round's roots unless they are already on-chain (idempotent). The contract
+        takes them only once the verifier's fixSeed is mined: that is polled for, bounded."""
         r = self._ours(round_id)
         if r["status"] >= COMMITTED:
             logger.info("PoG round %s: already committed; work kept for challenges", round_id)
             return "already committed"
+        r = self._wait_seed_fixed(round_id, r)
         commitment = self._computed(round_id, r)
+        if commitment.round_seed != r["seed"]:
+            raise PogRoundError(f"round {round_id}: computed for another seed than the one fixed on-chain")
         try:
             receipt = self.chain.commit_pog_roots(round_id, [g.root for g in commitment.gpus])
         except ChainRevert as exc:
@@ -83,6 +115,16 @@ class PogService:
         logger.info("PoG challenge %s on round %s answered on-chain", challenge_id, round_id)
         return receipt.transactionHash.hex()
 
+    def _wait_seed_fixed(self, round_id: int, r: dict) -> dict:
+        deadline = time.monotonic() + self.seed_wait_s
+        while r["seed"] == bytes(32):
+            if r["status"] != REQUESTED or time.monotonic() > deadline:
+                raise PogRoundError(f"round {round_id}: the verifier's seed was not fixed on-chain within "
+                                    f"{self.seed_wait_s:.0f} s (status {r['status']})")
+            time.sleep(POLL_S)
+            r = self._ours(round_id)
+        return r
+
     def _ours(self, round_id: int) -> dict:
         r = self.chain.pog_round(round_id)
         if r["provider"].lower() != self.chain.address.lower():
@@ -90,11 +132,12 @@ class PogService:
         return r
 
     def _computed(self, round_id: int, r: dict) -> RoundCommitment:
-        """The round's work, computed once per process (a few recent rounds kept)."""
+        """The round's work for seed r["seed"], computed once per process (a few recent rounds
+        kept); after a restart, from the seed on-chain."""
         prover = self._provers.get(round_id)
         if prover is None:
             prover = self._provers[round_id] = PogProver(self.devices, self.dtype)
             while len(self._provers) > KEPT_ROUNDS:
                 self._provers.popitem(last=False)
             prover.commit_round(r["seed"], r["n"])
-        return RoundCommitment(r["seed"], tuple(w.commitment for w in prover.work))
+        return RoundCommitment(prover.round_seed, tuple(w.commitment for w in prover.work))

@@ -138,11 +138,12 @@ def refund_failed(self: Task) -> list[int]:
 
 
 @app.task(name=TASK_POG_ROUND, bind=True, acks_late=True, **_retrying)
-def pog_round(self: Task, round_id: int) -> str:
-    """Computes the round and replies with the roots at once; the on-chain commit follows as a
-    task of its own, so the verifier times the GPU, not a block confirmation."""
+def pog_round(self: Task, round_id: int, secret_hex: str) -> str:
+    """Computes the round from the verifier's secret and replies with the roots at once; the
+    on-chain commit follows as a task of its own, so the verifier times the GPU, not a block
+    confirmation."""
     agent = get_agent()
-    message = agent.pog.compute(int(round_id))
+    message = agent.pog.compute(int(round_id), str(secret_hex))
     pog_commit.apply_async((round_id,), queue=provider_queue(agent.chain.address))
     return message
 

@@ -45,16 +45,31 @@ def _pog_challenge(s: ChainSession, provider: str, verifier: str, n: int, chunk:
     pog, challenges = s.contract("ProofOfGpu"), s.contract("ChallengeManager")
     depth = (n * n // 64).bit_length() - 1
     root, path = uniform_tree(chunk, depth)
-    s.send(pog.functions.requestRound(provider, n), verifier)
+    secret = Web3.keccak(text=f"bench-secret-{n}")
+    request = s.send(pog.functions.requestRound(provider, n, Web3.keccak(secret)), verifier)
     round_id = pog.functions.roundCount().call()
-    s.mine(2)  # the randomness is the next block's hash: it must be mined and visible
-    fix_seed = s.send(pog.functions.fixSeed(round_id), verifier)  # the verifier's interest: it times from here
+    fix_seed = s.send(pog.functions.fixSeed(round_id, secret), verifier)  # the reveal: the verifier times from here
     commit = s.send(pog.functions.commitRoots(round_id, [root]), provider)
     s.send(challenges.functions.challengePog(round_id, 0, 32), verifier, value=ETH // 10)
     challenge_id = challenges.functions.challengeCount().call()
-    s.mine(2)  # the randomness is the next block's hash: it must be mined and visible
+    fix_randomness = s.send(challenges.functions.fixRandomness(challenge_id), verifier)  # the verifier, at once
     respond = s.send(challenges.functions.respond(challenge_id, [chunk] * 32, [path] * 32), provider)
-    return challenge_id, depth, path, {"fix_seed": fix_seed.gasUsed, "commit": commit.gasUsed, "respond": respond.gasUsed}
+    return challenge_id, depth, path, {"request": request.gasUsed, "fix_seed": fix_seed.gasUsed, "commit": commit.gasUsed,
+                                   "fix_randomness": fix_randomness.gasUsed, "respond": respond.gasUsed}
+
+
+def _timeout_claim(s: ChainSession, provider: str, verifier: str) -> int:
+    """Gas of a timeout claim on a fresh round's challenge left unanswered."""
+    pog, challenges = s.contract("ProofOfGpu"), s.contract("ChallengeManager")
+    secret = Web3.keccak(text="bench-secret-timeout")
+    s.send(pog.functions.requestRound(provider, 64, Web3.keccak(secret)), verifier)
+    round_id = pog.functions.roundCount().call()
+    s.send(pog.functions.fixSeed(round_id, secret), verifier)
+    s.send(pog.functions.commitRoots(round_id, [Web3.keccak(text="root")]), provider)
+    s.send(challenges.functions.challengePog(round_id, 0, 32), verifier, value=ETH // 10)
+    challenge_id = challenges.functions.challengeCount().call()
+    s.advance(challenges.functions.responseWindow().call() + 1)
+    return s.send(challenges.functions.claimTimeout(challenge_id), verifier).gasUsed
 
 
 def measure(chain_port: int | None = None) -> list[GasRow]:
@@ -85,14 +100,17 @@ def measure(chain_port: int | None = None) -> list[GasRow]:
         rng = random.Random(20261122)
         chunk = rng.randbytes(CHUNK_BYTES)
         _, depth, _, gas = _pog_challenge(s, provider, verifier, 8192, chunk)
-        rows.append(GasRow("PoG: fix the round seed (verifier)", gas["fix_seed"]))
+        rows.append(GasRow("PoG: request a round (verifier, 1 GPU, secret hash committed)", gas["request"]))
+        rows.append(GasRow("PoG: reveal the secret, fixing the round seed (verifier)", gas["fix_seed"]))
         rows.append(GasRow("PoG: commit roots (1 GPU)", gas["commit"], 60_000))
+        rows.append(GasRow("PoG: fix a challenge's randomness (verifier)", gas["fix_randomness"]))
         rows.append(GasRow(f"PoG: answer a k=32 challenge at depth {depth}", gas["respond"], 1_500_000))
 
         challenges = s.contract("ChallengeManager")
         challenge_id, _, path, _ = _pog_challenge(s, provider, verifier, 4096, chunk)
         fraud = s.send(challenges.functions.proveFraud(challenge_id, 0, chunk, path, 0), verifier)
         rows.append(GasRow("PoG: fraud proof at n=4096 (element recomputation + depth-18 inclusion + slash)", fraud.gasUsed))
+        rows.append(GasRow("PoG: claim a timeout (provider slashed, bond returned)", _timeout_claim(s, provider, verifier)))
         harness = deployer.deploy("ProofLibrariesHarness")
         element = s.send(harness.functions.elementGas(Web3.keccak(text="seed"), 4096, 4095, 17), verifier)
         rows.append(GasRow("PoG: one element recomputed on-chain at n=4096 (whole tx)", element.gasUsed, 1_000_000))

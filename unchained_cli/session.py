@@ -42,7 +42,10 @@ class ChainSession:
     def send(self, fn: Any, sender: str, value: int = 0, what: str = "") -> TxReceipt:
         """Sends `fn` (a bound contract function) from `sender` and waits for success."""
         try:
-            tx_hash = fn.transact({"from": sender, "value": value})
+            # Estimated on the pending block, where it runs: on the latest block a call reading
+            # that block's own hash (fresh PoG/challenge randomness) would be refused.
+            gas = fn.estimate_gas({"from": sender, "value": value}, block_identifier="pending")
+            tx_hash = fn.transact({"from": sender, "value": value, "gas": gas + gas // 5})
         except ContractCustomError as exc:
             raise TransactionFailed(f"{what or fn.fn_name}: {describe_revert(self.deployment, exc.data)}") from exc
         receipt = self.web3.eth.wait_for_transaction_receipt(tx_hash)

@@ -32,6 +32,11 @@ class TransactionReverted(VerifierError):
     """A transaction was refused by a contract; the message names the custom error."""
 
 
+def gas_with_margin(estimate: int) -> int:
+    """An estimate plus a fifth: state may change between the estimate and the block."""
+    return estimate + estimate // 5
+
+
 def load_keystore(path: Path, password: str) -> LocalAccount:
     try:
         return Account.from_key(Account.decrypt(json.loads(path.read_text()), password))
@@ -71,7 +76,7 @@ class VerifierChain:
         """Sends a contract call from the verifier's account and waits for it to be mined."""
         try:
             with self._nonce_lock:
-                tx_hash = fn.transact({"from": self.address, "value": value})
+                tx_hash = fn.transact({"from": self.address, "value": value, "gas": self._gas(fn, value)})
         except ContractCustomError as exc:
             raise TransactionReverted(f"{fn.fn_name}: {describe_revert(self.deployment, exc.data)}") from exc
         except (ConnectionError, OSError) as exc:
@@ -83,6 +88,35 @@ class VerifierChain:
         if receipt.status != 1:
             raise TransactionReverted(f"{fn.fn_name} reverted in tx {tx_hash.hex()}")
         logger.info("%s sent: tx %s, gas %s", fn.fn_name, tx_hash.hex(), receipt.gasUsed)
+        return receipt
+
+    def _gas(self, fn: Any, value: int) -> int:
+        """Gas estimated on the pending block, where the transaction will run: a node estimating
+        on the latest block would refuse a call that reads that block's own hash (a round's or
+        challenge's randomness), though the transaction itself, mined later, can read it."""
+        return gas_with_margin(fn.estimate_gas({"from": self.address, "value": value}, block_identifier="pending"))
+
+    def broadcast(self, fn: Any, value: int = 0) -> bytes:
+        """Sends a contract call and returns its hash without waiting for it to be mined (for a
+        reveal whose timing matters: the caller does its part while the block is produced, then
+        calls `mined`). A call the node refuses at once raises TransactionReverted."""
+        try:
+            with self._nonce_lock:
+                return bytes(fn.transact({"from": self.address, "value": value, "gas": self._gas(fn, value)}))
+        except ContractCustomError as exc:
+            raise TransactionReverted(f"{fn.fn_name}: {describe_revert(self.deployment, exc.data)}") from exc
+        except (ConnectionError, OSError) as exc:
+            raise ChainUnavailable(f"{fn.fn_name}: {exc}") from exc
+
+    def mined(self, tx_hash: bytes, what: str) -> TxReceipt:
+        """The receipt of a broadcast transaction, polled for up to tx_timeout_s."""
+        try:
+            receipt = self.web3.eth.wait_for_transaction_receipt(tx_hash, timeout=self.tx_timeout_s)
+        except TimeExhausted as exc:
+            raise ChainUnavailable(f"{what}: tx {tx_hash.hex()} not mined in {self.tx_timeout_s}s") from exc
+        if receipt.status != 1:
+            raise TransactionReverted(f"{what} reverted in tx {tx_hash.hex()}")
+        logger.info("%s mined: tx %s, gas %s", what, tx_hash.hex(), receipt.gasUsed)
         return receipt
 
     def wait_for_block(self, number: int, timeout_s: float = 120.0) -> None:

@@ -343,11 +343,9 @@ class JobAuditor:
         now = self.chain.now()
         try:
             if status == OPEN and c[12] == bytes(32):
-                # The indices come from the hash of the block after the challenge, readable for
-                # 256 blocks only: fixed as soon as possible, or the challenge would be dismissed.
-                # A call is estimated on the latest block, so that block must already be past it.
-                if self.chain.web3.eth.block_number < c[1] + 2:
-                    return
+                # The indices come from the hash of the challenge's anchor block, readable for 256
+                # blocks only: stored at once (the call re-anchors an expired one), so the
+                # provider can always learn them. A timeout is slashed without them.
                 receipt = self.chain.send(self.manager.functions.fixRandomness(challenge_id))
                 logger.info("challenge %s: randomness fixed, tx %s", challenge_id, receipt.transactionHash.hex())
             if status == OPEN and now > deadline:

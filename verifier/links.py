@@ -40,9 +40,10 @@ class CeleryProverLink:
         except (KombuError, OSError) as exc:
             raise LinkDown(f"broker unreachable: {exc}") from exc
 
-    def commit(self, round_id: int, round_seed: bytes, sizes: Sequence[int]) -> bytes:
-        # The provider reads the seed and n from the chain itself: nothing here can mislead it.
-        return self._call(TASK_POG_ROUND, [round_id], self.commit_timeout_s)
+    def commit(self, round_id: int, secret: bytes, sizes: Sequence[int]) -> bytes:
+        # The provider checks the secret against the round's secretHash and reads n and the
+        # request block's hash from the chain itself: nothing here can mislead it.
+        return self._call(TASK_POG_ROUND, [round_id, "0x" + secret.hex()], self.commit_timeout_s)
 
     def answer(self, round_id: int, randomness: bytes, k: int) -> bytes:
         return self._call(TASK_POG_ANSWER, [round_id, "0x" + randomness.hex(), k], self.answer_timeout_s)

@@ -1,15 +1,22 @@
 """Proof-of-GPU rounds with the chain in the loop.
 
 A routine round costs the provider no gas beyond its root commit: the verifier requests the
-round on-chain (the seed is the hash of the block after the request, so nobody knows it
-earlier), times seed-to-root off-chain, challenges the committed roots with a secret it reveals
-only after the roots are on-chain, checks the answers exactly, and attests the verdict on-chain.
+round on-chain with the hash of a fresh secret, and the seed is that secret mixed with the
+request block's hash, so nobody knows it before the verifier reveals the secret. The verifier
+computes the seed itself, starts its clock, and only then broadcasts fixSeed and hands the same
+secret to the provider: the clock runs before the seed is knowable to anyone but the verifier,
+with no block to wait for in between. It times seed-to-root off-chain, challenges the committed
+roots with another secret it reveals only after the roots are on-chain, checks the answers
+exactly, and attests the verdict on-chain.
 
 When a round fails (a wrong element, a missing or late answer) the verifier escalates to an
 on-chain challenge of the failed GPU's root: the provider must then reveal the block-hash-chosen
 chunks in a transaction or be slashed, and any wrong revealed element is proven on-chain with a
 fraud proof that the contract judges by recomputing the element. `follow_up` drives that to its
-end; it is idempotent and resumes from chain state, so a restarted verifier finishes it.
+end (fixing each challenge's randomness at its first look, so the indices stay readable) and
+reports what the contract decided, read from the transaction's ChallengeClosed event; it is
+idempotent and resumes from chain state, so a restarted verifier finishes it. Nothing here waits
+for a block that only a transaction would create: waits are polls bounded in wall time too.
 """
 
 from __future__ import annotations
@@ -22,12 +29,14 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
 
+from web3.logs import DISCARD
+
 from protocol.errors import ProtocolError, WrongElement
-from protocol.pog.challenge import MIN_K
+from protocol.pog.challenge import MIN_K, pog_round_seed, pog_secret_hash
 from protocol.pog.check import check_chunk
 from protocol.pog.messages import decode_commitment
 from verifier import VerifierError
-from verifier.chain import ChainUnavailable, VerifierChain
+from verifier.chain import ChainUnavailable, TransactionReverted, VerifierChain
 from verifier.pog_checker import GpuClaim, PogChecker, RoundVerdict
 
 logger = logging.getLogger(__name__)
@@ -45,7 +54,9 @@ class ProverLink(Protocol):
         """Raises LinkDown when the verifier's own side (its broker) cannot carry a round, so
         that no round is requested, and no provider blamed, for the verifier's failure."""
 
-    def commit(self, round_id: int, round_seed: bytes, sizes: Sequence[int]) -> bytes: ...
+    def commit(self, round_id: int, secret: bytes, sizes: Sequence[int]) -> bytes:
+        """Hands the round's secret to the provider (who derives the seed from it and the
+        request block's hash) and returns its commitment message."""
 
     def answer(self, round_id: int, randomness: bytes, k: int) -> bytes: ...
 
@@ -58,17 +69,26 @@ class LinkDown(VerifierError):
     """The verifier's own link is down (broker unreachable): a transient error of ours."""
 
 
+class SeedNotFixed(VerifierError):
+    """Our own fixSeed did not go through: the round ends Voided, nobody is blamed (ours, transient)."""
+
+
 class ChallengeState(Enum):
     WAITING = "waiting"  # the provider may still answer, or the fraud window is open
-    SLASHED_TIMEOUT = "slashed_timeout"
-    SLASHED_FRAUD = "slashed_fraud"
+    SLASHED_TIMEOUT = "slashed_timeout"  # the contract closed it ProviderFaulted on our timeout claim
+    SLASHED_FRAUD = "slashed_fraud"  # ... on our fraud proof
+    DISMISSED = "dismissed"  # the contract closed it Dismissed (e.g. that root was already slashed for)
     SETTLED = "settled"  # answered correctly: the provider earned the bond
     CLOSED = "closed"  # already resolved by someone (possibly before a restart)
 
 
 # Status enums of IChallengeManager.sol and IProofOfGpu.sol
 _OPEN, _ANSWERED = 1, 2
+_PROVIDER_FAULTED, _DISMISSED = 4, 7
 _REQUESTED, _COMMITTED = 1, 2
+
+
+_WALL_MARGIN_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -89,7 +109,7 @@ class OnchainPog:
     chain: VerifierChain
     link: ProverLink | None = None  # needed by run_round only; follow_up works from the chain
     k: int = MIN_K
-    dtype: str = "fp16"
+    dtype: str = "int8"
     n: int | None = None  # None: chosen from each GPU's claimed class (never by the provider)
     bond_wei: int | None = None  # None: the contract's minimum
     answer_window_s: float = 60.0
@@ -108,24 +128,25 @@ class OnchainPog:
         sizes = sorted({c.n for c in claims})
         if len(sizes) != 1:
             raise VerifierError(f"provider {provider} claims GPUs of different classes: {sizes}")
-        receipt = self.chain.send(self.pog.functions.requestRound(provider, sizes[0]))
+        secret = os.urandom(32)  # revealed by fixSeed below; with the request block's hash, the seed
+        receipt = self.chain.send(self.pog.functions.requestRound(provider, sizes[0], pog_secret_hash(secret)))
         round_id = self.pog.events.RoundRequested().process_receipt(receipt)[0].args.roundId
-        self.chain.wait_for_block(receipt.blockNumber + 2)  # the seed block must exist and be readable
-        self.chain.send(self.pog.functions.fixSeed(round_id))
-        seed = self.pog.functions.round(round_id).call()[-1]
-        logger.info("PoG round %s for %s: seed 0x%s, n=%s", round_id, provider, seed.hex(), sizes[0])
+        seed = pog_round_seed(bytes(receipt.blockHash), secret, round_id, bytes.fromhex(provider[2:]))
+        logger.info("PoG round %s for %s: n=%s, seed 0x%s revealed now", round_id, provider, sizes[0], seed.hex())
 
         checker = PogChecker(k=self.k, dtype=self.dtype, answer_window_s=self.answer_window_s)
-        checker.open_round(seed, claims)
+        checker.open_round(seed, claims)  # the clock starts before the secret leaves this process
+        fix_tx = self.chain.broadcast(self.pog.functions.fixSeed(round_id, secret))
         try:
-            message = self.link.commit(round_id, seed, [c.n for c in claims])
-            checker.receive_commitment(message)
+            message = self.link.commit(round_id, secret, [c.n for c in claims])
+            checker.receive_commitment(message)  # the clock stops here
+            self._seed_fixed(round_id, fix_tx, seed)
             self._wait_committed(round_id)
             self._check_roots_on_chain(round_id, message, len(claims))
             randomness = os.urandom(32)  # the verifier's secret, revealed only now
             checker.reveal(randomness)
             verdict = checker.judge(self.link.answer(round_id, randomness, self.k))
-        except (LinkDown, ChainUnavailable):
+        except (LinkDown, ChainUnavailable, SeedNotFixed):
             raise  # our failure, not the provider's: no verdict and no bond
         except (VerifierError, ProtocolError) as exc:
             logger.warning("PoG round %s for %s failed before judging: %s", round_id, provider, exc)
@@ -143,30 +164,69 @@ class OnchainPog:
         return RoundOutcome(provider, round_id, verdict, ())
 
     def follow_up(self, challenge_id: int) -> ChallengeState:
-        """Moves an on-chain PoG challenge towards its end: a timeout claim, a fraud proof from
-        the revealed chunks, or settlement once the fraud window passed."""
+        """Moves an on-chain PoG challenge towards its end: its randomness fixed (or re-anchored)
+        at once, then a timeout claim, a fraud proof from the revealed chunks, or settlement once
+        the fraud window passed. The state returned is what the contract decided."""
         c = self.challenges.functions.challenge(challenge_id).call()
         status, deadline, answered_at = c[3], c[6], c[7]
-        now = self.chain.now()
         if status == _OPEN:
-            if now <= deadline:
+            self.fix_randomness(challenge_id, c)
+            if self.chain.now() <= deadline:
                 return ChallengeState.WAITING
-            self.chain.wait_for_block(c[1] + 2)  # the claim fixes the indices' block hash if nobody did
-            self.chain.send(self.challenges.functions.claimTimeout(challenge_id))
-            logger.info("challenge %s: no answer by %s; provider slashed", challenge_id, deadline)
-            return ChallengeState.SLASHED_TIMEOUT
+            return self._close(challenge_id, self.challenges.functions.claimTimeout(challenge_id),
+                               ChallengeState.SLASHED_TIMEOUT, f"no answer by {deadline}")
         if status != _ANSWERED:
             return ChallengeState.CLOSED
         fraud = self._find_fraud(challenge_id, c)
         if fraud is not None:
             index, data, proof, offset = fraud
-            self.chain.send(self.challenges.functions.proveFraud(challenge_id, index, data, proof, offset))
-            logger.info("challenge %s: fraud proven at chunk %s element %s", challenge_id, index, offset)
-            return ChallengeState.SLASHED_FRAUD
-        if now <= answered_at + self.challenges.functions.fraudWindow().call():
+            return self._close(challenge_id,
+                               self.challenges.functions.proveFraud(challenge_id, index, data, proof, offset),
+                               ChallengeState.SLASHED_FRAUD, f"wrong element {offset} of chunk {index}")
+        if self.chain.now() <= answered_at + self.challenges.functions.fraudWindow().call():
             return ChallengeState.WAITING
-        self.chain.send(self.challenges.functions.settle(challenge_id))
-        return ChallengeState.SETTLED
+        return self._close(challenge_id, self.challenges.functions.settle(challenge_id), ChallengeState.SETTLED,
+                           "the answer stood")
+
+    def fix_randomness(self, challenge_id: int, c: Sequence | None = None) -> bool:
+        """Stores an open challenge's randomness (readable by any transaction after the anchor
+        block's: no block is waited for), or re-anchors it once expired, so the indices never
+        become unreadable. Returns whether a transaction was sent."""
+        c = c if c is not None else self.challenges.functions.challenge(challenge_id).call()
+        if c[3] != _OPEN or c[12] != bytes(32):
+            return False
+        try:
+            receipt = self.chain.send(self.challenges.functions.fixRandomness(challenge_id))
+        except TransactionReverted as exc:  # someone else fixed it first: the chain holds it either way
+            logger.info("challenge %s: randomness not fixed by us: %s", challenge_id, exc)
+            return False
+        moved = self.challenges.events.ChallengeReanchored().process_receipt(receipt, errors=DISCARD)
+        logger.info("challenge %s: randomness %s, tx %s", challenge_id,
+                    f"re-anchored to block {moved[0].args.anchorBlock}" if moved else "fixed",
+                    receipt.transactionHash.hex())
+        return True
+
+    def _close(self, challenge_id: int, fn, expected: ChallengeState, why: str) -> ChallengeState:
+        """Sends the closing call and returns what the contract decided (its ChallengeClosed
+        event), never what we hoped for; a call someone else beat reads the state back."""
+        try:
+            receipt = self.chain.send(fn)
+        except TransactionReverted as exc:
+            status = self.challenges.functions.challenge(challenge_id).call()[3]
+            if status in (_OPEN, _ANSWERED):
+                raise
+            logger.info("challenge %s: already closed (status %s): %s", challenge_id, status, exc)
+            return ChallengeState.CLOSED
+        closed = self.challenges.events.ChallengeClosed().process_receipt(receipt, errors=DISCARD)
+        status = closed[0].args.status if closed else self.challenges.functions.challenge(challenge_id).call()[3]
+        tx = receipt.transactionHash.hex()
+        if status == _DISMISSED:
+            logger.warning("challenge %s: %s; the contract dismissed it (nobody slashed), tx %s", challenge_id, why, tx)
+            return ChallengeState.DISMISSED
+        if expected is not ChallengeState.SETTLED and status != _PROVIDER_FAULTED:
+            raise VerifierError(f"challenge {challenge_id}: contract closed it with status {status}, tx {tx}")
+        logger.info("challenge %s: %s; contract decided %s, tx %s", challenge_id, why, expected.value, tx)
+        return expected
 
     def _claims(self, provider: str) -> list[GpuClaim]:
         gpu_model, _, _, _, uuid_hashes, registered_at, _ = self.registry.functions.providerOf(provider).call()
@@ -175,10 +235,22 @@ class OnchainPog:
         model = gpu_model.rstrip(b"\0").decode(errors="replace")
         return [PogChecker.claim(uuid, model, self.n, self.dtype) for uuid in uuid_hashes]
 
+    def _seed_fixed(self, round_id: int, fix_tx: bytes, seed: bytes) -> None:
+        """Our fixSeed is mined and fixed the seed we timed from (else the round is ours to lose)."""
+        try:
+            self.chain.mined(fix_tx, f"fixSeed round {round_id}")
+        except TransactionReverted as exc:
+            raise SeedNotFixed(f"round {round_id}: {exc}") from exc
+        if self.pog.functions.round(round_id).call()[8] != seed:
+            raise SeedNotFixed(f"round {round_id}: the seed on-chain is not the one we computed")
+
     def _wait_committed(self, round_id: int) -> None:
+        """Polls for the roots until the commit deadline, by chain time or, on a chain that makes
+        blocks only for transactions, by wall time (commit window plus a margin)."""
         deadline = self.pog.functions.round(round_id).call()[4]
+        give_up = time.monotonic() + self.pog.functions.commitWindow().call() + _WALL_MARGIN_S
         while self.pog.functions.round(round_id).call()[7] == _REQUESTED:
-            if self.chain.now() > deadline:
+            if self.chain.now() > deadline or time.monotonic() > give_up:
                 raise ProverUnreachable(f"round {round_id}: no roots on-chain by the commit deadline {deadline}")
             time.sleep(self.poll_s)
 
@@ -206,6 +278,8 @@ class OnchainPog:
         for g in gpus:
             receipt = self.chain.send(self.challenges.functions.challengePog(round_id, g, self.k), value=bond)
             ids.append(self.challenges.events.PogChallenged().process_receipt(receipt)[0].args.challengeId)
+        for challenge_id in ids:  # stored while readable: the provider's indices can never expire
+            self.fix_randomness(challenge_id)
         if verdict is not None and not detail:
             detail = "; ".join(f"GPU {g.gpu_index}: {g.failure}" for g in verdict.gpus if not g.passed)
         logger.warning("PoG round %s for %s failed (%s); on-chain challenges %s", round_id, provider, detail, ids)

@@ -19,7 +19,7 @@ from verifier.backend_client import Decision, VerifierBackend
 from verifier.chain import ChainUnavailable, TransactionReverted, VerifierChain
 from verifier.committee import CommitteeMember
 from verifier.job_audit import JobAuditor
-from verifier.pog_onchain import ChallengeState, LinkDown, OnchainPog, ProverLink
+from verifier.pog_onchain import ChallengeState, LinkDown, OnchainPog, ProverLink, SeedNotFixed
 from verifier.pog_scheduler import Outcome, PogScheduler, ProviderState, TransientRoundError
 from verifier.settings import Settings
 
@@ -94,11 +94,20 @@ class VerifierService:
         return [i for i in ids if self.challenges.functions.challenge(i).call()[3] in (_OPEN, _ANSWERED)]
 
     def tick(self) -> None:
-        """One pass: due rounds, then every open challenge moved towards its end."""
+        """One pass: due rounds, then every open challenge moved towards its end. Each provider's
+        round and each challenge is handled on its own: whatever one provider does (a front-run,
+        a revert, a garbage reply) is logged with its ids and the others go on."""
         for report in self.scheduler.tick(self.providers()):
             self.metrics.rounds.labels(report.outcome.value).inc()
         for challenge_id in self.open_challenges():
-            state = self._pog().follow_up(challenge_id)
+            try:
+                state = self._pog().follow_up(challenge_id)
+            except ChainUnavailable:
+                raise  # nothing else can move either
+            except Exception:
+                logger.exception("challenge %s: follow-up failed; retried next tick", challenge_id)
+                self.metrics.challenges.labels("error").inc()
+                continue
             if state is not ChallengeState.WAITING:
                 self.metrics.challenges.labels(state.value).inc()
                 logger.info("challenge %s: %s", challenge_id, state.value)
@@ -139,8 +148,11 @@ class VerifierService:
     def _round(self, provider: str) -> bool:
         try:
             outcome = self._pog(self.link_for(provider)).run_round(provider)
-        except (LinkDown, ChainUnavailable) as exc:
+        except (LinkDown, ChainUnavailable, SeedNotFixed) as exc:
             raise TransientRoundError(str(exc)) from exc
+        except Exception as exc:  # one provider's round must never stop the others' (or the follow-ups)
+            logger.exception("provider %s: PoG round failed unexpectedly; retried with backoff", provider)
+            raise TransientRoundError(f"{type(exc).__name__}: {exc}") from exc
         backend = self._backend()
         if backend is not None:
             decision: Decision = "passed" if outcome.passed else "challenged"
@@ -164,6 +176,8 @@ class VerifierService:
         backend.report("pog", round_id, decision, challenge_id=challenge_id, detail=state.value)
 
 
+# A challenge the contract dismissed has no decision of ours to report (the indexer shows the
+# contract's ChallengeClosed status); only outcomes the contract confirmed are reported.
 _POG_END_DECISIONS: dict[ChallengeState, Decision] = {
     ChallengeState.SLASHED_TIMEOUT: "timeout_claimed",
     ChallengeState.SLASHED_FRAUD: "fraud_proven",

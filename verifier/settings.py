@@ -29,7 +29,7 @@ class Settings(BaseModel):
     pog_concurrency: int = Field(default=2, ge=1)
     pog_retries: int = Field(default=3, ge=0)
     pog_backoff_s: float = Field(default=30, gt=0)
-    pog_dtype: str = "fp16"
+    pog_dtype: str = "int8"
     pog_n: int | None = None  # None: from each GPU's claimed class (tests and CPU demos set it)
     k: int = Field(default=32, ge=32, le=64)
     poll_s: float = Field(default=2.0, gt=0)

@@ -5,9 +5,10 @@ import {IDisputeResolver} from "./IDisputeCommittee.sol";
 
 /// @title Challenges of committed Merkle roots: PoG roots and job output roots
 /// @notice A staked verifier (for a job also its renter) posts a bond and challenges k random
-/// leaves of a committed root. The indices come from the hash of the block after the challenge
-/// (docs/PROTOCOL.md, "Challenge indices"). The provider must reveal the k leaves with inclusion
-/// proofs before the response deadline or be slashed. A revealed PoG chunk holding a wrong
+/// leaves of a committed root. The indices come from the hash of the challenge's anchor block
+/// (the block it was opened in, moved to a fresh block if nobody stored the hash within 256
+/// blocks; docs/PROTOCOL.md, "Challenge indices"). The provider must reveal the k leaves with inclusion
+/// proofs before the response deadline or be slashed, however late anyone claims the timeout. A revealed PoG chunk holding a wrong
 /// element can be proven fraudulent by anyone during the fraud window (the element is recomputed
 /// on-chain); a job challenger who finds a revealed digest wrong escalates to the committee vote.
 /// Otherwise the provider earns the bond (minus the protocol fee). Every challenge resolves once;
@@ -27,14 +28,14 @@ interface IChallengeManager is IDisputeResolver {
         ProviderFaulted, // provider slashed (timeout, fraud or committee); bond returned
         ChallengerFaulted, // committee found the claim false; bond to the provider, challenger slashed
         Settled, // answered and unchallenged: bond (minus fee) to the provider
-        Dismissed // nobody at fault (no quorum, randomness never fixed, or root already faulted)
+        Dismissed // nobody at fault (no committee quorum, or the PoG root was already slashed for)
     }
 
-    /// @dev Packed: slot 0 (challenger, createdBlock, kind, status, k), slot 1 (provider,
+    /// @dev Packed: slot 0 (challenger, anchorBlock, kind, status, k), slot 1 (provider,
     /// responseDeadline, answeredAt, gpuIndex).
     struct Challenge {
         address challenger;
-        uint64 createdBlock; // randomness = blockhash(createdBlock + 1)
+        uint64 anchorBlock; // randomness = blockhash(anchorBlock): the opening block, or a later one after expiry
         Kind kind;
         Status status;
         uint8 k; // number of challenged leaves
@@ -76,6 +77,9 @@ interface IChallengeManager is IDisputeResolver {
         uint256 bond, uint256 responseDeadline
     );
     event ChallengeRandomnessFixed(uint256 indexed challengeId, bytes32 randomness);
+    /// @notice Nobody stored the randomness while blockhash(anchorBlock) was readable: the anchor
+    /// moved to `anchorBlock`, the block of this event.
+    event ChallengeReanchored(uint256 indexed challengeId, uint256 anchorBlock);
     event ChallengeAnswered(uint256 indexed challengeId, address indexed provider);
     event ChallengeTimedOut(uint256 indexed challengeId, address indexed provider);
     event FraudProven(
@@ -131,17 +135,21 @@ interface IChallengeManager is IDisputeResolver {
     /// msg.value is the bond (>= minBond). One open challenge per job.
     function challengeJob(uint256 jobId, uint256 k) external payable returns (uint256 challengeId);
 
-    /// @notice Stores R = blockhash(createdBlock + 1). Anyone, from the next block on and within
-    /// 256 blocks; respond() and claimTimeout() fix it too.
+    /// @notice Stores R = blockhash(anchorBlock) for an open challenge. Anyone, from the block
+    /// after the anchor on; respond() fixes it too. Once that hash is older than 256 blocks (and
+    /// only then) it instead moves the anchor to the current block (ChallengeReanchored), so the
+    /// provider can still learn its indices and answer before the deadline.
     function fixRandomness(uint256 challengeId) external;
 
     /// @notice The provider reveals the k challenged leaves (in order of t) with their proofs
     /// before the response deadline: 256-byte chunks for PoG, 32-byte digests for jobs. Once.
+    /// Fixes R if nobody has; reverts (BlockRandomnessExpired) when R expired unfixed: call
+    /// fixRandomness first, which re-anchors it.
     function respond(uint256 challengeId, bytes[] calldata leaves, bytes32[][] calldata proofs) external;
 
     /// @notice After the response deadline without an answer: slashes the provider (reward to
-    /// the challenger), returns the bond and, for a job, refunds the renter. Anyone. When R was
-    /// never fixed and can no longer be read, the challenge is dismissed instead (bond returned).
+    /// the challenger), returns the bond and, for a job, refunds the renter. Anyone, however
+    /// late; R is not needed. (A PoG root already slashed for ends Dismissed, bond returned.)
     function claimTimeout(uint256 challengeId) external;
 
     /// @notice Proves that a PoG chunk committed under the challenged root holds a wrong element:
@@ -171,7 +179,8 @@ interface IChallengeManager is IDisputeResolver {
     /// @notice Everything stored about challenge `challengeId`.
     function challenge(uint256 challengeId) external view returns (Challenge memory);
 
-    /// @notice The k challenged leaf indices (needs R fixed or still readable).
+    /// @notice The k challenged leaf indices (needs R fixed, or blockhash(anchorBlock) readable:
+    /// not in the anchor block itself, which a call at the latest block may be).
     function challengeIndices(uint256 challengeId) external view returns (uint256[] memory);
 
     /// @notice Pull balance owed to `account`.

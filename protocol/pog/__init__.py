@@ -1,6 +1,6 @@
 """Proof of GPU: workload, commitment, challenge derivation, chunk checking and GPU classes."""
 
-from protocol.pog.challenge import challenge_indices, pog_round_seed
+from protocol.pog.challenge import challenge_indices, pog_round_seed, pog_secret_hash
 from protocol.pog.check import check_chunk, check_chunks, expected_chunk, expected_chunks
 from protocol.pog.commitment import (
     CHUNK_BYTES,
@@ -94,6 +94,7 @@ __all__ = [
     "lookup",
     "n_for",
     "pog_round_seed",
+    "pog_secret_hash",
     "proven_devices",
     "reference_product",
     "rows",

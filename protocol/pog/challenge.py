@@ -32,14 +32,24 @@ def challenge_indices(randomness: bytes, root: bytes, leaf_count: int, k: int) -
     ]
 
 
-def pog_round_seed(request_next_blockhash: bytes, round_id: int, provider: bytes) -> Hash32:
-    """roundSeed = keccak256(abi.encode(blockhash(requestBlock + 1), uint256 roundId, address))."""
+def pog_secret_hash(secret: bytes) -> Hash32:
+    """secretHash = keccak256(secret): what a verifier commits to when it requests a round."""
+    return keccak256(_bytes32("secret", secret))
+
+
+def pog_round_seed(request_blockhash: bytes, secret: bytes, round_id: int, provider: bytes) -> Hash32:
+    """roundSeed = keccak256(abi.encode(blockhash(requestBlock), bytes32 secret, uint256 roundId,
+    address provider)): the request block's hash mixed with the verifier's revealed secret, so
+    nobody knows the seed before the verifier reveals (not even the provider, who knows the
+    block hash) and the verifier, who committed to its secret before the block existed, could
+    not choose it."""
     if not isinstance(provider, (bytes, bytearray)) or len(provider) != 20:
         raise InvalidParameter("provider", provider, "must be a 20-byte address")
     if not 0 <= round_id < 2**256:
         raise InvalidParameter("round_id", round_id, "must fit uint256")
     return keccak256(
-        _bytes32("blockhash", request_next_blockhash)
+        _bytes32("blockhash", request_blockhash)
+        + _bytes32("secret", secret)
         + round_id.to_bytes(32, "big")
         + bytes(12)
         + bytes(provider)

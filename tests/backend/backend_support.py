@@ -77,10 +77,10 @@ def stake_and_register(s: ChainSession, p: Parties) -> None:
 
 def pog_round(s: ChainSession, p: Parties, provider: str, passed: bool, gpu_class: str, tflops_milli: int) -> int:
     pog = s.contract("ProofOfGpu")
-    s.send(pog.functions.requestRound(provider, 64), p.verifier)
+    secret = keccak256(b"secret-%d" % pog.functions.roundCount().call())
+    s.send(pog.functions.requestRound(provider, 64, keccak256(secret)), p.verifier)
     round_id = pog.functions.roundCount().call()
-    s.mine(2)
-    s.send(pog.functions.fixSeed(round_id), p.verifier)
+    s.send(pog.functions.fixSeed(round_id, secret), p.verifier)
     count = s.contract("ProviderRegistry").functions.gpuCountOf(provider).call()
     s.send(pog.functions.commitRoots(round_id, [keccak256(b"root%d" % g) for g in range(count)]), provider)
     s.send(pog.functions.attest(round_id, 1234, bytes32(gpu_class), tflops_milli, passed), p.verifier)

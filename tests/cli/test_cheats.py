@@ -19,14 +19,13 @@ import protocol.inference
 import provider_agent.pog_service as pog_service
 from protocol.errors import WrongElement
 from protocol.merkle import keccak256, leaf_hash, verify_inclusion
-from protocol.pog import check_chunk, decode_answers, gpu_seed, leaf_count
+from protocol.pog import check_chunk, decode_answers, gpu_seed, leaf_count, pog_round_seed, pog_secret_hash
 from protocol.tasks import provider_queue
 from provider_agent.agent import Agent
 from provider_agent.gpus import Device
 from provider_agent.worker import TASK_ANSWER_CHALLENGE
 from tests.provider_agent.conftest import ETH, PASSWORD, keystore, market, redis_url, settings_for  # noqa: F401
 from tests.e2e.test_market_job import Worker
-from tests.provider_agent.test_pog_with_verifier import BlockProducer
 from unchained_cli import cheats
 from unchained_cli.cheats import CheatPlan, CheatSpecError, PogCheat, SkippingProver, parse
 from verifier.chain import VerifierChain
@@ -80,10 +79,15 @@ class FakeChain:
         self.responses: dict[int, tuple[list[bytes], list[list[bytes]]]] = {}
         self.indices: list[int] = []
 
-    def request_round(self, round_id: int) -> bytes:
-        seed = keccak256(f"seed-{round_id}".encode())
-        self.rounds[round_id] = {"provider": PROVIDER, "n": N, "gpu_count": 1, "status": 1, "seed": seed}
-        return seed
+    def request_round(self, round_id: int) -> tuple[bytes, bytes]:
+        """A round requested for us with a committed secret: (its seed, the secret)."""
+        secret = keccak256(f"round-secret-{round_id}".encode())
+        self.rounds[round_id] = {"provider": PROVIDER, "request_block": round_id, "n": N, "gpu_count": 1,
+                                 "status": 1, "seed": bytes(32), "secret_hash": pog_secret_hash(secret)}
+        return pog_round_seed(self.block_hash(round_id), secret, round_id, bytes.fromhex(PROVIDER[2:])), secret
+
+    def block_hash(self, number: int) -> bytes:
+        return keccak256(f"block-{number}".encode())
 
     def pog_round(self, round_id: int) -> dict:
         return self.rounds[round_id]
@@ -108,10 +112,11 @@ def restore_targets(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def play_round(service: pog_service.PogService, chain: FakeChain, device: Device, round_id: int):
     """The verifier's side of one round (the real checker) against the agent's PogService."""
-    seed = chain.request_round(round_id)
+    seed, round_secret = chain.request_round(round_id)
     checker = PogChecker(k=K, dtype="fp32", answer_window_s=60)
     checker.open_round(seed, [PogChecker.claim(device.uuid_hash, device.name, n=N)])
-    checker.receive_commitment(service.compute(round_id).encode())
+    checker.receive_commitment(service.compute(round_id, "0x" + round_secret.hex()).encode())
+    chain.rounds[round_id]["seed"] = seed  # the verifier's fixSeed mined
     secret = keccak256(f"secret-{round_id}".encode())
     checker.reveal(secret)
     raw = service.answer(round_id, "0x" + secret.hex(), K).encode()
@@ -210,20 +215,18 @@ def test_real_worker_passes_round_one_cheats_in_round_two_and_is_slashed_by_a_fr
     queue, log = provider_queue(market.provider), tmp_path / "worker.log"
     worker = Worker(settings, queue, log, cheat="pog-from-round=2")
     try:
-        with BlockProducer(s):
-            link = CeleryProverLink(client, market.provider, commit_timeout_s=120, answer_timeout_s=60)
-            assert OnchainPog(verifier, link, dtype="fp32", n=N).run_round(market.provider).passed, log.read_text()
+        link = CeleryProverLink(client, market.provider, commit_timeout_s=120, answer_timeout_s=60)
+        assert OnchainPog(verifier, link, dtype="fp32", n=N).run_round(market.provider).passed, log.read_text()
 
-            pog = OnchainPog(verifier, link, dtype="fp32", n=N)
-            second = pog.run_round(market.provider)
-            assert not second.passed and isinstance(second.verdict.gpus[0].error, WrongElement)
-            [challenge_id] = second.challenge_ids
-            assert pog.follow_up(challenge_id) is ChallengeState.WAITING
-            s.mine(2)  # the challenge's indices are readable from the next block on
-            stake = s.contract("Staking").functions.stakeOf(market.provider).call()
-            # The worker answers from the fake it committed (as the agent's heartbeat would).
-            client.send_task(TASK_ANSWER_CHALLENGE, (challenge_id,), queue=queue).get(timeout=60)
-            assert pog.follow_up(challenge_id) is ChallengeState.SLASHED_FRAUD
+        pog = OnchainPog(verifier, link, dtype="fp32", n=N)
+        second = pog.run_round(market.provider)
+        assert not second.passed and isinstance(second.verdict.gpus[0].error, WrongElement)
+        [challenge_id] = second.challenge_ids
+        assert pog.follow_up(challenge_id) is ChallengeState.WAITING
+        stake = s.contract("Staking").functions.stakeOf(market.provider).call()
+        # The worker answers from the fake it committed (as the agent's heartbeat would).
+        client.send_task(TASK_ANSWER_CHALLENGE, (challenge_id,), queue=queue).get(timeout=60)
+        assert pog.follow_up(challenge_id) is ChallengeState.SLASHED_FRAUD
     finally:
         worker.stop()
     assert s.contract("Staking").functions.stakeOf(market.provider).call() < stake

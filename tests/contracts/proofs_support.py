@@ -176,12 +176,25 @@ class UniformTree:
         return [self.leaf] * len(indices), [siblings] * len(indices)
 
 
-def request_round(proof_of_gpu, provider, verifier, n: int = 64) -> int:
-    """Requests a round, mines the block whose hash seeds it and fixes the seed; the round id."""
-    tx = proof_of_gpu.requestRound(provider, n, {"from": verifier})
+def secret_for(round_hint: object) -> bytes:
+    """A verifier's secret for a round (deterministic per hint, so tests can recompute it)."""
+    return keccak(b"verifier-secret-" + str(round_hint).encode())
+
+
+def expected_seed(request_block_hash: bytes, secret: bytes, round_id: int, provider: str) -> bytes:
+    """roundSeed = keccak256(abi.encode(blockhash(requestBlock), secret, roundId, provider))."""
+    return keccak(encode(["bytes32", "bytes32", "uint256", "address"],
+                         [request_block_hash, secret, round_id, provider]))
+
+
+def request_round(proof_of_gpu, provider, verifier, n: int = 64, fix: bool = True) -> int:
+    """Requests a round with a committed secret and (unless fix=False) reveals it at once in the
+    next transaction, as the verifier does: no block has to be mined in between."""
+    secret = secret_for(proof_of_gpu.roundCount() + 1)
+    tx = proof_of_gpu.requestRound(provider, n, keccak(secret), {"from": verifier})
     round_id = tx.events["RoundRequested"]["roundId"]
-    chain.mine()
-    proof_of_gpu.fixSeed(round_id, {"from": verifier})
+    if fix:
+        proof_of_gpu.fixSeed(round_id, secret, {"from": verifier})
     return round_id
 
 
@@ -194,16 +207,29 @@ def commit_honest_round(proof_of_gpu, provider, verifier, n: int = 64) -> tuple[
     return round_id, commitments
 
 
-def answer(challenge_manager, challenge_id: int, commitment) -> tuple[list[bytes], list[list[bytes]]]:
-    """The provider's answer to a challenge from its commitment. Mines until R is readable by a
-    call (eth_call on anvil runs at the latest block, so block createdBlock + 1 must be older)."""
-    wait_for_randomness(challenge_manager, challenge_id)
-    return commitment.answer(list(challenge_manager.challengeIndices(challenge_id)))
+def current_randomness(challenge_manager, challenge_id: int) -> bytes:
+    """R as the provider learns it: stored, else the anchor block's hash read from the node
+    (the block exists once the challenge is mined: nothing has to be mined for it)."""
+    c = challenge_manager.challenge(challenge_id)
+    if bytes(c["randomness"]) != bytes(32):
+        return bytes(c["randomness"])
+    return bytes(chain[c["anchorBlock"]].hash)
 
+
+def indices_of(challenge_manager, challenge_id: int) -> list[int]:
+    c = challenge_manager.challenge(challenge_id)
+    return challenge_indices(current_randomness(challenge_manager, challenge_id), bytes(c["root"]), c["k"],
+                             c["leafCount"])
+
+
+def answer(challenge_manager, challenge_id: int, commitment) -> tuple[list[bytes], list[list[bytes]]]:
+    """The provider's answer to a challenge from its commitment, indices computed off-chain."""
+    return commitment.answer(indices_of(challenge_manager, challenge_id))
 
 
 def wait_for_randomness(challenge_manager, challenge_id: int) -> None:
-    """Mines until blockhash(createdBlock + 1) is readable from a view call."""
-    target = challenge_manager.challenge(challenge_id)["createdBlock"] + 2
+    """Mines until blockhash(anchorBlock) is readable from a view call (eth_call on anvil runs
+    at the latest block, which must be past the anchor)."""
+    target = challenge_manager.challenge(challenge_id)["anchorBlock"] + 1
     if chain.height < target:
         chain.mine(target - chain.height)

@@ -53,7 +53,7 @@ def test_pog_challenge_records_root_and_leaf_count(challenge_manager, pog_round,
         staked_verifier, provider, 40, 1, round_id
     )
     assert bytes(c["root"]) == commitments[1].root and c["leafCount"] == 64 * 64 // 64
-    assert c["bond"] == BOND and c["status"] == OPEN and c["createdBlock"] == tx.block_number
+    assert c["bond"] == BOND and c["status"] == OPEN and c["anchorBlock"] == tx.block_number
     assert c["responseDeadline"] == chain[tx.block_number].timestamp + RESPONSE_WINDOW
 
 
@@ -61,7 +61,7 @@ def test_challenge_indices_follow_protocol(challenge_manager, pog_round, staked_
     round_id, commitments = pog_round
     cid = _challenge_pog(challenge_manager, round_id, 0, staked_verifier)
     ref.wait_for_randomness(challenge_manager, cid)
-    randomness = bytes(chain[challenge_manager.challenge(cid)["createdBlock"] + 1].hash)
+    randomness = bytes(chain[challenge_manager.challenge(cid)["anchorBlock"]].hash)
     expected = ref.challenge_indices(randomness, commitments[0].root, 32, 64)
     assert list(challenge_manager.challengeIndices(cid)) == expected
     tx = challenge_manager.fixRandomness(cid, {"from": staked_verifier})
@@ -165,7 +165,6 @@ def test_job_timeout_refunds_renter_and_slashes_provider(
         "challengeId"
     ]
     chain.sleep(RESPONSE_WINDOW + 1)
-    chain.mine()  # R must exist: a provider is never slashed before it could know the indices
     challenge_manager.claimTimeout(cid, {"from": stranger})
     j = escrow.getJob(job_id)
     assert j["status"] == 5 and not j["frozen"]  # Refunded
@@ -238,16 +237,114 @@ def test_only_provider_answers(challenge_manager, pog_round, staked_verifier, st
         challenge_manager.respond(cid, leaves, proofs, {"from": stranger})
 
 
-def test_timeout_with_randomness_never_fixed_and_expired_is_dismissed(
+def _mine_past_horizon(blocks: int = 300) -> None:
+    """More than 256 blocks in one RPC call, as a fast chain makes inside a response window."""
+    brownie.web3.provider.make_request("anvil_mine", [hex(blocks)])
+
+
+def test_silent_provider_is_slashed_however_late_after_the_anchor_expired(
     challenge_manager, staking, pog_round, staked_verifier, provider, stranger
 ):
+    """The attack: stay silent and let nobody fix R for 256 blocks; the timeout used to be
+    dismissed then. Silence must be slashed whatever the randomness."""
     cid = _challenge_pog(challenge_manager, pog_round[0], 0, staked_verifier)
-    chain.mine(300)
+    _mine_past_horizon()
+    chain.sleep(RESPONSE_WINDOW + 1)
+    _mine_past_horizon()  # and claimed late, long after the deadline
+    tx = challenge_manager.claimTimeout(cid, {"from": stranger})
+    assert tx.events["ChallengeClosed"]["status"] == PROVIDER_FAULTED
+    assert tx.events["OffenderSlashed"]["slashed"] == PROVIDER_SLASH
+    assert staking.stakeOf(provider) == MIN_PROVIDER_STAKE - PROVIDER_SLASH
+    assert challenge_manager.owedTo(staked_verifier) == BOND
+    assert bytes(challenge_manager.challenge(cid)["randomness"]) == bytes(32)  # never needed
+
+
+def test_silent_provider_of_a_job_is_slashed_and_renter_refunded_after_the_anchor_expired(
+    challenge_manager, escrow, staking, job, renter, provider, stranger
+):
+    job_id, _ = job
+    cid = challenge_manager.challengeJob(job_id, 3, {"from": renter, "value": BOND}).events["JobChallenged"][
+        "challengeId"
+    ]
+    _mine_past_horizon()
     chain.sleep(RESPONSE_WINDOW + 1)
     tx = challenge_manager.claimTimeout(cid, {"from": stranger})
-    assert tx.events["ChallengeClosed"]["status"] == DISMISSED
-    assert staking.stakeOf(provider) == MIN_PROVIDER_STAKE
-    assert challenge_manager.owedTo(staked_verifier) == BOND
+    assert tx.events["ChallengeClosed"]["status"] == PROVIDER_FAULTED
+    assert escrow.getJob(job_id)["status"] == 5  # Refunded
+    assert escrow.owedTo(brownie.ZERO_ADDRESS, renter) == JOB_PRICE
+    assert staking.stakeOf(provider) == MIN_PROVIDER_STAKE - PROVIDER_SLASH
+
+
+def test_honest_provider_answers_after_the_anchor_expired_by_reanchoring(
+    challenge_manager, pog_round, staked_verifier, provider, stranger, custom_error
+):
+    round_id, commitments = pog_round
+    cid = _challenge_pog(challenge_manager, round_id, 1, staked_verifier)
+    anchor = challenge_manager.challenge(cid)["anchorBlock"]
+    _mine_past_horizon()
+    stale = commitments[1].answer(ref.challenge_indices(bytes(chain[anchor].hash), commitments[1].root, 32, 64))
+    with brownie.reverts(custom_error("BlockRandomnessExpired", anchor, chain.height + 1)):
+        challenge_manager.respond(cid, *stale, {"from": provider})
+    tx = challenge_manager.fixRandomness(cid, {"from": provider})
+    assert tx.events["ChallengeReanchored"]["anchorBlock"] == tx.block_number
+    assert "ChallengeRandomnessFixed" not in tx.events
+    assert challenge_manager.challenge(cid)["anchorBlock"] == tx.block_number
+    # The very next transaction answers from the new anchor's hash: nothing mined in between.
+    leaves, proofs = ref.answer(challenge_manager, cid, commitments[1])
+    answered = challenge_manager.respond(cid, leaves, proofs, {"from": provider})
+    assert answered.block_number == tx.block_number + 1
+    assert bytes(answered.events["ChallengeRandomnessFixed"]["randomness"]) == bytes(chain[tx.block_number].hash)
+    assert challenge_manager.challenge(cid)["status"] == ANSWERED
+
+
+def test_job_provider_answers_after_the_anchor_expired(challenge_manager, job, renter, provider, stranger):
+    job_id, commitment = job
+    cid = challenge_manager.challengeJob(job_id, 4, {"from": renter, "value": BOND}).events["JobChallenged"][
+        "challengeId"
+    ]
+    _mine_past_horizon()
+    challenge_manager.fixRandomness(cid, {"from": stranger})  # anyone may re-anchor an expired one
+    leaves, proofs = ref.answer(challenge_manager, cid, commitment)
+    challenge_manager.respond(cid, leaves, proofs, {"from": provider})
+    assert challenge_manager.challenge(cid)["status"] == ANSWERED
+
+
+def test_a_readable_anchor_cannot_be_moved(
+    challenge_manager, pog_round, staked_verifier, provider, custom_error
+):
+    """Griefing: a challenger re-anchoring while the provider's answer is on its way would void
+    that answer. Only an expired anchor moves, once R is stored it never changes, and a moved
+    anchor stays put for another 256 blocks."""
+    round_id, commitments = pog_round
+    cid = _challenge_pog(challenge_manager, round_id, 2, staked_verifier)
+    anchor = challenge_manager.challenge(cid)["anchorBlock"]
+    chain.mine(200)
+    tx = challenge_manager.fixRandomness(cid, {"from": staked_verifier})
+    assert "ChallengeReanchored" not in tx.events
+    assert bytes(tx.events["ChallengeRandomnessFixed"]["randomness"]) == bytes(chain[anchor].hash)
+    _mine_past_horizon()
+    with brownie.reverts(custom_error("ChallengeRandomnessAlreadyFixed", cid)):
+        challenge_manager.fixRandomness(cid, {"from": staked_verifier})
+    leaves, proofs = ref.answer(challenge_manager, cid, commitments[2])  # stored R: answerable forever
+    challenge_manager.respond(cid, leaves, proofs, {"from": provider})
+
+    second = _challenge_pog(challenge_manager, round_id, 3, staked_verifier)
+    _mine_past_horizon()
+    moved = challenge_manager.fixRandomness(second, {"from": staked_verifier}).block_number
+    chain.mine(100)
+    tx = challenge_manager.fixRandomness(second, {"from": staked_verifier})
+    assert "ChallengeReanchored" not in tx.events
+    assert bytes(challenge_manager.challenge(second)["randomness"]) == bytes(chain[moved].hash)
+
+
+def test_randomness_of_a_closed_challenge_is_not_touched(
+    challenge_manager, pog_round, staked_verifier, stranger, custom_error
+):
+    cid = _challenge_pog(challenge_manager, pog_round[0], 0, staked_verifier)
+    chain.sleep(RESPONSE_WINDOW + 1)
+    challenge_manager.claimTimeout(cid, {"from": stranger})
+    with brownie.reverts(custom_error("ChallengeWrongStatus", cid, PROVIDER_FAULTED)):
+        challenge_manager.fixRandomness(cid, {"from": stranger})
 
 
 def test_gas_of_k32_pog_answer_at_depth_20(

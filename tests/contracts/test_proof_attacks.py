@@ -54,7 +54,7 @@ def test_proof_for_another_index_is_rejected(challenge_manager, pog_round, stake
     round_id, commitments = pog_round
     cid = _challenge_pog(challenge_manager, round_id, 0, staked_verifier)
     leaves, proofs = ref.answer(challenge_manager, cid, commitments[0])
-    indices = list(challenge_manager.challengeIndices(cid))
+    indices = ref.indices_of(challenge_manager, cid)
     other = (indices[0] + 1) % 64
     leaves[0], proofs[0] = commitments[0].leaves[other], commitments[0].tree.siblings(other)
     with brownie.reverts(custom_error("ChallengeInvalidProof", 0, indices[0])):
@@ -67,7 +67,7 @@ def test_internal_node_presented_as_leaf_is_rejected(
     job_id, commitment = committed_job
     cid = _challenge_job(challenge_manager, job_id, renter, k=1)
     leaves, proofs = ref.answer(challenge_manager, cid, commitment)
-    index = challenge_manager.challengeIndices(cid)[0]
+    index = ref.indices_of(challenge_manager, cid)[0]
     # The level-1 node above the challenged leaf, with the rest of its path, posed as a 32-byte leaf.
     pair = index - index % 2
     node = ref.node_hash(commitment.tree.leaf_hash(pair), commitment.tree.leaf_hash(pair + 1))

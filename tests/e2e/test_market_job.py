@@ -176,10 +176,10 @@ def pass_pog(market: Market, provider: str, verifier: str) -> None:
     s = market.session
     s.send(s.contract("Staking").functions.stake(), verifier, value=5 * ETH)
     pog = s.contract("ProofOfGpu")
-    s.send(pog.functions.requestRound(provider, 64), verifier)
+    secret = keccak256(b"e2e-secret-%d" % pog.functions.roundCount().call())
+    s.send(pog.functions.requestRound(provider, 64, keccak256(secret)), verifier)
     round_id = pog.functions.roundCount().call()
-    s.mine(2)
-    s.send(pog.functions.fixSeed(round_id), verifier)
+    s.send(pog.functions.fixSeed(round_id, secret), verifier)
     count = s.contract("ProviderRegistry").functions.gpuCountOf(provider).call()
     s.send(pog.functions.commitRoots(round_id, [keccak256(b"root%d" % g) for g in range(count)]), provider)
     s.send(pog.functions.attest(round_id, 1234, b"CPU".ljust(32, b"\0"), 1000, True), verifier)

@@ -11,7 +11,7 @@ from eth_utils import keccak
 from pymerkle import InmemoryTree
 
 from protocol.errors import IndexOutOfRange, InvalidParameter, InvalidProof, WrongElement, WrongSize
-from protocol.pog.challenge import challenge_indices, pog_round_seed
+from protocol.pog.challenge import challenge_indices, pog_round_seed, pog_secret_hash
 from protocol.pog.check import check_chunk, check_chunks, expected_chunk, expected_chunks
 from protocol.pog.commitment import (
     CHUNK_BYTES,
@@ -71,10 +71,11 @@ def test_vector_challenge_indices_match_abi_encoding():
 
 
 def test_round_seed_matches_abi_encoding():
-    block, provider = keccak(b"block"), bytes.fromhex("11" * 20)
-    expected = keccak(abi_encode(["bytes32", "uint256", "address"],
-                                 [block, 7, "0x" + provider.hex()]))
-    assert pog_round_seed(block, 7, provider) == expected
+    block, secret, provider = keccak(b"block"), keccak(b"secret"), bytes.fromhex("11" * 20)
+    expected = keccak(abi_encode(["bytes32", "bytes32", "uint256", "address"],
+                                 [block, secret, 7, "0x" + provider.hex()]))
+    assert pog_round_seed(block, secret, 7, provider) == expected
+    assert pog_secret_hash(secret) == keccak(secret)
 
 
 def test_chunks_are_big_endian_twos_complement_rows():

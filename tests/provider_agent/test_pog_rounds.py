@@ -3,7 +3,13 @@ kept work, and the answer accepted by the contract (settled: the bond goes to th
 
 from __future__ import annotations
 
+import os
+
+import pytest
+
+from protocol.pog import pog_secret_hash
 from provider_agent.agent import Agent
+from provider_agent.pog_service import PogRoundError
 from tests.provider_agent.conftest import ETH
 
 N = 64
@@ -16,13 +22,14 @@ def test_agent_commits_pog_roots_and_answers_challenge(settings_for, market):
     s = market.session
     pog, challenges = s.contract("ProofOfGpu"), s.contract("ChallengeManager")
     s.send(s.contract("Staking").functions.stake(), market.verifier, value=2 * ETH)
-    s.send(pog.functions.requestRound(market.provider, N), market.verifier)
-    round_id = pog.functions.roundCount().call()
-    s.mine(2)
+    round_id, secret = _request(s, pog, market)
 
-    commitment = agent.pog.compute(round_id)
+    # The secret arrives with the verifier's fixSeed in flight: the agent computes at once, from
+    # the secret and the request block's hash, without waiting for any block.
+    commitment = agent.pog.compute(round_id, "0x" + secret.hex())
     assert '"root"' in commitment
     assert pog.functions.round(round_id).call()[7] == 1  # the message comes first...
+    s.send(pog.functions.fixSeed(round_id, secret), market.verifier)
     agent.pog.commit_onchain(round_id)
     assert pog.functions.round(round_id).call()[7] == 2  # ...then the same roots on-chain
     assert agent.pog.commit_onchain(round_id) == "already committed"
@@ -31,7 +38,6 @@ def test_agent_commits_pog_roots_and_answers_challenge(settings_for, market):
 
     s.send(challenges.functions.challengePog(round_id, 0, K), market.verifier, value=ETH // 10)
     challenge_id = challenges.functions.challengeCount().call()
-    s.mine(2)
     # A restarted agent (no work in memory) recomputes the round from its seed, finds the open
     # challenge on-chain by itself and answers it.
     fresh = Agent.build(settings_for())
@@ -53,16 +59,45 @@ def test_agent_answers_the_verifiers_secret_off_chain_with_checkable_chunks(sett
     s = market.session
     pog = s.contract("ProofOfGpu")
     s.send(s.contract("Staking").functions.stake(), market.verifier, value=2 * ETH)
-    s.send(pog.functions.requestRound(market.provider, N), market.verifier)
-    round_id = pog.functions.roundCount().call()
-    s.mine(2)
-    agent.pog.compute(round_id)
+    round_id, round_secret = _request(s, pog, market)
+    agent.pog.compute(round_id, round_secret.hex())
+    s.send(pog.functions.fixSeed(round_id, round_secret), market.verifier)
     agent.pog.commit_onchain(round_id)
     secret = bytes(range(32))
     answers = decode_answers(agent.pog.answer(round_id, "0x" + secret.hex(), K).encode(), 1, K)
-    seed = pog.functions.round(round_id).call()[-1]
+    seed = pog.functions.round(round_id).call()[8]
     root = pog.functions.rootOf(round_id, 0).call()
     got = answers.gpus[0].answers
     assert [a.index for a in got] == challenge_indices(secret, root, N * N // 64, K)
     uuid = s.contract("ProviderRegistry").functions.uuidHashOf(market.provider, 0).call()
     check_chunks(gpu_seed(seed, 0, uuid), N, root, [(a.index, a.data, a.siblings) for a in got])
+
+
+def _request(s, pog, market) -> tuple[int, bytes]:
+    secret = os.urandom(32)
+    s.send(pog.functions.requestRound(market.provider, N, pog_secret_hash(secret)), market.verifier)
+    return pog.functions.roundCount().call(), secret
+
+
+def test_agent_refuses_a_secret_that_is_not_the_rounds(settings_for, market):
+    agent = Agent.build(settings_for())
+    agent.register()
+    s = market.session
+    pog = s.contract("ProofOfGpu")
+    s.send(s.contract("Staking").functions.stake(), market.verifier, value=2 * ETH)
+    round_id, _secret = _request(s, pog, market)
+    with pytest.raises(PogRoundError, match="secretHash"):
+        agent.pog.compute(round_id, "0x" + os.urandom(32).hex())
+
+
+def test_agent_commit_waits_for_the_seed_with_a_bound(settings_for, market):
+    agent = Agent.build(settings_for())
+    agent.register()
+    agent.pog.seed_wait_s = 0.5
+    s = market.session
+    pog = s.contract("ProofOfGpu")
+    s.send(s.contract("Staking").functions.stake(), market.verifier, value=2 * ETH)
+    round_id, secret = _request(s, pog, market)
+    agent.pog.compute(round_id, secret.hex())
+    with pytest.raises(PogRoundError, match="not fixed on-chain"):
+        agent.pog.commit_onchain(round_id)  # the verifier never revealed: nothing to commit to

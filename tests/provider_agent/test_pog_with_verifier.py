@@ -1,12 +1,11 @@
 """A whole Proof-of-GPU round between the real verifier and a real provider worker process,
-over Celery on Redis: the seed from the chain, the roots sent at once and then committed
-on-chain, the verifier's secret answered off-chain, the verdict attested on-chain. Then the
-off-chain answer is withheld: the verifier escalates on-chain and the agent answers the
-challenge by itself from chain state."""
+over Celery on Redis, on anvil mining a block per transaction (nothing waits for a block that no
+transaction makes): the verifier's seed secret handed over with its fixSeed in flight, the roots
+sent at once and then committed on-chain, the verifier's challenge secret answered off-chain,
+the verdict attested on-chain. Then the off-chain answer is withheld: the verifier escalates
+on-chain and the agent answers the challenge by itself from chain state."""
 
 from __future__ import annotations
-
-import threading
 
 from celery import Celery
 
@@ -19,26 +18,6 @@ from verifier.links import CeleryProverLink
 from verifier.pog_onchain import ChallengeState, OnchainPog, ProverUnreachable
 
 N = 128
-
-
-class BlockProducer:
-    """Mines a block every 0.2 s, as a live chain would (the randomness is a later block's hash)."""
-
-    def __init__(self, session) -> None:
-        self.session, self.stop = session, threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self.stop.wait(0.2):
-            self.session.mine()
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop.set()
-        self.thread.join()
 
 
 class LostAnswers(CeleryProverLink):
@@ -59,20 +38,18 @@ def test_round_over_celery_passes_and_an_escalation_is_answered_on_chain(setting
     client.conf.update(task_serializer="json", result_serializer="json", accept_content=["json"])
     worker = Worker(settings, provider_queue(market.provider))
     try:
-        with BlockProducer(s):
-            link = CeleryProverLink(client, market.provider, commit_timeout_s=120, answer_timeout_s=60)
-            outcome = OnchainPog(verifier, link, dtype="fp32", n=N).run_round(market.provider)
-            assert outcome.passed, outcome.verdict
-            assert s.contract("ProviderRegistry").functions.pogStatusOf(market.provider).call()[3] is True
+        link = CeleryProverLink(client, market.provider, commit_timeout_s=120, answer_timeout_s=60)
+        outcome = OnchainPog(verifier, link, dtype="fp32", n=N).run_round(market.provider)
+        assert outcome.passed, outcome.verdict
+        assert s.contract("ProviderRegistry").functions.pogStatusOf(market.provider).call()[3] is True
 
-            lossy = OnchainPog(verifier, LostAnswers(client, market.provider, commit_timeout_s=120), dtype="fp32", n=N)
-            escalated = lossy.run_round(market.provider)
-            [challenge_id] = escalated.challenge_ids
-            assert lossy.follow_up(challenge_id) is ChallengeState.WAITING
-            # The agent's heartbeat: it finds the challenge on-chain and answers it.
-            s.mine(2)
-            assert len(Agent.build(settings).answer_open_challenges()) == 1
-            s.advance(s.contract("ChallengeManager").functions.fraudWindow().call() + 1)
-            assert lossy.follow_up(challenge_id) is ChallengeState.SETTLED
+        lossy = OnchainPog(verifier, LostAnswers(client, market.provider, commit_timeout_s=120), dtype="fp32", n=N)
+        escalated = lossy.run_round(market.provider)
+        [challenge_id] = escalated.challenge_ids
+        assert lossy.follow_up(challenge_id) is ChallengeState.WAITING
+        # The agent's heartbeat: it finds the challenge on-chain and answers it.
+        assert len(Agent.build(settings).answer_open_challenges()) == 1
+        s.advance(s.contract("ChallengeManager").functions.fraudWindow().call() + 1)
+        assert lossy.follow_up(challenge_id) is ChallengeState.SETTLED
     finally:
         worker.stop()

@@ -1,12 +1,19 @@
 """Provider-side actors for verifier tests: a prover (real, or unchained_cli.cheats'
-SkippingProver) answering over an in-process link, and on-chain answers to escalated challenges."""
+SkippingProver) answering over an in-process link, and on-chain answers to escalated challenges.
+
+They act as the provider agent does: the seed comes from the verifier's secret and the request
+block's hash, the roots go on-chain once the verifier's fixSeed is mined, and a challenge's
+indices come from its anchor block's hash, read from the node (no block is mined for them).
+"""
 
 import threading
+import time
 
-from protocol.pog import encode_answers, encode_commitment
+from protocol.pog import challenge_indices, encode_answers, encode_commitment, pog_round_seed, pog_secret_hash
 from verifier.pog_onchain import ProverUnreachable
 
 ETH = 10**18
+WAIT_S = 60.0
 
 
 def register(s, account, uuid_hash):
@@ -15,6 +22,22 @@ def register(s, account, uuid_hash):
     s.send(s.contract("ProviderRegistry").functions.register(
         b"CPU".ljust(32, b"\0"), [uuid_hash], 10**15, 10**12, "test://"), provider)
     return provider
+
+
+def seed_from_secret(s, round_id, secret):
+    """The provider's derivation: checks the secret against the round's secretHash."""
+    r = s.contract("ProofOfGpu").functions.round(round_id).call()
+    assert pog_secret_hash(secret) == r[9], "secret does not match the round's secretHash"
+    block_hash = bytes(s.web3.eth.get_block(r[1])["hash"])
+    return pog_round_seed(block_hash, secret, round_id, bytes.fromhex(r[0][2:]))
+
+
+def wait_seed_fixed(s, round_id, timeout_s=WAIT_S):
+    pog = s.contract("ProofOfGpu")
+    deadline = time.monotonic() + timeout_s
+    while pog.functions.round(round_id).call()[8] == bytes(32):
+        assert time.monotonic() < deadline, f"round {round_id}: seed not fixed within {timeout_s}s"
+        time.sleep(0.05)
 
 
 class HonestLink:
@@ -27,13 +50,14 @@ class HonestLink:
     def ready(self):
         pass
 
-    def commit(self, round_id, seed, sizes):
-        commitment = self.prover.commit_round(seed, sizes[0])
+    def commit(self, round_id, secret, sizes):
+        commitment = self.prover.commit_round(seed_from_secret(self.s, round_id, secret), sizes[0])
         self._post_roots(round_id, commitment)
         return encode_commitment(commitment)
 
     def _post_roots(self, round_id, commitment):
         def post():
+            wait_seed_fixed(self.s, round_id)
             self.s.send(self.s.contract("ProofOfGpu").functions.commitRoots(
                 round_id, [g.root for g in commitment.gpus]), self.provider)
             self.committed.set()
@@ -45,10 +69,15 @@ class HonestLink:
         return encode_answers(self.prover.answer_round(randomness, k))
 
 
+def challenge_indices_now(s, challenge_id):
+    """Indices as the agent derives them: stored R, else the anchor block's hash."""
+    c = s.contract("ChallengeManager").functions.challenge(challenge_id).call()
+    randomness = c[12] if c[12] != bytes(32) else bytes(s.web3.eth.get_block(c[1])["hash"])
+    return challenge_indices(randomness, c[10], c[11], c[4])
+
+
 def provider_responds_on_chain(s, provider, prover, challenge_id):
     challenges = s.contract("ChallengeManager")
-    s.mine(2)
-    indices = challenges.functions.challengeIndices(challenge_id).call()
-    answers = prover.work[0].answer(indices)
+    answers = prover.work[0].answer(challenge_indices_now(s, challenge_id))
     s.send(challenges.functions.respond(challenge_id, [a.data for a in answers],
                                         [list(a.siblings) for a in answers]), provider)

@@ -1,8 +1,10 @@
-"""Proof-of-GPU rounds with the chain in the loop (anvil with interval mining).
+"""Proof-of-GPU rounds with the chain in the loop, on anvil mining a block per transaction and
+on anvil with a 1-second block time (every module test runs on both).
 
 The provider side here is a real prover (or a cheating one) acting with its own account; the
 verifier side is verifier.pog_onchain with its own. Failures escalate to on-chain challenges
-that end in a slash (timeout or fraud proof judged by the contract) or a settlement.
+that end in a slash (timeout or fraud proof judged by the contract) or a settlement, and the
+verifier reports what the contract decided.
 """
 
 import itertools
@@ -24,9 +26,11 @@ N = 128
 _accounts = itertools.count(1)
 
 
-@pytest.fixture(scope="module")
-def market():
-    with LocalChain(port=free_port(), block_time=0.2) as chain:
+@pytest.fixture(scope="module", params=[None, 1], ids=["instant", "block-time-1s"])
+def market(request):
+    global _accounts
+    _accounts = itertools.count(1)  # each chain has its own accounts 1..8 (9 is the verifier)
+    with LocalChain(port=free_port(), block_time=request.param) as chain:
         deployment = deploy_all(Deployer.connect(chain.rpc_url))
         s = ChainSession.connect(chain.rpc_url, deployment)
         verifier = s.accounts[9]
@@ -96,3 +100,105 @@ def test_an_honest_answer_to_an_onchain_challenge_settles_in_the_providers_favou
     s.advance(s.contract("ChallengeManager").functions.fraudWindow().call() + 1)
     assert verifier.follow_up(challenge_id) is ChallengeState.SETTLED
     assert s.contract("ChallengeManager").functions.owedTo(provider).call() > 0
+
+
+def _anvil_mine(s, blocks):
+    s.web3.provider.make_request("anvil_mine", [hex(blocks)])
+
+
+def test_the_clock_starts_before_the_seed_is_knowable(market, monkeypatch):
+    """Head start: a provider watching the chain must not learn its seed before the verifier's
+    clock runs. After the request the chain holds only the secret's hash; the secret (hence the
+    seed) first leaves the verifier in its fixSeed broadcast and its hand-over to the provider,
+    and both come after the clock started."""
+    import time
+
+    import verifier.pog_onchain as onchain
+
+    s, chain = market
+    device = cpu_device()
+    provider = register(s, next(_accounts), device.uuid_hash)
+    times: dict[str, float] = {}
+    pog = s.contract("ProofOfGpu")
+
+    class Watching(HonestLink):
+        def commit(self, round_id, secret, sizes):
+            times.setdefault("handed over", time.monotonic())
+            return super().commit(round_id, secret, sizes)
+
+    class ClockSpy(onchain.PogChecker):
+        def open_round(self, round_seed, claims):
+            times["clock started"] = time.monotonic()
+            # What a provider could read from the chain at this moment: no seed, only a hash.
+            times["seed on-chain when the clock started"] = pog.functions.round(pog.functions.roundCount().call()).call()[8]
+            super().open_round(round_seed, claims)
+
+    real_broadcast = chain.broadcast
+
+    def broadcast(fn, value=0):
+        times.setdefault("secret broadcast", time.monotonic())
+        return real_broadcast(fn, value)
+
+    monkeypatch.setattr(onchain, "PogChecker", ClockSpy)
+    monkeypatch.setattr(chain, "broadcast", broadcast)
+    assert OnchainPog(chain, Watching(s, provider, PogProver([device], dtype="fp32")), dtype="fp32", n=N).run_round(provider).passed
+    assert times["seed on-chain when the clock started"] == bytes(32)
+    assert times["clock started"] <= times["secret broadcast"] <= times["handed over"]
+
+
+def test_a_silent_provider_is_slashed_even_after_256_blocks_and_the_verifier_says_what_the_contract_decided(market):
+    s, chain = market
+    uuid = keccak256(b"GPU-silent-long")
+    provider = register(s, next(_accounts), uuid)
+    verifier = OnchainPog(chain, HonestLink(s, provider, SkippingProver(uuid), answers=False), dtype="fp32", n=N)
+    challenge_id = verifier.run_round(provider).challenge_ids[0]
+    manager = s.contract("ChallengeManager")
+    assert manager.functions.challenge(challenge_id).call()[12] != bytes(32)  # fixed at once by the verifier
+    _anvil_mine(s, 300)
+    s.advance(manager.functions.challenge(challenge_id).call()[6] - s.now() + 1)
+    stake_before = s.contract("Staking").functions.stakeOf(provider).call()
+    assert verifier.follow_up(challenge_id) is ChallengeState.SLASHED_TIMEOUT
+    assert manager.functions.challenge(challenge_id).call()[3] == 4  # ProviderFaulted
+    assert s.contract("Staking").functions.stakeOf(provider).call() < stake_before
+
+
+def test_an_expired_unfixed_challenge_is_reanchored_and_the_honest_answer_settles(market):
+    """Nobody stored R (the verifier was offline) and 256 blocks passed: the provider can still
+    answer; the verifier's follow-up does not claim a slash it did not get."""
+    s, chain = market
+    device = cpu_device()
+    provider = register(s, next(_accounts), device.uuid_hash)
+    prover = PogProver([device], dtype="fp32")
+    verifier = OnchainPog(chain, HonestLink(s, provider, prover), dtype="fp32", n=N)
+    assert verifier.run_round(provider).passed
+    round_id = s.contract("ProofOfGpu").functions.roundCount().call()
+    manager = s.contract("ChallengeManager")
+    s.send(manager.functions.challengePog(round_id, 0, 32), chain.address, value=ETH // 10)
+    challenge_id = manager.functions.challengeCount().call()
+    _anvil_mine(s, 300)
+    assert verifier.follow_up(challenge_id) is ChallengeState.WAITING  # it re-anchors the expired R
+    c = manager.functions.challenge(challenge_id).call()
+    assert c[1] > s.web3.eth.block_number - 10 and c[12] == bytes(32)
+    provider_responds_on_chain(s, provider, prover, challenge_id)
+    s.advance(manager.functions.fraudWindow().call() + 1)
+    assert verifier.follow_up(challenge_id) is ChallengeState.SETTLED
+    assert manager.functions.challenge(challenge_id).call()[3] == 6  # Settled
+
+
+def test_follow_up_reports_a_dismissal_not_a_slash(market):
+    """The verifier used to report "slashed" after any timeout claim. Two challenges of one root,
+    both unanswered: the contract slashes once and dismisses the second, and says so."""
+    s, chain = market
+    uuid = keccak256(b"GPU-silent-twice")
+    provider = register(s, next(_accounts), uuid)
+    verifier = OnchainPog(chain, HonestLink(s, provider, SkippingProver(uuid), answers=False), dtype="fp32", n=N)
+    outcome = verifier.run_round(provider)
+    [first] = outcome.challenge_ids
+    manager = s.contract("ChallengeManager")
+    chain.send(manager.functions.challengePog(outcome.round_id, 0, 32), value=manager.functions.minBond().call())
+    second = manager.functions.challengeCount().call()
+    s.advance(manager.functions.challenge(second).call()[6] - s.now() + 1)
+    assert verifier.follow_up(first) is ChallengeState.SLASHED_TIMEOUT
+    assert verifier.follow_up(second) is ChallengeState.DISMISSED
+    assert manager.functions.challenge(second).call()[3] == 7  # Dismissed
+    assert verifier.follow_up(second) is ChallengeState.CLOSED

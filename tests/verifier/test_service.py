@@ -1,5 +1,6 @@
-"""The verifier service on anvil: it stakes, schedules rounds, escalates a cheater and, after a
-restart, finishes the challenge from chain state alone."""
+"""The verifier service on anvil (a block per transaction, and a 1-second block time): it stakes,
+schedules rounds, escalates a cheater and, after a restart, finishes the challenge from chain
+state alone; one provider's misbehaviour during a tick never stops the work for the others."""
 
 import pytest
 
@@ -16,9 +17,9 @@ from verifier.service import VerifierService
 from verifier.settings import Settings
 
 
-@pytest.fixture(scope="module")
-def market():
-    with LocalChain(port=free_port(), block_time=0.2) as chain:
+@pytest.fixture(scope="module", params=[None, 1], ids=["instant", "block-time-1s"])
+def market(request):
+    with LocalChain(port=free_port(), block_time=request.param) as chain:
         deployment = deploy_all(Deployer.connect(chain.rpc_url))
         yield ChainSession.connect(chain.rpc_url, deployment), chain.rpc_url
 
@@ -58,3 +59,37 @@ def test_service_stakes_runs_rounds_and_finishes_a_fraud_case_after_restart(mark
     assert s.contract("Staking").functions.stakeOf(skipper).call() < stake_before
     assert restarted.open_challenges() == []
     assert restarted.metrics.challenges.labels("slashed_fraud")._value.get() == 1
+
+
+class LeavesMidTick(HonestLink):
+    """A provider that deactivates itself after the verifier listed it as active and before its
+    round is requested: the request reverts in the middle of the tick."""
+
+    def ready(self):
+        self.s.send(self.s.contract("ProviderRegistry").functions.deactivate(), self.provider)
+
+
+def test_one_providers_misbehaviour_does_not_stop_anothers_follow_up_in_the_same_tick(market):
+    s, rpc = market
+    silent_uuid, leaver_uuid = keccak256(b"GPU-silent-svc"), keccak256(b"GPU-leaver-svc")
+    silent = register(s, 3, silent_uuid)
+    links = {silent: HonestLink(s, silent, SkippingProver(silent_uuid), answers=False)}
+    settings = Settings(pog_n=128, pog_dtype="fp32", pog_jitter_s=0, pog_interval_s=3600, metrics_port=None)
+    chain = VerifierChain.connect(rpc, s.deployment, unlocked_sender=s.accounts[8])
+    service = VerifierService(chain, settings, links.__getitem__)
+    service.ensure_staked()
+    service.tick()  # plans the silent provider
+    service.tick()  # its round fails: an on-chain challenge it will not answer
+    [challenge_id] = service.open_challenges()
+
+    leaver = register(s, 4, leaver_uuid)
+    links[leaver] = LeavesMidTick(s, leaver, SkippingProver(leaver_uuid))
+    service.tick()  # plans the leaver; the silent provider's challenge is not due yet
+    manager = s.contract("ChallengeManager")
+    s.advance(manager.functions.challenge(challenge_id).call()[6] - s.now() + 1)
+    stake = s.contract("Staking").functions.stakeOf(silent).call()
+    service.tick()  # the leaver's request reverts here; the silent provider is slashed all the same
+    assert manager.functions.challenge(challenge_id).call()[3] == 4  # ProviderFaulted
+    assert s.contract("Staking").functions.stakeOf(silent).call() < stake
+    assert service.metrics.challenges.labels("slashed_timeout")._value.get() == 1
+    assert service.metrics.rounds.labels("retry")._value.get() >= 1  # the leaver's round, retried later
