@@ -41,5 +41,7 @@ SHIM
 chmod +x .venv/bin/solcjs-shim
 .venv/bin/python scripts/toolchain/register_solc.py "$root/.venv/bin/solcjs-shim"
 
-PATH="$root/.venv/bin:$PATH" .venv/bin/brownie compile >/dev/null
+# Compiles with brownie and exports the deployable contracts' abi and bytecode into
+# protocol/artifacts, the package data a wheel carries (`unchained deploy` reads them there).
+PATH="$root/.venv/bin:$PATH" .venv/bin/python -m unchained_cli.contract_artifacts
 echo "setup complete: activate with 'source .venv/bin/activate'"
