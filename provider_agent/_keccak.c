@@ -65,10 +65,16 @@ static void keccakf(uint64_t st[25]) {
   }
 }
 
-static uint64_t load64(const uint8_t *p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; i--) v = (v << 8) | p[i]; /* little-endian lanes on any host */
+static uint64_t load64(const uint8_t *p) { /* lanes are little-endian on any host */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  uint64_t v;
+  memcpy(&v, p, 8);
   return v;
+#else
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+  return v;
+#endif
 }
 
 /* out[32*i ..] = keccak256(prefix || data[size*i .. size*(i+1)]) for i < count. */
