@@ -88,6 +88,9 @@ def test_wheel_installed_outside_the_checkout_deploys(chain, tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     assert "protocol/artifacts/index.json" in names and "protocol/artifacts/Staking.json" in names
     assert any(n.startswith("provider_agent/_keccak") and n.endswith(".so") for n in names)
+    assert {"backend/api/static/dashboard.html", "backend/migrations/env.py",
+            "backend/migrations/script.py.mako",
+            "backend/migrations/versions/0001_initial_schema.py"} <= set(names)
 
     # A fresh venv holding only the wheel; the dependencies come from this venv's site-packages
     # through a plain .pth line (its own .pth files, the checkout's editable finder among them,
