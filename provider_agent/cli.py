@@ -22,6 +22,7 @@ from protocol.pog.profiles import lookup, n_for
 from protocol.pog.workload import check_n
 from provider_agent import ProviderAgentError
 from provider_agent.gpus import Device, detect, resolve
+from provider_agent.keccak_native import require_native
 from provider_agent.pog_local import LocalRoundResult, local_round
 from provider_agent.pog_prover import TORCH_DTYPES, default_dtype
 
@@ -46,6 +47,7 @@ def run(
 ) -> None:
     """Generate, multiply, commit, self-challenge and verify; print TFLOPS, time split, class."""
     try:
+        require_native()  # before minutes of matmul: a slow hasher would understate the device
         devices = [resolve(device)] if device else detect()
         chosen = dtype or default_dtype(devices[0])
         if chosen not in TORCH_DTYPES:

@@ -5,8 +5,8 @@ Layout of one device's work (DESIGN.md requirements 3, 6, 10):
   On a GPU each panel's leaves are hashed on the GPU itself (keccak_torch, compiled into one
   kernel) when that kernel builds there and passes its bit-exact self-check; otherwise the
   panel is cast to int32, copied to the host and handed to a hashing thread while the next
-  panel multiplies. Host hashing is the native batched keccak (GIL-free, all cores) when it
-  builds, else the reference.
+  panel multiplies. Host hashing is the native batched keccak (GIL-free, all cores), built by
+  pip install; without it the prover refuses (NativeKeccakMissing), never hashes slowly.
 - Only the Merkle levels are kept (32 bytes per 64 elements). A challenged chunk is recomputed
   from the seed (one row of A, 64 rows of Bt) and must hash to the committed leaf, so any index
   is answered in O(64 n) without holding C.
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from protocol.merkle import MerkleTree, MessageHasher, hash_messages, leaf_hash
+from protocol.merkle import MerkleTree, MessageHasher, leaf_hash
 from protocol.pog.challenge import challenge_indices
 from protocol.pog.check import expected_chunks
 from protocol.pog.commitment import chunk_hashes, encode
@@ -187,8 +187,9 @@ ProgressFn = Callable[[int, int], None]
 
 
 def default_hasher() -> MessageHasher:
-    """The native batched keccak when it builds here, else the reference (same bytes)."""
-    return native_hasher() or hash_messages
+    """The native batched keccak; raises NativeKeccakMissing where it was not built (the
+    reference gives the same bytes several times slower, which would understate the device)."""
+    return native_hasher()
 
 
 def compute_device(device: Device, gpu_index: int, keys: WorkloadKeys, n: int, dtype: str,

@@ -10,6 +10,14 @@ python="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
   "$python" -m venv .venv
 fi
+# `pip install -e .` compiles the native keccak (provider_agent/_keccak.c, see setup.py): say
+# what is missing before pip's compiler output does.
+if ! command -v "${CC:-cc}" >/dev/null 2>&1 || ! .venv/bin/python -c \
+    'import os, sysconfig, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_path("include"), "Python.h")))'; then
+  echo "error: building the native keccak needs a C compiler and the Python headers" \
+       "(Debian/Ubuntu: apt-get install build-essential python3-dev)" >&2
+  exit 1
+fi
 .venv/bin/pip install --quiet --upgrade pip
 # One install, so that brownie's exact pins and the services' packages resolve together.
 .venv/bin/pip install --quiet -r requirements.txt
@@ -33,5 +41,7 @@ SHIM
 chmod +x .venv/bin/solcjs-shim
 .venv/bin/python scripts/toolchain/register_solc.py "$root/.venv/bin/solcjs-shim"
 
-PATH="$root/.venv/bin:$PATH" .venv/bin/brownie compile >/dev/null
+# Compiles with brownie and exports the deployable contracts' abi and bytecode into
+# protocol/artifacts, the package data a wheel carries (`unchained deploy` reads them there).
+PATH="$root/.venv/bin:$PATH" .venv/bin/python -m unchained_cli.contract_artifacts
 echo "setup complete: activate with 'source .venv/bin/activate'"

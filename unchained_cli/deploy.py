@@ -1,7 +1,7 @@
 """Deploys the whole contract set to a JSON-RPC chain and writes deployments/<chainId>.json.
 
-Artifacts come from brownie's build (build/contracts/*.json); they are compiled first when
-missing or stale. The deployer signs with a keystore account, or with an account the node
+Artifacts are the package's own (protocol/artifacts, see contract_artifacts), so an installed
+wheel deploys without a checkout; in a checkout they are recompiled first when stale. The deployer signs with a keystore account, or with an account the node
 unlocks (anvil's funded accounts) when no keystore is given.
 """
 
@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,12 +20,11 @@ from web3.contract import Contract
 from web3.middleware import SignAndSendRawMiddlewareBuilder
 
 from protocol.deployments import Deployment, DeployedContract
+from unchained_cli import contract_artifacts
 
 log = logging.getLogger(__name__)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-BUILD_DIR = REPO_ROOT / "build" / "contracts"
-CONTRACTS_DIR = REPO_ROOT / "contracts"
 DEPLOYMENTS_DIR = REPO_ROOT / "deployments"
 
 DAY = 24 * 3600
@@ -62,28 +59,21 @@ class DeployParams:
     with_test_stablecoin: bool = True
 
 
-def _sources_newer_than_build() -> bool:
-    if not BUILD_DIR.exists():
-        return True
-    built = min((p.stat().st_mtime for p in BUILD_DIR.glob("*.json")), default=0.0)
-    return any(p.stat().st_mtime > built for p in CONTRACTS_DIR.rglob("*.sol"))
-
-
 def ensure_compiled() -> None:
-    """Runs `brownie compile` when the build is missing or older than a source file."""
-    if not _sources_newer_than_build():
-        return
-    brownie = Path(sys.executable).with_name("brownie")
-    result = subprocess.run([str(brownie), "compile"], cwd=REPO_ROOT, capture_output=True, text=True)
-    if result.returncode != 0:
-        raise DeployError(f"brownie compile failed:\n{result.stdout}\n{result.stderr}")
+    """In a checkout, recompiles and re-exports the packaged artifacts when the sources changed;
+    installed, checks that the package carries them."""
+    try:
+        contract_artifacts.ensure_fresh()
+    except contract_artifacts.ArtifactError as err:
+        raise DeployError(str(err)) from err
 
 
 def load_artifact(name: str) -> dict[str, Any]:
-    path = BUILD_DIR / f"{name}.json"
-    if not path.exists():
-        raise DeployError(f"no build artifact for {name}: is contracts/{name}.sol compiled?")
-    return json.loads(path.read_text())
+    """The packaged abi and bytecode of contract `name` (read through importlib.resources)."""
+    try:
+        return contract_artifacts.load(name)
+    except contract_artifacts.ArtifactError as err:
+        raise DeployError(str(err)) from err
 
 
 @dataclass
