@@ -1,7 +1,8 @@
 """Runs a job's model in an isolated child process with memory and time limits.
 
-The child (`provider_agent.sandbox`) gets an address-space limit (RLIMIT_AS: an allocation
-beyond it fails inside the child), a CPU-time limit (RLIMIT_CPU, a backstop) and its own
+The child (`provider_agent.sandbox`) gets an allowlisted environment (client.sandbox: no
+variable of the agent's, so no secret, reaches the model), a private temporary HOME, an
+address-space limit (RLIMIT_AS: an allocation beyond it fails inside the child), a CPU-time limit (RLIMIT_CPU, a backstop) and its own
 session; the parent enforces the wall-clock budget and kills the child's whole process group
 when it overruns. Every way a model can fail ends as one `JobFailed` subclass with a clear
 message; the agent process itself is never at risk.
@@ -22,12 +23,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from client import sandbox
 from protocol.jobs import JobSpecError, decode_output
 from provider_agent import ProviderAgentError
 
 logger = logging.getLogger(__name__)
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 class JobFailed(ProviderAgentError):
@@ -96,14 +96,18 @@ def _limit_child(limits: Limits) -> None:
 # exactly one job and exits, so no state leaks from one job to the next.
 _spares: dict[Limits, subprocess.Popen] = {}
 _spares_lock = threading.Lock()
+_homes: dict[int, Path] = {}  # child pid -> its private HOME, removed when the child is done
 
 
 def _spawn(limits: Limits) -> subprocess.Popen:
-    env = {**os.environ, "OMP_NUM_THREADS": str(limits.threads), "UNCHAINED_JOB_THREADS": str(limits.threads),
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
-    return subprocess.Popen([sys.executable, "-m", "provider_agent.sandbox"],
-                            preexec_fn=lambda: _limit_child(limits), start_new_session=True,
-                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    # Never a copy of os.environ: the model is untrusted and the agent's variables may hold secrets.
+    home = sandbox.private_home()
+    child = subprocess.Popen([sys.executable, "-m", "provider_agent.sandbox"],
+                             preexec_fn=lambda: _limit_child(limits), start_new_session=True, cwd=home,
+                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             env=sandbox.child_environment(limits.threads, home))
+    _homes[child.pid] = home
+    return child
 
 
 def _take_child(limits: Limits) -> subprocess.Popen:
@@ -133,6 +137,8 @@ def _spawn_spare(limits: Limits) -> None:
 def run_inference(job_id: int, model_path: Path, model_format: str, input_paths: list[Path],
                   batch_size: int, limits: Limits, work_dir: Path) -> InferenceRun:
     """Runs the model over the items in a limited child; returns the encoded outputs."""
+    # Absolute paths: the child runs in its own temporary directory.
+    work_dir, model_path, input_paths = work_dir.resolve(), model_path.resolve(), [p.resolve() for p in input_paths]
     work_dir.mkdir(parents=True, exist_ok=True)
     for stale in work_dir.glob("*"):
         stale.unlink()  # a previous, interrupted attempt's files must not mix with this one's
@@ -153,6 +159,7 @@ def run_inference(job_id: int, model_path: Path, model_format: str, input_paths:
         raise ModelTimedOut(job_id, f"the model ran past its {limits.timeout_s:.1f} s budget and was killed") \
             from None
     finally:
+        sandbox.remove_home(_homes.pop(child.pid, Path("/nonexistent")))
         _spawn_spare(limits)
     seconds = time.monotonic() - started
     error_file = work_dir / "error.json"

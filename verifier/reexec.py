@@ -1,8 +1,9 @@
 """Re-executes sampled job items in a limited child process: `python -m verifier.reexec REQUEST`.
 
 A job's model is the renter's code, untrusted by the verifier as much as by the provider: it
-runs in a child with an address-space limit (RLIMIT_AS), a CPU-time limit, its own session and
-a parent-death signal, and the parent kills the child's process group when it overruns its wall
+runs in a child with an allowlisted environment (client.sandbox: none of the verifier's
+variables, so no secret), a private temporary HOME, an address-space limit (RLIMIT_AS), a
+CPU-time limit, its own session and a parent-death signal, and the parent kills the child's process group when it overruns its wall
 clock. The child computes with `protocol.inference`, the code the provider runs, over the whole
 batches that hold the sampled items (same neighbours, same batch size).
 
@@ -27,12 +28,12 @@ from pathlib import Path
 
 import numpy as np
 
+from client import sandbox
 from protocol.jobs import JobSpecError, decode_output
 from verifier import VerifierError
 
 logger = logging.getLogger(__name__)
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 _PR_SET_PDEATHSIG = 1
 
 
@@ -77,6 +78,7 @@ def _limit_child(limits: ReexecLimits) -> None:
 def reexecute(job_id: int, model: bytes, model_format: str, batches: list[Batch], limits: ReexecLimits,
               work_dir: Path) -> dict[int, np.ndarray]:
     """Runs each batch through the model in a limited child; returns item index -> output."""
+    work_dir = work_dir.resolve()  # the child runs in its own temporary directory
     work_dir.mkdir(parents=True, exist_ok=True)
     for stale in work_dir.glob("*"):
         if stale.is_file():
@@ -93,18 +95,20 @@ def reexecute(job_id: int, model: bytes, model_format: str, batches: list[Batch]
         request["batches"].append({"start": batch.start, "inputs": paths})
     request_path = work_dir / "request.json"
     request_path.write_text(json.dumps(request))
-    env = {**os.environ, "OMP_NUM_THREADS": str(limits.threads), "OMP_WAIT_POLICY": "PASSIVE",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
     started = time.monotonic()
+    home = sandbox.private_home()  # never a copy of os.environ: the model is untrusted
     child = subprocess.Popen([sys.executable, "-m", "verifier.reexec", str(request_path)],
-                             preexec_fn=lambda: _limit_child(limits), start_new_session=True,
-                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+                             preexec_fn=lambda: _limit_child(limits), start_new_session=True, cwd=home,
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             env=sandbox.child_environment(limits.threads, home))
     try:
         _, stderr = child.communicate(timeout=limits.timeout_s)
     except subprocess.TimeoutExpired:
         os.killpg(child.pid, signal.SIGKILL)
         child.wait()
         raise ReexecTimedOut(job_id, f"ran past {limits.timeout_s:.1f} s and was killed") from None
+    finally:
+        sandbox.remove_home(home)
     if child.returncode != 0:
         error_file = work_dir / "error.json"
         if error_file.exists():

@@ -24,7 +24,7 @@ from protocol.tasks import provider_queue
 from provider_agent.agent import Agent
 from provider_agent.gpus import Device
 from provider_agent.worker import TASK_ANSWER_CHALLENGE
-from tests.provider_agent.conftest import ETH, PASSWORD, keystore, market, redis_url, settings_for  # noqa: F401
+from tests.provider_agent.conftest import ETH, keystore, market, password_file, redis_url, settings_for  # noqa: F401
 from tests.e2e.test_market_job import Worker
 from tests.provider_agent.test_pog_with_verifier import BlockProducer
 from unchained_cli import cheats
@@ -200,7 +200,7 @@ def test_a_process_with_a_bad_cheat_refuses_to_start():
 
 def test_real_worker_passes_round_one_cheats_in_round_two_and_is_slashed_by_a_fraud_proof(
         settings_for, market, redis_url, tmp_path):  # noqa: F811  (fixtures)
-    settings = settings_for(broker_url=redis_url, keystore_password=PASSWORD, gpu_model="CPU")
+    settings = settings_for(broker_url=redis_url, gpu_model="CPU")
     Agent.build(settings).register()
     s = market.session
     s.send(s.contract("Staking").functions.stake(), market.verifier, value=2 * ETH)
