@@ -29,9 +29,13 @@ NewPasswordFile = Annotated[Optional[Path], typer.Option(
          "else a prompt (asked twice).")]
 
 
-def _fail(exc: Exception) -> typer.Exit:
+def _fail(exc: Exception, code: int = 1) -> typer.Exit:
     typer.echo(f"error: {exc}", err=True)
-    return typer.Exit(1)
+    return typer.Exit(code)
+
+
+class _Usage(Exception):
+    """Options that do not go together, or no way to read a key: exit status 2, one line."""
 
 
 def _shown(address: str, path: Path) -> None:
@@ -72,12 +76,14 @@ def account_import(
     where = directory or default_keystore_dir()
     try:
         if key_file is not None and keystore is not None:
-            raise typer.BadParameter("give --key-file or --keystore, not both")
+            raise _Usage("give --key-file or --keystore, not both")
         if keystore is not None:
             entry = import_keystore(keystore, where, password_file)
         else:
             key = parse_private_key(_read_key(key_file))
             entry = new_keystore(where, get_password("the new keystore", password_file, confirm=True), key)
+    except _Usage as exc:
+        raise _fail(exc, 2) from exc
     except (ClientError, OSError) as exc:
         raise _fail(exc) from exc
     _shown(entry.address, entry.path)
@@ -87,7 +93,7 @@ def _read_key(key_file: Path | None) -> str:
     if key_file is not None:
         return key_file.read_text()
     if not sys.stdin.isatty():
-        raise typer.BadParameter("no terminal to ask for the private key on: pass --key-file FILE")
+        raise _Usage("no terminal to ask for the private key on: pass --key-file FILE")
     return getpass.getpass("private key (hex): ")
 
 
