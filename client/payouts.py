@@ -60,6 +60,7 @@ class Unbonding:
 class Owed:
     payable: list[Payout]
     waiting: Unbonding | None  # unbonding stake whose delay has not passed yet
+    now: int  # the latest block's timestamp: the chain's clock, which `waiting` is measured on
 
 
 def _contract(web3: Web3, deployment: Deployment, name: str) -> Contract:
@@ -108,9 +109,10 @@ def owed_to(web3: Web3, deployment: Deployment, account: str, tokens: Iterable[s
         staking = _contract(web3, deployment, "Staking")
         amount, release_at = staking.functions.unbondingOf(account).call()
         waiting = None
+        now = int(web3.eth.get_block("latest")["timestamp"])
         if amount:
             # The contract compares with the next block's timestamp, which is at least this one's.
-            if release_at <= web3.eth.get_block("latest")["timestamp"]:
+            if release_at <= now:
                 payable.append(Payout("Staking", "unbonded stake", amount, call=staking.functions.withdrawUnbonded()))
             else:
                 waiting = Unbonding(amount, release_at)
@@ -118,7 +120,7 @@ def owed_to(web3: Web3, deployment: Deployment, account: str, tokens: Iterable[s
         raise
     except Exception as exc:  # transport and decoding errors vary by provider
         raise PayoutError(f"cannot read the balances owed to {account}: {exc}") from exc
-    return Owed(payable, waiting)
+    return Owed(payable, waiting, now)
 
 
 def pay_out(payouts: Iterable[Payout], send: Callable[[Any], Any]) -> list[tuple[Payout, Any]]:

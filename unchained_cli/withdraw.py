@@ -8,7 +8,6 @@ keystore; nothing is sent when nothing is owed.
 
 from __future__ import annotations
 
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Optional
@@ -23,8 +22,8 @@ from client.keystore import PASSWORD_FILE_HELP, load_keystore
 from client.payouts import Payout, owed_to
 
 
-def _when(timestamp: int) -> str:
-    left = max(0, timestamp - int(time.time()))
+def _when(timestamp: int, now: int) -> str:
+    left = max(0, timestamp - now)
     hours, rest = divmod(left, 3600)
     return (f"{datetime.fromtimestamp(timestamp, timezone.utc):%Y-%m-%d %H:%M:%S} UTC "
             f"(in {hours} h {rest // 60} min)")
@@ -66,7 +65,7 @@ def withdraw(
         raise typer.Exit(1) from exc
     if owed.waiting is not None:
         typer.echo(f"Staking: {Web3.from_wei(owed.waiting.amount, 'ether')} ETH still unbonding until "
-                   f"{_when(owed.waiting.release_at)}; run withdraw again then")
+                   f"{_when(owed.waiting.release_at, owed.now)}; run withdraw again then")
 
 
 __all__ = ["withdraw"]
