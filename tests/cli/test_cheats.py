@@ -228,3 +228,29 @@ def test_real_worker_passes_round_one_cheats_in_round_two_and_is_slashed_by_a_fr
         worker.stop()
     assert s.contract("Staking").functions.stakeOf(market.provider).call() < stake
     assert "PoG round 2 of this process commits random values" in log.read_text()
+
+
+def test_the_cheating_agent_hands_its_job_cheat_to_its_model_child(restore_targets, monkeypatch, tmp_path):
+    """Model children get an allowlisted environment, so the cheater's agent passes its site and
+    plan on itself: the real runner's child corrupts exactly the planned items."""
+    import torch
+
+    import client.sandbox
+    from protocol.jobs import decode_output, encode_output
+    from provider_agent.runner import Limits, run_inference
+
+    monkeypatch.setattr(client.sandbox, "child_environment", client.sandbox.child_environment)
+    cheats.install(CheatPlan(None, 3))
+    env = client.sandbox.child_environment(1, tmp_path)
+    assert env[cheats.CHEAT_ENV] == "job-every=3" and env["PYTHONPATH"].startswith(str(CHEATER_SITE))
+    model = tmp_path / "identity.pt"
+    torch.jit.save(torch.jit.script(torch.nn.Identity()), str(model))
+    items = [np.full(4, i, dtype=np.float32) for i in range(7)]
+    inputs = []
+    for i, item in enumerate(items):
+        inputs.append(tmp_path / f"{i}.in")
+        inputs[-1].write_bytes(encode_output(item))
+    limits = Limits(3 << 30 | 12345, 60.0)  # limits no earlier test used: no honest warm child is reused
+    run = run_inference(1, model, "torchscript", inputs, 4, limits, tmp_path / "work")
+    outputs = [decode_output(o) for o in run.outputs]
+    assert [i for i, (o, item) in enumerate(zip(outputs, items)) if not np.array_equal(o, item)] == [0, 3, 6]
