@@ -293,7 +293,7 @@ def lease_stop(
     except (BackendError, ClientError) as exc:
         raise _fail(exc) from exc
     console.print(f"lease {lease_id} ended: provider earned {Web3.from_wei(earned, 'ether')} ETH, "
-                  f"refund {Web3.from_wei(refund, 'ether')} ETH (withdraw it from LeaseManager)")
+                  f"refund {Web3.from_wei(refund, 'ether')} ETH (`unchained withdraw` pays it out)")
 
 
 __all__ = ["backend_app", "job_app", "lease_app", "model_app"]
