@@ -156,7 +156,7 @@ def identity(batch: np.ndarray) -> np.ndarray:
 
 
 def run_like_the_model_child(items: list[np.ndarray], batch_size: int) -> list[np.ndarray]:
-    """provider_agent.sandbox's loop: chunks of batch_size items, each with its first index."""
+    """client.sandbox_child's loop: chunks of batch_size items, each with its first index."""
     outputs = []
     for start in range(0, len(items), batch_size):
         outputs += protocol.inference.run_batches(identity, items[start:start + batch_size], batch_size,

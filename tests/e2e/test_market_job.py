@@ -151,7 +151,7 @@ def lagging_market(tmp_path_factory: pytest.TempPathFactory, redis_url: str) -> 
 class Worker:
     """The provider agent's Celery worker as its own process, configured by environment; with
     `cheat`, the cheater's site first on its path and UNCHAINED_CHEAT set (unchained_cli/cheats.py),
-    both inherited by its model child."""
+    which its agent hands on to its model child (unchained_cli.cheats.plant_child_cheat)."""
 
     def __init__(self, settings: ProviderSettings, queue: str, log: Path, cheat: str | None = None) -> None:
         env = {**os.environ, "PYTHONPATH": str(REPO)}

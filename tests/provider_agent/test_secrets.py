@@ -84,9 +84,9 @@ def test_typed_password_and_planted_secret_never_reach_the_model_child(settings_
         assert b"password for " in terminal.output
         os.write(terminal.fd, PASSWORD.encode() + b"\n")
         # The agent starts its next job's model child ahead of the job (runner.prewarm).
-        assert terminal.wait_for(lambda: children(terminal.pid, "provider_agent.sandbox"), 120), \
+        assert terminal.wait_for(lambda: children(terminal.pid, "client.sandbox_child"), 120), \
             terminal.output.decode(errors="replace")[-3000:]
-        [child] = children(terminal.pid, "provider_agent.sandbox")
+        [child] = children(terminal.pid, "client.sandbox_child")
         seen = environ_of(child)
     finally:
         terminal.stop()

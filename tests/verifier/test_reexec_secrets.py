@@ -29,7 +29,7 @@ def test_reexecuted_model_sees_only_the_allowlisted_environment(tmp_path: Path, 
     buffer = io.BytesIO()
     torch.jit.save(torch.jit.script(Tiny()), buffer)
     items = tuple(encode_output(np.ones(8, np.float32) * i) for i in range(3))
-    with ChildWatcher(os.getpid(), "verifier.reexec") as watcher:
+    with ChildWatcher(os.getpid(), "client.sandbox_child") as watcher:
         outputs = reexecute(1, buffer.getvalue(), "torchscript", [Batch(0, items)], ReexecLimits(2 << 30, 60.0),
                             tmp_path / "work")
     assert sorted(outputs) == [0, 1, 2]
