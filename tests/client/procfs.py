@@ -31,7 +31,9 @@ def environ_of(pid: int) -> dict[str, str]:
 
 
 class ChildWatcher:
-    """Polls for children of `parent` running `marker` and records each one's environment."""
+    """Polls for children of `parent` running `marker` that start while it watches (children
+    already running, e.g. a warm spare of another test, are left out) and records each one's
+    environment."""
 
     def __init__(self, parent: int, marker: str) -> None:
         self.parent, self.marker = parent, marker
@@ -40,6 +42,7 @@ class ChildWatcher:
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def __enter__(self) -> "ChildWatcher":
+        self._before = set(children(self.parent, self.marker))
         self._thread.start()
         return self
 
@@ -50,7 +53,7 @@ class ChildWatcher:
     def _run(self) -> None:
         while not self._stop.is_set():
             for pid in children(self.parent, self.marker):
-                if pid not in self.seen:
+                if pid not in self.seen and pid not in self._before:
                     try:
                         self.seen[pid] = environ_of(pid)
                     except OSError:
