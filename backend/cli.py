@@ -17,7 +17,9 @@ from backend.client import BackendClient
 from backend.errors import BackendError
 from backend.renter import end_lease, start_lease, submit_job
 from backend.settings import get_settings
-from backend.wallet import Wallet, load_account
+from backend.wallet import Wallet
+from client import ClientError
+from client.keystore import PASSWORD_FILE_HELP, load_keystore
 from protocol.errors import ProtocolError
 from protocol.jobs import MODEL_FORMATS, JobSpecError
 
@@ -31,8 +33,8 @@ lease_app = typer.Typer(help="Renter: lease GPUs of a provider by the hour.", no
 BackendUrl = Annotated[str, typer.Option("--backend", envvar="UNCHAINED_BACKEND_URL", help="Backend API URL.")]
 Rpc = Annotated[str, typer.Option("--rpc", envvar="UNCHAINED_RPC_URL", help="JSON-RPC URL of the chain.")]
 Keystore = Annotated[Path, typer.Option("--keystore", exists=True, dir_okay=False,
-                                        help="Your eth-account JSON keystore (password: "
-                                             "$UNCHAINED_KEYSTORE_PASSWORD or a prompt).")]
+                                        help="Your eth-account JSON keystore (`unchained account new`).")]
+PasswordFile = Annotated[Path | None, typer.Option("--password-file", dir_okay=False, help=PASSWORD_FILE_HELP)]
 DeploymentFile = Annotated[Path | None, typer.Option("--deployment", help="deployments/<chainId>.json to trust.")]
 DEFAULT_BACKEND = "http://127.0.0.1:8000"
 DEFAULT_RPC = "http://127.0.0.1:8545"
@@ -104,6 +106,7 @@ def rebuild_command() -> None:
 def model_push(
     path: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="TorchScript or ONNX file.")],
     keystore: Keystore,
+    password_file: PasswordFile = None,
     name: Annotated[str | None, typer.Option(help="Display name (default: the file name).")] = None,
     fmt: Annotated[str, typer.Option("--format", help=f"One of {MODEL_FORMATS}.")] = "torchscript",
     private: Annotated[bool, typer.Option(help="Visible only to you.")] = False,
@@ -111,9 +114,9 @@ def model_push(
 ) -> None:
     """Upload a model to the hub; prints its content hash (keccak256 of the bytes)."""
     try:
-        client = BackendClient.connect(backend, load_account(keystore))
+        client = BackendClient.connect(backend, load_keystore(keystore, password_file))
         row = client.push_model(path.read_bytes(), name or path.name, fmt, private)
-    except (BackendError, OSError) as exc:
+    except (BackendError, ClientError, OSError) as exc:
         raise _fail(exc) from exc
     console.print(f"model {row['content_hash']} ({row['size']} bytes, {'private' if row['private'] else 'public'})")
 
@@ -121,13 +124,14 @@ def model_push(
 @model_app.command("list")
 def model_list(
     keystore: Annotated[Path | None, typer.Option(help="Sign in to include your private models.")] = None,
+    password_file: PasswordFile = None,
     backend: BackendUrl = DEFAULT_BACKEND,
 ) -> None:
     """List public models (and your private ones when signed in)."""
     try:
-        client = BackendClient.connect(backend, load_account(keystore) if keystore else None)
+        client = BackendClient.connect(backend, load_keystore(keystore, password_file) if keystore else None)
         rows = client.get("/models")
-    except BackendError as exc:
+    except (BackendError, ClientError) as exc:
         raise _fail(exc) from exc
     table = Table(title="models")
     for column in ("content hash", "name", "format", "size", "owner", "private"):
@@ -155,6 +159,7 @@ def job_submit(
     inputs: Annotated[Path, typer.Option(exists=True, file_okay=False, help="Directory: one file per item.")],
     max_price: Annotated[float, typer.Option(help="Most you pay for the whole job, in ETH.")],
     keystore: Keystore,
+    password_file: PasswordFile = None,
     provider: Annotated[str | None, typer.Option(help="Provider address; default: the best quote.")] = None,
     fmt: Annotated[str, typer.Option("--format", help=f"Model format, one of {MODEL_FORMATS}.")] = "torchscript",
     private: Annotated[bool, typer.Option(help="Private model, private-capable providers only.")] = False,
@@ -169,7 +174,7 @@ def job_submit(
 ) -> None:
     """Upload inputs, pick a provider, store the spec, and fund the job from your own wallet."""
     try:
-        account = load_account(keystore)
+        account = load_keystore(keystore, password_file)
         client = BackendClient.connect(backend, account)
         wallet = Wallet(rpc, account, deployment)
         model_hash = _resolve_model(client, model, fmt, private)
@@ -182,7 +187,7 @@ def job_submit(
                                 Web3.to_wei(max_price, "ether"), provider=provider, fmt=fmt, private=private,
                                 gpu_classes=gpu_class, batch_size=batch_size, tolerance_ppm=tolerance_ppm,
                                 deadline_s=deadline_s, on_upload=lambda size: progress.advance(task, size))
-    except (BackendError, OSError, JobSpecError) as exc:
+    except (BackendError, ClientError, OSError, JobSpecError) as exc:
         raise _fail(exc) from exc
     console.print(f"job {funded.job_id} funded in tx 0x{funded.tx_hash.hex()}: {len(files)} items, "
                   f"{Web3.from_wei(funded.price_wei, 'ether')} ETH, spec 0x{funded.spec_hash.hex()}, "
@@ -207,18 +212,19 @@ def job_status(job_id: Annotated[int, typer.Argument(min=0)], backend: BackendUr
 def job_result(
     job_id: Annotated[int, typer.Argument(min=0)],
     keystore: Keystore,
+    password_file: PasswordFile = None,
     out: Annotated[Path, typer.Option(help="Directory for the item outputs.")] = Path("results"),
     backend: BackendUrl = DEFAULT_BACKEND,
 ) -> None:
     """Download every item's output and verify each against the on-chain output root."""
     try:
-        client = BackendClient.connect(backend, load_account(keystore))
+        client = BackendClient.connect(backend, load_keystore(keystore, password_file))
         result = client.get(f"/jobs/{job_id}/result")
         with _progress() as progress:
             task = progress.add_task("downloading and verifying",
                                      total=sum(i["size"] or 0 for i in result["items"]))
             outputs = client.download_verified(job_id, on_item=lambda size: progress.advance(task, size))
-    except (BackendError, ProtocolError) as exc:
+    except (BackendError, ClientError, ProtocolError) as exc:
         raise _fail(exc) from exc
     out.mkdir(parents=True, exist_ok=True)
     for index, data in enumerate(outputs):
@@ -230,6 +236,7 @@ def job_result(
 def job_challenge(
     job_id: Annotated[int, typer.Argument(min=1)],
     keystore: Keystore,
+    password_file: PasswordFile = None,
     k: Annotated[int, typer.Option(min=1, max=64, help="Items the provider must reveal on-chain.")] = 44,
     bond: Annotated[float | None, typer.Option(help="Bond in ETH; default: the contract's minimum.")] = None,
     rpc: Rpc = DEFAULT_RPC,
@@ -238,12 +245,12 @@ def job_challenge(
     """Challenge your own job inside its window: the provider must reveal k random items'
     digests with proofs on-chain or be slashed (you are refunded); the escrow stays frozen."""
     try:
-        wallet = Wallet(rpc, load_account(keystore), deployment)
+        wallet = Wallet(rpc, load_keystore(keystore, password_file), deployment)
         challenges = wallet.contract("ChallengeManager")
         value = Web3.to_wei(bond, "ether") if bond is not None else challenges.functions.minBond().call()
         receipt = wallet.send(challenges.functions.challengeJob(job_id, k), value=value)
         challenge_id = challenges.events.JobChallenged().process_receipt(receipt)[0]["args"]["challengeId"]
-    except (BackendError, ValueError) as exc:
+    except (BackendError, ClientError, ValueError) as exc:
         raise _fail(exc) from exc
     console.print(f"challenge {challenge_id} on job {job_id}: {k} items, bond {Web3.from_wei(value, 'ether')} ETH "
                   f"(tx 0x{bytes(receipt['transactionHash']).hex()}); escalate with the verifier or wait for the answer")
@@ -258,14 +265,15 @@ def lease_start(
     gpus: Annotated[int, typer.Option(min=1)],
     hours: Annotated[float, typer.Option(min=0.001)],
     keystore: Keystore,
+    password_file: PasswordFile = None,
     rpc: Rpc = DEFAULT_RPC,
     deployment: DeploymentFile = None,
 ) -> None:
     """Pay up front for GPUs of a provider; unused time is refunded when you stop."""
     try:
-        wallet = Wallet(rpc, load_account(keystore), deployment)
+        wallet = Wallet(rpc, load_keystore(keystore, password_file), deployment)
         lease_id, cost, tx_hash = start_lease(wallet, provider, gpus, int(hours * 3600))
-    except (BackendError, ValueError) as exc:
+    except (BackendError, ClientError, ValueError) as exc:
         raise _fail(exc) from exc
     console.print(f"lease {lease_id}: {gpus} GPU(s) of {provider} for {hours} h, paid "
                   f"{Web3.from_wei(cost, 'ether')} ETH (tx 0x{tx_hash.hex()})")
@@ -275,16 +283,17 @@ def lease_start(
 def lease_stop(
     lease_id: Annotated[int, typer.Argument(min=1)],
     keystore: Keystore,
+    password_file: PasswordFile = None,
     rpc: Rpc = DEFAULT_RPC,
     deployment: DeploymentFile = None,
 ) -> None:
     """End a lease now; the provider earns the elapsed time, you are refunded the rest."""
     try:
-        earned, refund, _tx = end_lease(Wallet(rpc, load_account(keystore), deployment), lease_id)
-    except BackendError as exc:
+        earned, refund, _tx = end_lease(Wallet(rpc, load_keystore(keystore, password_file), deployment), lease_id)
+    except (BackendError, ClientError) as exc:
         raise _fail(exc) from exc
     console.print(f"lease {lease_id} ended: provider earned {Web3.from_wei(earned, 'ether')} ETH, "
-                  f"refund {Web3.from_wei(refund, 'ether')} ETH (withdraw it from LeaseManager)")
+                  f"refund {Web3.from_wei(refund, 'ether')} ETH (`unchained withdraw` pays it out)")
 
 
 __all__ = ["backend_app", "job_app", "lease_app", "model_app"]

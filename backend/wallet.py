@@ -1,17 +1,14 @@
 """The renter's side of the chain: a keystore account that signs its own transactions.
 
-The backend server never calls this module; the CLI does, in the renter's process."""
+The backend server never calls this module; the CLI does, in the renter's process. Keystores are
+opened with `client.keystore.load_keystore` (the one password story of every signing command)."""
 
 from __future__ import annotations
 
-import getpass
-import json
 import logging
-import os
 from pathlib import Path
 from typing import Any
 
-from eth_account import Account
 from eth_account.signers.local import LocalAccount
 from web3 import Web3
 from web3.contract import Contract
@@ -24,24 +21,9 @@ from protocol.deployments import Deployment, describe_revert
 
 log = logging.getLogger(__name__)
 
-PASSWORD_ENV = "UNCHAINED_KEYSTORE_PASSWORD"
-
 
 class WalletError(BackendError):
-    """The keystore cannot be opened or a transaction failed; the text says which and why."""
-
-
-def load_account(path: Path, password: str | None = None) -> LocalAccount:
-    """Decrypts an eth-account JSON keystore; the password comes from the argument, the
-    UNCHAINED_KEYSTORE_PASSWORD variable, or a prompt, in that order."""
-    if password is None:
-        password = os.environ.get(PASSWORD_ENV)
-    if password is None:
-        password = getpass.getpass(f"password for {path}: ")
-    try:
-        return Account.from_key(Account.decrypt(json.loads(path.read_text()), password))
-    except (OSError, ValueError, KeyError, json.JSONDecodeError) as exc:
-        raise WalletError(f"cannot open keystore {path}: {exc}") from exc
+    """No chain at the URL or a transaction failed; the text says which and why."""
 
 
 class Wallet:

@@ -3,17 +3,19 @@ local records, job service. One `Agent` per process (built lazily by the Celery 
 
 from __future__ import annotations
 
-import getpass
 import json
 import logging
+import threading
 from dataclasses import dataclass
 from typing import Any
-from functools import lru_cache
 
+from eth_account.signers.local import LocalAccount
+
+from client.keystore import load_keystore
 from provider_agent import ProviderAgentError
 from provider_agent.backend_client import BackendClient, BackendClientError
 from provider_agent.cache import ContentCache, ContentSource, DirectorySource, HttpSource
-from provider_agent.chain import ChallengeId, ProviderChain, Wei, load_keystore
+from provider_agent.chain import ChallengeId, ProviderChain, Wei
 from provider_agent.gpus import Device, detect
 from provider_agent.jobs import Activity, JobService, OutputStore
 from provider_agent.mining import MiningPolicy, MiningSupervisor, ReferenceMiner, yield_floor_wei_per_gpu_hour
@@ -41,13 +43,13 @@ class Agent:
     backend: BackendClient | None = None
 
     @classmethod
-    def build(cls, settings: Settings, password: str | None = None) -> "Agent":
-        if settings.keystore is None:
-            raise ConfigurationError("no keystore: set UNCHAINED_PROVIDER_KEYSTORE or pass --keystore")
-        if password is None:
-            secret = settings.keystore_password
-            password = secret.get_secret_value() if secret else getpass.getpass(f"password for {settings.keystore}: ")
-        account = load_keystore(settings.keystore, password)
+    def build(cls, settings: Settings, account: LocalAccount | None = None) -> "Agent":
+        """`account` when the caller opened the keystore already; else it is opened here
+        (password file, UNCHAINED_PASSWORD_FILE or a prompt: client.keystore)."""
+        if account is None:
+            if settings.keystore is None:
+                raise ConfigurationError("no keystore: set UNCHAINED_PROVIDER_KEYSTORE or pass --keystore")
+            account = load_keystore(settings.keystore, settings.password_file)
         chain = ProviderChain.connect(settings.rpc_url, account, settings.deployments_dir)
         # The backend session signs in with this account; the key stays in this process.
         backend = (BackendClient(settings.backend_url, account, settings.session_lifetime_s)
@@ -148,6 +150,23 @@ def _source(settings: Settings, backend: BackendClient | None) -> ContentSource:
     raise ConfigurationError("no content source: set UNCHAINED_PROVIDER_BACKEND_URL or _CONTENT_DIR")
 
 
-@lru_cache(maxsize=1)
+_agent: Agent | None = None
+_agent_lock = threading.Lock()
+
+
 def get_agent() -> Agent:
-    return Agent.build(get_settings())
+    """The process's agent, built on first use (the Celery worker's tasks share it)."""
+    global _agent
+    with _agent_lock:
+        if _agent is None:
+            _agent = Agent.build(get_settings())
+        return _agent
+
+
+def use_agent(agent: Agent) -> Agent:
+    """Makes `agent` the process's agent: `provider run` builds it with the account it opened,
+    so the password is asked once and never handed on through the environment."""
+    global _agent
+    with _agent_lock:
+        _agent = agent
+    return agent

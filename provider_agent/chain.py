@@ -17,7 +17,6 @@ from enum import IntEnum
 from pathlib import Path
 from typing import Any, NewType
 
-from eth_account import Account
 from eth_account.signers.local import LocalAccount
 from web3 import Web3
 from web3.contract import Contract
@@ -53,10 +52,6 @@ class ChainRevert(ChainError):
         self.tx_hash = tx_hash
 
 
-class KeystoreError(ChainError):
-    """The keystore file cannot be read or the password is wrong."""
-
-
 class JobStatus(IntEnum):
     """IJobEscrow.JobStatus, in declaration order."""
 
@@ -81,15 +76,6 @@ class OnChainJob:
     frozen: bool
     output_root: bytes
     item_count: int
-
-
-def load_keystore(path: Path, password: str) -> LocalAccount:
-    """Decrypts an eth-account JSON keystore; the password is never logged."""
-    try:
-        key = Account.decrypt(json.loads(path.read_text()), password)
-    except (OSError, ValueError, KeyError, json.JSONDecodeError) as exc:
-        raise KeystoreError(f"cannot open keystore {path}: {exc}") from exc
-    return Account.from_key(key)
 
 
 def load_deployment(directory: Path, chain_id: int) -> Deployment:

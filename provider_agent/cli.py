@@ -16,6 +16,8 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from client import ClientError
+from client.keystore import PASSWORD_FILE_HELP
 from protocol.errors import ProtocolError
 from protocol.pog.challenge import MIN_K
 from protocol.pog.profiles import lookup, n_for
@@ -110,6 +112,7 @@ def _verifier_n(device: Device, dtype: str) -> int:
 
 provider_app = typer.Typer(help="Run this machine as a marketplace provider.", no_args_is_help=True)
 DEFAULT_METRICS_PORT = 9108
+PasswordFile = Annotated[Path | None, typer.Option("--password-file", dir_okay=False, help=PASSWORD_FILE_HELP)]
 
 
 @provider_app.callback()
@@ -134,6 +137,7 @@ def _export(**options: object) -> None:
 def provider_run(
     rpc: Annotated[str | None, typer.Option(help="JSON-RPC URL of the chain.")] = None,
     keystore: Annotated[Path | None, typer.Option(help="The provider's eth-account JSON keystore.")] = None,
+    password_file: PasswordFile = None,
     broker: Annotated[str | None, typer.Option(help="Celery broker URL (redis://...).")] = None,
     backend: Annotated[str | None, typer.Option(help="Backend URL (content, output uploads, reports).")] = None,
     content_dir: Annotated[Path | None, typer.Option(help="Read content by hash from this directory "
@@ -143,31 +147,29 @@ def provider_run(
     metrics_port: Annotated[int, typer.Option(help="Port of /metrics and /status.")] = DEFAULT_METRICS_PORT,
 ) -> None:
     """Register if needed, mine when idle, and take jobs and PoG work from this provider's queue."""
-    import getpass
-    import os
     import threading
     import time
 
+    from client.keystore import load_keystore
     from protocol.tasks import provider_queue
-    from provider_agent.agent import get_agent
+    from provider_agent.agent import Agent, use_agent
     from provider_agent.metrics import MetricsServer
-    from provider_agent.settings import ENV_PREFIX, get_settings
+    from provider_agent.settings import get_settings
     from provider_agent.worker import app as celery_app
 
-    _export(rpc_url=rpc, keystore=keystore, broker_url=broker, backend_url=backend, content_dir=content_dir,
-            data_dir=data_dir, mining=mining, metrics_port=metrics_port)
+    _export(rpc_url=rpc, keystore=keystore, password_file=password_file, broker_url=broker, backend_url=backend,
+            content_dir=content_dir, data_dir=data_dir, mining=mining, metrics_port=metrics_port)
     settings = get_settings()
     if settings.keystore is None:
         console.print("[red]--keystore (or UNCHAINED_PROVIDER_KEYSTORE) is required[/red]")
         raise typer.Exit(2)
-    if settings.keystore_password is None:
-        os.environ[ENV_PREFIX + "KEYSTORE_PASSWORD"] = getpass.getpass(f"password for {settings.keystore}: ")
-        get_settings.cache_clear()
     try:
-        agent = get_agent()
+        # Opened here, once (a prompt at most); the worker's tasks share this agent, so the
+        # password is never handed on through the environment.
+        agent = use_agent(Agent.build(settings, load_keystore(settings.keystore, settings.password_file)))
         if agent.register():
             console.print(f"registered {agent.chain.address} with {len(agent.devices)} device(s)")
-    except ProviderAgentError as err:
+    except (ProviderAgentError, ClientError) as err:
         console.print(f"[red]{err}[/red]")
         raise typer.Exit(1) from err
     queue = provider_queue(agent.chain.address)
@@ -247,16 +249,17 @@ def provider_status(
 def provider_leave(
     rpc: Annotated[str | None, typer.Option(help="JSON-RPC URL of the chain.")] = None,
     keystore: Annotated[Path | None, typer.Option(help="The provider's eth-account JSON keystore.")] = None,
+    password_file: PasswordFile = None,
 ) -> None:
     """Leave the market cleanly: deactivate, withdraw earnings, start unbonding the stake."""
     from provider_agent.agent import get_agent
 
-    _export(rpc_url=rpc, keystore=keystore, mining=False)
+    _export(rpc_url=rpc, keystore=keystore, password_file=password_file, mining=False)
     try:
         agent = get_agent()
         withdrawn = agent.chain.withdraw_all()
         agent.chain.leave()
-    except ProviderAgentError as err:
+    except (ProviderAgentError, ClientError) as err:
         console.print(f"[red]{err}[/red]")
         raise typer.Exit(1) from err
     amount, release = agent.chain.contract("Staking").functions.unbondingOf(agent.chain.address).call()

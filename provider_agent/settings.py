@@ -3,8 +3,9 @@
 pydantic-settings is not used (protocol/env.py says why): `Settings` is a pydantic model filled
 from UNCHAINED_PROVIDER_<FIELD> variables (case-insensitive) by `from_env`.
 
-The keystore password is read from UNCHAINED_PROVIDER_KEYSTORE_PASSWORD (or prompted for by the
-CLI); the key itself never leaves the keystore file and this process.
+The keystore's password is never a setting: it is read from `password_file` (the CLI's
+--password-file), else from the file UNCHAINED_PASSWORD_FILE names, else prompted for
+(client.keystore); the key itself never leaves the keystore file and this process.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field
 
 from protocol.env import settings_from_env
 
@@ -26,7 +27,7 @@ class Settings(BaseModel):
 
     rpc_url: str = "http://127.0.0.1:8545"
     keystore: Path | None = None
-    keystore_password: SecretStr | None = None
+    password_file: Path | None = None  # a file holding the keystore's password, never the password
     deployments_dir: Path = Path("deployments")
     broker_url: str = "redis://127.0.0.1:6379/0"
     # Seconds before Redis hands an unacknowledged job to another worker; longer than any job

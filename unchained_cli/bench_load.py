@@ -33,10 +33,11 @@ from web3.types import EventData
 from backend.client import BackendClient
 from backend.errors import BackendError
 from backend.renter import submit_job
-from backend.wallet import Wallet, load_account
+from backend.wallet import Wallet
+from client.keystore import load_keystore
 from protocol.jobs import encode_output
 from unchained_cli.market import (
-    ETH, FAST_PARAMS, KEYSTORE_PASSWORD, LocalMarket, MarketError, MarketPlan, Party, ProviderPlan, wait_for)
+    ETH, FAST_PARAMS, LocalMarket, MarketError, MarketPlan, Party, ProviderPlan, wait_for)
 
 MAX_PRICE_WEI = ETH // 20
 POLL_S = 1.0
@@ -157,7 +158,7 @@ def wait_pog(market: LocalMarket, providers: list[Party], timeout: float = 300.0
 
 
 def push_model(market: LocalMarket, renter: Party) -> str:
-    client = BackendClient.connect(market.backend_url, load_account(renter.keystore, KEYSTORE_PASSWORD))
+    client = BackendClient.connect(market.backend_url, load_keystore(renter.keystore, market.password_file))
     try:
         return client.push_model(tiny_model(), "load-tiny.pt", "torchscript", private=False)["content_hash"]
     finally:
@@ -173,7 +174,7 @@ def drive(market: LocalMarket, load: Load, model_hash: str, providers: list[Part
     start = time.monotonic()
 
     def renter_loop(index: int, renter: Party) -> None:
-        account = load_account(renter.keystore, KEYSTORE_PASSWORD)
+        account = load_keystore(renter.keystore, market.password_file)
         client = BackendClient.connect(market.backend_url, account)
         wallet = Wallet(market.chain.rpc_url, account, market.deployment_file)
         try:

@@ -85,15 +85,15 @@ def dispatch(rounds: int, gap_s: float) -> dict:
         provider, renter = s.accounts[1], s.accounts[3]
         keystore = work / "key.json"
         keystore.write_text(json.dumps(Account.encrypt(KEY, "pw", kdf="scrypt", iterations=1 << 10)))
-        settings = Settings(rpc_url=chain.rpc_url, keystore=keystore, keystore_password="pw",
+        (work / "password").write_text("pw\n")
+        settings = Settings(rpc_url=chain.rpc_url, keystore=keystore, password_file=work / "password",
                             deployments_dir=work / "deployments", content_dir=content, data_dir=work / "data",
                             broker_url=broker, mining=False, job_memory_bytes=3 << 30)
         from provider_agent.agent import Agent
 
         Agent.build(settings).register()
         env = {**os.environ, "PYTHONPATH": str(REPO)}
-        env.update({f"UNCHAINED_PROVIDER_{k.upper()}": str(v.get_secret_value() if hasattr(v, "get_secret_value") else v)
-                    for k, v in settings.model_dump().items() if v is not None})
+        env.update({f"UNCHAINED_PROVIDER_{k.upper()}": str(v) for k, v in settings.model_dump().items() if v is not None})
         queue = provider_queue(provider)
         worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "provider_agent.worker:app", "worker",
                                    "-Q", queue, "-P", "solo", "--without-gossip", "--without-mingle",

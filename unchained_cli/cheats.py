@@ -11,8 +11,9 @@ are caught. Nothing here is used by an honest process.
   is a multiple of N (items 0, N, 2N, ...), before they are committed.
 
 e.g. `UNCHAINED_CHEAT=pog-from-round=2,job-every=5`. A process started with
-`unchained_cli/cheater_site` first on PYTHONPATH and that variable set plays them from start-up,
-and so do its children (the job's model child inherits both). Each cheat is planted only when
+`unchained_cli/cheater_site` first on PYTHONPATH and that variable set plays them from start-up.
+An honest agent gives its model child an allowlisted environment (client.sandbox), so the
+cheating agent hands both variables on to its model child itself, as a cheater would. Each cheat is planted only when
 the code it patches is imported, so a process that never loads it pays nothing.
 """
 
@@ -25,6 +26,7 @@ import logging
 import os
 import re
 import sys
+from pathlib import Path
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.abc import MetaPathFinder
@@ -88,6 +90,7 @@ def install(plan: CheatPlan) -> None:
         _when_imported("provider_agent.pog_service", functools.partial(plant_pog_cheat, plan.pog_from_round))
     if plan.job_every is not None:
         _when_imported("protocol.inference", functools.partial(plant_job_cheat, plan.job_every))
+        _when_imported("client.sandbox", functools.partial(plant_child_cheat, plan))
 
 
 def install_from_env(environ: Mapping[str, str] = os.environ) -> CheatPlan | None:
@@ -150,6 +153,22 @@ def plant_job_cheat(every: int, inference: ModuleType) -> None:
         return corrupt_every(every, honest(run, items, batch_size, first_index), first_index)
 
     inference.run_batches = cheating
+
+
+def plant_child_cheat(plan: CheatPlan, sandbox: ModuleType) -> None:
+    """The model child runs the job: the cheater's agent gives it the cheater's site and plan."""
+    honest = getattr(sandbox.child_environment, "__wrapped__", sandbox.child_environment)  # planted once
+    text = ",".join(f"{name}={value}" for name, value in zip(_NAMES, (plan.pog_from_round, plan.job_every))
+                    if value is not None)
+    site = Path(__file__).resolve().parent / "cheater_site"
+
+    @functools.wraps(honest)
+    def cheating(threads: int, home: Path, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+        env = honest(threads, home, environ)
+        env.update(PYTHONPATH=f"{site}{os.pathsep}{env['PYTHONPATH']}", **{CHEAT_ENV: text})
+        return env
+
+    sandbox.child_environment = cheating
 
 
 # -- the job cheat -------------------------------------------------------------------------------

@@ -25,10 +25,11 @@ from rich.table import Table
 
 from backend.client import BackendClient
 from backend.renter import FundedJob, end_lease, start_lease, submit_job
-from backend.wallet import Wallet, load_account
+from backend.wallet import Wallet
+from client.keystore import load_keystore
 from protocol.jobs import encode_output
 from unchained_cli.feed import MarketFeed
-from unchained_cli.market import (FAST_PARAMS, KEYSTORE_PASSWORD, Accounts, LocalMarket, MarketPlan, Party,
+from unchained_cli.market import (FAST_PARAMS, Accounts, LocalMarket, MarketPlan, Party,
                                   ProviderPlan, eth)
 
 CHEAT = "pog-from-round=3,job-every=5"  # rounds 1-2 (one per verifier) honest: listed, then cheats
@@ -84,7 +85,7 @@ class Renter:
 
     def __init__(self, market: LocalMarket, party: Party) -> None:
         self.name = party.name
-        account = load_account(party.keystore, KEYSTORE_PASSWORD)
+        account = load_keystore(party.keystore, market.password_file)
         self.client = BackendClient.connect(market.backend_url, account)
         self.wallet = Wallet(market.chain.rpc_url, account, market.deployment_file)
 

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eth_account import Account
 from eth_account.signers.local import LocalAccount
 from web3 import Web3
 from web3.contract import Contract
@@ -170,10 +169,3 @@ def write_deployment(deployment: Deployment, directory: Path = DEPLOYMENTS_DIR) 
     path.write_text(json.dumps(deployment.to_json(), indent=2))
     return path
 
-
-def load_keystore(path: Path, password: str) -> LocalAccount:
-    try:
-        key = Account.decrypt(json.loads(path.read_text()), password)
-    except (ValueError, KeyError, json.JSONDecodeError) as exc:
-        raise DeployError(f"cannot open keystore {path}: {exc}") from exc
-    return Account.from_key(key)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import getpass
 import logging
 import time
 from pathlib import Path
@@ -17,7 +16,11 @@ from provider_agent.cli import pog_app, provider_app  # first: it sets the OpenM
 from backend.cli import backend_app, job_app, lease_app, model_app
 from verifier.cli import verifier_app
 from unchained_cli.chain import ChainError, LocalChain
-from unchained_cli.deploy import DeployError, Deployer, deploy_all, load_keystore, write_deployment
+from client import ClientError
+from client.keystore import PASSWORD_FILE_HELP, load_keystore
+from unchained_cli.account import account_app
+from unchained_cli.deploy import DeployError, Deployer, deploy_all, write_deployment
+from unchained_cli.withdraw import withdraw
 
 app = typer.Typer(help="Unchained: a GPU compute marketplace with on-chain settlement.", no_args_is_help=True)
 chain_app = typer.Typer(help="A local development chain (anvil).", no_args_is_help=True)
@@ -29,6 +32,8 @@ app.add_typer(job_app, name="job")
 app.add_typer(model_app, name="model")
 app.add_typer(lease_app, name="lease")
 app.add_typer(verifier_app, name="verifier")
+app.add_typer(account_app, name="account")
+app.command()(withdraw)
 
 console = Console()
 
@@ -67,18 +72,19 @@ def chain_up(
 def deploy(
     rpc: Annotated[str, typer.Option(help="JSON-RPC URL of the chain.")] = "http://127.0.0.1:8545",
     keystore: Annotated[Optional[Path], typer.Option(help="Deployer keystore (eth-account JSON); default: the node's first unlocked account.")] = None,
+    password_file: Annotated[Optional[Path], typer.Option("--password-file", dir_okay=False, help=PASSWORD_FILE_HELP)] = None,
     out: Annotated[Path, typer.Option(help="Directory for <chainId>.json.")] = Path("deployments"),
 ) -> None:
     """Deploy the whole contract set and write deployments/<chainId>.json (addresses and ABIs)."""
     try:
         account = None
         if keystore is not None:
-            account = load_keystore(keystore, getpass.getpass(f"password for {keystore}: "))
+            account = load_keystore(keystore, password_file)
         deployer = Deployer.connect(rpc, account)
         with console.status("deploying contracts"):
             deployment = deploy_all(deployer)
         path = write_deployment(deployment, out)
-    except DeployError as exc:
+    except (DeployError, ClientError) as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(1) from exc
     table = Table(title=f"chain {deployment.chain_id}: deployed by {deployment.deployer}")

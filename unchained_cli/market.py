@@ -28,6 +28,7 @@ import httpx
 from eth_account import Account
 from web3 import Web3
 
+from client.keystore import PASSWORD_FILE_ENV
 from protocol.deployments import Deployment
 from unchained_cli.chain import LocalChain, free_port
 from unchained_cli.deploy import DeployParams, Deployer, deploy_all, write_deployment
@@ -157,6 +158,18 @@ def wait_for(predicate: Callable[[], object], timeout: float, interval: float = 
 def dev_account(index: int):  # type: ignore[no-untyped-def]
     Account.enable_unaudited_hdwallet_features()
     return Account.from_mnemonic(DEV_MNEMONIC, account_path=f"m/44'/60'/0'/0/{index}")
+
+
+def write_password_file(directory: Path) -> Path:
+    """The market's keystore password as a file (mode 0600): every party is given its path
+    (UNCHAINED_PASSWORD_FILE or --password-file), never the password itself."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "password"
+    if not path.exists():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(KEYSTORE_PASSWORD + "\n")
+    return path
 
 
 def write_keystore(directory: Path, index: int) -> tuple[Path, str]:
@@ -307,6 +320,7 @@ class LocalMarket:
         self.backend_port = free_port()
         self.metrics_ports: dict[str, int] = {}
         keys = self.root / "keystores"
+        self.password_file = write_password_file(keys)
         self.parties: dict[str, Party] = {}
         for name, index in [("treasury", plan.treasury), *((p.name, p.account) for p in plan.providers),
                             *((f"verifier-{i + 1}", a) for i, a in enumerate(plan.verifiers)),
@@ -428,7 +442,7 @@ class LocalMarket:
         port = self.metrics_ports.setdefault(name, free_port())
         prefix = "UNCHAINED_PROVIDER_"
         env = {prefix + k.upper(): str(v) for k, v in {
-            "rpc_url": self.chain.rpc_url, "keystore": party.keystore, "keystore_password": KEYSTORE_PASSWORD,
+            "rpc_url": self.chain.rpc_url, "keystore": party.keystore,
             "deployments_dir": self.deployment_file.parent, "broker_url": self.broker.url,
             "backend_url": self.backend_url, "data_dir": self.provider_data(name), "mining": plan.mining,
             "stake_wei": self.plan.provider_stake_wei, "price_per_job_unit_wei": plan.price_per_job_unit_wei,
@@ -436,6 +450,7 @@ class LocalMarket:
             "heartbeat_s": 2.0, "job_timeout_s": 60.0, "job_memory_bytes": 3 << 30,
             "upload_backoff_s": 0.2, "upload_retry_s": 2.0, "visibility_timeout_s": 60,
             "mining_resume_after_s": 1.0}.items()}
+        env[PASSWORD_FILE_ENV] = str(self.password_file)
         if plan.cheat:
             env["UNCHAINED_CHEAT"] = plan.cheat
         return self._launch(name, ["provider", "run", "--metrics-port", str(port)], env,
@@ -465,12 +480,13 @@ class LocalMarket:
         port = self.metrics_ports.setdefault(name, free_port())
         prefix = "UNCHAINED_VERIFIER_"
         env = {prefix + k.upper(): str(v) for k, v in {
-            "rpc_url": self.chain.rpc_url, "keystore": party.keystore, "keystore_password": KEYSTORE_PASSWORD,
+            "rpc_url": self.chain.rpc_url, "keystore": party.keystore,
             "deployment_file": self.deployment_file, "broker_url": self.broker.url, "backend_url": self.backend_url,
             "stake_wei": self.plan.verifier_stake_wei, "pog_interval_s": self.plan.pog_interval_s,
             "pog_jitter_s": self.plan.pog_jitter_s, "pog_n": self.plan.pog_n, "pog_dtype": "fp32",
             "pog_backoff_s": 3, "poll_s": 1.0, "metrics_port": port, "work_dir": self.root / name,
             "audit_backoff_s": 1.0, "reexec_memory_bytes": 3 << 30, "reexec_timeout_s": 60}.items()}
+        env[PASSWORD_FILE_ENV] = str(self.password_file)
         return self._launch(name, ["verifier", "run"], env)
 
     # -- what parties see --------------------------------------------------------------------

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from eth_account import Account
 from eth_account.signers.local import LocalAccount
 from web3 import Web3
 from web3.contract import Contract
@@ -35,13 +32,6 @@ class TransactionReverted(VerifierError):
 def gas_with_margin(estimate: int) -> int:
     """An estimate plus a fifth: state may change between the estimate and the block."""
     return estimate + estimate // 5
-
-
-def load_keystore(path: Path, password: str) -> LocalAccount:
-    try:
-        return Account.from_key(Account.decrypt(json.loads(path.read_text()), password))
-    except (OSError, ValueError, KeyError) as exc:
-        raise VerifierError(f"cannot open keystore {path}: {exc}") from exc
 
 
 @dataclass

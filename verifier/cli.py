@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import getpass
 import json
 import logging
 from pathlib import Path
@@ -13,11 +12,13 @@ from prometheus_client import start_http_server
 from rich.console import Console
 from web3 import Web3
 
+from client import ClientError
+from client.keystore import PASSWORD_FILE_HELP, load_keystore
 from protocol.deployments import Deployment, DeploymentFormatError
 from protocol.tasks import BadBrokerUrl
 from verifier import VerifierError
 from verifier.backend_client import VerifierBackend
-from verifier.chain import VerifierChain, load_keystore
+from verifier.chain import VerifierChain
 from verifier.committee import CommitteeMember
 from verifier.job_audit import JobAuditor, JobReexecutor
 from verifier.links import CeleryProverLink, make_celery
@@ -48,21 +49,21 @@ def _deployment(rpc: str, path: Path | None) -> Deployment:
 def run(
     rpc: Annotated[str | None, typer.Option(help="JSON-RPC URL.")] = None,
     keystore: Annotated[Path | None, typer.Option(exists=True, dir_okay=False, help="The verifier's keystore.")] = None,
+    password_file: Annotated[Path | None, typer.Option("--password-file", dir_okay=False, help=PASSWORD_FILE_HELP)] = None,
     broker: Annotated[str | None, typer.Option(help="Celery broker URL (redis://... or sqla+sqlite:///path).")] = None,
     backend: Annotated[str | None, typer.Option(help="Backend URL: jobs to audit and vote on.")] = None,
     deployment: Annotated[Path | None, typer.Option(help="deployments/<chainId>.json")] = None,
 ) -> None:
     """Stake if needed, then run rounds and follow challenges until interrupted."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
-    overrides = {k: v for k, v in {"rpc_url": rpc, "keystore": keystore, "broker_url": broker,
-                                   "backend_url": backend, "deployment_file": deployment}.items() if v is not None}
+    overrides = {k: v for k, v in {"rpc_url": rpc, "keystore": keystore, "password_file": password_file,
+                                   "broker_url": broker, "backend_url": backend,
+                                   "deployment_file": deployment}.items() if v is not None}
     try:
         settings = Settings.from_env(**overrides)
         if settings.keystore is None:
             raise VerifierError("a verifier signs with its own key: pass --keystore")
-        password = (settings.keystore_password.get_secret_value() if settings.keystore_password
-                    else getpass.getpass(f"password for {settings.keystore}: "))
-        account = load_keystore(settings.keystore, password)
+        account = load_keystore(settings.keystore, settings.password_file)
         chain = VerifierChain.connect(settings.rpc_url, _deployment(settings.rpc_url, settings.deployment_file), account)
         try:
             app = make_celery(settings.broker_url)
@@ -82,7 +83,7 @@ def run(
             start_http_server(settings.metrics_port, registry=service.metrics.registry)
         console.print(f"verifier {account.address} on {settings.rpc_url}; stake {service.ensure_staked()} wei")
         service.run_forever()
-    except VerifierError as exc:
+    except (VerifierError, ClientError) as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(1) from exc
     except KeyboardInterrupt:

@@ -7,7 +7,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field
 
 from protocol.env import settings_from_env
 
@@ -19,7 +19,7 @@ class Settings(BaseModel):
 
     rpc_url: str = "http://127.0.0.1:8545"
     keystore: Path | None = None
-    keystore_password: SecretStr | None = None
+    password_file: Path | None = None  # a file holding the keystore's password (client.keystore), never the password
     deployment_file: Path | None = None  # default: deployments/<chainId>.json
     broker_url: str = "redis://127.0.0.1:6379/0"
     backend_url: str | None = None

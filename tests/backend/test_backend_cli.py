@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from backend.cli import job_app, lease_app, model_app
 from backend.client import BackendClient
-from backend.wallet import PASSWORD_ENV
+from client.keystore import PASSWORD_FILE_ENV
 
 root = typer.Typer()
 root.add_typer(job_app, name="job")
@@ -31,7 +31,8 @@ runner = CliRunner()
 def keystore(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "renter.json"
     path.write_text(json.dumps(Account.encrypt(support.anvil_key(3).key, "correct horse")))
-    monkeypatch.setenv(PASSWORD_ENV, "correct horse")
+    (tmp_path / "password").write_text("correct horse\n")
+    monkeypatch.setenv(PASSWORD_FILE_ENV, str(tmp_path / "password"))
     return path
 
 

@@ -24,7 +24,7 @@ from protocol.tasks import provider_queue
 from provider_agent.agent import Agent
 from provider_agent.gpus import Device
 from provider_agent.worker import TASK_ANSWER_CHALLENGE
-from tests.provider_agent.conftest import ETH, PASSWORD, keystore, market, redis_url, settings_for  # noqa: F401
+from tests.provider_agent.conftest import ETH, keystore, market, password_file, redis_url, settings_for  # noqa: F401
 from tests.e2e.test_market_job import Worker
 from unchained_cli import cheats
 from unchained_cli.cheats import CheatPlan, CheatSpecError, PogCheat, SkippingProver, parse
@@ -161,7 +161,7 @@ def identity(batch: np.ndarray) -> np.ndarray:
 
 
 def run_like_the_model_child(items: list[np.ndarray], batch_size: int) -> list[np.ndarray]:
-    """provider_agent.sandbox's loop: chunks of batch_size items, each with its first index."""
+    """client.sandbox_child's loop: chunks of batch_size items, each with its first index."""
     outputs = []
     for start in range(0, len(items), batch_size):
         outputs += protocol.inference.run_batches(identity, items[start:start + batch_size], batch_size,
@@ -205,7 +205,7 @@ def test_a_process_with_a_bad_cheat_refuses_to_start():
 
 def test_real_worker_passes_round_one_cheats_in_round_two_and_is_slashed_by_a_fraud_proof(
         settings_for, market, redis_url, tmp_path):  # noqa: F811  (fixtures)
-    settings = settings_for(broker_url=redis_url, keystore_password=PASSWORD, gpu_model="CPU")
+    settings = settings_for(broker_url=redis_url, gpu_model="CPU")
     Agent.build(settings).register()
     s = market.session
     s.send(s.contract("Staking").functions.stake(), market.verifier, value=2 * ETH)
@@ -231,3 +231,29 @@ def test_real_worker_passes_round_one_cheats_in_round_two_and_is_slashed_by_a_fr
         worker.stop()
     assert s.contract("Staking").functions.stakeOf(market.provider).call() < stake
     assert "PoG round 2 of this process commits random values" in log.read_text()
+
+
+def test_the_cheating_agent_hands_its_job_cheat_to_its_model_child(restore_targets, monkeypatch, tmp_path):
+    """Model children get an allowlisted environment, so the cheater's agent passes its site and
+    plan on itself: the real runner's child corrupts exactly the planned items."""
+    import torch
+
+    import client.sandbox
+    from protocol.jobs import decode_output, encode_output
+    from provider_agent.runner import Limits, run_inference
+
+    monkeypatch.setattr(client.sandbox, "child_environment", client.sandbox.child_environment)
+    cheats.install(CheatPlan(None, 3))
+    env = client.sandbox.child_environment(1, tmp_path)
+    assert env[cheats.CHEAT_ENV] == "job-every=3" and env["PYTHONPATH"].startswith(str(CHEATER_SITE))
+    model = tmp_path / "identity.pt"
+    torch.jit.save(torch.jit.script(torch.nn.Identity()), str(model))
+    items = [np.full(4, i, dtype=np.float32) for i in range(7)]
+    inputs = []
+    for i, item in enumerate(items):
+        inputs.append(tmp_path / f"{i}.in")
+        inputs[-1].write_bytes(encode_output(item))
+    limits = Limits(3 << 30 | 12345, 60.0)  # limits no earlier test used: no honest warm child is reused
+    run = run_inference(1, model, "torchscript", inputs, 4, limits, tmp_path / "work")
+    outputs = [decode_output(o) for o in run.outputs]
+    assert [i for i, (o, item) in enumerate(zip(outputs, items)) if not np.array_equal(o, item)] == [0, 3, 6]

@@ -42,6 +42,7 @@ from protocol.merkle import MerkleTree, keccak256, leaf_hash, verify_inclusion
 from provider_agent.agent import Agent
 from tests.tiny_models import Raises, Tiny
 from provider_agent.chain import JobStatus
+from client.keystore import PASSWORD_FILE_ENV
 from provider_agent.settings import Settings as ProviderSettings
 from unchained_cli.chain import LocalChain, free_port
 from unchained_cli.deploy import Deployer, deploy_all, write_deployment
@@ -55,6 +56,12 @@ PASSWORD = "e2e-test-password"
 ANVIL_MNEMONIC = DEV_MNEMONIC
 PROVIDER, RENTER, VERIFIER = 1, 3, 4  # anvil account indices
 ITEMS = [np.random.default_rng(i).standard_normal(8).astype(np.float32) for i in range(6)]
+
+
+def password_file(directory: Path) -> Path:
+    path = directory / "password"
+    path.write_text(PASSWORD + "\n")
+    return path
 
 
 def keystore(directory: Path, index: int) -> tuple[Path, str]:
@@ -144,7 +151,7 @@ def lagging_market(tmp_path_factory: pytest.TempPathFactory, redis_url: str) -> 
 class Worker:
     """The provider agent's Celery worker as its own process, configured by environment; with
     `cheat`, the cheater's site first on its path and UNCHAINED_CHEAT set (unchained_cli/cheats.py),
-    both inherited by its model child."""
+    which its agent hands on to its model child (unchained_cli.cheats.plant_child_cheat)."""
 
     def __init__(self, settings: ProviderSettings, queue: str, log: Path, cheat: str | None = None) -> None:
         env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -152,8 +159,7 @@ class Worker:
             env.update({"PYTHONPATH": f"{CHEATER_SITE}{os.pathsep}{REPO}", CHEAT_ENV: cheat})
         for name, value in settings.model_dump().items():
             if value is not None:
-                env[f"UNCHAINED_PROVIDER_{name.upper()}"] = str(
-                    value.get_secret_value() if hasattr(value, "get_secret_value") else value)
+                env[f"UNCHAINED_PROVIDER_{name.upper()}"] = str(value)
         self.log = log
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "provider_agent.worker:app", "worker", "-Q", queue, "-P", "solo",
@@ -198,7 +204,7 @@ def running_provider(market: Market, tmp_path: Path, **overrides: object) -> Ite
     backend quotes it), and its worker consuming its queue."""
     keystore_path, address = keystore(tmp_path, PROVIDER)
     values: dict[str, object] = dict(
-        rpc_url=market.chain.rpc_url, keystore=keystore_path, keystore_password=PASSWORD,
+        rpc_url=market.chain.rpc_url, keystore=keystore_path, password_file=password_file(tmp_path),
         deployments_dir=market.deployment_file.parent, broker_url=market.broker_url,
         backend_url=market.backend_url, data_dir=tmp_path / "provider", job_memory_bytes=3 << 30,
         job_timeout_s=30.0, stake_wei=2 * ETH, mining=False, upload_backoff_s=0.2)
@@ -220,7 +226,7 @@ def running_provider(market: Market, tmp_path: Path, **overrides: object) -> Ite
 def renter_cli(market: Market, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Callable[..., str], str]:
     """`unchained job ...` as the renter (its own keystore), returning the output; and its address."""
     keystore_path, address = keystore(tmp_path, RENTER)
-    monkeypatch.setenv("UNCHAINED_KEYSTORE_PASSWORD", PASSWORD)
+    monkeypatch.setenv(PASSWORD_FILE_ENV, str(password_file(tmp_path)))
     runner = CliRunner()
 
     def run(*args: str) -> str:

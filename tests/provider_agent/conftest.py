@@ -91,12 +91,20 @@ def keystore(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def password_file(keystore) -> Path:
+    """The keystore's password as a file: the only way a service is given one (client.keystore)."""
+    path = keystore.parent / "password"
+    path.write_text(PASSWORD + "\n")
+    return path
+
+
 @pytest.fixture
-def settings_for(market, keystore, tmp_path):
+def settings_for(market, keystore, password_file, tmp_path):
     def make(**overrides) -> Settings:
         content = tmp_path / "content"
         content.mkdir(exist_ok=True)
-        values = dict(rpc_url=market.chain.rpc_url, keystore=keystore, keystore_password=PASSWORD,
+        values = dict(rpc_url=market.chain.rpc_url, keystore=keystore, password_file=password_file,
                       deployments_dir=market.deployments_dir, content_dir=content, data_dir=tmp_path / "data",
                       job_memory_bytes=3 << 30, job_timeout_s=30.0, stake_wei=2 * ETH, mining=False)
         values.update(overrides)

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from protocol.tasks import TASK_RUN_JOB, provider_queue
 from provider_agent.cli import provider_app
-from tests.provider_agent.conftest import PASSWORD, REPO, save_torchscript
+from tests.provider_agent.conftest import REPO, save_torchscript
 from tests.tiny_models import Tiny
 from unchained_cli.chain import free_port
 
@@ -28,10 +28,11 @@ def _get(url: str):
         return None
 
 
-def test_provider_run_registers_mines_takes_a_job_and_reports_status(settings_for, market, redis_url, keystore):
+def test_provider_run_registers_mines_takes_a_job_and_reports_status(settings_for, market, redis_url, keystore,
+                                                                     password_file):
     settings = settings_for()
     port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(REPO), "UNCHAINED_PROVIDER_KEYSTORE_PASSWORD": PASSWORD,
+    env = {**os.environ, "PYTHONPATH": str(REPO), "UNCHAINED_PASSWORD_FILE": str(password_file),
            "UNCHAINED_PROVIDER_DEPLOYMENTS_DIR": str(market.deployments_dir),
            "UNCHAINED_PROVIDER_MINING_BATCH": "4096", "UNCHAINED_PROVIDER_STAKE_WEI": str(2 * 10**18)}
     proc = subprocess.Popen(

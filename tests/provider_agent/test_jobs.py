@@ -10,7 +10,8 @@ import pytest
 from protocol.jobs import decode_output, encode_output, output_digest
 from protocol.merkle import MerkleTree
 from provider_agent.agent import Agent
-from provider_agent.chain import JobStatus, KeystoreError
+from client import WrongPassword
+from provider_agent.chain import JobStatus
 from tests.provider_agent.conftest import ETH, save_onnx, save_torchscript
 from tests.tiny_models import Hangs, Hogs, Raises, Tiny
 
@@ -35,9 +36,11 @@ def test_register_stakes_and_registers_once(settings_for, market):
     assert agent.chain.provider_info()["gpu_count"] == len(agent.devices)
 
 
-def test_wrong_keystore_password_is_refused(settings_for):
-    with pytest.raises(KeystoreError):
-        Agent.build(settings_for(keystore_password="wrong"))
+def test_wrong_keystore_password_is_refused(settings_for, keystore, tmp_path):
+    wrong = tmp_path / "wrong-password"
+    wrong.write_text("wrong\n")
+    with pytest.raises(WrongPassword, match=f"^wrong password for keystore {keystore}$"):
+        Agent.build(settings_for(password_file=wrong))
 
 
 @pytest.mark.parametrize("fmt", ["torchscript", "onnx"])

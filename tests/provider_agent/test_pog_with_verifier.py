@@ -11,7 +11,7 @@ from celery import Celery
 
 from protocol.tasks import provider_queue
 from provider_agent.agent import Agent
-from tests.provider_agent.conftest import ETH, PASSWORD
+from tests.provider_agent.conftest import ETH
 from tests.provider_agent.test_worker import Worker
 from verifier.chain import VerifierChain
 from verifier.links import CeleryProverLink
@@ -28,7 +28,7 @@ class LostAnswers(CeleryProverLink):
 
 
 def test_round_over_celery_passes_and_an_escalation_is_answered_on_chain(settings_for, market, redis_url):
-    settings = settings_for(broker_url=redis_url, keystore_password=PASSWORD, gpu_model="CPU")
+    settings = settings_for(broker_url=redis_url, gpu_model="CPU")
     agent = Agent.build(settings)
     agent.register()
     s = market.session

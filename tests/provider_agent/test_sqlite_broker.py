@@ -13,7 +13,7 @@ from protocol.tasks import provider_queue
 from provider_agent.agent import Agent
 from provider_agent.chain import JobStatus
 from provider_agent.worker import TASK_PING
-from tests.provider_agent.conftest import PASSWORD, save_torchscript
+from tests.provider_agent.conftest import save_torchscript
 from tests.provider_agent.test_worker import ITEMS, Worker
 from tests.tiny_models import Tiny
 from verifier.links import CeleryProverLink, make_celery as verifier_celery
@@ -21,7 +21,7 @@ from verifier.links import CeleryProverLink, make_celery as verifier_celery
 
 def test_sqlite_broker_carries_pings_and_dispatched_jobs(settings_for, market, tmp_path) -> None:
     broker_url = f"sqla+sqlite:///{tmp_path / 'broker.sqlite'}"
-    settings = settings_for(broker_url=broker_url, keystore_password=PASSWORD)
+    settings = settings_for(broker_url=broker_url)
     agent = Agent.build(settings)
     agent.register()
     content = settings.content_dir

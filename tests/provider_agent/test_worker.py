@@ -24,7 +24,7 @@ from protocol.tasks import TASK_RUN_JOB, provider_queue
 from provider_agent.agent import Agent
 from provider_agent.chain import JobStatus
 from provider_agent.state import JobStore
-from tests.provider_agent.conftest import PASSWORD, REPO, save_torchscript
+from tests.provider_agent.conftest import REPO, save_torchscript
 from tests.tiny_models import Slow, Tiny
 
 ITEMS = [np.random.default_rng(i).standard_normal(8).astype(np.float32) for i in range(8)]
@@ -44,8 +44,7 @@ class Worker:
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         for name, value in settings.model_dump().items():
             if value is not None:
-                env[f"UNCHAINED_PROVIDER_{name.upper()}"] = str(value.get_secret_value()
-                                                                 if hasattr(value, "get_secret_value") else value)
+                env[f"UNCHAINED_PROVIDER_{name.upper()}"] = str(value)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "provider_agent.worker:app", "worker", "-Q", queue, "-P", "solo",
              "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "info"],
@@ -67,7 +66,7 @@ class Worker:
 
 @pytest.fixture
 def setup(settings_for, market, redis_url):
-    settings = settings_for(broker_url=redis_url, visibility_timeout_s=5, keystore_password=PASSWORD)
+    settings = settings_for(broker_url=redis_url, visibility_timeout_s=5)
     agent = Agent.build(settings)
     agent.register()
     client = Celery("test-client", broker=redis_url, backend=redis_url, set_as_current=False)

@@ -1,13 +1,11 @@
-"""The child process that runs one job's model: `python -m provider_agent.sandbox`.
+"""The child process that runs a job's untrusted model: `python -m client.sandbox_child`.
 
-It imports the inference libraries first, then reads the path of its request (JSON) from stdin:
-so the agent can start it ahead of a job and hand it the job when one comes.
-
-It is started by `provider_agent.runner` with an address-space limit (RLIMIT_AS), a CPU-time
-limit and in its own session, and killed when it overruns its wall-clock budget; so whatever
-the model does (raise, loop, allocate without end, crash the interpreter) happens here and not
-in the agent. It reads only files the agent put in place (hash-checked), writes one encoded
-output file per item and, on a failure it can still report, `error.json` with the error's kind.
+Started by `client.sandbox.run_model` (for the provider's jobs and the verifiers'
+re-executions alike, so both compute with the same code and get bit-identical outputs) with an
+allowlisted environment, rlimits and its own session. It imports the inference libraries first,
+then reads the path of its request (JSON) from stdin, so it can be started ahead of a job. It
+reads only the files named in the request, writes one encoded output per item (`<index>.out`)
+and, on a failure it can still report, `error.json` with the error's kind.
 """
 
 from __future__ import annotations
@@ -29,12 +27,12 @@ def main(request_path: str) -> int:
     out_dir = Path(request["out_dir"])
     try:
         run = load_model(Path(request["model"]).read_bytes(), request["format"], int(request.get("threads", 1)))
-        inputs = request["inputs"]
-        batch_size = int(request["batch_size"])
-        for start in range(0, len(inputs), batch_size):
-            items = [decode_output(Path(p).read_bytes()) for p in inputs[start:start + batch_size]]
-            for offset, output in enumerate(run_batches(run, items, batch_size, first_index=start)):
-                (out_dir / f"{start + offset}.out").write_bytes(encode_output(output))
+        for batch in request["batches"]:
+            first, inputs, size = int(batch["start"]), batch["inputs"], int(batch["batch_size"])
+            for offset in range(0, len(inputs), size):  # one chunk of items decoded at a time
+                items = [decode_output(Path(p).read_bytes()) for p in inputs[offset:offset + size]]
+                for i, output in enumerate(run_batches(run, items, size, first_index=first + offset)):
+                    (out_dir / f"{first + offset + i}.out").write_bytes(encode_output(output))
     except BaseException as exc:  # every failure of untrusted code is reported, then we exit
         kind = "memory" if isinstance(exc, MemoryError) or "can't allocate memory" in str(exc) \
             or "bad_alloc" in str(exc) else "model"
@@ -58,7 +56,7 @@ def _warm_then_wait() -> int:
     # while waiting for a job, not during one (the job's own call then costs nothing).
     protocol.inference.deterministic()
     line = sys.stdin.readline().strip()
-    return main(line) if line else 0  # EOF: the agent went away before giving us a job
+    return main(line) if line else 0  # EOF: the parent went away before giving us a job
 
 
 if __name__ == "__main__":

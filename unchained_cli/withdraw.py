@@ -1,0 +1,71 @@
+"""`unchained withdraw`: pays out every balance the contracts owe the caller, one line each.
+
+JobEscrow (per token: ETH, tokens named with --token, and the token of every job the caller
+rented or served), LeaseManager, ChallengeManager, Staking's owed balance, and unbonded stake
+whose delay has passed (client.payouts). Each is a transaction signed with the caller's own
+keystore; nothing is sent when nothing is owed.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from web3 import Web3
+
+from backend.errors import BackendError
+from backend.wallet import Wallet
+from client import ClientError
+from client.keystore import PASSWORD_FILE_HELP, load_keystore
+from client.payouts import Payout, owed_to
+
+
+def _when(timestamp: int, now: int) -> str:
+    left = max(0, timestamp - now)
+    hours, rest = divmod(left, 3600)
+    return (f"{datetime.fromtimestamp(timestamp, timezone.utc):%Y-%m-%d %H:%M:%S} UTC "
+            f"(in {hours} h {rest // 60} min)")
+
+
+def withdraw(
+    keystore: Annotated[Path, typer.Option("--keystore", exists=True, dir_okay=False,
+                                           help="Your eth-account keystore: the account paid out.")],
+    password_file: Annotated[Optional[Path], typer.Option("--password-file", dir_okay=False,
+                                                          help=PASSWORD_FILE_HELP)] = None,
+    rpc: Annotated[str, typer.Option("--rpc", envvar="UNCHAINED_RPC_URL", help="JSON-RPC URL of the chain.")]
+        = "http://127.0.0.1:8545",
+    deployment: Annotated[Optional[Path], typer.Option("--deployment",
+                                                       help="deployments/<chainId>.json to trust.")] = None,
+    token: Annotated[Optional[list[str]], typer.Option(
+        "--token", help="Also an ERC-20's JobEscrow balance (repeatable); the tokens of your own jobs are "
+                        "found without it.")] = None,
+) -> None:
+    """Withdraw every balance the contracts owe you (escrow, leases, challenges, stake)."""
+    done: list[Payout] = []
+    try:
+        for address in token or []:
+            if not Web3.is_address(address):
+                raise typer.BadParameter(f"--token: {address!r} is not an address")
+        account = load_keystore(keystore, password_file)
+        wallet = Wallet(rpc, account, deployment)
+        owed = owed_to(wallet.web3, wallet.deployment, account.address, token or [])
+        if not owed.payable:
+            typer.echo(f"nothing owed to {account.address}")
+        for payout in owed.payable:
+            receipt = wallet.send(payout.call)
+            done.append(payout)
+            typer.echo(f"{payout.contract} {payout.what}: {payout.shown()} "
+                       f"(tx 0x{bytes(receipt['transactionHash']).hex()})")
+    except (ClientError, BackendError) as exc:
+        if done:
+            typer.echo(f"paid out {len(done)} balance(s) before this failed", err=True)
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    if owed.waiting is not None:
+        typer.echo(f"Staking: {Web3.from_wei(owed.waiting.amount, 'ether')} ETH still unbonding until "
+                   f"{_when(owed.waiting.release_at, owed.now)}; run withdraw again then")
+
+
+__all__ = ["withdraw"]
