@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 from web3 import Web3
@@ -39,7 +40,8 @@ DEFAULT_RPC = "http://127.0.0.1:8545"
 
 
 def _fail(exc: Exception) -> typer.Exit:
-    console.print(f"[red]error:[/red] {exc}")
+    # One line, never wrapped or marked up: the message may hold URLs, paths and hex to copy.
+    console.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True, highlight=False)
     return typer.Exit(1)
 
 

@@ -116,7 +116,8 @@ class ProviderChain:
         try:
             chain_id = web3.eth.chain_id
         except Exception as exc:  # connection refused, DNS, HTTP errors: all mean "no node"
-            raise ChainError(f"no JSON-RPC node answers at {rpc_url}: {exc}") from exc
+            raise ChainError(f"no JSON-RPC node answers at {rpc_url} ({type(exc).__name__}): "
+                             "start one (`unchained up`) or pass --rpc URL") from exc
         return cls(web3, account, load_deployment(deployments_dir, chain_id))
 
     @property

@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -52,7 +53,7 @@ def run(
             raise ProviderAgentError(f"dtype {chosen!r} is not one of {sorted(TORCH_DTYPES)}")
         sizes = {g: check_n(n) if n else _verifier_n(d, chosen) for g, d in enumerate(devices)}
     except (ProviderAgentError, ProtocolError) as err:
-        console.print(f"[red]{err}[/red]")
+        console.print(f"[red]error:[/red] {escape(str(err))}", soft_wrap=True, highlight=False)
         raise typer.Exit(2) from err
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/"
                   "{task.total} rows"), TimeElapsedColumn(), console=console) as progress:
@@ -207,7 +208,7 @@ def provider_run(
         if agent.register():
             console.print(f"registered {agent.chain.address} with {len(agent.devices)} device(s)")
     except ProviderAgentError as err:
-        console.print(f"[red]{err}[/red]")
+        console.print(f"[red]error:[/red] {escape(str(err))}", soft_wrap=True, highlight=False)
         raise typer.Exit(1) from err
     queue = provider_queue(agent.chain.address)
     if agent.mining is not None:
@@ -304,7 +305,7 @@ def provider_leave(
         withdrawn = agent.chain.withdraw_all()
         agent.chain.leave()
     except ProviderAgentError as err:
-        console.print(f"[red]{err}[/red]")
+        console.print(f"[red]error:[/red] {escape(str(err))}", soft_wrap=True, highlight=False)
         raise typer.Exit(1) from err
     amount, release = agent.chain.contract("Staking").functions.unbondingOf(agent.chain.address).call()
     console.print(f"withdrew {eth(withdrawn)}; {eth(amount)} unbonding until {when(release, time.time())} "

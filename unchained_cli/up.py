@@ -95,8 +95,8 @@ def write_example(directory: Path) -> tuple[Path, Path]:
 
 
 def up(
-    port: Annotated[int, typer.Option(help="JSON-RPC port of anvil.")] = 8545,
-    backend_port: Annotated[int, typer.Option(help="Port of the backend API.")] = 8000,
+    port: Annotated[int, typer.Option(min=1, max=65535, help="JSON-RPC port of anvil.")] = 8545,
+    backend_port: Annotated[int, typer.Option(min=1, max=65535, help="Port of the backend API.")] = 8000,
     block_time: Annotated[float, typer.Option(min=0.1, max=60, help="Seconds per empty block when idle "
                                                                     "(transactions are mined at once).")] = 1.0,
     broker: Annotated[Optional[str], typer.Option(help="Celery broker URL; default: a private redis-server "

@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 from prometheus_client import start_http_server
 from rich.console import Console
+from rich.markup import escape
 from web3 import Web3
 
 from protocol.deployments import Deployment, DeploymentFormatError
@@ -116,7 +117,7 @@ def run(
                       highlight=False)
         service.run_forever()
     except VerifierError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True, highlight=False)
         raise typer.Exit(1) from exc
     except KeyboardInterrupt:
         console.print("stopped")
