@@ -128,7 +128,7 @@ def up(
 
     signal.signal(signal.SIGTERM, stop)
     try:
-        market.start_infrastructure(lambda line: console.print(f"[green]up[/green] {line}"))
+        market.start_infrastructure(lambda line: console.print(f"[green]up[/green] {line}", soft_wrap=True))
         assert market.deployment_file is not None
         config = write_config(root / "config.toml", market.chain.rpc_url, market.backend_url, market.broker.url,
                               market.deployment_file)
