@@ -256,6 +256,30 @@ class ProviderChain:
                     found.append(cid)
         return sorted(found)
 
+    def settle_answered(self) -> list[ChallengeId]:
+        """Settles every challenge of ours that we answered and whose escalation (job) or fraud
+        (PoG) window has passed: settle is permissionless, and until somebody calls it the job's
+        escrow stays frozen, so the party that is owed the payment (and the bond) calls it."""
+        manager = self.contract("ChallengeManager")
+        since = self.deployment.contract("ChallengeManager").block
+        now = self.now()
+        windows = {1: manager.functions.fraudWindow().call(), 2: manager.functions.escalationWindow().call()}
+        settled = []
+        for event in (manager.events.PogChallenged, manager.events.JobChallenged):
+            for log in event.get_logs(from_block=since):
+                if log.args.provider.lower() != self.address.lower():
+                    continue
+                cid = ChallengeId(log.args.challengeId)
+                c = manager.functions.challenge(cid).call()
+                kind, status, answered_at = c[2], c[3], c[7]
+                if status == 2 and now > answered_at + windows.get(kind, 0):  # Answered, window over
+                    try:
+                        self.send(manager.functions.settle(cid), f"settle challenge {cid}")
+                        settled.append(cid)
+                    except ProviderAgentError as exc:  # the challenger settled it first: nothing lost
+                        logger.info("challenge %s: not settled by us: %s", cid, exc)
+        return settled
+
     def challenge_indices(self, challenge_id: ChallengeId) -> list[int]:
         return list(self.contract("ChallengeManager").functions.challengeIndices(challenge_id).call())
 

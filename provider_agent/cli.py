@@ -225,6 +225,7 @@ def provider_run(
         while not stop.wait(settings.heartbeat_s):
             try:
                 agent.answer_open_challenges()
+                agent.chain.settle_answered()  # an answered challenge past its window frees our pay
                 agent.jobs.refund_failed()
                 agent.jobs.finalize_due()
                 if time.monotonic() - published_at >= settings.yield_publish_s:

@@ -166,16 +166,19 @@ The network is up (chain id {CHAIN_ID}); Ctrl-C stops everything.
 Funded development accounts (10,000 ETH each; public keys, for this local network only):""")
     for index, address, path in keys:
         print(f"  #{index}  {address}  key file {path}")
-    print(f"""
-In every other terminal first:
-  export UNCHAINED_CONFIG={config}
+    keystores = Path.home() / ".unchained" / "keystores"
 
-Then each party, in its own terminal (see README, "Walkthrough"):
-  provider:  unchained account import --key-file {keys[1][2]} --password-file provider.pw
-             unchained provider run --keystore KEYSTORE --password-file provider.pw
-  verifier:  unchained account import --key-file {keys[2][2]} --password-file verifier.pw
-             unchained verifier run --keystore KEYSTORE --password-file verifier.pw
-  renter:    unchained account import --key-file {keys[3][2]} --password-file renter.pw
-             unchained job submit --model {model} --inputs {inputs} --max-price 0.01 \\
-                 --keystore KEYSTORE --password-file renter.pw
-""", flush=True)
+    def party(role: str, index: int, then: str) -> str:
+        _i, address, key = keys[index]
+        return (f"  {role} (account #{index}):\n"
+                f"    echo 'a password' > {role}.pw\n"
+                f"    unchained account import --key-file {key} --password-file {role}.pw\n"
+                f"    {then.format(ks=keystores / f'{address}.json', pw=f'{role}.pw')}\n")
+
+    print("\nIn every other terminal first:\n"
+          f"  export UNCHAINED_CONFIG={config}\n\n"
+          "Then each party in its own terminal (README, \"Walkthrough\"):\n"
+          + party("provider", 1, "unchained provider run --keystore {ks} --password-file {pw}")
+          + party("verifier", 2, "unchained verifier run --keystore {ks} --password-file {pw}")
+          + party("renter", 3, f"unchained job submit --model {model} --inputs {inputs} --max-price 0.01 "
+                               "--keystore {ks} --password-file {pw}"), flush=True)

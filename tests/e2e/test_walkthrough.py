@@ -75,32 +75,25 @@ def _tree() -> object:
     return typer.main.get_command(app)
 
 
-def _command(words: list[str]) -> object | None:
-    node = _tree()
-    for word in words:
-        commands = getattr(node, "commands", None)
-        if commands is None or word not in commands:
-            return None
-        node = commands[word]
-    return node
-
-
-def _words(line: str) -> list[str]:
+def _resolve(line: str) -> tuple[list[str], object | None]:
+    """The command words of a `unchained ...` line and the command, None when this tree lacks it."""
     parts = shlex.split(line.replace("$K", "K"))
     assert parts[0] == "unchained", line
-    words = []
+    words: list[str] = []
     node = _tree()
     for part in parts[1:]:
         commands = getattr(node, "commands", None)
-        if commands is None or part not in commands:
-            break
+        if commands is None:  # a leaf command: the rest are its arguments
+            return words, node
         words.append(part)
+        if part not in commands:
+            return words, None
         node = commands[part]
-    return words
+    return words, node
 
 
 def _takes(line: str, option: str) -> bool:
-    command = _command(_words(line))
+    _words, command = _resolve(line)
     return command is not None and any(option in getattr(p, "opts", []) for p in command.params)
 
 
@@ -201,12 +194,12 @@ class Walk:
             line = f"{line} --metrics-port 0"
         if not line.startswith("unchained "):
             return line
-        words = _words(line)
-        if words == ["account", "import"] and _command(words) is None:
+        words, command = _resolve(line)
+        if shlex.split(line)[1:3] == ["account", "import"] and command is None:
             self._import_the_old_way(term, line)
             return None
-        if _command(words) is None or len(words) == 0:
-            self.skipped.append(f"[{term.name}] {line}  (no `unchained {' '.join(shlex.split(line)[1:3])}` here)")
+        if command is None:
+            self.skipped.append(f"[{term.name}] {line}  (no `unchained {' '.join(words)}` here)")
             return None
         if "--password-file" in line and not _takes(line, "--password-file"):
             self.skipped.append(f"[{term.name}] --password-file of `unchained {' '.join(words)}` (older variables used)")
@@ -283,7 +276,7 @@ def test_the_readme_walkthrough_runs_as_written(walk: Walk) -> None:
     agent = walk.block(provider)
 
     def registered() -> bool:
-        assert agent.proc.poll() is None, agent.output()
+        assert agent.proc.poll() is None and "error:" not in agent.output(), agent.output()
         try:
             return bool(httpx.get(f"http://127.0.0.1:{walk.ports['metrics']}/status", timeout=2).json()["registered"])
         except (httpx.HTTPError, ValueError, KeyError):
