@@ -81,6 +81,8 @@ def _backend_settings(rpc: str | None = None, database: str | None = None, data_
             result_backend_url(settings.broker_url)
         except (BadBrokerUrl, ValueError) as exc:
             raise typer.BadParameter(str(exc), param_hint="--broker") from exc
+    if not settings.run_indexer and settings.data_dir is not None:
+        return settings  # the API alone, over a database already placed: no node needed
     chain = Chain.connect(settings)  # one line when the node is down (ChainUnavailable), no retry loop
     return settings.for_network(chain.deployment.chain_id)
 
@@ -89,7 +91,8 @@ def _backend_settings(rpc: str | None = None, database: str | None = None, data_
 def serve(
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535, help="Port.")] = 8000,
-    index: Annotated[bool, typer.Option(help="Follow the chain in the background.")] = True,
+    index: Annotated[bool, typer.Option(help="Follow the chain in the background (--no-index with --data-dir: "
+                                             "serve the stored index without a node).")] = True,
     rpc: ServeRpc = None,
     database: Database = None,
     data_dir: DataDir = None,
@@ -104,13 +107,14 @@ def serve(
     from backend.api.app import create_app
 
     try:
-        settings = _backend_settings(rpc, database, data_dir, broker, deployment, public_url=public_url)
+        settings = _backend_settings(rpc, database, data_dir, broker, deployment, public_url=public_url,
+                                     run_indexer=index)
     except BackendError as exc:
         raise _fail(exc) from exc
-    settings = settings.model_copy(update={"run_indexer": index}).with_listen_address(host, port)
+    settings = settings.with_listen_address(host, port)
     logging.basicConfig(level=logging.INFO, force=True)
     console.print(f"backend at {settings.base_url} (API docs {settings.base_url}/docs), chain {settings.rpc_url}, "
-                  f"database {settings.db_url}")
+                  f"database {settings.db_url}", soft_wrap=True, highlight=False)
     uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
 
 
