@@ -77,3 +77,49 @@ def test_the_backend_database_lives_per_network(monkeypatch: pytest.MonkeyPatch,
     assert Settings(data_dir=tmp_path / "mine").for_network(31337).data_dir == tmp_path / "mine"
     with pytest.raises(ValueError, match="network"):
         Settings().db_url  # noqa: B018  no directory shared between networks by accident
+
+
+def test_backend_serve_on_any_port_signs_users_in_without_a_public_url(tmp_path: Path, capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import subprocess
+    import sys
+
+    import httpx
+
+    from unchained_cli.chain import LocalChain
+    from unchained_cli.deploy import Deployer, deploy_all, write_deployment
+    from unchained_cli.market import KEYSTORE_PASSWORD, wait_for, write_keystore
+
+    monkeypatch.setattr(os, "environ", dict(os.environ))
+    for name in ("UNCHAINED_BACKEND_PUBLIC_URL", "UNCHAINED_BACKEND_SIWE_DOMAIN", "UNCHAINED_BACKEND_SIWE_URI"):
+        os.environ.pop(name, None)
+    port = free_port()
+    with LocalChain(port=free_port()) as chain:
+        deployment = write_deployment(deploy_all(Deployer.connect(chain.rpc_url)), tmp_path / "deployments")
+        server = subprocess.Popen(
+            [str(Path(sys.executable).with_name("unchained")), "backend", "serve", "--port", str(port),
+             "--rpc", chain.rpc_url, "--deployment", str(deployment), "--data-dir", str(tmp_path / "backend"),
+             "--broker", f"sqla+sqlite:///{tmp_path / 'broker.sqlite'}"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "HOME": str(tmp_path)})
+        try:
+            url = f"http://127.0.0.1:{port}"
+
+            def healthy() -> bool:
+                assert server.poll() is None
+                try:
+                    return httpx.get(url + "/health", timeout=2).status_code == 200
+                except httpx.HTTPError:
+                    return False
+
+            assert wait_for(healthy, 90, 0.3)
+            keystore, _ = write_keystore(tmp_path / "keys", 3)
+            model = tmp_path / "m.pt"
+            model.write_bytes(b"model bytes")
+            os.environ.update({"UNCHAINED_KEYSTORE_PASSWORD": KEYSTORE_PASSWORD,
+                               "UNCHAINED_PASSWORD_FILE": str(tmp_path / "pw")})
+            (tmp_path / "pw").write_text(KEYSTORE_PASSWORD + "\n")
+            code = run_guarded(_tree(), ["model", "push", str(model), "--keystore", str(keystore), "--backend", url])
+            out = capsys.readouterr()
+            assert code == 0 and "model 0x" in out.out, out
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
