@@ -117,8 +117,16 @@ def _connection(exc: BaseException) -> Explained | None:
 
 
 def _known_abis() -> list[list[dict[str, Any]]]:
-    """ABIs to decode revert data with: the compiled contracts and every deployment file."""
+    """ABIs to decode revert data with: the packaged contract artifacts (an installed wheel),
+    the compiled contracts of a checkout, and every deployment file."""
     abis = []
+    try:  # protocol/artifacts, where the packaging branch puts them
+        from unchained_cli.contract_artifacts import load, read_index
+
+        index = read_index() or {"contracts": []}
+        abis.extend(load(name)["abi"] for name in index["contracts"])
+    except Exception:  # absent on this tree or in this installation: the build folder serves
+        pass
     for path in sorted((REPO_ROOT / "build" / "contracts").glob("*.json")):
         try:
             abis.append(json.loads(path.read_text())["abi"])

@@ -227,3 +227,16 @@ def test_the_unchained_script_prints_one_line_and_a_traceback_only_with_debug(ne
     debug = subprocess.run([UNCHAINED, "--debug", "job", "status", "7", "--backend", net["down"]],
                            capture_output=True, text=True, env=env, timeout=120)
     assert debug.returncode != 0 and "Traceback" in debug.stderr and "ConnectError" in debug.stderr
+
+
+def test_a_revert_reaching_the_boundary_is_decoded_by_its_error_name() -> None:
+    from web3 import Web3
+    from web3.exceptions import ContractCustomError
+
+    from unchained_cli.errors import explain
+
+    data = "0x" + Web3.keccak(text="ChallengeBadK(uint256)")[:4].hex().removeprefix("0x") + "00" * 31 + "05"
+    wrapped = RuntimeError("sending failed")
+    wrapped.__cause__ = ContractCustomError(data, data=data)
+    assert explain(wrapped).message == "the contract refused: ChallengeBadK(5)"
+    assert explain(ContractCustomError("0xdeadbeef", data="0xdeadbeef")).message.endswith("unknown revert 0xdeadbeef")
