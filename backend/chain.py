@@ -34,7 +34,8 @@ class Chain:
         try:
             chain_id = web3.eth.chain_id
         except Exception as exc:  # requests' connection errors vary by transport
-            raise ChainUnavailable(f"no JSON-RPC node at {settings.rpc_url}: {exc}") from exc
+            raise ChainUnavailable(f"no JSON-RPC node answers at {settings.rpc_url} ({type(exc).__name__}): "
+                                   "start one (`unchained up`) or pass --rpc URL") from exc
         path = settings.deployment_file or REPO_ROOT / "deployments" / f"{chain_id}.json"
         deployment = load_deployment(path)
         if deployment.chain_id != chain_id:

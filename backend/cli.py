@@ -9,14 +9,14 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.table import Table
 from web3 import Web3
 
 from backend.client import BackendClient
 from backend.errors import BackendError
-from backend.renter import end_lease, start_lease, submit_job
-from backend.settings import get_settings
+from backend.renter import check_lease, end_lease, start_lease, submit_job
+from backend.settings import Settings
 from backend.wallet import Wallet
 from client import ClientError
 from client.keystore import PASSWORD_FILE_HELP, load_keystore
@@ -41,7 +41,8 @@ DEFAULT_RPC = "http://127.0.0.1:8545"
 
 
 def _fail(exc: Exception) -> typer.Exit:
-    console.print(f"[red]error:[/red] {exc}")
+    # One line, never wrapped or marked up: the message may hold URLs, paths and hex to copy.
+    console.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True, highlight=False)
     return typer.Exit(1)
 
 
@@ -53,28 +54,82 @@ def _progress() -> Progress:
 # ---- backend ----
 
 
+ServeRpc = Annotated[str | None, typer.Option(
+    "--rpc", envvar="UNCHAINED_BACKEND_RPC_URL", help="JSON-RPC URL of the chain to index; default: $UNCHAINED_BACKEND_RPC_URL, else http://127.0.0.1:8545.")]
+Database = Annotated[str | None, typer.Option(
+    "--database", envvar="UNCHAINED_BACKEND_DATABASE_URL", help="SQLAlchemy URL (sqlite:///FILE, postgresql+psycopg://...); default: "
+                       "sqlite in the data directory.")]
+DataDir = Annotated[Path | None, typer.Option(
+    "--data-dir", envvar="UNCHAINED_BACKEND_DATA_DIR", file_okay=False, help="Database and uploaded blobs; default: ~/.unchained/<chainId>/backend.")]
+Broker = Annotated[str | None, typer.Option(
+    "--broker", envvar="UNCHAINED_BACKEND_BROKER_URL", help="Celery broker URL the funded jobs are queued on (redis://... or sqla+sqlite:///FILE); "
+                     "default: $UNCHAINED_BACKEND_BROKER_URL, else redis://127.0.0.1:6379/0.")]
+ServeDeployment = Annotated[Path | None, typer.Option(
+    "--deployment", envvar="UNCHAINED_BACKEND_DEPLOYMENT_FILE", dir_okay=False, help="deployments/<chainId>.json; default: the repository's for the node's chain.")]
+
+
+def _backend_settings(rpc: str | None = None, database: str | None = None, data_dir: Path | None = None,
+                      broker: str | None = None, deployment: Path | None = None, **more: object) -> Settings:
+    """Environment (UNCHAINED_BACKEND_*) first, flags over it; the data directory per network.
+    The node must answer: the database's place and the deployment depend on its chain id."""
+    from backend.chain import Chain
+    from protocol.tasks import BadBrokerUrl, result_backend_url
+
+    flags = {"rpc_url": rpc, "database_url": database, "data_dir": data_dir, "broker_url": broker,
+             "deployment_file": deployment, **more}
+    settings = Settings.from_env(**{k: v for k, v in flags.items() if v is not None})
+    if settings.dispatch:
+        try:
+            result_backend_url(settings.broker_url)
+        except (BadBrokerUrl, ValueError) as exc:
+            raise typer.BadParameter(str(exc), param_hint="--broker") from exc
+    if not settings.run_indexer and settings.data_dir is not None:
+        return settings  # the API alone, over a database already placed: no node needed
+    chain = Chain.connect(settings)  # one line when the node is down (ChainUnavailable), no retry loop
+    return settings.for_network(chain.deployment.chain_id)
+
+
 @backend_app.command("serve")
 def serve(
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port.")] = 8000,
-    index: Annotated[bool, typer.Option(help="Follow the chain in the background.")] = True,
+    port: Annotated[int, typer.Option(min=1, max=65535, help="Port.")] = 8000,
+    index: Annotated[bool, typer.Option(help="Follow the chain in the background (--no-index with --data-dir: "
+                                             "serve the stored index without a node).")] = True,
+    rpc: ServeRpc = None,
+    database: Database = None,
+    data_dir: DataDir = None,
+    broker: Broker = None,
+    deployment: ServeDeployment = None,
+    public_url: Annotated[str | None, typer.Option(
+        envvar="UNCHAINED_BACKEND_PUBLIC_URL", help="URL clients reach this server at (sign-in domain, result links); default: http://HOST:PORT.")] = None,
 ) -> None:
     """Serve the API (OpenAPI at /docs) and the dashboard at /, indexing the chain."""
     import uvicorn
 
     from backend.api.app import create_app
 
-    settings = get_settings().model_copy(update={"run_indexer": index})
+    try:
+        settings = _backend_settings(rpc, database, data_dir, broker, deployment, public_url=public_url,
+                                     run_indexer=index)
+    except BackendError as exc:
+        raise _fail(exc) from exc
+    settings = settings.with_listen_address(host, port)
     logging.basicConfig(level=logging.INFO, force=True)
+    console.print(f"backend at {settings.base_url} (API docs {settings.base_url}/docs), chain {settings.rpc_url}, "
+                  f"database {settings.db_url}", soft_wrap=True, highlight=False)
     uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
 
 
 @backend_app.command("index")
-def index_once() -> None:
+def index_once(rpc: ServeRpc = None, database: Database = None, data_dir: DataDir = None, broker: Broker = None,
+               deployment: ServeDeployment = None) -> None:
     """Apply every confirmed block once and exit (cron-style indexing)."""
     from backend.runtime import Backend
 
-    backend = Backend.open(get_settings())
+    try:
+        backend = Backend.open(_backend_settings(rpc, database, data_dir, broker, deployment))
+    except BackendError as exc:
+        raise _fail(exc) from exc
     try:
         count = backend.make_indexer().sync()
         console.print(f"{count} new events; indexed up to block {backend.make_indexer().cursor()}")
@@ -85,12 +140,16 @@ def index_once() -> None:
 
 
 @backend_app.command("rebuild")
-def rebuild_command() -> None:
+def rebuild_command(rpc: ServeRpc = None, database: Database = None, data_dir: DataDir = None,
+                    deployment: ServeDeployment = None) -> None:
     """Empty the chain tables and rebuild them from contract events alone."""
     from backend.indexer import rebuild
     from backend.runtime import Backend
 
-    backend = Backend.open(get_settings().model_copy(update={"dispatch": False}))
+    try:
+        backend = Backend.open(_backend_settings(rpc, database, data_dir, None, deployment, dispatch=False))
+    except BackendError as exc:
+        raise _fail(exc) from exc
     try:
         console.print(f"rebuilt from {rebuild(backend.make_indexer())} events")
     except BackendError as exc:
@@ -127,18 +186,29 @@ def model_list(
     password_file: PasswordFile = None,
     backend: BackendUrl = DEFAULT_BACKEND,
 ) -> None:
-    """List public models (and your private ones when signed in)."""
+    """List public models (and your private ones when signed in): one block per model, the
+    content hash whole on its own line (a table would cut it at 80 columns)."""
     try:
         client = BackendClient.connect(backend, load_keystore(keystore, password_file) if keystore else None)
         rows = client.get("/models")
     except (BackendError, ClientError) as exc:
         raise _fail(exc) from exc
-    table = Table(title="models")
-    for column in ("content hash", "name", "format", "size", "owner", "private"):
-        table.add_column(column)
+    if not rows:
+        console.print("no models yet (push one with `unchained model push FILE`)")
     for r in rows:
-        table.add_row(r["content_hash"], r["name"], r["format"], str(r["size"]), r["owner"], str(r["private"]))
-    console.print(table)
+        console.print(r["content_hash"], highlight=False, soft_wrap=True)
+        console.print(f"  {r['name']}  {r['format']}  {_size(r['size'])}  "
+                      f"{'private' if r['private'] else 'public'}  {r.get('created_at', '')}",
+                      highlight=False, soft_wrap=True)
+        console.print(f"  owner {r['owner']}", highlight=False, soft_wrap=True)
+
+
+def _size(size: int) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1024
+    return str(size)
 
 
 # ---- job ----
@@ -157,7 +227,7 @@ def _resolve_model(client: BackendClient, model: str, fmt: str, private: bool) -
 def job_submit(
     model: Annotated[str, typer.Option(help="Model content hash, or a file to push first.")],
     inputs: Annotated[Path, typer.Option(exists=True, file_okay=False, help="Directory: one file per item.")],
-    max_price: Annotated[float, typer.Option(help="Most you pay for the whole job, in ETH.")],
+    max_price: Annotated[float, typer.Option(min=0, max=1e9, help="Most you pay for the whole job, in ETH.")],
     keystore: Keystore,
     password_file: PasswordFile = None,
     provider: Annotated[str | None, typer.Option(help="Provider address; default: the best quote.")] = None,
@@ -194,18 +264,46 @@ def job_submit(
                   f"provider {funded.provider}")
 
 
+Wei = Annotated[bool, typer.Option("--wei", help="Show amounts in wei instead of ETH.")]
+JOB_AMOUNTS = ("price", "provider_amount", "fee", "refund")
+JOB_TIMES = ("deadline", "challenge_window_end")
+
+
+def job_lines(job: dict, now: float, in_wei: bool = False) -> list[tuple[str, str]]:
+    """A job as (field, value) lines: amounts in ETH (wei on request), times as dates with zone
+    and how far away, addresses and hashes whole."""
+    from protocol.units import amount, when
+
+    lines = []
+    for key in ("status", "failure", "renter", "provider", "price", "deadline", "output_root", "item_count",
+                "challenge_window_end", "provider_amount", "fee", "refund", "dispatched_to"):
+        value = job.get(key)
+        if key == "failure" and not value:
+            continue
+        if key in JOB_AMOUNTS:
+            shown = amount(value, in_wei=in_wei)
+        elif key in JOB_TIMES:
+            shown = when(value, now)
+        else:
+            shown = "-" if value is None else str(value)
+        lines.append((key.replace("_", " "), shown))
+    return lines
+
+
 @job_app.command("status")
-def job_status(job_id: Annotated[int, typer.Argument(min=0)], backend: BackendUrl = DEFAULT_BACKEND) -> None:
+def job_status(job_id: Annotated[int, typer.Argument(min=0)], backend: BackendUrl = DEFAULT_BACKEND,
+               wei: Wei = False) -> None:
     """Show a job as the chain records it."""
+    import time
+
     try:
         job = BackendClient.connect(backend).get(f"/jobs/{job_id}")
     except BackendError as exc:
         raise _fail(exc) from exc
-    table = Table(title=f"job {job_id}", show_header=False)
-    for key in ("status", "renter", "provider", "price", "deadline", "output_root", "item_count",
-                "challenge_window_end", "provider_amount", "fee", "refund", "dispatched_to"):
-        table.add_row(key, str(job.get(key)))
-    console.print(table)
+    # Plain lines, not a table: a 66-character hash must never be cut at 80 columns.
+    console.print(f"job {job_id}", highlight=False)
+    for key, value in job_lines(job, time.time(), wei):
+        console.print(f"  {key:<21} {value}", highlight=False, soft_wrap=True)
 
 
 @job_app.command("result")
@@ -262,8 +360,8 @@ def job_challenge(
 @lease_app.command("start")
 def lease_start(
     provider: Annotated[str, typer.Option(help="Provider address.")],
-    gpus: Annotated[int, typer.Option(min=1)],
-    hours: Annotated[float, typer.Option(min=0.001)],
+    gpus: Annotated[int, typer.Option(min=1, max=1_000_000, help="GPUs to rent (at most what the provider has free).")],
+    hours: Annotated[float, typer.Option(min=0.001, max=24 * 365, help="Hours (at most a year; unused time is refunded).")],
     keystore: Keystore,
     password_file: PasswordFile = None,
     rpc: Rpc = DEFAULT_RPC,
@@ -272,6 +370,7 @@ def lease_start(
     """Pay up front for GPUs of a provider; unused time is refunded when you stop."""
     try:
         wallet = Wallet(rpc, load_keystore(keystore, password_file), deployment)
+        check_lease(wallet, provider, gpus, int(hours * 3600))
         lease_id, cost, tx_hash = start_lease(wallet, provider, gpus, int(hours * 3600))
     except (BackendError, ClientError, ValueError) as exc:
         raise _fail(exc) from exc

@@ -75,3 +75,29 @@ def end_lease(wallet: Wallet, lease_id: int) -> tuple[int, int, bytes]:
     receipt = wallet.send(leases.functions.endLease(lease_id))
     ended = leases.events.LeaseEnded().process_receipt(receipt)[0]["args"]
     return ended["providerEarned"], ended["renterRefund"], bytes(receipt["transactionHash"])
+
+
+class LeaseRefused(BackendError):
+    """A lease the chain would refuse or the renter cannot pay: the message says what to change."""
+
+
+def check_lease(wallet: Wallet, provider: str, gpus: int, seconds: int) -> int:
+    """The lease's cost in wei, after checking (with views, before anything is signed) what
+    startLease would refuse: an unknown address, too many GPUs, too long, more than the balance."""
+    if not Web3.is_address(provider):
+        raise LeaseRefused(f"--provider: {provider!r} is not an address (0x and 40 hex digits)")
+    leases = wallet.contract("LeaseManager")
+    address = Web3.to_checksum_address(provider)
+    most = leases.functions.MAX_DURATION().call()
+    if seconds > most:
+        raise LeaseRefused(f"--hours: at most {most / 3600:g} hours per lease")
+    free = leases.functions.availableGpusOf(address).call()
+    if gpus > free:
+        raise LeaseRefused(f"--gpus: provider {address} has {free} GPU(s) free now, not {gpus}")
+    cost = leases.functions.leaseCost(address, gpus, seconds).call()
+    balance = wallet.web3.eth.get_balance(wallet.account.address)
+    if cost >= balance:
+        raise LeaseRefused(f"insufficient funds: the lease costs {Web3.from_wei(cost, 'ether')} ETH plus gas, "
+                           f"{wallet.account.address} holds {Web3.from_wei(balance, 'ether')} ETH; "
+                           "lower --gpus or --hours, or fund the account")
+    return cost

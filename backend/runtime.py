@@ -16,6 +16,7 @@ from backend.dispatch import Dispatcher, make_celery
 from backend.indexer import Indexer
 from backend.metrics import Metrics
 from backend.projections import Event
+from backend.errors import BackendError
 from backend.settings import Settings
 from backend.storage import BlobStore
 
@@ -79,6 +80,8 @@ class Backend:
                 indexer.sync()
                 if self.dispatcher is not None:
                     self.dispatcher.retry_pending()
+            except BackendError as exc:  # node or broker away: one line a pass, not a traceback
+                log.warning("indexer pass failed (%s); retrying in %.1fs", exc, self.settings.index_poll_seconds)
             except Exception:  # keep following: the next pass retries from the committed cursor
                 log.exception("indexer pass failed; retrying in %.1fs", self.settings.index_poll_seconds)
             self._stop.wait(self.settings.index_poll_seconds)

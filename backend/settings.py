@@ -18,10 +18,13 @@ from protocol.env import settings_from_env
 
 ENV_PREFIX = "UNCHAINED_BACKEND_"
 DEV_SECRET = "development-only-secret"
+DEFAULT_PUBLIC_URL = "http://127.0.0.1:8000"
 
 
-def _default_data_dir() -> Path:
-    return Path(os.environ.get("UNCHAINED_DATA_DIR", Path.home() / ".unchained"))
+def network_data_dir(chain_id: int) -> Path:
+    """The backend's own directory on one network: ~/.unchained/<chainId>/backend (the root
+    from UNCHAINED_DATA_DIR), never a directory shared with another network or service."""
+    return Path(os.environ.get("UNCHAINED_DATA_DIR", Path.home() / ".unchained")) / str(chain_id) / "backend"
 
 
 class Settings(BaseModel):
@@ -30,7 +33,8 @@ class Settings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     environment: str = "development"
-    data_dir: Path = Field(default_factory=_default_data_dir)
+    # None: network_data_dir(chain id of rpc_url), chosen by `for_network` once the node answers.
+    data_dir: Path | None = None
     database_url: str = ""  # empty: sqlite:///<data_dir>/backend.db
     rpc_url: str = "http://127.0.0.1:8545"
     deployment_file: Path | None = None  # default: deployments/<chainId>.json of the repository
@@ -50,13 +54,15 @@ class Settings(BaseModel):
     max_model_bytes: int = Field(default=256 * 1024 * 1024, ge=1)
     max_input_bytes: int = Field(default=16 * 1024 * 1024, ge=1)
     max_output_bytes: int = Field(default=64 * 1024 * 1024, ge=1)
-    public_url: str = "http://127.0.0.1:8000"
+    # The address clients reach this backend at (SIWE domain, result URLs); empty: derived from
+    # the host and port `backend serve` binds (`with_listen_address`), so any port signs in.
+    public_url: str = ""
 
     @model_validator(mode="before")
     @classmethod
     def _siwe_defaults_from_public_url(cls, values: Any) -> Any:
         if isinstance(values, dict):
-            public = urlsplit(str(values.get("public_url") or cls.model_fields["public_url"].default))
+            public = urlsplit(str(values.get("public_url") or DEFAULT_PUBLIC_URL))
             if not values.get("siwe_domain"):
                 values = {**values, "siwe_domain": public.netloc}
             if not values.get("siwe_uri"):
@@ -70,12 +76,38 @@ class Settings(BaseModel):
         return self
 
     @property
+    def data_path(self) -> Path:
+        if self.data_dir is None:
+            raise ValueError("the backend's data directory depends on the network: call for_network(chain_id)")
+        return self.data_dir
+
+    @property
     def db_url(self) -> str:
-        return self.database_url or f"sqlite:///{self.data_dir / 'backend.db'}"
+        return self.database_url or f"sqlite:///{self.data_path / 'backend.db'}"
 
     @property
     def blob_dir(self) -> Path:
-        return self.data_dir / "blobs"
+        return self.data_path / "blobs"
+
+    @property
+    def base_url(self) -> str:
+        return (self.public_url or DEFAULT_PUBLIC_URL).rstrip("/")
+
+    def for_network(self, chain_id: int) -> Settings:
+        """These settings with the per-network data directory filled in when none was given."""
+        return self if self.data_dir is not None else self.model_copy(update={"data_dir": network_data_dir(chain_id)})
+
+    def with_listen_address(self, host: str, port: int) -> Settings:
+        """The public URL (and SIWE domain and URI) of a server bound to host:port, unless given."""
+        if self.public_url:
+            return self
+        shown = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+        values = {**self.model_dump(), "public_url": f"http://{shown}:{port}"}
+        if self.siwe_domain == urlsplit(DEFAULT_PUBLIC_URL).netloc:
+            values.pop("siwe_domain")
+        if self.siwe_uri == DEFAULT_PUBLIC_URL:
+            values.pop("siwe_uri")
+        return Settings.model_validate(values)
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides: Any) -> Settings:

@@ -35,7 +35,8 @@ class Wallet:
         try:
             chain_id = self.web3.eth.chain_id
         except Exception as exc:  # transport errors vary
-            raise WalletError(f"no JSON-RPC node at {rpc_url}: {exc}") from exc
+            raise WalletError(f"no JSON-RPC node answers at {rpc_url} ({type(exc).__name__}): "
+                              "start one (`unchained up`) or pass --rpc URL") from exc
         self.deployment: Deployment = load_deployment(
             deployment_file or REPO_ROOT / "deployments" / f"{chain_id}.json")
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from pathlib import PurePosixPath
+from urllib.parse import urlsplit
 from typing import Any
 
 QUEUE_POG = "pog"
@@ -67,12 +68,24 @@ def _sqlite_broker_path(broker_url: str) -> PurePosixPath | None:
     return PurePosixPath(path)
 
 
+def _check_host(url: str) -> None:
+    """A network URL's host and port must parse (`redis://[bad` would fail deep inside Celery)."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  raises ValueError on a malformed port
+    except ValueError as exc:
+        raise BadBrokerUrl(f"malformed broker URL {url!r}: {exc}") from None
+    if not parts.hostname and not parts.path.strip("/").isdigit() and parts.netloc:
+        raise BadBrokerUrl(f"malformed broker URL {url!r}: no host")
+
+
 def result_backend_url(broker_url: str) -> str:
     """Where task results go for a broker: Redis keeps them in the same database; a SQLite broker
     keeps them in a file of their own next to the broker's (`broker.sqlite` ->
     `broker-results.sqlite`), so that result writes do not contend with the transport's polls
     for the broker file's lock."""
     if broker_url.startswith(_REDIS_PREFIXES):
+        _check_host(broker_url)
         return broker_url
     path = _sqlite_broker_path(broker_url)
     if path is None:

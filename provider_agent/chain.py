@@ -107,7 +107,8 @@ class ProviderChain:
         try:
             chain_id = web3.eth.chain_id
         except Exception as exc:  # connection refused, DNS, HTTP errors: all mean "no node"
-            raise ChainError(f"no JSON-RPC node answers at {rpc_url}: {exc}") from exc
+            raise ChainError(f"no JSON-RPC node answers at {rpc_url} ({type(exc).__name__}): "
+                             "start one (`unchained up`) or pass --rpc URL") from exc
         return cls(web3, account, load_deployment(deployments_dir, chain_id))
 
     @property
@@ -248,6 +249,30 @@ class ProviderChain:
                 if self.challenge(cid)["status"] == 1:  # Open
                     found.append(cid)
         return sorted(found)
+
+    def settle_answered(self) -> list[ChallengeId]:
+        """Settles every challenge of ours that we answered and whose escalation (job) or fraud
+        (PoG) window has passed: settle is permissionless, and until somebody calls it the job's
+        escrow stays frozen, so the party that is owed the payment (and the bond) calls it."""
+        manager = self.contract("ChallengeManager")
+        since = self.deployment.contract("ChallengeManager").block
+        now = self.now()
+        windows = {1: manager.functions.fraudWindow().call(), 2: manager.functions.escalationWindow().call()}
+        settled = []
+        for event in (manager.events.PogChallenged, manager.events.JobChallenged):
+            for log in event.get_logs(from_block=since):
+                if log.args.provider.lower() != self.address.lower():
+                    continue
+                cid = ChallengeId(log.args.challengeId)
+                c = manager.functions.challenge(cid).call()
+                kind, status, answered_at = c[2], c[3], c[7]
+                if status == 2 and now > answered_at + windows.get(kind, 0):  # Answered, window over
+                    try:
+                        self.send(manager.functions.settle(cid), f"settle challenge {cid}")
+                        settled.append(cid)
+                    except ProviderAgentError as exc:  # the challenger settled it first: nothing lost
+                        logger.info("challenge %s: not settled by us: %s", cid, exc)
+        return settled
 
     def challenge_indices(self, challenge_id: ChallengeId) -> list[int]:
         """The challenged leaf indices, derived here from R = blockhash(anchorBlock), which the

@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -56,7 +57,7 @@ def run(
             raise ProviderAgentError(f"dtype {chosen!r} is not one of {sorted(TORCH_DTYPES)}")
         sizes = {g: check_n(n) if n else _verifier_n(d, chosen) for g, d in enumerate(devices)}
     except (ProviderAgentError, ProtocolError) as err:
-        console.print(f"[red]{err}[/red]")
+        console.print(f"[red]error:[/red] {escape(str(err))}", soft_wrap=True, highlight=False)
         raise typer.Exit(2) from err
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/"
                   "{task.total} rows"), TimeElapsedColumn(), console=console) as progress:
@@ -133,16 +134,62 @@ def _export(**options: object) -> None:
     get_settings.cache_clear()
 
 
+Rpc = Annotated[str | None, typer.Option(
+    "--rpc", envvar="UNCHAINED_PROVIDER_RPC_URL", help="JSON-RPC URL of the chain; default: http://127.0.0.1:8545.")]
+BackendUrl = Annotated[str | None, typer.Option(
+    "--backend", envvar="UNCHAINED_PROVIDER_BACKEND_URL",
+    help="Backend URL (content, output uploads, reports); default: none (content from --content-dir).")]
+DeploymentFile = Annotated[Path | None, typer.Option(
+    "--deployment", dir_okay=False, help="deployments/<chainId>.json; default: ./deployments/<chainId>.json.")]
+
+
+def _per_network_data_dir(rpc_url: str) -> Path:
+    """~/.unchained/<chainId>/provider: one directory per network (asks the node its chain id,
+    which also checks that it answers before anything is signed)."""
+    from web3 import Web3
+
+    chain_id = Web3(Web3.HTTPProvider(rpc_url, request_kwargs={"timeout": 10})).eth.chain_id
+    return Path.home() / ".unchained" / str(chain_id) / "provider"
+
+
+def _preflight(broker_url: str, backend_url: str | None) -> None:
+    """Refuse a broker or backend this agent could not use before it stakes and registers: a
+    provider that crashes after registering stays listed, holding stake for nothing."""
+    from urllib.parse import urlsplit
+
+    from protocol.tasks import BadBrokerUrl, result_backend_url
+
+    try:
+        result_backend_url(broker_url)
+        parts = urlsplit(broker_url)
+        parts.port  # noqa: B018  raises ValueError on a malformed port or host
+    except (BadBrokerUrl, ValueError) as exc:
+        raise typer.BadParameter(f"{broker_url!r}: {exc}", param_hint="--broker") from exc
+    if broker_url.startswith(("redis://", "rediss://")):
+        import redis
+
+        redis.Redis.from_url(broker_url, socket_connect_timeout=5).ping()  # the boundary explains a refusal
+    if backend_url:
+        import httpx
+
+        httpx.get(backend_url.rstrip("/") + "/health", timeout=10).raise_for_status()
+
+
 @provider_app.command("run")
 def provider_run(
-    rpc: Annotated[str | None, typer.Option(help="JSON-RPC URL of the chain.")] = None,
+    rpc: Rpc = None,
     keystore: Annotated[Path | None, typer.Option(help="The provider's eth-account JSON keystore.")] = None,
     password_file: PasswordFile = None,
-    broker: Annotated[str | None, typer.Option(help="Celery broker URL (redis://...).")] = None,
-    backend: Annotated[str | None, typer.Option(help="Backend URL (content, output uploads, reports).")] = None,
+    broker: Annotated[str | None, typer.Option(
+        envvar="UNCHAINED_PROVIDER_BROKER_URL",
+        help="Celery broker URL (redis://... or sqla+sqlite:///FILE); default: redis://127.0.0.1:6379/0.")] = None,
+    backend: BackendUrl = None,
+    deployment: DeploymentFile = None,
     content_dir: Annotated[Path | None, typer.Option(help="Read content by hash from this directory "
                                                           "instead of the backend.")] = None,
-    data_dir: Annotated[Path | None, typer.Option(help="Cache, outputs and local records.")] = None,
+    data_dir: Annotated[Path | None, typer.Option(
+        envvar="UNCHAINED_PROVIDER_DATA_DIR",
+        help="Cache, outputs and local records; default: ~/.unchained/<chainId>/provider.")] = None,
     mining: Annotated[bool | None, typer.Option("--mining/--no-mining", help="Mine when idle.")] = None,
     metrics_port: Annotated[int, typer.Option(help="Port of /metrics and /status.")] = DEFAULT_METRICS_PORT,
 ) -> None:
@@ -158,8 +205,13 @@ def provider_run(
     from provider_agent.worker import app as celery_app
 
     _export(rpc_url=rpc, keystore=keystore, password_file=password_file, broker_url=broker, backend_url=backend,
-            content_dir=content_dir, data_dir=data_dir, mining=mining, metrics_port=metrics_port)
+            content_dir=content_dir, data_dir=data_dir, mining=mining, metrics_port=metrics_port,
+            deployments_dir=deployment.parent if deployment else None)
     settings = get_settings()
+    if data_dir is None:
+        _export(data_dir=_per_network_data_dir(settings.rpc_url))
+        settings = get_settings()
+    _preflight(settings.broker_url, settings.backend_url)
     if settings.keystore is None:
         console.print("[red]--keystore (or UNCHAINED_PROVIDER_KEYSTORE) is required[/red]")
         raise typer.Exit(2)
@@ -170,7 +222,7 @@ def provider_run(
         if agent.register():
             console.print(f"registered {agent.chain.address} with {len(agent.devices)} device(s)")
     except (ProviderAgentError, ClientError) as err:
-        console.print(f"[red]{err}[/red]")
+        console.print(f"[red]error:[/red] {escape(str(err))}", soft_wrap=True, highlight=False)
         raise typer.Exit(1) from err
     queue = provider_queue(agent.chain.address)
     if agent.mining is not None:
@@ -187,6 +239,7 @@ def provider_run(
         while not stop.wait(settings.heartbeat_s):
             try:
                 agent.answer_open_challenges()
+                agent.chain.settle_answered()  # an answered challenge past its window frees our pay
                 agent.jobs.refund_failed()
                 agent.jobs.finalize_due()
                 if time.monotonic() - published_at >= settings.yield_publish_s:
@@ -217,6 +270,8 @@ def provider_status(
     """GPUs, PoG class, jobs, hash rate and earnings of the running agent (a Rich table)."""
     import httpx
 
+    from protocol.units import eth
+
     try:
         status = httpx.get(url, timeout=10).raise_for_status().json()
     except httpx.HTTPError as err:
@@ -227,7 +282,7 @@ def provider_status(
     table.add_column("value", justify="right")
     rows = [
         ("registered / active", f"{status['registered']} / {status['active']}"),
-        ("stake (ETH)", f"{status['stake_wei'] / 1e18:,.4f}"),
+        ("stake", eth(status["stake_wei"])),
         ("devices", ", ".join(f"{spec} ({name})" for spec, name in status["devices"])),
         ("PoG class", f"{status['pog_class'] or '-'} ({'passed' if status['pog_passed'] else 'not passed'})"),
         ("jobs running", str(status["jobs"]["running"])),
@@ -238,7 +293,7 @@ def provider_status(
         ("mining", status["mining_state"]),
         ("hash rate (H/s)", f"{status['hashrate']:,.0f}"),
         ("shares found", str(status["shares"])),
-        ("earnings to withdraw (ETH)", f"{status['earnings_owed_wei'] / 1e18:,.6f}"),
+        ("earnings to withdraw", eth(status["earnings_owed_wei"])),
     ]
     for name, value in rows:
         table.add_row(name, value)
@@ -247,20 +302,27 @@ def provider_status(
 
 @provider_app.command("leave")
 def provider_leave(
-    rpc: Annotated[str | None, typer.Option(help="JSON-RPC URL of the chain.")] = None,
+    rpc: Rpc = None,
     keystore: Annotated[Path | None, typer.Option(help="The provider's eth-account JSON keystore.")] = None,
     password_file: PasswordFile = None,
+    backend: BackendUrl = None,
+    deployment: DeploymentFile = None,
 ) -> None:
     """Leave the market cleanly: deactivate, withdraw earnings, start unbonding the stake."""
+    import time
+
+    from protocol.units import eth, when
     from provider_agent.agent import get_agent
 
-    _export(rpc_url=rpc, keystore=keystore, password_file=password_file, mining=False)
+    _export(rpc_url=rpc, keystore=keystore, password_file=password_file, backend_url=backend, mining=False,
+            deployments_dir=deployment.parent if deployment else None)
     try:
         agent = get_agent()
         withdrawn = agent.chain.withdraw_all()
         agent.chain.leave()
     except (ProviderAgentError, ClientError) as err:
-        console.print(f"[red]{err}[/red]")
+        console.print(f"[red]error:[/red] {escape(str(err))}", soft_wrap=True, highlight=False)
         raise typer.Exit(1) from err
     amount, release = agent.chain.contract("Staking").functions.unbondingOf(agent.chain.address).call()
-    console.print(f"withdrew {withdrawn / 1e18:.6f} ETH; {amount / 1e18:.4f} ETH unbonding until {release}")
+    console.print(f"withdrew {eth(withdrawn)}; {eth(amount)} unbonding until {when(release, time.time())} "
+                  "(`unchained withdraw` pays it out then)", highlight=False)

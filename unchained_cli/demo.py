@@ -124,7 +124,7 @@ class Scenario:
         self.follow("both providers to pass Proof of GPU", lambda: self.listed("honest") and self.listed("cheater"))
         alice, bob = (Renter(m, p) for p in m.renters())
         model = alice.client.push_model(demo_model(), "demo-net.pt", "torchscript", private=False)["content_hash"]
-        self.console.log(f"{alice.name} pushed model {model[:18]}… to the hub")
+        self.console.log(f"{alice.name} pushed model {model} to the hub")
         honest_job = self._submit(alice, model, "honest", seed=1)
         cheater_job = self._submit(bob, model, "cheater", seed=2)
         self.follow(f"job {honest_job} to be committed", lambda: self.feed.state("job", honest_job) == "committed")
@@ -144,7 +144,7 @@ class Scenario:
                     and slashed_twice)
 
         self.follow("the honest job to be paid, the cheater's job refunded and the cheater slashed twice "
-                    f"(PoG fraud and job fault; {cheater[:10]})", settled)
+                    f"(PoG fraud and job fault; {cheater})", settled)
         return honest_job, cheater_job, lease_id
 
     def _submit(self, renter: Renter, model: str, provider: str, seed: int) -> int:
@@ -152,7 +152,7 @@ class Scenario:
                                        provider=self.market.parties[provider].address, batch_size=4,
                                        tolerance_ppm=1000)
         self.console.log(f"{renter.name} submits job {funded.job_id}: {JOB_ITEMS} items to {provider} for "
-                         f"{eth(funded.price_wei)} ETH (spec 0x{funded.spec_hash.hex()[:16]}…)")
+                         f"{eth(funded.price_wei)} ETH (spec 0x{funded.spec_hash.hex()})")
         return funded.job_id
 
 
@@ -180,17 +180,30 @@ def run(console: Console | None = None, root: Path | None = None, plan: MarketPl
         console.log(f"logs in {root / 'logs'}")
 
 
+def balance_tables(addresses: dict[str, str], accounts: Accounts, staked: dict[str, int]) -> list[Table]:
+    """Every party's balances, then its full address and stake: two tables, so that each fits
+    80 columns without cutting a number or an address."""
+    balances = Table(title="balances (ETH): before, after, change, gas paid")
+    for column in ("party", "before", "after", "change", "gas"):
+        balances.add_column(column, justify="left" if column == "party" else "right", no_wrap=True)
+    for name in addresses:
+        balances.add_row(name, eth(accounts.before[name]), eth(accounts.after[name]), eth(accounts.change(name)),
+                         eth(accounts.gas[name]))
+    parties = Table(title="parties: address, stake still bonded (ETH)")
+    for column in ("party", "address", "staked"):
+        parties.add_column(column, justify="right" if column == "staked" else "left", no_wrap=True)
+    for name, address in addresses.items():
+        parties.add_row(name, address, eth(staked[name]))
+    return [balances, parties]
+
+
 def _print_summary(console: Console, market: LocalMarket, feed: MarketFeed, accounts: Accounts) -> None:
     s = market.session
     staking = s.contract("Staking")
-    table = Table(title="balances (ETH): before, after, change, gas paid, stake still bonded")
-    for column in ("party", "address", "before", "after", "change", "gas", "staked"):
-        table.add_column(column, justify="left" if column in ("party", "address") else "right")
-    for name, party in market.parties.items():
-        table.add_row(name, party.address[:10] + "…", eth(accounts.before[name]), eth(accounts.after[name]),
-                      eth(accounts.change(name)), eth(accounts.gas[name]),
-                      eth(staking.functions.stakeOf(party.address).call()))
-    console.print(table)
+    addresses = {name: party.address for name, party in market.parties.items()}
+    staked = {name: staking.functions.stakeOf(address).call() for name, address in addresses.items()}
+    for table in balance_tables(addresses, accounts, staked):
+        console.print(table)
     held = Table(title="contract balances (ETH)")
     for column in ("contract", "before", "after"):
         held.add_column(column, justify="left" if column == "contract" else "right")

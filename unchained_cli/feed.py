@@ -37,7 +37,7 @@ class MarketFeed:
         self.names = {p.address.lower(): name for name, p in self.market.parties.items()}
 
     def who(self, address: str | None) -> str:
-        return self.names.get((address or "").lower(), (address or "?")[:10])
+        return self.names.get((address or "").lower(), address or "?")  # never cut: it must be copyable
 
     def poll(self) -> list[str]:
         before = len(self.events)

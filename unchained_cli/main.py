@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from pathlib import Path
 from typing import Annotated, Optional
@@ -21,6 +22,8 @@ from client.keystore import PASSWORD_FILE_HELP, load_keystore
 from unchained_cli.account import account_app
 from unchained_cli.deploy import DeployError, Deployer, deploy_all, write_deployment
 from unchained_cli.withdraw import withdraw
+from unchained_cli.errors import run_guarded, set_debug
+from unchained_cli.up import up
 
 app = typer.Typer(help="Unchained: a GPU compute marketplace with on-chain settlement.", no_args_is_help=True)
 chain_app = typer.Typer(help="A local development chain (anvil).", no_args_is_help=True)
@@ -34,8 +37,29 @@ app.add_typer(lease_app, name="lease")
 app.add_typer(verifier_app, name="verifier")
 app.add_typer(account_app, name="account")
 app.command()(withdraw)
+app.command()(up)
 
 console = Console()
+
+
+@app.callback()
+def root(
+    ctx: typer.Context,
+    config: Annotated[Optional[Path], typer.Option(
+        "--config", envvar="UNCHAINED_CONFIG", dir_okay=False,
+        help="TOML file whose keys mirror the flags (rpc, backend, broker, database, keystore, ...; "
+             "a [\"backend serve\"] table for one command); default: ~/.unchained/config.toml if it exists. "
+             "Flags win over environment variables, which win over the file.")] = None,
+    debug: Annotated[bool, typer.Option("--debug", envvar="UNCHAINED_DEBUG",
+                                        help="Show a traceback instead of a one-line error.")] = False,
+) -> None:
+    """Unchained: a GPU compute marketplace with on-chain settlement."""
+    from unchained_cli.config import load_default_map
+
+    set_debug(debug)
+    if debug:
+        logging.getLogger().setLevel(logging.DEBUG)
+    ctx.default_map = load_default_map(ctx.command, config)  # type: ignore[arg-type]
 
 
 @chain_app.command("up")
@@ -154,7 +178,9 @@ def bench(
 
 def main() -> None:
     logging.basicConfig(level=logging.WARNING)
-    app()
+    # Not app(): Typer would print a pretty traceback for any exception; the boundary prints one
+    # line saying what to fix instead (unchained_cli/errors.py), a traceback only with --debug.
+    sys.exit(run_guarded(typer.main.get_command(app)))
 
 
 if __name__ == "__main__":

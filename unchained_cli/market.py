@@ -310,14 +310,17 @@ class Party:
 class LocalMarket:
     """Starts the plan's parts in order and stops them all; see the module docstring."""
 
-    def __init__(self, plan: MarketPlan, root: Path) -> None:
+    def __init__(self, plan: MarketPlan, root: Path, *, rpc_port: int | None = None,
+                 backend_port: int | None = None, accounts: int | None = None) -> None:
+        """Ports default to free ones (tests, demo); `unchained up` asks for the documented ones."""
         self.plan = plan
         self.root = root.resolve()
         self.root.mkdir(parents=True, exist_ok=True)
         self.services: dict[str, Service] = {}
-        self.chain = LocalChain(port=free_port(), block_time=plan.block_time, accounts=plan.accounts, mixed_mining=True)
+        self.chain = LocalChain(port=rpc_port or free_port(), block_time=plan.block_time,
+                                accounts=max(accounts or 0, plan.accounts), mixed_mining=True)
         self.broker = Broker.choose(self.root, plan.broker_url)
-        self.backend_port = free_port()
+        self.backend_port = backend_port or free_port()
         self.metrics_ports: dict[str, int] = {}
         keys = self.root / "keystores"
         self.password_file = write_password_file(keys)

@@ -10,12 +10,14 @@ from typing import Annotated
 import typer
 from prometheus_client import start_http_server
 from rich.console import Console
+from rich.markup import escape
 from web3 import Web3
 
 from client import ClientError
 from client.keystore import PASSWORD_FILE_HELP, load_keystore
 from protocol.deployments import Deployment, DeploymentFormatError
 from protocol.tasks import BadBrokerUrl
+from protocol.units import eth
 from verifier import VerifierError
 from verifier.backend_client import VerifierBackend
 from verifier.chain import VerifierChain
@@ -45,30 +47,60 @@ def _deployment(rpc: str, path: Path | None) -> Deployment:
         raise VerifierError(f"cannot read deployment {path}: {exc}") from exc
 
 
+def _option(env: str, help: str, **kw: object) -> object:
+    return typer.Option(envvar=f"UNCHAINED_VERIFIER_{env}", help=help, **kw)
+
+
 @verifier_app.command("run")
 def run(
-    rpc: Annotated[str | None, typer.Option(help="JSON-RPC URL.")] = None,
-    keystore: Annotated[Path | None, typer.Option(exists=True, dir_okay=False, help="The verifier's keystore.")] = None,
+    rpc: Annotated[str | None, _option("RPC_URL", "JSON-RPC URL; default: http://127.0.0.1:8545.")] = None,
+    keystore: Annotated[Path | None, _option("KEYSTORE", "The verifier's keystore.", exists=True,
+                                             dir_okay=False)] = None,
     password_file: Annotated[Path | None, typer.Option("--password-file", dir_okay=False, help=PASSWORD_FILE_HELP)] = None,
-    broker: Annotated[str | None, typer.Option(help="Celery broker URL (redis://... or sqla+sqlite:///path).")] = None,
-    backend: Annotated[str | None, typer.Option(help="Backend URL: jobs to audit and vote on.")] = None,
-    deployment: Annotated[Path | None, typer.Option(help="deployments/<chainId>.json")] = None,
+    broker: Annotated[str | None, _option("BROKER_URL", "Celery broker URL (redis://... or sqla+sqlite:///FILE); "
+                                                        "default: redis://127.0.0.1:6379/0.")] = None,
+    backend: Annotated[str | None, _option("BACKEND_URL", "Backend URL: jobs to audit and vote on; "
+                                                          "default: none (PoG rounds only).")] = None,
+    deployment: Annotated[Path | None, _option("DEPLOYMENT_FILE", "deployments/<chainId>.json; default: "
+                                                                  "./deployments/<chainId>.json.")] = None,
+    work_dir: Annotated[Path | None, _option("WORK_DIR", "Models and inputs of re-executed samples; "
+                                                         "default: ~/.unchained/<chainId>/verifier.")] = None,
+    pog_interval: Annotated[float | None, _option("POG_INTERVAL_S", "Seconds between rounds per provider "
+                                                                    "(default 21600).", min=1)] = None,
+    pog_jitter: Annotated[float | None, _option("POG_JITTER_S", "Random delay of each round, up to this many "
+                                                                "seconds; a new provider's first round "
+                                                                "comes within it (default 3600).", min=0)] = None,
+    pog_n: Annotated[int | None, _option("POG_N", "Matrix size of every round (multiple of 64); default: "
+                                                  "from each provider's claimed GPU class.", min=64)] = None,
+    pog_dtype: Annotated[str | None, _option("POG_DTYPE", "int8, fp16, bf16 or fp32 (default int8: the class is named from the fastest exact arithmetic).")] = None,
+    stake: Annotated[float | None, typer.Option(help="ETH staked at start when below the minimum (default 2).",
+                                                min=0)] = None,
+    metrics_port: Annotated[int | None, _option("METRICS_PORT", "Prometheus /metrics port (default 9102; "
+                                                                "0: off).", min=0, max=65535)] = None,
 ) -> None:
     """Stake if needed, then run rounds and follow challenges until interrupted."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
-    overrides = {k: v for k, v in {"rpc_url": rpc, "keystore": keystore, "password_file": password_file,
-                                   "broker_url": broker, "backend_url": backend,
-                                   "deployment_file": deployment}.items() if v is not None}
+    overrides = {k: v for k, v in {
+        "rpc_url": rpc, "keystore": keystore, "password_file": password_file, "broker_url": broker, "backend_url": backend,
+        "deployment_file": deployment, "work_dir": work_dir, "pog_interval_s": pog_interval,
+        "pog_jitter_s": pog_jitter, "pog_n": pog_n, "pog_dtype": pog_dtype,
+        "stake_wei": Web3.to_wei(stake, "ether") if stake is not None else None,
+        "metrics_port": metrics_port,
+    }.items() if v is not None}
     try:
         settings = Settings.from_env(**overrides)
         if settings.keystore is None:
             raise VerifierError("a verifier signs with its own key: pass --keystore")
         account = load_keystore(settings.keystore, settings.password_file)
-        chain = VerifierChain.connect(settings.rpc_url, _deployment(settings.rpc_url, settings.deployment_file), account)
         try:
             app = make_celery(settings.broker_url)
         except BadBrokerUrl as exc:
-            raise VerifierError(str(exc)) from exc
+            raise VerifierError(f"--broker: {exc}") from exc
+        known = _deployment(settings.rpc_url, settings.deployment_file)
+        if work_dir is None:  # one directory per network, not the current directory
+            settings = settings.model_copy(update={"work_dir": Path.home() / ".unchained" / str(known.chain_id)
+                                                   / "verifier"})
+        chain = VerifierChain.connect(settings.rpc_url, known, account)
         auditor = committee = None
         if settings.backend_url:
             backend_client = VerifierBackend(settings.backend_url, account)
@@ -81,10 +113,11 @@ def run(
                                   auditor=auditor, committee=committee)
         if settings.metrics_port:
             start_http_server(settings.metrics_port, registry=service.metrics.registry)
-        console.print(f"verifier {account.address} on {settings.rpc_url}; stake {service.ensure_staked()} wei")
+        console.print(f"verifier {account.address} on {settings.rpc_url}; stake {eth(service.ensure_staked())}",
+                      highlight=False)
         service.run_forever()
     except (VerifierError, ClientError) as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True, highlight=False)
         raise typer.Exit(1) from exc
     except KeyboardInterrupt:
         console.print("stopped")

@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request, Response
 
-from backend.api import errors
+from backend.api import docs, errors
 from backend.api.routes import auth, dashboard, disputes, health, jobs, leases, models, pog, providers, quotes
 from backend.runtime import Backend
 from backend.settings import Settings, get_settings
@@ -39,6 +39,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                     "results with Merkle proofs, the model hub, leases and disputes. State is an index of the "
                     "chain; money moves only through the contracts.",
         lifespan=lifespan,
+        docs_url=None,  # served below from the swagger-ui-bundle package: no CDN, works offline
+        redoc_url=None,
     )
     errors.install(app)
 
@@ -55,4 +57,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     for module in (health, auth, providers, pog, quotes, jobs, models, leases, disputes, dashboard):
         app.include_router(module.router)
+    docs.install(app)
     return app

@@ -4,15 +4,24 @@ Amounts in wei are decimal strings (uint256 does not fit a JSON number safely)."
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_serializer
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_serializer
 
 ADDRESS_PATTERN = r"^0x[0-9a-fA-F]{40}$"
 HASH_PATTERN = r"^0x[0-9a-f]{64}$"
 AddressStr = Annotated[str, Field(pattern=ADDRESS_PATTERN, examples=["0x70997970c51812dc3a010c7d01b50e0d17dc79c8"])]
 HashStr = Annotated[str, Field(pattern=HASH_PATTERN)]
+
+
+def _in_utc(value: datetime) -> datetime:
+    # SQLite hands back naive datetimes even from DateTime(timezone=True) columns; every time the
+    # API stores is UTC, so a naive one is UTC. OpenAPI's date-time (RFC 3339) requires the zone.
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+UtcDatetime = Annotated[datetime, AfterValidator(_in_utc)]
 
 
 class WeiModel(BaseModel):
@@ -168,7 +177,7 @@ class ModelPublic(BaseModel):
     format: str
     size: int
     private: bool
-    created_at: datetime
+    created_at: UtcDatetime
 
 
 class InputStored(BaseModel):
@@ -229,7 +238,7 @@ class DisputeReportPublic(BaseModel):
     received_digests: list[str | None]
     tx_hashes: list[str]
     detail: str
-    reported_at: datetime
+    reported_at: UtcDatetime
 
 
 class ChallengePublic(WeiModel):
@@ -289,7 +298,7 @@ class Quote(BaseModel):
 
 class NonceIssued(BaseModel):
     nonce: str
-    expires_at: datetime
+    expires_at: UtcDatetime
     domain: str
     uri: str
     chain_id: int
@@ -318,7 +327,7 @@ class LoginRequest(BaseModel):
 class SessionPublic(BaseModel):
     token: str
     address: str
-    expires_at: datetime
+    expires_at: UtcDatetime
 
 
 class Me(BaseModel):

@@ -296,3 +296,28 @@ def test_client_refuses_to_sign_in_for_another_domain(chain, market, tmp_path) -
     with TestClient(create_app(settings)) as client:
         with pytest.raises(Unauthenticated, match="bank.example"):
             BackendClient(client, support.anvil_key(3)).sign_in()
+
+
+def test_model_times_carry_their_zone(app_client) -> None:  # type: ignore[no-untyped-def]
+    import re
+
+    _as(app_client, 3).push_model(b"zoned-model", "zoned", "torchscript", private=False)
+    rows = app_client.get("/models").json()
+    assert rows and all(re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$", r["created_at"])
+                        for r in rows), [r["created_at"] for r in rows]
+    schema = app_client.get("/openapi.json").json()["components"]["schemas"]["ModelPublic"]
+    assert schema["properties"]["created_at"]["format"] == "date-time"
+
+
+def test_docs_render_from_files_this_server_holds(app_client) -> None:  # type: ignore[no-untyped-def]
+    import re
+
+    page = app_client.get("/docs")
+    assert page.status_code == 200
+    assets = re.findall(r"""(?:src|href)=["']([^"']+)["']""", page.text)
+    assert any(a.endswith("swagger-ui-bundle.js") for a in assets) and any(a.endswith(".css") for a in assets)
+    # Nothing from another host (FastAPI's default loads Swagger UI from a CDN: blank offline).
+    assert not re.search(r"https?://", page.text.replace("http://testserver", "")), page.text
+    for asset in assets:
+        fetched = app_client.get(asset)
+        assert fetched.status_code == 200 and fetched.content, asset

@@ -132,3 +132,31 @@ def test_lease_start_and_stop_from_a_keystore(server, chain, session, market, ke
     assert "refund" in stopped
     lease = _wait_for(server, f"/leases/{lease_id}", lambda row: row["status"] == "ended")
     assert int(lease["provider_earned"]) + int(lease["renter_refund"]) == int(lease["paid"])
+
+
+def test_model_list_at_80_columns_shows_every_hash_and_owner_whole(server, keystore, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    model_file = tmp_path / "wide.pt"
+    model_file.write_bytes(b"a model whose hash must be copyable")
+    pushed = _invoke("model", "push", str(model_file), "--keystore", str(keystore), "--backend", server)
+    model_hash = re.search(r"model (0x[0-9a-f]{64})", pushed).group(1)
+    result = runner.invoke(root, ["model", "list", "--backend", server], env={"COLUMNS": "80"},
+                           catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert model_hash in result.output.split() and "…" not in result.output, result.output
+    assert support.anvil_key(3).address.lower() in result.output.lower()
+    assert max(len(line) for line in result.output.splitlines()) <= 80, result.output
+
+
+def test_job_status_shows_eth_and_dates_with_zone_and_wei_on_request() -> None:
+    from backend.cli import job_lines
+
+    job = {"status": "committed", "renter": "0x" + "aa" * 20, "provider": "0x" + "bb" * 20,
+           "price": str(15 * 10**15), "deadline": 1_800_000_000, "output_root": "0x" + "cd" * 32,
+           "item_count": 3, "challenge_window_end": 1_799_996_400, "provider_amount": None, "fee": None,
+           "refund": None, "dispatched_to": None, "failure": "model does not load"}
+    lines = dict(job_lines(job, now=1_799_992_800))
+    assert lines["price"] == "0.015 ETH" and lines["failure"] == "model does not load"
+    assert lines["deadline"] == "2027-01-15T08:00:00+00:00 (in 2 h)"
+    assert lines["challenge window end"] == "2027-01-15T07:00:00+00:00 (in 1 h)"
+    assert lines["output root"] == "0x" + "cd" * 32
+    assert dict(job_lines(job, now=0, in_wei=True))["price"] == f"{15 * 10**15} wei"

@@ -88,3 +88,20 @@ def test_reports_survive_a_rebuild_from_events(app_client) -> None:  # type: ign
     ids = [r["id"] for r in app_client.get("/disputes/reports", params={"subject": challenge["subject"]}).json()]
     assert posted["id"] in ids
     assert posted["id"] in [r["id"] for r in app_client.get(f"/challenges/{challenge['challenge_id']}").json()["reports"]]
+
+
+RFC3339 = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$"
+
+
+def test_report_times_carry_their_zone_as_openapi_date_time_requires(app_client) -> None:  # type: ignore[no-untyped-def]
+    import re
+
+    challenge = _job_challenge(app_client)
+    posted = app_client.post("/disputes/reports", json=_body(challenge, decision="settled"),
+                             headers=_headers(app_client, 4))
+    assert posted.status_code == 201, posted.text
+    # Listed back from the database (SQLite drops the zone): still RFC 3339 with an offset.
+    listed = app_client.get("/disputes/reports").json()
+    assert listed and all(re.match(RFC3339, r["reported_at"]) for r in listed), [r["reported_at"] for r in listed]
+    schema = app_client.get("/openapi.json").json()["components"]["schemas"]["DisputeReportPublic"]
+    assert schema["properties"]["reported_at"]["format"] == "date-time"

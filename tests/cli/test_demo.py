@@ -81,3 +81,25 @@ def test_a_broker_no_service_could_use_is_refused_before_anything_starts() -> No
 
     result = CliRunner().invoke(app, ["demo", "--broker", "amqp://guest@localhost//"])
     assert result.exit_code == 2 and "not a Redis or sqla+sqlite:/// broker" in result.output
+
+
+def test_the_balance_tables_fit_80_columns_without_cutting_a_number_or_an_address() -> None:
+    from unchained_cli.demo import balance_tables
+    from unchained_cli.market import Accounts, dev_account, eth
+
+    names = ["treasury", "honest", "cheater", "verifier-1", "verifier-2", "renter-1", "renter-2"]
+    addresses = {name: dev_account(i).address for i, name in enumerate(names)}
+    before = {name: 10_000 * 10**18 for name in names}
+    after = {name: 10_000 * 10**18 - 3 * 10**18 - 123_456_789_012_345 * (i + 1) for i, name in enumerate(names)}
+    gas = {name: 987_654_321_098 * (i + 1) for i, name in enumerate(names)}
+    accounts = Accounts(before, after, gas, {}, {})
+    out = StringIO()
+    console = Console(file=out, width=80)
+    for table in balance_tables(addresses, accounts, {name: 3 * 10**18 for name in names}):
+        console.print(table)
+    text = out.getvalue()
+    assert "…" not in text and max(len(line) for line in text.splitlines()) <= 80, text
+    for name in names:
+        assert addresses[name] in text
+        for value in (after[name], accounts.change(name), gas[name]):
+            assert eth(value) in text, (name, eth(value), text)

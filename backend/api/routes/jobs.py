@@ -86,7 +86,7 @@ def get_result(job_id: JobIdPath, backend: BackendDep, db: DbDep) -> JobResult:
     inclusion proof: anyone can check an item against the root without trusting this server."""
     job = service.get_job(db, job_id)
     items = service.result_items(db, job)
-    base = backend.settings.public_url.rstrip("/")
+    base = backend.settings.base_url
     return JobResult(
         job_id=job.job_id, output_root=job.output_root or "", item_count=job.item_count or 0,
         items=[ResultItem(index=i.index, digest=i.digest, proof=i.proof, size=i.size,

@@ -1,0 +1,58 @@
+"""`unchained up`: a local network that stays up (chain with a block time, contracts, broker,
+backend), prints what to run next, writes its config file, and SIGTERM stops every process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import httpx
+import psutil
+from web3 import Web3
+
+from unchained_cli.chain import free_port
+from unchained_cli.market import wait_for
+
+UNCHAINED = str(Path(sys.executable).with_name("unchained"))
+
+
+def test_up_serves_a_network_with_a_block_time_and_sigterm_stops_everything(tmp_path: Path) -> None:
+    rpc_port, backend_port = free_port(), free_port()
+    log = tmp_path / "up.out"
+    with open(log, "wb") as out:
+        up = subprocess.Popen([UNCHAINED, "up", "--port", str(rpc_port), "--backend-port", str(backend_port),
+                               "--data-dir", str(tmp_path / "net")], stdout=out, stderr=subprocess.STDOUT,
+                              env={**os.environ, "HOME": str(tmp_path), "COLUMNS": "200"})
+    try:
+        assert wait_for(lambda: "In every other terminal" in log.read_text() or up.poll() is not None, 240, 0.5)
+        text = log.read_text()
+        assert up.poll() is None, text
+        config = tomllib.loads((tmp_path / "net" / "config.toml").read_text())
+        assert config["rpc"] == f"http://127.0.0.1:{rpc_port}" and config["backend"] == f"http://127.0.0.1:{backend_port}"
+        assert f"export UNCHAINED_CONFIG={tmp_path / 'net' / 'config.toml'}" in text
+        assert "0x70997970C51812dc3A010C7d01b50e0d17dc79C8" in text  # funded accounts, whole
+        assert "unchained provider run --keystore" in text and "unchained job submit" in text
+        web3 = Web3(Web3.HTTPProvider(config["rpc"]))
+        first = web3.eth.block_number
+        assert wait_for(lambda: web3.eth.block_number > first, 15, 0.2), "no block without a transaction"
+        assert httpx.get(f"{config['backend']}/health", timeout=10).status_code == 200
+        assert (tmp_path / "net" / "example" / "model.pt").stat().st_size > 0
+        assert len(list((tmp_path / "net" / "example" / "inputs").iterdir())) == 3
+        children = psutil.Process(up.pid).children(recursive=True)
+        names = " ".join(" ".join(c.cmdline()) for c in children)
+        assert "anvil" in names and "backend serve" in names
+        up.send_signal(signal.SIGTERM)
+        assert up.wait(timeout=60) == 0, log.read_text()[-2000:]
+    finally:
+        if up.poll() is None:
+            up.kill()
+    _gone, alive = psutil.wait_procs(children, timeout=15)
+    assert not alive, [" ".join(p.cmdline()) for p in alive]
+    assert "stopping every process" in log.read_text()
+    time.sleep(0.1)
+    assert not Web3(Web3.HTTPProvider(f"http://127.0.0.1:{rpc_port}")).is_connected()
