@@ -124,11 +124,31 @@ class JobPublic(WeiModel):
     refund: int | None
     spec: dict | None = None  # type: ignore[type-arg]
     dispatched_to: str | None = None
-    failure: str | None = Field(default=None, description="the provider's failure report, if any")
+    failure: str | None = Field(default=None, description=(
+        "why the job failed: the provider's on-chain reason (JobFailed), else its off-chain report"))
+    failure_reason: str | None = Field(default=None, description="the reason in the JobFailed event, if any")
 
     @field_serializer("price", "provider_amount", "fee", "refund")
     def _amounts(self, v: int | None) -> str | None:
         return _wei(v)
+
+
+class ModelCheckRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    inputs: list[HashStr] = Field(min_length=1, max_length=16, description="input items run as one batch")
+
+
+class ModelCheck(BaseModel):
+    """A dry run's verdict: whether the model loads and runs the given items."""
+
+    model: str
+    format: str
+    items: int
+    ok: bool
+    stage: str = Field(description="ok, or where it failed: load, input, run, limits (time or memory here)")
+    error: str | None = None
+    output_shape: list[int] | None = Field(default=None, description="one item's output shape")
+    output_dtype: str | None = None
 
 
 class JobSpecStored(BaseModel):
