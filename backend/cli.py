@@ -163,15 +163,22 @@ def job_submit(
     batch_size: Annotated[int, typer.Option(min=1, max=4096)] = 8,
     tolerance_ppm: Annotated[int, typer.Option(min=0, max=1_000_000)] = 0,
     deadline_s: Annotated[int, typer.Option(help="Seconds until the result is due.", min=60)] = 3600,
+    check: Annotated[bool, typer.Option("--check/--no-check", help=(
+        "Dry-run the first items of each input shape through the model on the backend before "
+        "paying (--no-check: pay without it, e.g. for a model too large for the backend's limits)."))] = True,
     backend: BackendUrl = DEFAULT_BACKEND,
     rpc: Rpc = DEFAULT_RPC,
     deployment: DeploymentFile = None,
 ) -> None:
-    """Upload inputs, pick a provider, store the spec, and fund the job from your own wallet."""
+    """Upload inputs, pick a provider, store the spec, and fund the job from your own wallet.
+
+    Nothing is paid unless the model is in the hub, every input decodes, the model runs the
+    inputs (dry run) and a verified provider fits; otherwise it says which of these failed."""
     try:
         account = load_account(keystore)
         client = BackendClient.connect(backend, account)
         wallet = Wallet(rpc, account, deployment)
+        pushed = not (model.startswith("0x") and len(model) == 66)
         model_hash = _resolve_model(client, model, fmt, private)
         files = sorted(p for p in inputs.iterdir() if p.is_file())
         if not files:
@@ -179,9 +186,10 @@ def job_submit(
         with _progress() as progress:
             task = progress.add_task("uploading inputs", total=sum(p.stat().st_size for p in files))
             funded = submit_job(client, wallet, model_hash, [p.read_bytes() for p in files],
-                                Web3.to_wei(max_price, "ether"), provider=provider, fmt=fmt, private=private,
-                                gpu_classes=gpu_class, batch_size=batch_size, tolerance_ppm=tolerance_ppm,
-                                deadline_s=deadline_s, on_upload=lambda size: progress.advance(task, size))
+                                Web3.to_wei(max_price, "ether"), provider=provider, fmt=fmt if pushed else None,
+                                private=private, gpu_classes=gpu_class, batch_size=batch_size,
+                                tolerance_ppm=tolerance_ppm, deadline_s=deadline_s,
+                                on_upload=lambda size: progress.advance(task, size), check=check)
     except (BackendError, OSError, JobSpecError) as exc:
         raise _fail(exc) from exc
     console.print(f"job {funded.job_id} funded in tx 0x{funded.tx_hash.hex()}: {len(files)} items, "
@@ -189,18 +197,45 @@ def job_submit(
                   f"provider {funded.provider}")
 
 
+def _eth(wei: int | str | None) -> str:
+    return "-" if wei is None else f"{Web3.from_wei(int(wei), 'ether')} ETH"
+
+
+def _when(unix: int | None) -> str:
+    if unix is None:
+        return "-"
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(int(unix), UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
 @job_app.command("status")
 def job_status(job_id: Annotated[int, typer.Argument(min=0)], backend: BackendUrl = DEFAULT_BACKEND) -> None:
-    """Show a job as the chain records it."""
+    """Show a job as the chain records it, and why it failed if its provider failed it."""
     try:
         job = BackendClient.connect(backend).get(f"/jobs/{job_id}")
     except BackendError as exc:
         raise _fail(exc) from exc
     table = Table(title=f"job {job_id}", show_header=False)
-    for key in ("status", "renter", "provider", "price", "deadline", "output_root", "item_count",
-                "challenge_window_end", "provider_amount", "fee", "refund", "dispatched_to"):
-        table.add_row(key, str(job.get(key)))
+    rows = [("status", job["status"] + (" (frozen by a challenge)" if job.get("frozen") else "")),
+            ("renter", job["renter"]), ("provider", job["provider"]), ("price", _eth(job["price"])),
+            ("deadline", _when(job["deadline"]))]
+    if job.get("failure"):
+        rows.append(("failure", job["failure"] + (" (on-chain)" if job.get("failure_reason") else
+                                                  " (provider's report)")))
+    rows += [(key, str(job.get(key))) for key in ("output_root", "item_count") if job.get(key) is not None]
+    if job.get("challenge_window_end"):
+        rows.append(("challenge window ends", _when(job["challenge_window_end"])))
+    rows += [(label, _eth(job[key])) for key, label in (("provider_amount", "paid to provider"), ("fee", "fee"),
+                                                         ("refund", "refunded to renter")) if job.get(key) is not None]
+    rows.append(("dispatched to", str(job.get("dispatched_to"))))
+    for key, value in rows:
+        table.add_row(key, value)
     console.print(table)
+    if job["status"] == "refunded":
+        console.print(f"the renter was refunded {_eth(job.get('refund'))}: take it out with `unchained withdraw`")
+    elif job.get("failure") and job["status"] in ("funded", "accepted"):
+        console.print(f"the provider could not run it; `unchained job refund {job_id}` says when it is refundable")
 
 
 @job_app.command("result")
@@ -247,6 +282,25 @@ def job_challenge(
         raise _fail(exc) from exc
     console.print(f"challenge {challenge_id} on job {job_id}: {k} items, bond {Web3.from_wei(value, 'ether')} ETH "
                   f"(tx 0x{bytes(receipt['transactionHash']).hex()}); escalate with the verifier or wait for the answer")
+
+
+@job_app.command("refund")
+def job_refund(
+    job_id: Annotated[int, typer.Argument(min=1)],
+    keystore: Keystore,
+    rpc: Rpc = DEFAULT_RPC,
+    deployment: DeploymentFile = None,
+) -> None:
+    """Take back what a job owes you: cancel it if the provider has not accepted it yet, or
+    refund it once its deadline passed without a result; otherwise say why not and when. The
+    refund is credited in the escrow: `unchained withdraw` pays it out."""
+    from backend.refunds import refund_job
+
+    try:
+        outcome = refund_job(Wallet(rpc, load_account(keystore), deployment), job_id)
+    except BackendError as exc:
+        raise _fail(exc) from exc
+    console.print(outcome)
 
 
 # ---- lease ----

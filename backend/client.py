@@ -82,6 +82,10 @@ class BackendClient:
         """Ranked providers for a job (POST /quotes), best first."""
         return self._check(self.http.post("/quotes", json=request)).json()
 
+    def explain_quotes(self, **request: Any) -> dict[str, Any]:
+        """Why no provider fits the request (POST /quotes/explain)."""
+        return self._check(self.http.post("/quotes/explain", json=request)).json()
+
     def push_model(self, data: bytes, name: str, fmt: str, private: bool) -> dict[str, Any]:
         return self._check(self.http.post("/models", content=data, headers=self._auth(), params={
             "name": name, "format": fmt, "private": str(private).lower()})).json()

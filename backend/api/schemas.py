@@ -307,6 +307,17 @@ class Quote(BaseModel):
     reasons: list[str]
 
 
+class QuoteExplanation(BaseModel):
+    """Why POST /quotes would answer an empty list for this request (`fits` true: it would not)."""
+
+    fits: bool
+    reason: str | None = Field(default=None, description=(
+        "no-providers | none-active | none-available | none-verified | none-in-class | none-private | "
+        "price-too-low"))
+    message: str | None = None
+    cheapest_price_wei: str | None = Field(default=None, description="for the whole job, when the price is why")
+
+
 class NonceIssued(BaseModel):
     nonce: str
     expires_at: datetime
