@@ -33,6 +33,7 @@ class ProviderState:
     address: str
     active: bool
     leased: bool
+    verified: bool = True  # has passed a round before; a new provider (False) is benchmarked at once
 
 
 class Outcome(Enum):
@@ -80,16 +81,19 @@ class PogScheduler:
         return plan.next_at if plan else None
 
     def due(self, providers: Iterable[ProviderState]) -> list[str]:
-        """Providers whose round is due now, earliest first. A provider seen for the first time
-        is planned at a random point of the coming jitter window; leased and inactive ones are
-        skipped and planned again one interval on."""
+        """Providers whose round is due now, earliest first. A provider never verified is due at
+        once when first seen (a new provider cannot take jobs until it passes, so it must not wait
+        an interval); a verified one seen for the first time (e.g. after our restart) is planned at
+        a random point of the coming jitter window; leased and inactive ones are skipped and
+        planned again one interval on."""
         now = self.clock()
         due = []
         for p in providers:
             plan = self._plans.get(p.address)
             if plan is None:
-                self._plans[p.address] = _Plan(now + self.rng.uniform(0, self.jitter_s))
-                continue
+                plan = self._plans[p.address] = _Plan(now if not p.verified else now + self.rng.uniform(0, self.jitter_s))
+                if p.verified:
+                    continue
             if plan.next_at > now:
                 continue
             if p.leased or not p.active:

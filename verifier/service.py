@@ -82,7 +82,10 @@ class VerifierService:
         logs = self.registry.events.ProviderRegistered().get_logs(from_block=since)
         addresses = sorted({log.args.provider for log in logs})
         self.metrics.providers.set(len(addresses))
-        return [ProviderState(a, self.registry.functions.isActive(a).call(), self.leases.functions.isLeased(a).call())
+        # A provider that never passed a round is benchmarked on the next tick (pogStatusOf's
+        # `passed`): it cannot take jobs before.
+        return [ProviderState(a, self.registry.functions.isActive(a).call(), self.leases.functions.isLeased(a).call(),
+                              bool(self.registry.functions.pogStatusOf(a).call()[3]))
                 for a in addresses if a != self.chain.address]
 
     def open_challenges(self) -> list[int]:
