@@ -33,7 +33,9 @@ class ProviderState:
     address: str
     active: bool
     leased: bool
-    verified: bool = True  # has passed a round before; a new provider (False) is benchmarked at once
+    # A round has been recorded for it on-chain (passed or failed); a new provider (False) is
+    # benchmarked at once.
+    recorded: bool = True
 
 
 class Outcome(Enum):
@@ -81,9 +83,9 @@ class PogScheduler:
         return plan.next_at if plan else None
 
     def due(self, providers: Iterable[ProviderState]) -> list[str]:
-        """Providers whose round is due now, earliest first. A provider never verified is due at
-        once when first seen (a new provider cannot take jobs until it passes, so it must not wait
-        an interval); a verified one seen for the first time (e.g. after our restart) is planned at
+        """Providers whose round is due now, earliest first. A provider with no round on record is
+        due at once when first seen (a new provider cannot take jobs until it passes, so it must not wait
+        an interval); one with a round on record seen for the first time (e.g. after our restart) is planned at
         a random point of the coming jitter window; leased and inactive ones are skipped and
         planned again one interval on."""
         now = self.clock()
@@ -91,8 +93,8 @@ class PogScheduler:
         for p in providers:
             plan = self._plans.get(p.address)
             if plan is None:
-                plan = self._plans[p.address] = _Plan(now if not p.verified else now + self.rng.uniform(0, self.jitter_s))
-                if p.verified:
+                plan = self._plans[p.address] = _Plan(now if not p.recorded else now + self.rng.uniform(0, self.jitter_s))
+                if p.recorded:
                     continue
             if plan.next_at > now:
                 continue

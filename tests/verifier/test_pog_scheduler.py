@@ -117,8 +117,8 @@ def test_a_never_verified_provider_gets_its_first_round_on_the_next_tick():
     random point of the jitter window (which defaults to an hour)."""
     ran = []
     sched, clock = make(lambda p: ran.append(p) or True)
-    fresh = [ProviderState("new", active=True, leased=False, verified=False),
-             ProviderState("old", active=True, leased=False, verified=True)]
+    fresh = [ProviderState("new", active=True, leased=False, recorded=False),
+             ProviderState("old", active=True, leased=False, recorded=True)]
     reports = sched.tick(fresh)
     assert [r.provider for r in reports] == ["new"] and ran == ["new"]
     assert sched.next_round_at("new") >= clock.now + 100  # then the normal interval
@@ -128,6 +128,6 @@ def test_a_never_verified_provider_gets_its_first_round_on_the_next_tick():
 def test_a_new_provider_that_is_leased_or_inactive_is_not_benchmarked_at_once():
     ran = []
     sched, _ = make(lambda p: ran.append(p) or True)
-    sched.tick([ProviderState("a", active=False, leased=False, verified=False),
-                ProviderState("b", active=True, leased=True, verified=False)])
+    sched.tick([ProviderState("a", active=False, leased=False, recorded=False),
+                ProviderState("b", active=True, leased=True, recorded=False)])
     assert ran == []
