@@ -152,6 +152,9 @@ def provider_run(
         os.environ[ENV_PREFIX + "KEYSTORE_PASSWORD"] = getpass.getpass(f"password for {settings.keystore}: ")
         get_settings.cache_clear()
     try:
+        from provider_agent.preflight import check_services
+
+        check_services(settings.broker_url, settings.backend_url)  # before any key is opened or wei staked
         agent = get_agent()
         if agent.register():
             console.print(f"registered {agent.chain.address} with {len(agent.devices)} device(s)")
@@ -164,6 +167,7 @@ def provider_run(
     metrics = MetricsServer(agent.status, lambda: agent.mining.telemetry.switches if agent.mining else [],
                             metrics_port).start()
     stop = threading.Event()
+    agent.beat()  # at once: the backend offers this provider from now on
 
     def heartbeat() -> None:
         # Challenges must be answered before their deadlines; refunds for failed jobs fall due
@@ -171,6 +175,7 @@ def provider_run(
         # the yield floor follows the miner, published less often (each time is a transaction).
         published_at = float("-inf")
         while not stop.wait(settings.heartbeat_s):
+            agent.beat()
             try:
                 agent.answer_open_challenges()
                 agent.jobs.refund_failed()

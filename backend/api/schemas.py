@@ -56,6 +56,9 @@ class ProviderPublic(WeiModel):
     mining_floor_wei_per_hour: int | None
     miner: str | None = None
     hashrate: float | None = Field(default=None, description="hashes per second, as the provider reports")
+    last_seen_at: datetime | None = Field(default=None, description="the agent's last heartbeat (None: never)")
+    available: bool = Field(default=True, description=(
+        "active on-chain and its agent not silent past the backend's bound (a crashed provider is not)"))
 
     @field_serializer("price_per_gpu_hour", "price_per_job_unit", "stake_bonded", "mining_floor_wei_per_hour")
     def _amounts(self, v: int | None) -> str | None:
