@@ -232,6 +232,9 @@ def job_status(job_id: Annotated[int, typer.Argument(min=0)], backend: BackendUr
     for key, value in rows:
         table.add_row(key, value)
     console.print(table)
+    if job.get("failure"):
+        source = "on-chain, JobFailed" if job.get("failure_reason") else "the provider's report"
+        console.print(f"the provider could not run job {job_id} ({source}): {job['failure']}", soft_wrap=True)
     if job["status"] == "refunded":
         console.print(f"the renter was refunded {_eth(job.get('refund'))}: take it out with `unchained withdraw`")
     elif job.get("failure") and job["status"] in ("funded", "accepted"):

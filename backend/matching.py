@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 DATA_JSON = "data:application/json,"
@@ -131,7 +132,8 @@ def explain(request: Request, candidates: list[Candidate], stale: frozenset[str]
     """The first hard filter that leaves nobody, in the order rank applies them (None: someone
     fits). `stale` are providers whose agent stopped beating (crashed or gone)."""
     def eth(wei: int) -> str:
-        return f"{wei / 10**18:.18f}".rstrip("0").rstrip(".")
+        text = f"{Decimal(wei) / Decimal(10**18):.18f}".rstrip("0").rstrip(".")
+        return text or "0"
 
     pool = list(candidates)
     if not pool:
