@@ -245,7 +245,8 @@ def test_blobs_serve_specs_and_public_models_openly_and_the_rest_to_the_jobs_pro
         app_client, session, market) -> None:
     renter, provider, stranger = _as(app_client, 3), _as(app_client, 1), _as(app_client, UNSTAKED)
     verifier = _as(app_client, 4)  # staked at least the verifiers' minimum
-    private_model = renter.push_model(support.Tagged.onnx(3.0), "p", "onnx", private=True)["content_hash"]
+    model_bytes = support.Tagged.onnx(3.0)
+    private_model = renter.push_model(model_bytes, "p", "onnx", private=True)["content_hash"]
     item = renter.upload_input(b"blob-input")
     spec = JobSpec(model=private_model, model_format="onnx", inputs=(item,), batch_size=1, tolerance_ppm=0,
                    deadline=session.now() + 3600, price_wei=10**15, provider=market.provider)
@@ -261,9 +262,9 @@ def test_blobs_serve_specs_and_public_models_openly_and_the_rest_to_the_jobs_pro
     _sync(app_client)
     # Once a funded job names them, its provider and staked verifiers (who re-execute the job
     # to audit it) may read them; nobody else.
-    assert app_client.get(f"/blobs/{private_model}", headers=provider._auth()).content == b"blob-private-model"
+    assert app_client.get(f"/blobs/{private_model}", headers=provider._auth()).content == model_bytes
     assert app_client.get(f"/blobs/{item}", headers=provider._auth()).content == b"blob-input"
-    assert app_client.get(f"/blobs/{private_model}", headers=verifier._auth()).content == b"blob-private-model"
+    assert app_client.get(f"/blobs/{private_model}", headers=verifier._auth()).content == model_bytes
     assert app_client.get(f"/blobs/{item}", headers=verifier._auth()).content == b"blob-input"
     assert app_client.get(f"/blobs/{private_model}", headers=stranger._auth()).status_code == 404
     # A competing provider has stake too, but it is no auditor: the private model stays hidden.
