@@ -48,7 +48,13 @@ MAX_FAILURE_REASON_BYTES = 256  # JobEscrow.MAX_FAILURE_REASON_BYTES
 
 
 def failure_reason(text: str) -> str:
-    """`text` cut to what JobEscrow.failJob accepts (256 bytes of UTF-8, never half a character)."""
+    """`text` ("kind: message") as JobEscrow.failJob takes it: 256 bytes of UTF-8 at most, never
+    half a character. A multi-line message (a TorchScript traceback) keeps its kind and its last
+    line, which names the error itself; the whole text goes to the backend's failure report."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    if len(lines) > 1:
+        kind = lines[0].split(":", 1)[0]
+        text = f"{kind}: {lines[-1]}"
     return text.encode()[:MAX_FAILURE_REASON_BYTES].decode(errors="ignore")
 
 
