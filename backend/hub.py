@@ -15,7 +15,7 @@ from backend.auth import utcnow
 from backend.errors import BadInput, Forbidden, NotFound, Unauthenticated
 from backend.model_check import ModelChecker, Verdict
 from backend.storage import BlobStore, Upload
-from protocol.jobs import MODEL_FORMATS, JobSpec
+from protocol.jobs import MODEL_FORMATS, JobSpec, JobSpecError, decode_output
 
 log = logging.getLogger(__name__)
 
@@ -119,8 +119,17 @@ def dry_run(session: Session, blobs: BlobStore, checker: ModelChecker, viewer: s
         raise BadInput(f"inputs: {len(inputs)} items; a dry run takes 1..{MAX_DRY_RUN_ITEMS}")
     model = visible_model(session, model_hash, viewer)
     paths = [blobs.path(input_for(session, h, viewer).content_hash) for h in inputs]
+    signatures = []
+    for index, path in enumerate(paths):
+        try:
+            array = decode_output(path.read_bytes())
+        except JobSpecError as exc:
+            return Verdict(False, "input", f"input item {index} is not an encoded array: {exc}")
+        signatures.append(f"{array.dtype}{list(array.shape)}")
+    # The verdict depends on the model and the batch's shapes, not on the values: one child per
+    # (model, batch signature), so a renter submitting many jobs of one kind pays for one check.
     return checker.check(blobs.path(model.content_hash), model.format, paths,
-                         key=("run", model.content_hash, model.format, *inputs))
+                         key=("run", model.content_hash, model.format, *signatures))
 
 
 @dataclass(frozen=True)
