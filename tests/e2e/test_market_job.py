@@ -370,3 +370,7 @@ def test_failure_and_mining_reports_reach_the_backend_signed_in_as_the_provider(
     assert public["miner"] == agent.mining.miner.name
     assert public["hashrate"] == round(agent.mining.miner.hashrate(), 1)
     assert int(public["mining_floor_wei_per_hour"] or 0) >= floor
+    # The agent's heartbeat reaches the backend signed in as the provider: it is shown alive.
+    agent.beat()
+    public = api.get(f"/providers/{provider.address.lower()}").json()
+    assert public["last_seen_at"] is not None and public["available"] is True
