@@ -7,6 +7,7 @@ import pytest
 from brownie import ZERO_ADDRESS, chain
 
 from conftest import DAY, ETHER
+from test_money_invariants import SETTINGS, EscrowMachine, _attempt
 
 FUNDED, ACCEPTED, COMMITTED, FINALIZED, REFUNDED = 1, 2, 3, 4, 5
 PRICE = ETHER // 10
@@ -128,3 +129,26 @@ def test_token_job_failure_refunds_in_the_token(escrow, stablecoin, active_provi
     tx = escrow.failJob(job, "", {"from": active_provider})
     assert tx.events["JobFailed"]["refund"] == PRICE
     assert escrow.owedTo(stablecoin, renter) == PRICE and escrow.owedTo(ZERO_ADDRESS, renter) == 0
+
+
+class FailingEscrowMachine(EscrowMachine):
+    """The escrow's money invariant (balance == owed + locked, every pull balance as modelled)
+    with failJob among the random actions, called by the job's provider or, as an attack, by
+    its renter."""
+
+    def rule_fail_job(self, st_pick, st_flag):
+        if (picked := self._job(st_pick)) is None:
+            return
+        job_id, job = picked
+        caller = job.provider if st_flag else job.renter
+        allowed = job.status in (FUNDED, ACCEPTED) and not job.frozen and caller == job.provider
+        if _attempt(allowed, self.escrow.failJob, job_id, "cannot run it", {"from": caller}):
+            self._refund(job)
+
+
+def test_escrow_holds_exactly_what_it_owes_with_failures(
+    chain_state_machine, escrow, register_provider, active_provider, provider2, renter, stranger, disputer, treasury
+):
+    register_provider(provider2)
+    chain_state_machine(FailingEscrowMachine, escrow, [active_provider, provider2], [renter, stranger], disputer,
+                        treasury, settings=SETTINGS)
