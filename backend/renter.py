@@ -79,6 +79,23 @@ def no_provider_message(client: BackendClient, request: dict[str, object], max_p
     return str(why.get("message") or f"no verified provider runs the job within {Web3.from_wei(max_price_wei, 'ether')} ETH")
 
 
+def provider_unfit(client: BackendClient, provider: str) -> str:
+    """Why one named provider is not quoted, from its public record."""
+    try:
+        p = client.get(f"/providers/{provider.lower()}")
+    except ApiError as exc:
+        return "it is not registered" if exc.status == 404 else str(exc)
+    if not p["active"]:
+        return "it is not active"
+    if not p.get("available", True):
+        return f"its agent has not sent a heartbeat since {p.get('last_seen_at')} (crashed or stopped)"
+    if not p["pog_passed"]:
+        return "it has not passed Proof of GPU yet (its first round is pending)" if p["pog_round_id"] is None \
+            else "its last Proof-of-GPU round failed"
+    return (f"its price is {Web3.from_wei(int(p['price_per_job_unit']), 'ether')} ETH per item"
+            f"{'' if p.get('private_ok') else ', and it does not take private jobs'}")
+
+
 def submit_job(client: BackendClient, wallet: Wallet, model_hash: str, inputs: Sequence[bytes], max_price_wei: int, *,
                provider: str | None = None, fmt: str | None = None, private: bool = False,
                gpu_classes: Sequence[str] | None = None, batch_size: int = 8, tolerance_ppm: int = 0,
@@ -120,7 +137,7 @@ def submit_job(client: BackendClient, wallet: Wallet, model_hash: str, inputs: S
         match = [q for q in quotes if q["provider"] == provider.lower()]
         if not match:
             raise BackendError(f"provider {provider} is not eligible for this job within "
-                               f"{Web3.from_wei(max_price_wei, 'ether')} ETH")
+                               f"{Web3.from_wei(max_price_wei, 'ether')} ETH: {provider_unfit(client, provider)}")
         chosen, price = provider.lower(), int(match[0]["price_wei"])
     deadline = wallet.web3.eth.get_block("latest")["timestamp"] + deadline_s
     spec = JobSpec(model=model_hash, model_format=fmt, inputs=tuple(hashes), batch_size=batch_size,

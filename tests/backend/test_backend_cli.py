@@ -135,7 +135,7 @@ def _one_line(output: str) -> str:
     return " ".join(output.split())
 
 
-def test_submit_says_why_no_provider_fits(server, chain, session, keystore, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_submit_says_why_no_provider_fits(server, chain, session, market, keystore, tmp_path) -> None:  # type: ignore[no-untyped-def]
     model = _pushed(server, keystore, tmp_path, 31.0)
     inputs = _items(tmp_path, np.zeros(8, np.float32))
     jobs_before = session.contract("JobEscrow").functions.jobCount().call()
@@ -145,6 +145,9 @@ def test_submit_says_why_no_provider_fits(server, chain, session, keystore, tmp_
     wrong_class = _submit(server, chain, keystore, model, inputs, "--max-price", "1", "--gpu-class", "RTX-4090")
     said = _one_line(wrong_class.output)
     assert wrong_class.exit_code == 1 and "no verified provider of class RTX-4090" in said, said
+    named = _submit(server, chain, keystore, model, inputs, "--max-price", "1", "--provider", market.provider2)
+    said = _one_line(named.output)
+    assert named.exit_code == 1 and "its last Proof-of-GPU round failed" in said, said
     assert session.contract("JobEscrow").functions.jobCount().call() == jobs_before  # nothing was funded
 
 
