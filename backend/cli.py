@@ -238,15 +238,22 @@ def job_submit(
     batch_size: Annotated[int, typer.Option(min=1, max=4096)] = 8,
     tolerance_ppm: Annotated[int, typer.Option(min=0, max=1_000_000)] = 0,
     deadline_s: Annotated[int, typer.Option(help="Seconds until the result is due.", min=60)] = 3600,
+    check: Annotated[bool, typer.Option("--check/--no-check", help=(
+        "Dry-run the first items of each input shape through the model on the backend before "
+        "paying (--no-check: pay without it, e.g. for a model too large for the backend's limits)."))] = True,
     backend: BackendUrl = DEFAULT_BACKEND,
     rpc: Rpc = DEFAULT_RPC,
     deployment: DeploymentFile = None,
 ) -> None:
-    """Upload inputs, pick a provider, store the spec, and fund the job from your own wallet."""
+    """Upload inputs, pick a provider, store the spec, and fund the job from your own wallet.
+
+    Nothing is paid unless the model is in the hub, every input decodes, the model runs the
+    inputs (dry run) and a verified provider fits; otherwise it says which of these failed."""
     try:
         account = load_keystore(keystore, password_file)
         client = BackendClient.connect(backend, account)
         wallet = Wallet(rpc, account, deployment)
+        pushed = not (model.startswith("0x") and len(model) == 66)
         model_hash = _resolve_model(client, model, fmt, private)
         files = sorted(p for p in inputs.iterdir() if p.is_file())
         if not files:
@@ -254,9 +261,10 @@ def job_submit(
         with _progress() as progress:
             task = progress.add_task("uploading inputs", total=sum(p.stat().st_size for p in files))
             funded = submit_job(client, wallet, model_hash, [p.read_bytes() for p in files],
-                                Web3.to_wei(max_price, "ether"), provider=provider, fmt=fmt, private=private,
-                                gpu_classes=gpu_class, batch_size=batch_size, tolerance_ppm=tolerance_ppm,
-                                deadline_s=deadline_s, on_upload=lambda size: progress.advance(task, size))
+                                Web3.to_wei(max_price, "ether"), provider=provider, fmt=fmt if pushed else None,
+                                private=private, gpu_classes=gpu_class, batch_size=batch_size,
+                                tolerance_ppm=tolerance_ppm, deadline_s=deadline_s,
+                                on_upload=lambda size: progress.advance(task, size), check=check)
     except (BackendError, ClientError, OSError, JobSpecError) as exc:
         raise _fail(exc) from exc
     console.print(f"job {funded.job_id} funded in tx 0x{funded.tx_hash.hex()}: {len(files)} items, "
@@ -293,8 +301,10 @@ def job_lines(job: dict, now: float, in_wei: bool = False) -> list[tuple[str, st
 @job_app.command("status")
 def job_status(job_id: Annotated[int, typer.Argument(min=0)], backend: BackendUrl = DEFAULT_BACKEND,
                wei: Wei = False) -> None:
-    """Show a job as the chain records it."""
+    """Show a job as the chain records it, and why it failed if its provider failed it."""
     import time
+
+    from protocol.units import amount
 
     try:
         job = BackendClient.connect(backend).get(f"/jobs/{job_id}")
@@ -304,6 +314,14 @@ def job_status(job_id: Annotated[int, typer.Argument(min=0)], backend: BackendUr
     console.print(f"job {job_id}", highlight=False)
     for key, value in job_lines(job, time.time(), wei):
         console.print(f"  {key:<21} {value}", highlight=False, soft_wrap=True)
+    if job.get("failure"):
+        source = "on-chain, JobFailed" if job.get("failure_reason") else "the provider's report"
+        console.print(f"the provider could not run job {job_id} ({source}): {job['failure']}", soft_wrap=True)
+    if job["status"] == "refunded":
+        console.print(f"the renter was refunded {amount(job.get('refund'), in_wei=wei)}: take it out with "
+                      "`unchained withdraw`", highlight=False)
+    elif job.get("failure") and job["status"] in ("funded", "accepted"):
+        console.print(f"the provider could not run it; `unchained job refund {job_id}` says when it is refundable")
 
 
 @job_app.command("result")
@@ -352,6 +370,26 @@ def job_challenge(
         raise _fail(exc) from exc
     console.print(f"challenge {challenge_id} on job {job_id}: {k} items, bond {Web3.from_wei(value, 'ether')} ETH "
                   f"(tx 0x{bytes(receipt['transactionHash']).hex()}); escalate with the verifier or wait for the answer")
+
+
+@job_app.command("refund")
+def job_refund(
+    job_id: Annotated[int, typer.Argument(min=1)],
+    keystore: Keystore,
+    password_file: PasswordFile = None,
+    rpc: Rpc = DEFAULT_RPC,
+    deployment: DeploymentFile = None,
+) -> None:
+    """Take back what a job owes you: cancel it if the provider has not accepted it yet, or
+    refund it once its deadline passed without a result; otherwise say why not and when. The
+    refund is credited in the escrow: `unchained withdraw` pays it out."""
+    from backend.refunds import refund_job
+
+    try:
+        outcome = refund_job(Wallet(rpc, load_keystore(keystore, password_file), deployment), job_id)
+    except (BackendError, ClientError) as exc:
+        raise _fail(exc) from exc
+    console.print(outcome)
 
 
 # ---- lease ----

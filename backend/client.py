@@ -82,9 +82,22 @@ class BackendClient:
         """Ranked providers for a job (POST /quotes), best first."""
         return self._check(self.http.post("/quotes", json=request)).json()
 
+    def explain_quotes(self, **request: Any) -> dict[str, Any]:
+        """Why no provider fits the request (POST /quotes/explain)."""
+        return self._check(self.http.post("/quotes/explain", json=request)).json()
+
     def push_model(self, data: bytes, name: str, fmt: str, private: bool) -> dict[str, Any]:
         return self._check(self.http.post("/models", content=data, headers=self._auth(), params={
             "name": name, "format": fmt, "private": str(private).lower()})).json()
+
+    def model(self, content_hash: str) -> dict[str, Any]:
+        """The hub's entry of a model (yours, or a public one); ApiError 404 when there is none."""
+        return self._check(self.http.get(f"/models/{content_hash}", headers=self._auth())).json()
+
+    def check_model(self, content_hash: str, inputs: list[str]) -> dict[str, Any]:
+        """Dry run (POST /models/{hash}/check): the inputs, as one batch, through the model."""
+        return self._check(self.http.post(f"/models/{content_hash}/check", json={"inputs": inputs},
+                                          headers=self._auth())).json()
 
     def upload_input(self, data: bytes) -> str:
         return self._check(self.http.post("/inputs", content=data, headers=self._auth())).json()["content_hash"]

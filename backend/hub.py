@@ -13,21 +13,30 @@ from sqlalchemy.orm import Session
 from backend import models as m
 from backend.auth import utcnow
 from backend.errors import BadInput, Forbidden, NotFound, Unauthenticated
-from backend.storage import Upload
-from protocol.jobs import MODEL_FORMATS, JobSpec
+from backend.model_check import ModelChecker, Verdict
+from backend.storage import BlobStore, Upload
+from protocol.jobs import MODEL_FORMATS, JobSpec, JobSpecError, decode_output
 
 log = logging.getLogger(__name__)
 
 _NAME = re.compile(r"^[A-Za-z0-9._\-/ ]{1,128}$")
 
 
-def store_model(session: Session, owner: str, name: str, fmt: str, private: bool, upload: Upload) -> m.Model:
+def store_model(session: Session, owner: str, name: str, fmt: str, private: bool, upload: Upload,
+                checker: ModelChecker | None = None) -> m.Model:
+    """Keeps a model once it loads as `fmt` (checked in a limited child by `checker`): a file
+    no provider could load is refused here, before any job can name it."""
     if not _NAME.match(name):
         raise BadInput("name: 1 to 128 letters, digits, spaces or . _ - /")
     if fmt not in MODEL_FORMATS:
         raise BadInput(f"format: {fmt!r} is not one of {MODEL_FORMATS}")
     if not upload.size:
         raise BadInput("model file is empty")
+    if checker is not None:
+        verdict = checker.check(upload.temp, fmt, key=("load", upload.digest, fmt))
+        if not verdict.ok:
+            log.info("model %s refused as %s for %s: %s", upload.digest, fmt, owner, verdict.error)
+            raise BadInput(f"the file does not load as a {fmt} model ({verdict.stage}): {verdict.error}")
     digest = upload.keep()
     row = session.get(m.Model, (digest, owner))
     if row is None:
@@ -95,6 +104,32 @@ def input_for(session: Session, content_hash: str, viewer: str) -> m.Blob:
     if row.owner == viewer or named_by_jobs_of(session, viewer, content_hash):
         return row
     raise Forbidden(f"input {content_hash} belongs to another account and to none of your jobs")
+
+
+MAX_DRY_RUN_ITEMS = 16
+
+
+def dry_run(session: Session, blobs: BlobStore, checker: ModelChecker, viewer: str, model_hash: str,
+            inputs: list[str]) -> Verdict:
+    """Runs `inputs` (the viewer's own uploads, or inputs of its jobs) as one batch through a
+    model the viewer can see, in a limited child: what `job submit` asks before it pays, so a
+    job whose model does not load or refuses its inputs is never funded. Raises NotFound for
+    an unknown or invisible model or input."""
+    if not 1 <= len(inputs) <= MAX_DRY_RUN_ITEMS:
+        raise BadInput(f"inputs: {len(inputs)} items; a dry run takes 1..{MAX_DRY_RUN_ITEMS}")
+    model = visible_model(session, model_hash, viewer)
+    paths = [blobs.path(input_for(session, h, viewer).content_hash) for h in inputs]
+    signatures = []
+    for index, path in enumerate(paths):
+        try:
+            array = decode_output(path.read_bytes())
+        except JobSpecError as exc:
+            return Verdict(False, "input", f"input item {index} is not an encoded array: {exc}")
+        signatures.append(f"{array.dtype}{list(array.shape)}")
+    # The verdict depends on the model and the batch's shapes, not on the values: one child per
+    # (model, batch signature), so a renter submitting many jobs of one kind pays for one check.
+    return checker.check(blobs.path(model.content_hash), model.format, paths,
+                         key=("run", model.content_hash, model.format, *signatures))
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 from sqlalchemy import func, select
@@ -14,7 +15,7 @@ from sqlalchemy.orm import Session
 from backend import models as m
 from backend.auth import utcnow
 from backend.errors import BadInput, Conflict, Forbidden, NotFound
-from backend.matching import Candidate, Ranked, Request, mining_floor, rank
+from backend.matching import Candidate, NoMatch, Ranked, Request, explain, mining_floor, rank
 from backend.storage import BlobStore, Upload
 from protocol.errors import ProtocolError
 from protocol.jobs import JobSpec, JobSpecError
@@ -160,5 +161,20 @@ def candidates(session: Session) -> list[Candidate]:
     return out
 
 
-def quote(session: Session, request: Request) -> list[Ranked]:
-    return rank(request, candidates(session))
+def stale_providers(session: Session, stale_after_s: float) -> frozenset[str]:
+    """Providers whose agent has sent heartbeats but none for `stale_after_s`: crashed or gone.
+    A provider never heard from (no agent heartbeat yet) is not stale: the chain says it is
+    registered and active, and nothing says it is down."""
+    cutoff = utcnow() - timedelta(seconds=stale_after_s)
+    rows = session.scalars(select(m.ProviderProfile.address).where(m.ProviderProfile.last_seen_at.isnot(None),
+                                                                   m.ProviderProfile.last_seen_at < cutoff))
+    return frozenset(rows)
+
+
+def quote(session: Session, request: Request, stale_after_s: float | None = None) -> list[Ranked]:
+    stale = stale_providers(session, stale_after_s) if stale_after_s is not None else frozenset()
+    return rank(request, candidates(session), stale)
+
+
+def why_no_quote(session: Session, request: Request, stale_after_s: float) -> NoMatch | None:
+    return explain(request, candidates(session), stale_providers(session, stale_after_s))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 DATA_JSON = "data:application/json,"
@@ -85,11 +86,12 @@ def _norm(values: list[float]) -> list[float]:
     return [0.0 if high == low else (v - low) / (high - low) for v in values]
 
 
-def rank(request: Request, candidates: list[Candidate]) -> list[Ranked]:
+def rank(request: Request, candidates: list[Candidate], stale: frozenset[str] = frozenset()) -> list[Ranked]:
+    """Eligible candidates, best first; `stale` providers (no recent heartbeat) are left out."""
     eligible: list[tuple[Candidate, int]] = []
     for c in candidates:
         price = c.price_per_job_unit * request.items
-        if not c.active or not c.pog_passed:
+        if not c.active or not c.pog_passed or c.address in stale:
             continue
         if request.gpu_classes is not None and c.gpu_class not in request.gpu_classes:
             continue
@@ -115,3 +117,52 @@ def rank(request: Request, candidates: list[Candidate]) -> list[Ranked]:
         ranked.append(Ranked(c, price, score, tuple(reasons)))
     ranked.sort(key=lambda r: (r.score, r.price_wei, r.candidate.address))
     return ranked
+
+
+@dataclass(frozen=True)
+class NoMatch:
+    """Why no provider fits a request: `reason` is a stable word, `message` says it to a person."""
+
+    reason: str  # no-providers | none-active | none-available | none-verified | none-in-class | none-private | price-too-low
+    message: str
+    cheapest_price_wei: int | None = None  # for the whole job, among providers that fit otherwise
+
+
+def explain(request: Request, candidates: list[Candidate], stale: frozenset[str] = frozenset()) -> NoMatch | None:
+    """The first hard filter that leaves nobody, in the order rank applies them (None: someone
+    fits). `stale` are providers whose agent stopped beating (crashed or gone)."""
+    def eth(wei: int) -> str:
+        text = f"{Decimal(wei) / Decimal(10**18):.18f}".rstrip("0").rstrip(".")
+        return text or "0"
+
+    pool = list(candidates)
+    if not pool:
+        return NoMatch("no-providers", "no provider is registered yet")
+    pool = [c for c in pool if c.active]
+    if not pool:
+        return NoMatch("none-active", f"none of the {len(candidates)} registered providers is active")
+    live = [c for c in pool if c.address not in stale]
+    if not live:
+        return NoMatch("none-available", f"none of the {len(pool)} active providers is running: their agents "
+                                         "stopped sending heartbeats")
+    verified = [c for c in live if c.pog_passed]
+    if not verified:
+        return NoMatch("none-verified", f"no provider is verified yet: {len(live)} running provider(s) await their "
+                                        "first Proof-of-GPU round (a verifier runs it within a minute of joining)")
+    pool = verified
+    if request.gpu_classes is not None:
+        pool = [c for c in pool if c.gpu_class in request.gpu_classes]
+        if not pool:
+            classes = sorted({c.gpu_class or "-" for c in verified})
+            return NoMatch("none-in-class", f"no verified provider of class {', '.join(sorted(request.gpu_classes))}; "
+                                            f"verified classes: {', '.join(classes)}")
+    if request.private:
+        pool = [c for c in pool if c.private_ok]
+        if not pool:
+            return NoMatch("none-private", "no verified provider declares private execution (needed for a private model)")
+    cheapest = min(c.price_per_job_unit * request.items for c in pool)
+    if request.max_price_wei is not None and cheapest > request.max_price_wei:
+        return NoMatch("price-too-low", f"your maximum {eth(request.max_price_wei)} ETH is below the cheapest "
+                                        f"fitting provider's price for {request.items} items: {eth(cheapest)} ETH",
+                       cheapest)
+    return None

@@ -133,6 +133,8 @@ class Job(Base):
     provider_amount: Mapped[int | None] = mapped_column(Wei, nullable=True)
     fee: Mapped[int | None] = mapped_column(Wei, nullable=True)
     refund: Mapped[int | None] = mapped_column(Wei, nullable=True)
+    # The provider's reason when it failed the job on-chain (JobFailed); the refund is `refund`.
+    failure_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
 class Lease(Base):
@@ -256,6 +258,9 @@ class ProviderProfile(Base):
     miner: Mapped[str | None] = mapped_column(String(64), nullable=True)
     hashrate: Mapped[float | None] = mapped_column(Float, nullable=True)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    # The agent's last heartbeat (POST /providers/{address}/heartbeat): a provider silent for
+    # longer than the backend's stale bound is not offered to renters (it crashed or left).
+    last_seen_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
 
 class Dispatch(Base):

@@ -256,6 +256,17 @@ def _refunded(s: Session, e: Event) -> None:
         _payment(s, e, "refunded", e.args["renter"], e.args["refund"], j.token, j.job_id)
 
 
+@on("JobEscrow", "JobFailed")
+def _failed(s: Session, e: Event) -> None:
+    """The provider could not run the job and said so on-chain; the renter was refunded in full
+    in the same transaction."""
+    if j := _job(s, e.args["jobId"]):
+        j.status = "refunded"
+        j.refund = e.args["refund"]
+        j.failure_reason = e.args["reason"]
+        _payment(s, e, "refunded", j.renter, e.args["refund"], j.token, j.job_id)
+
+
 @on("JobEscrow", "JobFrozen")
 def _frozen(s: Session, e: Event) -> None:
     if j := _job(s, e.args["jobId"]):

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 
 from web3 import Web3
 
-from backend.client import BackendClient
+from backend.client import ApiError, BackendClient
 from backend.errors import BackendError
 from backend.wallet import Wallet
-from protocol.jobs import JobSpec
+from protocol.jobs import JobSpec, JobSpecError, decode_output
 
 
 @dataclass(frozen=True)
@@ -24,30 +24,120 @@ class FundedJob:
     tx_hash: bytes
 
 
+MAX_DRY_RUN_ITEMS = 16  # the backend's bound (POST /models/{hash}/check)
+MAX_DRY_RUN_SIGNATURES = 4
+
+
+def check_inputs(inputs: Sequence[bytes], batch_size: int) -> dict[tuple[tuple[int, ...], str], list[int]]:
+    """Every item decodes as an encoded array and the items of each batch share one shape and
+    dtype (the provider stacks them); returns the item indices per (shape, dtype). Raises
+    BackendError naming the first item at fault. Local and free: nothing is uploaded yet."""
+    signatures: dict[tuple[tuple[int, ...], str], list[int]] = {}
+    batch_signature = None
+    for index, data in enumerate(inputs):
+        try:
+            array = decode_output(data)
+        except JobSpecError as exc:
+            raise BackendError(f"input item {index} is not an encoded array (protocol.jobs.encode_output): "
+                               f"{exc}") from exc
+        signature = (tuple(array.shape), str(array.dtype))
+        if index % batch_size == 0:
+            batch_signature = signature
+        elif signature != batch_signature:
+            raise BackendError(f"input item {index} has shape {list(signature[0])} {signature[1]}, but its batch "
+                               f"(batch size {batch_size}) started with {list(batch_signature[0])} "
+                               f"{batch_signature[1]}: items of one batch must match")
+        signatures.setdefault(signature, []).append(index)
+    return signatures
+
+
+def dry_run(client: BackendClient, model_hash: str, hashes: Sequence[str],
+            signatures: dict[tuple[tuple[int, ...], str], list[int]], batch_size: int) -> None:
+    """Runs the first items of each input signature (up to the backend's bound) through the
+    model on the backend; raises BackendError with the model's own error when it refuses them."""
+    for (shape, dtype), indices in list(signatures.items())[:MAX_DRY_RUN_SIGNATURES]:
+        sample = indices[:min(batch_size, MAX_DRY_RUN_ITEMS)]
+        verdict = client.check_model(model_hash, [hashes[i] for i in sample])
+        if verdict["ok"]:
+            continue
+        if verdict["stage"] == "limits":
+            raise BackendError(f"the dry run of model {model_hash} did not finish on the backend "
+                               f"({verdict['error']}); nothing was paid (--no-check pays without it)")
+        where = f"items {sample[0]}..{sample[-1]}" if len(sample) > 1 else f"item {sample[0]}"
+        raise BackendError(f"model {model_hash} cannot run your input {where} (shape {list(shape)} {dtype}): "
+                           f"{verdict['stage']} failed: {verdict['error']}; nothing was paid")
+
+
+def no_provider_message(client: BackendClient, request: dict[str, object], max_price_wei: int) -> str:
+    """Why no provider fits, as the backend explains it (POST /quotes/explain)."""
+    try:
+        why = client.explain_quotes(**request)
+    except BackendError:  # an older backend: say what we know
+        why = {"fits": False, "message": None}
+    if why.get("fits"):  # a provider fits now (state moved between the two calls)
+        return "no provider took the quote; try again"
+    return str(why.get("message") or f"no verified provider runs the job within {Web3.from_wei(max_price_wei, 'ether')} ETH")
+
+
+def provider_unfit(client: BackendClient, provider: str) -> str:
+    """Why one named provider is not quoted, from its public record."""
+    try:
+        p = client.get(f"/providers/{provider.lower()}")
+    except ApiError as exc:
+        return "it is not registered" if exc.status == 404 else str(exc)
+    if not p["active"]:
+        return "it is not active"
+    if not p.get("available", True):
+        return f"its agent has not sent a heartbeat since {p.get('last_seen_at')} (crashed or stopped)"
+    if not p["pog_passed"]:
+        return "it has not passed Proof of GPU yet (its first round is pending)" if p["pog_round_id"] is None \
+            else "its last Proof-of-GPU round failed"
+    return (f"its price is {Web3.from_wei(int(p['price_per_job_unit']), 'ether')} ETH per item"
+            f"{'' if p.get('private_ok') else ', and it does not take private jobs'}")
+
+
 def submit_job(client: BackendClient, wallet: Wallet, model_hash: str, inputs: Sequence[bytes], max_price_wei: int, *,
-               provider: str | None = None, fmt: str = "torchscript", private: bool = False,
+               provider: str | None = None, fmt: str | None = None, private: bool = False,
                gpu_classes: Sequence[str] | None = None, batch_size: int = 8, tolerance_ppm: int = 0,
-               deadline_s: int = 3600, on_upload: Callable[[int], object] = lambda _: None) -> FundedJob:
+               deadline_s: int = 3600, on_upload: Callable[[int], object] = lambda _: None,
+               check: bool = True) -> FundedJob:
     """Funds one job over `inputs` (one item each); `provider` None takes the best quote.
-    Raises BackendError (no eligible provider, refused upload, failed transaction)."""
+
+    Before any money moves: the model must be in the hub (its format is taken from there), every
+    item must decode and match its batch, and, with `check`, the backend dry-runs the first items
+    of each input shape through the model. Raises BackendError (unknown model, inputs the model
+    refuses, no eligible provider and why, refused upload, failed transaction)."""
     if not inputs:
         raise BackendError("a job needs at least one input item")
+    try:
+        entry = client.model(model_hash)
+    except ApiError as exc:
+        if exc.status == 404:
+            raise BackendError(f"model {model_hash} is not in the hub (or is someone else's private model): "
+                               "push it first with `unchained model push FILE`") from exc
+        raise
+    if fmt is not None and fmt != entry["format"]:
+        raise BackendError(f"model {model_hash} is {entry['format']} in the hub, not {fmt}")
+    fmt = entry["format"]
+    signatures = check_inputs(inputs, batch_size)
     hashes = []
     for data in inputs:
         hashes.append(client.upload_input(data))
         on_upload(len(data))
-    quotes = client.quotes(model=model_hash, items=len(inputs), private=private, max_price_wei=str(max_price_wei),
-                           gpu_classes=list(gpu_classes) if gpu_classes else None)
+    if check:
+        dry_run(client, model_hash, hashes, signatures, batch_size)
+    request = dict(model=model_hash, items=len(inputs), private=private, max_price_wei=str(max_price_wei),
+                   gpu_classes=list(gpu_classes) if gpu_classes else None)
+    quotes = client.quotes(**request)
     if provider is None:
         if not quotes:
-            raise BackendError(f"no verified provider runs {len(inputs)} items within "
-                               f"{Web3.from_wei(max_price_wei, 'ether')} ETH")
+            raise BackendError(f"no provider fits this job: {no_provider_message(client, request, max_price_wei)}")
         chosen, price = quotes[0]["provider"], int(quotes[0]["price_wei"])
     else:
         match = [q for q in quotes if q["provider"] == provider.lower()]
         if not match:
             raise BackendError(f"provider {provider} is not eligible for this job within "
-                               f"{Web3.from_wei(max_price_wei, 'ether')} ETH")
+                               f"{Web3.from_wei(max_price_wei, 'ether')} ETH: {provider_unfit(client, provider)}")
         chosen, price = provider.lower(), int(match[0]["price_wei"])
     deadline = wallet.web3.eth.get_block("latest")["timestamp"] + deadline_s
     spec = JobSpec(model=model_hash, model_format=fmt, inputs=tuple(hashes), batch_size=batch_size,

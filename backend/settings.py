@@ -57,6 +57,14 @@ class Settings(BaseModel):
     # The address clients reach this backend at (SIWE domain, result URLs); empty: derived from
     # the host and port `backend serve` binds (`with_listen_address`), so any port signs in.
     public_url: str = ""
+    # Models are loaded (upload) and dry-run (POST /models/{hash}/check) in a child process with
+    # these limits, at most model_check_concurrency at once.
+    model_check_memory_bytes: int = Field(default=4 << 30, ge=256 << 20)
+    model_check_timeout_s: float = Field(default=60.0, gt=0, le=3600)
+    model_check_concurrency: int = Field(default=2, ge=1, le=64)
+    # A provider whose last heartbeat is older than this is not offered to renters (crashed or
+    # gone); agents beat every 15 s by default, so four beats may be missed.
+    provider_stale_s: float = Field(default=60.0, gt=0)
 
     @model_validator(mode="before")
     @classmethod

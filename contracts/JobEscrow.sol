@@ -15,6 +15,7 @@ contract JobEscrow is IJobEscrow, AccessControl {
 
     bytes32 public constant DISPUTE_ROLE = keccak256("DISPUTE_ROLE");
     uint16 public constant MAX_FEE_BPS = 1_000;
+    uint256 public constant MAX_FAILURE_REASON_BYTES = 256;
     uint256 private constant BPS = 10_000;
 
     /// @dev The Job of the interface packed into 7 slots (4 written at creation, 3 at commit).
@@ -127,6 +128,19 @@ contract JobEscrow is IJobEscrow, AccessControl {
         if (block.timestamp < job.deadline) revert JobEscrowDeadlineNotPassed(jobId, job.deadline);
         uint256 refund = _refund(job);
         emit JobExpired(jobId, job.renter, refund);
+    }
+
+    /// @inheritdoc IJobEscrow
+    function failJob(uint256 jobId, string calldata reason) external {
+        StoredJob storage job = _job(jobId);
+        JobStatus status = job.status;
+        if (status != JobStatus.Funded && status != JobStatus.Accepted) revert JobEscrowWrongStatus(jobId, status);
+        if (msg.sender != job.provider) revert JobEscrowNotProvider(msg.sender);
+        if (job.frozen) revert JobEscrowFrozen(jobId);
+        uint256 length = bytes(reason).length;
+        if (length > MAX_FAILURE_REASON_BYTES) revert JobEscrowReasonTooLong(length, MAX_FAILURE_REASON_BYTES);
+        uint256 refund = _refund(job);
+        emit JobFailed(jobId, msg.sender, reason, refund);
     }
 
     /// @inheritdoc IJobEscrow

@@ -73,6 +73,15 @@ class Agent:
             activity.finished.append(mining.job_finished)
         return cls(settings, chain, jobs, PogService(chain, devices), devices, activity, mining, backend)
 
+    def beat(self) -> None:
+        """Tells the backend this agent is alive (every heartbeat); a failure is logged."""
+        if self.backend is None:
+            return
+        try:
+            self.backend.heartbeat(self.chain.address)
+        except BackendClientError as exc:
+            logger.warning("provider %s: heartbeat to the backend failed: %s", self.chain.address, exc)
+
     def register(self) -> bool:
         """Stakes and registers this box's devices when not registered yet."""
         s = self.settings

@@ -154,5 +154,10 @@ class BackendClient:
         self._request(f"job {job_id} failure report", "POST", f"/jobs/{job_id}/failure",
                       json={"jobId": job_id, "kind": kind, "error": error[:4096]})
 
+    def heartbeat(self, provider: str) -> None:
+        """Tells the backend the agent is alive; a provider silent for longer than the backend's
+        bound is not offered to renters."""
+        self._request(f"provider {provider} heartbeat", "POST", f"/providers/{provider}/heartbeat")
+
     def report_mining(self, provider: str, report: dict[str, Any]) -> None:
         self._request(f"provider {provider} mining report", "POST", f"/providers/{provider}/mining", json=report)

@@ -152,29 +152,6 @@ def _per_network_data_dir(rpc_url: str) -> Path:
     return Path.home() / ".unchained" / str(chain_id) / "provider"
 
 
-def _preflight(broker_url: str, backend_url: str | None) -> None:
-    """Refuse a broker or backend this agent could not use before it stakes and registers: a
-    provider that crashes after registering stays listed, holding stake for nothing."""
-    from urllib.parse import urlsplit
-
-    from protocol.tasks import BadBrokerUrl, result_backend_url
-
-    try:
-        result_backend_url(broker_url)
-        parts = urlsplit(broker_url)
-        parts.port  # noqa: B018  raises ValueError on a malformed port or host
-    except (BadBrokerUrl, ValueError) as exc:
-        raise typer.BadParameter(f"{broker_url!r}: {exc}", param_hint="--broker") from exc
-    if broker_url.startswith(("redis://", "rediss://")):
-        import redis
-
-        redis.Redis.from_url(broker_url, socket_connect_timeout=5).ping()  # the boundary explains a refusal
-    if backend_url:
-        import httpx
-
-        httpx.get(backend_url.rstrip("/") + "/health", timeout=10).raise_for_status()
-
-
 @provider_app.command("run")
 def provider_run(
     rpc: Rpc = None,
@@ -211,11 +188,13 @@ def provider_run(
     if data_dir is None:
         _export(data_dir=_per_network_data_dir(settings.rpc_url))
         settings = get_settings()
-    _preflight(settings.broker_url, settings.backend_url)
     if settings.keystore is None:
         console.print("[red]--keystore (or UNCHAINED_PROVIDER_KEYSTORE) is required[/red]")
         raise typer.Exit(2)
     try:
+        from provider_agent.preflight import check_services
+
+        check_services(settings.broker_url, settings.backend_url)  # before any key is opened or wei staked
         # Opened here, once (a prompt at most); the worker's tasks share this agent, so the
         # password is never handed on through the environment.
         agent = use_agent(Agent.build(settings, load_keystore(settings.keystore, settings.password_file)))
@@ -230,6 +209,7 @@ def provider_run(
     metrics = MetricsServer(agent.status, lambda: agent.mining.telemetry.switches if agent.mining else [],
                             metrics_port).start()
     stop = threading.Event()
+    agent.beat()  # at once: the backend offers this provider from now on
 
     def heartbeat() -> None:
         # Challenges must be answered before their deadlines; refunds for failed jobs fall due
@@ -237,6 +217,7 @@ def provider_run(
         # the yield floor follows the miner, published less often (each time is a transaction).
         published_at = float("-inf")
         while not stop.wait(settings.heartbeat_s):
+            agent.beat()
             try:
                 agent.answer_open_challenges()
                 agent.chain.settle_answered()  # an answered challenge past its window frees our pay

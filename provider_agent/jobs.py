@@ -8,9 +8,12 @@ Order of work: read the job on-chain; fetch and check the spec, the model and ev
 child; write every output and the digests to disk; then commit. Outputs are on disk before the
 commit, so a worker killed after committing still answers challenges.
 
-A job that cannot be done is recorded as failed with its reason and reported to the backend;
-the renter's refund is `refundExpired`, which the escrow allows once the deadline has passed
-(`refund_failed` calls it for every failed job that is due).
+A job that cannot be done (unknown model, a model that does not load, malformed inputs, a model
+that raises, hangs or runs out of memory) is recorded as failed with its reason, reported to the
+backend, and failed on-chain at once with `failJob(jobId, reason)`: the escrow refunds the renter
+in the same transaction, so nobody waits for the deadline. A job whose deadline has already
+passed is refunded with `refundExpired` instead; `refund_failed` (every heartbeat) retries
+whichever applies for failed jobs whose refund did not go through yet.
 
 After the commit every item's output goes to the backend with its inclusion proof, signed in as
 the provider (`backend_client`). The backend accepts an item only once it has indexed the
@@ -41,6 +44,18 @@ from provider_agent.state import COMMITTED, COMPUTED, FAILED, FINALIZED, REFUNDE
 logger = logging.getLogger(__name__)
 
 JOB_CHALLENGE_KIND = 2  # IChallengeManager.Kind.Job
+MAX_FAILURE_REASON_BYTES = 256  # JobEscrow.MAX_FAILURE_REASON_BYTES
+
+
+def failure_reason(text: str) -> str:
+    """`text` ("kind: message") as JobEscrow.failJob takes it: 256 bytes of UTF-8 at most, never
+    half a character. A multi-line message (a TorchScript traceback) keeps its kind and its last
+    line, which names the error itself; the whole text goes to the backend's failure report."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    if len(lines) > 1:
+        kind = lines[0].split(":", 1)[0]
+        text = f"{kind}: {lines[-1]}"
+    return text.encode()[:MAX_FAILURE_REASON_BYTES].decode(errors="ignore")
 
 
 class NotOurJob(ProviderAgentError):
@@ -249,18 +264,33 @@ class JobService:
         return JobOutcome(job_id, status, error=f"{failure.kind}: {failure.message}")
 
     def refund_failed(self) -> list[int]:
-        """Calls refundExpired for every failed job whose deadline has passed; returns them."""
+        """Refunds the renter of every failed job the escrow still holds: `failJob` with the
+        recorded reason (at once), or `refundExpired` once the deadline has passed. A refusal or
+        an unreachable node leaves the record failed for the next call. Returns the jobs the
+        chain now shows refunded."""
         now, done = self.chain.now(), []
+        escrow = self.chain.contract("JobEscrow")
         for record in self.store.all():
-            if record.status != FAILED or record.deadline is None or now < record.deadline:
+            if record.status != FAILED:
                 continue
             job = self.chain.job(JobId(record.job_id))
-            if job.status in (JobStatus.FUNDED, JobStatus.ACCEPTED):
-                receipt = self.chain.refund_expired(JobId(record.job_id))
-                logger.info("job %s: renter refunded (tx %s)", record.job_id, receipt.transactionHash.hex())
-            if job.status in (JobStatus.FUNDED, JobStatus.ACCEPTED, JobStatus.REFUNDED):
-                self.store.update(record.job_id, REFUNDED)
-                done.append(record.job_id)
+            if job.status in (JobStatus.FUNDED, JobStatus.ACCEPTED) and not job.frozen:
+                try:
+                    if now >= job.deadline:
+                        receipt = self.chain.refund_expired(JobId(record.job_id))
+                    else:
+                        reason = failure_reason(record.error or "failed")
+                        receipt = self.chain.send(escrow.functions.failJob(record.job_id, reason),
+                                                  f"failJob {record.job_id}")
+                except ChainRevert as exc:  # e.g. the deadline passed between our read and the tx
+                    logger.warning("job %s: refund refused, retried next time: %s", record.job_id, exc.reason)
+                    continue
+                logger.info("job %s: failed on-chain, renter refunded in full (tx %s)", record.job_id,
+                            receipt.transactionHash.hex())
+            elif job.status != JobStatus.REFUNDED:
+                continue
+            self.store.update(record.job_id, REFUNDED)
+            done.append(record.job_id)
         return done
 
     def finalize_due(self) -> list[int]:

@@ -248,7 +248,7 @@ class EventReader:
         out.committed = {e.args.jobId: self._stamp(e) for e in self._logs("ResultCommitted")}
         for e in self._logs("JobFinalized"):
             out.finalized.setdefault(e.args.jobId, []).append(self._stamp(e))
-        for name in ("JobExpired", "JobCancelled"):
+        for name in ("JobExpired", "JobCancelled", "JobFailed"):
             out.refunded.update({e.args.jobId: name for e in self._logs(name)})
         out.refunded.update({e.args.jobId: "JobUnfrozen (provider at fault)" for e in self._logs("JobUnfrozen")
                              if e.args.providerAtFault})

@@ -33,6 +33,9 @@ class ProviderState:
     address: str
     active: bool
     leased: bool
+    # A round has been recorded for it on-chain (passed or failed); a new provider (False) is
+    # benchmarked at once.
+    recorded: bool = True
 
 
 class Outcome(Enum):
@@ -80,16 +83,19 @@ class PogScheduler:
         return plan.next_at if plan else None
 
     def due(self, providers: Iterable[ProviderState]) -> list[str]:
-        """Providers whose round is due now, earliest first. A provider seen for the first time
-        is planned at a random point of the coming jitter window; leased and inactive ones are
-        skipped and planned again one interval on."""
+        """Providers whose round is due now, earliest first. A provider with no round on record is
+        due at once when first seen (a new provider cannot take jobs until it passes, so it must not wait
+        an interval); one with a round on record seen for the first time (e.g. after our restart) is planned at
+        a random point of the coming jitter window; leased and inactive ones are skipped and
+        planned again one interval on."""
         now = self.clock()
         due = []
         for p in providers:
             plan = self._plans.get(p.address)
             if plan is None:
-                self._plans[p.address] = _Plan(now + self.rng.uniform(0, self.jitter_s))
-                continue
+                plan = self._plans[p.address] = _Plan(now if not p.recorded else now + self.rng.uniform(0, self.jitter_s))
+                if p.recorded:
+                    continue
             if plan.next_at > now:
                 continue
             if p.leased or not p.active:

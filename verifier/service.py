@@ -82,7 +82,10 @@ class VerifierService:
         logs = self.registry.events.ProviderRegistered().get_logs(from_block=since)
         addresses = sorted({log.args.provider for log in logs})
         self.metrics.providers.set(len(addresses))
-        return [ProviderState(a, self.registry.functions.isActive(a).call(), self.leases.functions.isLeased(a).call())
+        # A provider with no round on record (pogStatusOf's timestamp is zero) is benchmarked on
+        # the next tick: it cannot take jobs before. One that failed waits its interval.
+        return [ProviderState(a, self.registry.functions.isActive(a).call(), self.leases.functions.isLeased(a).call(),
+                              self.registry.functions.pogStatusOf(a).call()[4] != 0)
                 for a in addresses if a != self.chain.address]
 
     def open_challenges(self) -> list[int]:

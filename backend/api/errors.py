@@ -18,6 +18,7 @@ from backend.errors import (
     TooLarge,
     Unauthenticated,
 )
+from backend.model_check import CheckBusy
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +31,7 @@ STATUS: dict[type[BackendError], int] = {
     Conflict: 409,
     ChainUnavailable: 503,
     DispatchError: 503,
+    CheckBusy: 503,
 }
 
 

@@ -65,6 +65,9 @@ class ProviderPublic(WeiModel):
     mining_floor_wei_per_hour: int | None
     miner: str | None = None
     hashrate: float | None = Field(default=None, description="hashes per second, as the provider reports")
+    last_seen_at: datetime | None = Field(default=None, description="the agent's last heartbeat (None: never)")
+    available: bool = Field(default=True, description=(
+        "active on-chain and its agent not silent past the backend's bound (a crashed provider is not)"))
 
     @field_serializer("price_per_gpu_hour", "price_per_job_unit", "stake_bonded", "mining_floor_wei_per_hour")
     def _amounts(self, v: int | None) -> str | None:
@@ -133,11 +136,31 @@ class JobPublic(WeiModel):
     refund: int | None
     spec: dict | None = None  # type: ignore[type-arg]
     dispatched_to: str | None = None
-    failure: str | None = Field(default=None, description="the provider's failure report, if any")
+    failure: str | None = Field(default=None, description=(
+        "why the job failed: the provider's on-chain reason (JobFailed), else its off-chain report"))
+    failure_reason: str | None = Field(default=None, description="the reason in the JobFailed event, if any")
 
     @field_serializer("price", "provider_amount", "fee", "refund")
     def _amounts(self, v: int | None) -> str | None:
         return _wei(v)
+
+
+class ModelCheckRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    inputs: list[HashStr] = Field(min_length=1, max_length=16, description="input items run as one batch")
+
+
+class ModelCheck(BaseModel):
+    """A dry run's verdict: whether the model loads and runs the given items."""
+
+    model: str
+    format: str
+    items: int
+    ok: bool
+    stage: str = Field(description="ok, or where it failed: load, input, run, limits (time or memory here)")
+    error: str | None = None
+    output_shape: list[int] | None = Field(default=None, description="one item's output shape")
+    output_dtype: str | None = None
 
 
 class JobSpecStored(BaseModel):
@@ -294,6 +317,17 @@ class Quote(BaseModel):
     score: float
     gpu_class: str | None
     reasons: list[str]
+
+
+class QuoteExplanation(BaseModel):
+    """Why POST /quotes would answer an empty list for this request (`fits` true: it would not)."""
+
+    fits: bool
+    reason: str | None = Field(default=None, description=(
+        "no-providers | none-active | none-available | none-verified | none-in-class | none-private | "
+        "price-too-low"))
+    message: str | None = None
+    cheapest_price_wei: str | None = Field(default=None, description="for the whole job, when the price is why")
 
 
 class NonceIssued(BaseModel):

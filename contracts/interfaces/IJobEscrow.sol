@@ -49,6 +49,7 @@ interface IJobEscrow {
     event JobFinalized(uint256 indexed jobId, address indexed provider, uint256 providerAmount, uint256 fee);
     event JobCancelled(uint256 indexed jobId, address indexed renter, uint256 refund);
     event JobExpired(uint256 indexed jobId, address indexed renter, uint256 refund);
+    event JobFailed(uint256 indexed jobId, address indexed provider, string reason, uint256 refund);
     event JobFrozen(uint256 indexed jobId, address indexed by);
     event JobUnfrozen(uint256 indexed jobId, bool providerAtFault, uint256 renterRefund);
     event Withdrawn(address indexed token, address indexed account, uint256 amount);
@@ -79,6 +80,7 @@ interface IJobEscrow {
     error JobEscrowInvalidFee(uint256 bps);
     error JobEscrowInvalidWindow(uint256 window);
     error JobEscrowZeroAddress();
+    error JobEscrowReasonTooLong(uint256 length, uint256 maxLength);
 
     /// Hooks used by other Unchained contracts (stable):
 
@@ -122,6 +124,13 @@ interface IJobEscrow {
     /// @notice Refunds the renter in full when the deadline passed with no commit (Funded or
     /// Accepted). Anyone may call.
     function refundExpired(uint256 jobId) external;
+
+    /// @notice The job's provider declares that it cannot run the job (unknown model, a model
+    /// that does not load, malformed inputs) and the renter is refunded in full at once (credited
+    /// to its pull balance; the job ends Refunded), instead of waiting for the deadline. Only the
+    /// job's provider, only while Funded or Accepted and not frozen.
+    /// @param reason why, for the renter: at most 256 bytes (JobEscrow.MAX_FAILURE_REASON_BYTES), kept in JobFailed
+    function failJob(uint256 jobId, string calldata reason) external;
 
     /// @notice The renter takes back a job the provider has not accepted yet.
     function cancel(uint256 jobId) external;

@@ -168,3 +168,43 @@ def anvil_key(index: int) -> Any:
 
     Account.enable_unaudited_hdwallet_features()
     return Account.from_mnemonic(ANVIL_MNEMONIC, account_path=f"m/44'/60'/0'/0/{index}")
+
+
+class Tagged:
+    """Tiny real models (y = 2x + tag) whose bytes differ by `tag`: the hub accepts only files
+    that load, and content addressing needs distinct files for distinct entries."""
+
+    @staticmethod
+    def module(tag: float) -> Any:
+        import torch
+
+        class TaggedNet(torch.nn.Module):
+            def __init__(self, tag: float) -> None:
+                super().__init__()
+                self.tag = tag
+
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                return x * 2.0 + self.tag
+
+        return TaggedNet(tag)
+
+    @classmethod
+    def torchscript(cls, tag: float) -> bytes:
+        import io
+
+        import torch
+
+        buffer = io.BytesIO()
+        torch.jit.save(torch.jit.script(cls.module(tag)), buffer)
+        return buffer.getvalue()
+
+    @classmethod
+    def onnx(cls, tag: float) -> bytes:
+        import io
+
+        import torch
+
+        buffer = io.BytesIO()
+        torch.onnx.export(cls.module(tag), (torch.zeros(2, 8),), buffer, dynamo=False, input_names=["x"],
+                          output_names=["y"], dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
+        return buffer.getvalue()

@@ -128,9 +128,10 @@ def test_uploads_require_a_session(app_client) -> None:  # type: ignore[no-untyp
 
 def test_private_model_is_visible_only_to_its_owner(app_client) -> None:  # type: ignore[no-untyped-def]
     owner, stranger = _as(app_client, 3), _as(app_client, 4)
-    public = owner.push_model(b"public-model", "resnet", "torchscript", private=False)
-    private = owner.push_model(b"private-model", "secret-net", "onnx", private=True)
-    assert public["content_hash"] == "0x" + keccak256(b"public-model").hex()
+    public_bytes, private_bytes = support.Tagged.torchscript(1.0), support.Tagged.onnx(2.0)
+    public = owner.push_model(public_bytes, "resnet", "torchscript", private=False)
+    private = owner.push_model(private_bytes, "secret-net", "onnx", private=True)
+    assert public["content_hash"] == "0x" + keccak256(public_bytes).hex()
     mine = {x["content_hash"] for x in owner.get("/models")}
     theirs = {x["content_hash"] for x in stranger.get("/models")}
     anonymous = {x["content_hash"] for x in app_client.get("/models").json()}
@@ -141,7 +142,7 @@ def test_private_model_is_visible_only_to_its_owner(app_client) -> None:  # type
     assert hidden.status_code == 404
     shown = app_client.get(f"/models/{private['content_hash']}/content",
                            headers={"Authorization": f"Bearer {owner.token}"})
-    assert shown.content == b"private-model"
+    assert shown.content == private_bytes
 
 
 def test_oversized_upload_gets_413_with_the_limit(app_client) -> None:  # type: ignore[no-untyped-def]
@@ -244,7 +245,8 @@ def test_blobs_serve_specs_and_public_models_openly_and_the_rest_to_the_jobs_pro
         app_client, session, market) -> None:
     renter, provider, stranger = _as(app_client, 3), _as(app_client, 1), _as(app_client, UNSTAKED)
     verifier = _as(app_client, 4)  # staked at least the verifiers' minimum
-    private_model = renter.push_model(b"blob-private-model", "p", "onnx", private=True)["content_hash"]
+    model_bytes = support.Tagged.onnx(3.0)
+    private_model = renter.push_model(model_bytes, "p", "onnx", private=True)["content_hash"]
     item = renter.upload_input(b"blob-input")
     spec = JobSpec(model=private_model, model_format="onnx", inputs=(item,), batch_size=1, tolerance_ppm=0,
                    deadline=session.now() + 3600, price_wei=10**15, provider=market.provider)
@@ -260,9 +262,9 @@ def test_blobs_serve_specs_and_public_models_openly_and_the_rest_to_the_jobs_pro
     _sync(app_client)
     # Once a funded job names them, its provider and staked verifiers (who re-execute the job
     # to audit it) may read them; nobody else.
-    assert app_client.get(f"/blobs/{private_model}", headers=provider._auth()).content == b"blob-private-model"
+    assert app_client.get(f"/blobs/{private_model}", headers=provider._auth()).content == model_bytes
     assert app_client.get(f"/blobs/{item}", headers=provider._auth()).content == b"blob-input"
-    assert app_client.get(f"/blobs/{private_model}", headers=verifier._auth()).content == b"blob-private-model"
+    assert app_client.get(f"/blobs/{private_model}", headers=verifier._auth()).content == model_bytes
     assert app_client.get(f"/blobs/{item}", headers=verifier._auth()).content == b"blob-input"
     assert app_client.get(f"/blobs/{private_model}", headers=stranger._auth()).status_code == 404
     # A competing provider has stake too, but it is no auditor: the private model stays hidden.

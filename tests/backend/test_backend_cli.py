@@ -11,6 +11,7 @@ from pathlib import Path
 
 import backend_support as support
 import httpx
+import numpy as np
 import pytest
 import typer
 from eth_account import Account
@@ -19,6 +20,7 @@ from typer.testing import CliRunner
 from backend.cli import job_app, lease_app, model_app
 from backend.client import BackendClient
 from client.keystore import PASSWORD_FILE_ENV
+from protocol.jobs import encode_output
 
 root = typer.Typer()
 root.add_typer(job_app, name="job")
@@ -55,7 +57,7 @@ def _wait_for(url: str, path: str, predicate, timeout: float = 15.0) -> dict:  #
 def test_submit_fund_commit_and_verified_result(server, chain, session, market, keystore, tmp_path) -> None:  # type: ignore[no-untyped-def]
     _, _, deployment = chain
     model_file = tmp_path / "net.pt"
-    model_file.write_bytes(b"torchscript-bytes")
+    model_file.write_bytes(support.Tagged.torchscript(21.0))
     pushed = _invoke("model", "push", str(model_file), "--keystore", str(keystore), "--backend", server, "--private")
     model_hash = re.search(r"model (0x[0-9a-f]{64})", pushed).group(1)
     listed = _invoke("model", "list", "--keystore", str(keystore), "--backend", server)
@@ -64,7 +66,7 @@ def test_submit_fund_commit_and_verified_result(server, chain, session, market, 
     inputs = tmp_path / "inputs"
     inputs.mkdir()
     for i in range(4):
-        (inputs / f"{i:03d}.bin").write_bytes(b"input-%d" % i)
+        (inputs / f"{i:03d}.bin").write_bytes(encode_output(np.full(8, i, np.float32)))
     # Private model: only private-capable providers qualify.
     provider = BackendClient.connect(server, support.anvil_key(1))
     provider.http.put(f"/providers/{market.provider}/profile", json={"private_ok": True},
@@ -107,18 +109,84 @@ def test_submit_fund_commit_and_verified_result(server, chain, session, market, 
     assert again.exit_code == 1 and "ChallengeJobAlreadyChallenged" in again.output
 
 
-def test_submit_over_budget_fails_with_a_clear_message(server, chain, keystore, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def _pushed(server: str, keystore: Path, tmp_path: Path, tag: float) -> str:
+    model_file = tmp_path / f"net-{tag}.pt"
+    model_file.write_bytes(support.Tagged.torchscript(tag))
+    pushed = _invoke("model", "push", str(model_file), "--keystore", str(keystore), "--backend", server)
+    return re.search(r"model (0x[0-9a-f]{64})", pushed).group(1)
+
+
+def _items(tmp_path: Path, *arrays: np.ndarray, raw: bytes | None = None) -> Path:
     inputs = tmp_path / "inputs"
-    inputs.mkdir()
-    (inputs / "a").write_bytes(b"a")
-    result = runner.invoke(root, ["job", "submit", "--model", "0x" + "ab" * 32, "--inputs", str(inputs),
-                                  "--max-price", "0.000000000000000001", "--keystore", str(keystore),
-                                  "--backend", server, "--rpc", chain[0].rpc_url, "--deployment", str(chain[2])])
-    assert result.exit_code == 1 and "no verified provider" in result.output
-    wrong_class = runner.invoke(root, ["job", "submit", "--model", "0x" + "ab" * 32, "--inputs", str(inputs),
-                                       "--max-price", "1", "--gpu-class", "RTX-4090", "--keystore", str(keystore),
-                                       "--backend", server, "--rpc", chain[0].rpc_url, "--deployment", str(chain[2])])
-    assert wrong_class.exit_code == 1 and "no verified provider" in wrong_class.output
+    inputs.mkdir(parents=True, exist_ok=True)
+    for i, a in enumerate(arrays):
+        (inputs / f"{i:03d}.bin").write_bytes(encode_output(a))
+    if raw is not None:
+        (inputs / "zzz.bin").write_bytes(raw)
+    return inputs
+
+
+def _submit(server: str, chain, keystore: Path, model: str, inputs: Path, *extra: str):  # type: ignore[no-untyped-def]
+    return runner.invoke(root, ["job", "submit", "--model", model, "--inputs", str(inputs), "--keystore",
+                                str(keystore), "--backend", server, "--rpc", chain[0].rpc_url, "--deployment",
+                                str(chain[2]), *extra], terminal_width=300)
+
+
+def _one_line(output: str) -> str:
+    return " ".join(output.split())
+
+
+def test_submit_says_why_no_provider_fits(server, chain, session, market, keystore, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    model = _pushed(server, keystore, tmp_path, 31.0)
+    inputs = _items(tmp_path, np.zeros(8, np.float32))
+    jobs_before = session.contract("JobEscrow").functions.jobCount().call()
+    cheap = _submit(server, chain, keystore, model, inputs, "--max-price", "0.000000000000000001")
+    said = _one_line(cheap.output)
+    assert cheap.exit_code == 1 and "below the cheapest fitting provider's price for 1 items: 0.000001 ETH" in said, said
+    wrong_class = _submit(server, chain, keystore, model, inputs, "--max-price", "1", "--gpu-class", "RTX-4090")
+    said = _one_line(wrong_class.output)
+    assert wrong_class.exit_code == 1 and "no verified provider of class RTX-4090" in said, said
+    named = _submit(server, chain, keystore, model, inputs, "--max-price", "1", "--provider", market.provider2)
+    said = _one_line(named.output)
+    assert named.exit_code == 1 and "its last Proof-of-GPU round failed" in said, said
+    assert session.contract("JobEscrow").functions.jobCount().call() == jobs_before  # nothing was funded
+
+
+def test_submit_refuses_an_unknown_model_and_junk_inputs_before_paying(server, chain, session, keystore,  # type: ignore[no-untyped-def]
+                                                                       tmp_path) -> None:
+    jobs_before = session.contract("JobEscrow").functions.jobCount().call()
+    inputs = _items(tmp_path, np.zeros(8, np.float32))
+    unknown = _submit(server, chain, keystore, "0x" + "ab" * 32, inputs, "--max-price", "1")
+    assert unknown.exit_code == 1 and "is not in the hub" in _one_line(unknown.output)
+    model = _pushed(server, keystore, tmp_path, 32.0)
+    junk = _items(tmp_path / "junk", np.zeros(8, np.float32), raw=b"a text file, not an array")
+    refused = _submit(server, chain, keystore, model, junk, "--max-price", "1")
+    assert refused.exit_code == 1 and "input item 1 is not an encoded array" in _one_line(refused.output)
+    mixed = _items(tmp_path / "mixed", np.zeros(8, np.float32), np.zeros(5, np.float32))
+    refused = _submit(server, chain, keystore, model, mixed, "--max-price", "1", "--batch-size", "2")
+    assert refused.exit_code == 1 and "items of one batch must match" in _one_line(refused.output)
+    assert session.contract("JobEscrow").functions.jobCount().call() == jobs_before
+
+
+def test_submit_refuses_inputs_the_model_cannot_run_before_paying(server, chain, session, keystore,  # type: ignore[no-untyped-def]
+                                                                  tmp_path) -> None:
+    import io
+
+    import torch
+
+    from tests.tiny_models import Tiny
+
+    buffer = io.BytesIO()
+    torch.jit.save(torch.jit.script(Tiny()), buffer)  # Linear(8, 4)
+    model_file = tmp_path / "tiny.pt"
+    model_file.write_bytes(buffer.getvalue())
+    jobs_before = session.contract("JobEscrow").functions.jobCount().call()
+    inputs = _items(tmp_path, np.zeros(5, np.float32), np.zeros(5, np.float32))
+    refused = _submit(server, chain, keystore, str(model_file), inputs, "--max-price", "1")
+    said = _one_line(refused.output)
+    assert refused.exit_code == 1 and "cannot run your input items 0..1 (shape [5] float32): run failed" in said, said
+    assert "nothing was paid" in said
+    assert session.contract("JobEscrow").functions.jobCount().call() == jobs_before
 
 
 def test_lease_start_and_stop_from_a_keystore(server, chain, session, market, keystore) -> None:  # type: ignore[no-untyped-def]

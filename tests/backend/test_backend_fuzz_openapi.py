@@ -29,7 +29,7 @@ def test_no_operation_answers_5xx_to_generated_requests(client) -> None:  # type
     schema = client.get("/openapi.json").json()
     renter = BackendClient(client, support.anvil_key(3))
     token = renter.sign_in()
-    renter.push_model(b"fuzz-model", "fuzz", "onnx", private=True)
+    renter.push_model(support.Tagged.onnx(4.0), "fuzz", "onnx", private=True)
     failures, seen = [], 0
     for case in Fuzzer(schema, seed=6).cases(CASES_PER_OPERATION, token):
         response = client.request(case.method, case.path, params=case.params, headers=case.headers,

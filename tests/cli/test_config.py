@@ -114,8 +114,7 @@ def test_backend_serve_on_any_port_signs_users_in_without_a_public_url(tmp_path:
             keystore, _ = write_keystore(tmp_path / "keys", 3)
             model = tmp_path / "m.pt"
             model.write_bytes(b"model bytes")
-            os.environ.update({"UNCHAINED_KEYSTORE_PASSWORD": KEYSTORE_PASSWORD,
-                               "UNCHAINED_PASSWORD_FILE": str(tmp_path / "pw")})
+            os.environ["UNCHAINED_PASSWORD_FILE"] = str(tmp_path / "pw")
             (tmp_path / "pw").write_text(KEYSTORE_PASSWORD + "\n")
             code = run_guarded(_tree(), ["model", "push", str(model), "--keystore", str(keystore), "--backend", url])
             out = capsys.readouterr()

@@ -47,10 +47,7 @@ def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
 def _private_env(monkeypatch: pytest.MonkeyPatch, net: dict[str, str]) -> None:
     # Commands export their flags into os.environ (the provider's settings): keep each case's own.
     monkeypatch.setattr(os, "environ", dict(os.environ))
-    # The password as every branch of the CLI reads it (a password file; the older variables).
-    os.environ.update({"UNCHAINED_PASSWORD_FILE": net["password_file"], "UNCHAINED_KEYSTORE_PASSWORD": KEYSTORE_PASSWORD,
-                       "UNCHAINED_PROVIDER_KEYSTORE_PASSWORD": KEYSTORE_PASSWORD,
-                       "UNCHAINED_VERIFIER_KEYSTORE_PASSWORD": KEYSTORE_PASSWORD,
+    os.environ.update({"UNCHAINED_PASSWORD_FILE": net["password_file"],
                        "HOME": net["root"], "COLUMNS": "200"})
     # Services reconfigure logging onto pytest's captured streams, closed after each test.
     monkeypatch.setattr(logging, "raiseExceptions", False)

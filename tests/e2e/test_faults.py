@@ -121,9 +121,9 @@ def events(market: LocalMarket, contract: str, event: str, **filters: object) ->
 
 def settlements(market: LocalMarket, job_id: int) -> int:
     """Events that settle a job's escrow: paid out, refunded at the deadline, cancelled, or
-    refunded after a dispute found the provider at fault."""
+    failed by the provider, or refunded after a dispute found the provider at fault."""
     count = sum(len(events(market, "JobEscrow", name, jobId=job_id))
-                for name in ("JobFinalized", "JobExpired", "JobCancelled"))
+                for name in ("JobFinalized", "JobExpired", "JobCancelled", "JobFailed"))
     return count + sum(e.args.providerAtFault for e in events(market, "JobEscrow", "JobUnfrozen", jobId=job_id))
 
 

@@ -239,7 +239,7 @@ def renter_cli(market: Market, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 
 
 def submit(market: Market, tmp_path: Path, job: Callable[..., str], provider: str,
-           module: torch.nn.Module | None = None) -> int:
+           module: torch.nn.Module | None = None, *extra: str) -> int:
     """`job submit` of a tiny model (built here, Tiny by default) over ITEMS; returns the job id."""
     model = tmp_path / "model.pt"
     torch.jit.save(torch.jit.script(module or Tiny()), str(model))
@@ -249,7 +249,7 @@ def submit(market: Market, tmp_path: Path, job: Callable[..., str], provider: st
         (inputs / f"item-{i}.bin").write_bytes(encode_output(item))
     said = job("submit", "--model", str(model), "--inputs", str(inputs), "--max-price", "0.05",
                "--provider", provider, "--batch-size", "4", "--tolerance-ppm", "1000",
-               "--rpc", market.chain.rpc_url, "--deployment", str(market.deployment_file))
+               "--rpc", market.chain.rpc_url, "--deployment", str(market.deployment_file), *extra)
     return int(re.search(r"job (\d+) funded", said).group(1))
 
 
@@ -353,13 +353,21 @@ def test_failure_and_mining_reports_reach_the_backend_signed_in_as_the_provider(
     job, _ = renter_cli(market, tmp_path, monkeypatch)
     api = httpx.Client(base_url=market.backend_url, timeout=10)
     with running_provider(market, tmp_path) as provider:
-        job_id = submit(market, tmp_path, job, provider.address, Raises())
-        assert wait_for(lambda: api.get(f"/jobs/{job_id}").json().get("failure"), 45), \
+        # The dry run refuses a model that raises on the inputs before any money moves...
+        (tmp_path / "checked").mkdir()
+        with pytest.raises(AssertionError, match=r"cannot\s+run\s+your\s+input"):
+            submit(market, tmp_path / "checked", job, provider.address, Raises())
+        # ...so fund it without the check: the provider fails it on-chain and the renter is
+        # refunded in the same transaction, long before the deadline.
+        job_id = submit(market, tmp_path, job, provider.address, Raises(), "--no-check")
+        assert wait_for(lambda: api.get(f"/jobs/{job_id}").json().get("failure_reason"), 45), \
             provider.worker.log.read_text()[-4000:]
-    failure = api.get(f"/jobs/{job_id}").json()["failure"]
+    shown = api.get(f"/jobs/{job_id}").json()
+    failure = shown["failure"]
     assert failure.startswith("model-error:") and "division by zero in layer 3" in failure
+    assert shown["status"] == "refunded" and int(shown["refund"]) == int(shown["price"])
     escrow = market.session.contract("JobEscrow")
-    assert JobStatus(escrow.functions.getJob(job_id).call()[8]) == JobStatus.ACCEPTED  # refunded at the deadline
+    assert JobStatus(escrow.functions.getJob(job_id).call()[8]) == JobStatus.REFUNDED
 
     agent = Agent.build(provider.settings.model_copy(update={"mining": True, "data_dir": tmp_path / "miner"}))
     assert agent.mining is not None
@@ -368,3 +376,7 @@ def test_failure_and_mining_reports_reach_the_backend_signed_in_as_the_provider(
     assert public["miner"] == agent.mining.miner.name
     assert public["hashrate"] == round(agent.mining.miner.hashrate(), 1)
     assert int(public["mining_floor_wei_per_hour"] or 0) >= floor
+    # The agent's heartbeat reaches the backend signed in as the provider: it is shown alive.
+    agent.beat()
+    public = api.get(f"/providers/{provider.address.lower()}").json()
+    assert public["last_seen_at"] is not None and public["available"] is True

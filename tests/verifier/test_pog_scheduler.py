@@ -110,3 +110,24 @@ def test_at_most_max_concurrent_rounds_run_at_once():
 def test_nonsense_parameters_are_refused():
     with pytest.raises(VerifierError):
         PogScheduler(lambda p: True, max_concurrent=0)
+
+
+def test_a_never_verified_provider_gets_its_first_round_on_the_next_tick():
+    """A new provider cannot take jobs until it passes: its first round is due at once, not at a
+    random point of the jitter window (which defaults to an hour)."""
+    ran = []
+    sched, clock = make(lambda p: ran.append(p) or True)
+    fresh = [ProviderState("new", active=True, leased=False, recorded=False),
+             ProviderState("old", active=True, leased=False, recorded=True)]
+    reports = sched.tick(fresh)
+    assert [r.provider for r in reports] == ["new"] and ran == ["new"]
+    assert sched.next_round_at("new") >= clock.now + 100  # then the normal interval
+    assert 1000 <= sched.next_round_at("old") <= 1010  # a verified one keeps its random offset
+
+
+def test_a_new_provider_that_is_leased_or_inactive_is_not_benchmarked_at_once():
+    ran = []
+    sched, _ = make(lambda p: ran.append(p) or True)
+    sched.tick([ProviderState("a", active=False, leased=False, recorded=False),
+                ProviderState("b", active=True, leased=True, recorded=False)])
+    assert ran == []

@@ -33,10 +33,13 @@ def to_public(db, job: m.Job) -> JobPublic:  # type: ignore[no-untyped-def]
     public = JobPublic.model_validate(job)
     spec = db.get(m.JobSpecRecord, job.spec_hash)
     dispatch = db.get(m.Dispatch, job.job_id)
-    failure = db.get(m.JobFailure, job.job_id)
+    report = db.get(m.JobFailure, job.job_id)
+    # The on-chain reason is the record (the provider signed it with the refund); an off-chain
+    # report covers a failure the provider could not put on-chain (e.g. past the deadline).
+    failure = job.failure_reason or (f"{report.kind}: {report.error}" if report else None)
     return public.model_copy(update={"spec": json.loads(spec.canonical) if spec else None,
                                      "dispatched_to": dispatch.queue if dispatch else None,
-                                     "failure": f"{failure.kind}: {failure.error}" if failure else None})
+                                     "failure": failure})
 
 
 @router.get("", response_model=list[JobPublic])

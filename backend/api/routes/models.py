@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request
@@ -8,11 +9,24 @@ from fastapi.responses import FileResponse, Response
 
 from backend import hub
 from backend.api.deps import BINARY_BODY, BackendDep, DbDep, SignedInDep, ViewerDep, receive_upload
-from backend.api.schemas import ADDRESS_PATTERN, HASH_PATTERN, InputStored, ModelPublic
+from backend.api.schemas import ADDRESS_PATTERN, HASH_PATTERN, InputStored, ModelCheck, ModelCheckRequest, ModelPublic
+from backend.model_check import CheckLimits, ModelChecker
+from backend.settings import Settings
 from protocol.jobs import MODEL_FORMATS
 
 router = APIRouter(tags=["models"])
 HashPath = Annotated[str, Path(pattern=HASH_PATTERN)]
+
+
+@lru_cache(maxsize=4)
+def _checker(limits: CheckLimits) -> ModelChecker:
+    return ModelChecker(limits)
+
+
+def model_checker(settings: Settings) -> ModelChecker:
+    """One checker (its slots and verdict cache) per set of limits in this process."""
+    return _checker(CheckLimits(settings.model_check_memory_bytes, settings.model_check_timeout_s,
+                                settings.model_check_concurrency))
 
 
 @router.post("/models", response_model=ModelPublic, status_code=201, responses={401: {}, 413: {}, 422: {}},
@@ -24,10 +38,12 @@ async def upload_model(
     private: bool = False,
 ) -> ModelPublic:
     """Uploads a model file (the body); its id is keccak256 of the bytes. Private models are
-    listed and served only to their owner."""
+    listed and served only to their owner. The file must load as `format` (checked in a
+    limited child process): anything else is refused with 422."""
     upload = await receive_upload(request, backend.blobs, backend.settings.max_model_bytes, "model")
     try:
-        row = await run_in_threadpool(hub.store_model, db, owner, name, format, private, upload)
+        row = await run_in_threadpool(hub.store_model, db, owner, name, format, private, upload,
+                                      model_checker(backend.settings))
     finally:
         upload.discard()
     backend.metrics.upload_bytes.labels("model").inc(upload.size)
@@ -44,6 +60,21 @@ def list_models(viewer: ViewerDep, db: DbDep,
 @router.get("/models/{content_hash}", response_model=ModelPublic, responses={404: {}})
 def get_model(content_hash: HashPath, viewer: ViewerDep, db: DbDep) -> ModelPublic:
     return ModelPublic.model_validate(hub.visible_model(db, content_hash, viewer))
+
+
+@router.post("/models/{content_hash}/check", response_model=ModelCheck, responses={401: {}, 403: {}, 404: {},
+                                                                                 422: {}, 503: {}})
+def check_model(content_hash: HashPath, body: ModelCheckRequest, viewer: SignedInDep, backend: BackendDep,
+                db: DbDep) -> ModelCheck:
+    """Dry run before paying: runs the given input items (your uploads, 1..16, as one batch)
+    through the model in a limited child process. `ok` false says why a provider would fail
+    the job (`stage`: load, input or run; `limits`: the check ran out of time or memory here)."""
+    verdict = hub.dry_run(db, backend.blobs, model_checker(backend.settings), viewer, content_hash, body.inputs)
+    model = hub.visible_model(db, content_hash, viewer)
+    return ModelCheck(model=model.content_hash, format=model.format, items=len(body.inputs), ok=verdict.ok,
+                      stage=verdict.stage, error=verdict.error or None,
+                      output_shape=list(verdict.output_shape) if verdict.output_shape is not None else None,
+                      output_dtype=verdict.output_dtype)
 
 
 @router.get("/models/{content_hash}/content", response_class=Response,

@@ -1,12 +1,13 @@
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
 from sqlalchemy import select
 
 from backend import models as m
-from backend.api.deps import DbDep, SignedInDep
+from backend.api.deps import BackendDep, DbDep, SignedInDep
 from backend.api.schemas import (
     ADDRESS_PATTERN,
     MiningReport,
@@ -14,7 +15,7 @@ from backend.api.schemas import (
     ProviderProfileUpdate,
     ProviderPublic,
 )
-from backend.auth import utcnow
+from backend.auth import _aware, utcnow
 from backend.errors import Forbidden, NotFound
 from backend.matching import Candidate, mining_floor, reputation
 
@@ -22,9 +23,11 @@ router = APIRouter(prefix="/providers", tags=["providers"])
 AddressPath = Annotated[str, Path(pattern=ADDRESS_PATTERN)]
 
 
-def to_public(db, p: m.Provider) -> ProviderPublic:  # type: ignore[no-untyped-def]
+def to_public(db, p: m.Provider, stale_after_s: float | None = None) -> ProviderPublic:  # type: ignore[no-untyped-def]
     stake = db.get(m.Stake, p.address)
     profile = db.get(m.ProviderProfile, p.address)
+    seen = _aware(profile.last_seen_at) if profile and profile.last_seen_at else None
+    stale = seen is not None and stale_after_s is not None and utcnow() - seen > timedelta(seconds=stale_after_s)
     rep = reputation(Candidate(p.address, None, 0, False, True, 0, 0, None, frozenset(), False,
                                p.challenges_won, p.challenges_lost))
     return ProviderPublic(
@@ -40,15 +43,20 @@ def to_public(db, p: m.Provider) -> ProviderPublic:  # type: ignore[no-untyped-d
         mining_floor_wei_per_hour=mining_floor(p, profile),
         miner=profile.miner if profile else None,
         hashrate=profile.hashrate if profile else None,
+        last_seen_at=seen,
+        available=bool(p.active and not stale),
     )
 
 
 @router.get("", response_model=list[ProviderPublic])
 def list_providers(
     db: DbDep,
+    backend: BackendDep,
     verified: Annotated[bool | None, Query(description="only providers whose last PoG round passed")] = None,
     gpu_class: Annotated[str | None, Query(max_length=32)] = None,
     active: bool | None = None,
+    available: Annotated[bool | None, Query(description=(
+        "only providers that are active and whose agent sent a heartbeat recently (not crashed)"))] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
     offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
 ) -> list[ProviderPublic]:
@@ -59,15 +67,29 @@ def list_providers(
         query = query.where(m.Provider.gpu_class == gpu_class)
     if active is not None:
         query = query.where(m.Provider.active.is_(active))
-    return [to_public(db, p) for p in db.scalars(query.limit(limit).offset(offset))]
+    rows = [to_public(db, p, backend.settings.provider_stale_s) for p in db.scalars(query)]
+    if available is not None:
+        rows = [r for r in rows if r.available is available]
+    return rows[offset:offset + limit]
+
+
+@router.post("/{address}/heartbeat", status_code=204, responses={401: {}, 403: {}, 404: {}})
+def heartbeat(address: AddressPath, signer: SignedInDep, db: DbDep) -> None:
+    """The provider agent says it is alive (signed in as the provider), every heartbeat. A
+    provider silent for longer than the backend's bound (UNCHAINED_BACKEND_PROVIDER_STALE_S) is
+    shown unavailable and not offered to renters."""
+    _, profile = _own_profile(db, signer, address)
+    profile.last_seen_at = profile.updated_at = utcnow()
+    db.add(profile)
+    db.commit()
 
 
 @router.get("/{address}", response_model=ProviderPublic, responses={404: {}})
-def get_provider(address: AddressPath, db: DbDep) -> ProviderPublic:
+def get_provider(address: AddressPath, db: DbDep, backend: BackendDep) -> ProviderPublic:
     provider = db.get(m.Provider, address.lower())
     if provider is None:
         raise NotFound("provider", address)
-    return to_public(db, provider)
+    return to_public(db, provider, backend.settings.provider_stale_s)
 
 
 @router.get("/{address}/pog", response_model=list[PogRoundPublic])

@@ -1,0 +1,86 @@
+"""`unchained job refund ID`: what the escrow owes a renter for one job, taken with the call the
+contract allows now (cancel before the provider accepts, refundExpired after the deadline), or
+an exact account of why not yet and from when. Runs in the renter's process with its own key;
+the refund is credited to the renter's pull balance (`unchained withdraw` pays it out)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from web3 import Web3
+
+from backend.errors import BackendError
+from backend.wallet import Wallet
+
+ZERO = "0x" + "00" * 20
+FUNDED, ACCEPTED, COMMITTED, FINALIZED, REFUNDED = 1, 2, 3, 4, 5  # IJobEscrow.JobStatus
+WITHDRAW_HINT = "`unchained withdraw` pays it out"
+
+
+class NotRefundable(BackendError):
+    """The job owes the caller nothing now; the message says why and, if it will, from when."""
+
+
+def _amount(wei: int, token: str) -> str:
+    return f"{Web3.from_wei(wei, 'ether')} ETH" if int(token, 16) == 0 else f"{wei} units of token {token}"
+
+
+def _date(unix: int) -> str:
+    return datetime.fromtimestamp(unix, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _duration(seconds: int) -> str:
+    seconds = max(0, seconds)
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours} h {minutes} min" if hours else f"{minutes} min {secs} s" if minutes else f"{secs} s"
+
+
+def refund_job(wallet: Wallet, job_id: int) -> str:
+    """Refunds job `job_id` if the escrow allows it now; returns what happened. Raises
+    NotRefundable (why not, and when it will be) or WalletError (the transaction failed)."""
+    escrow = wallet.contract("JobEscrow")
+    job = escrow.functions.getJob(job_id).call()
+    renter, provider, token, price = job[0], job[1], job[2], job[3]
+    deadline, window_end, status, frozen = job[5], job[7], job[8], job[9]
+    if status == 0:
+        raise NotRefundable(f"job {job_id} does not exist on this chain (last job: "
+                            f"{escrow.functions.jobCount().call()})")
+    me = wallet.account.address
+    mine = renter.lower() == me.lower()
+    now = int(wallet.web3.eth.get_block("latest")["timestamp"])
+    if status == REFUNDED:
+        owed = escrow.functions.owedTo(token, renter).call()
+        where = f"{WITHDRAW_HINT}" if owed else "it has been withdrawn already"
+        raise NotRefundable(f"job {job_id} is already refunded: {_amount(price, token)} went to renter {renter}; "
+                            f"{where}")
+    if status == FINALIZED:
+        raise NotRefundable(f"job {job_id} was delivered and paid to provider {provider}: nothing to refund")
+    if status == COMMITTED:
+        if frozen:
+            raise NotRefundable(f"job {job_id} is held by a challenge: it is refunded only if the challenge or "
+                                "dispute finds the provider at fault")
+        if now < window_end:
+            raise NotRefundable(f"provider {provider} committed a result for job {job_id}: not refundable unless a "
+                                f"challenge finds it wrong; challenge it with `unchained job challenge {job_id}` "
+                                f"before {_date(window_end)} (in {_duration(window_end - now)})")
+        raise NotRefundable(f"provider {provider} committed a result for job {job_id} and its challenge window "
+                            f"closed at {_date(window_end)}: it pays the provider, nothing to refund")
+    if status == FUNDED and mine:
+        receipt = wallet.send(escrow.functions.cancel(job_id))
+        refund = escrow.events.JobCancelled().process_receipt(receipt)[0]["args"]["refund"]
+        return (f"job {job_id} cancelled before the provider accepted it: {_amount(refund, token)} credited to you "
+                f"in JobEscrow (tx 0x{bytes(receipt['transactionHash']).hex()}); {WITHDRAW_HINT}")
+    if now >= deadline:
+        receipt = wallet.send(escrow.functions.refundExpired(job_id))
+        refund = escrow.events.JobExpired().process_receipt(receipt)[0]["args"]["refund"]
+        to = "you" if mine else f"renter {renter}"
+        return (f"job {job_id} passed its deadline {_date(deadline)} without a result: {_amount(refund, token)} "
+                f"credited to {to} in JobEscrow (tx 0x{bytes(receipt['transactionHash']).hex()}); {WITHDRAW_HINT}")
+    if not mine:
+        raise NotRefundable(f"job {job_id} belongs to renter {renter}, not {me}; only its renter can cancel it, and "
+                            f"anyone can refund it to the renter after its deadline {_date(deadline)}")
+    raise NotRefundable(f"not yet: provider {provider} accepted job {job_id}. If it cannot run the job it fails it "
+                        f"on-chain and you are refunded at once; otherwise, without a result, it is refundable "
+                        f"from {_date(deadline)} (in {_duration(deadline - now)}) with `unchained job refund "
+                        f"{job_id}`")
