@@ -303,7 +303,7 @@ def test_client_refuses_to_sign_in_for_another_domain(chain, market, tmp_path) -
 def test_model_times_carry_their_zone(app_client) -> None:  # type: ignore[no-untyped-def]
     import re
 
-    _as(app_client, 3).push_model(b"zoned-model", "zoned", "torchscript", private=False)
+    _as(app_client, 3).push_model(support.Tagged.torchscript(3.0), "zoned", "torchscript", private=False)
     rows = app_client.get("/models").json()
     assert rows and all(re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$", r["created_at"])
                         for r in rows), [r["created_at"] for r in rows]
