@@ -208,6 +208,37 @@ def custom_error() -> Callable[..., str]:
     return message
 
 
+@pytest.fixture(scope="session")
+def deploy_revert() -> Callable[..., str]:
+    """Why deploying `container` with `args` from `sender` reverts, in `custom_error`'s format
+    (`deploy_revert(Staking, 0, 1, treasury, sender=admin) == custom_error(...)`); '' when it
+    would not revert. The creation code runs in eth_call, which anvil and Hardhat answer alike
+    (brownie 1.22 cannot decode a reverted deployment transaction on Hardhat)."""
+    from brownie.exceptions import decode_typed_error
+
+    def run(container, *args: object, sender: Account) -> str:
+        data = container.deploy.encode_input(*args)
+        try:
+            brownie.web3.eth.call({"from": sender.address, "data": data})
+        except ValueError as exc:
+            return decode_typed_error(_revert_data(exc))
+        return ""
+
+    return run
+
+
+def _revert_data(exc: ValueError) -> str:
+    """The revert data of a failed eth_call: anvil sends it as `data`, Hardhat as the `reason`
+    of the one entry of a `data` object."""
+    payload = exc.args[0] if exc.args and isinstance(exc.args[0], dict) else {}
+    data = payload.get("data", getattr(exc, "data", None))
+    if isinstance(data, dict) and len(data) == 1:
+        data = next(iter(data.values())).get("reason")
+    if not isinstance(data, str) or not data.startswith("0x"):
+        raise exc
+    return data
+
+
 def _abi_str(value: object) -> str:
     if hasattr(value, "address"):  # an account or a contract
         return str(value.address).lower()

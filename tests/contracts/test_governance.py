@@ -158,43 +158,45 @@ def _config(unchained, treasury, response=RESPONSE_WINDOW, fraud=FRAUD_WINDOW, e
 
 
 def test_challenge_windows_longer_than_the_unbonding_delay_are_refused(
-    ChallengeManager, unchained, treasury, admin, custom_error
+    ChallengeManager, unchained, treasury, admin, custom_error, deploy_revert
 ):
     """A provider unbonding when its PoG round is requested must still be slashable when the
-    fraud window of its last answer closes: commit + root challenge + response + fraud < delay."""
+    fraud window of its last answer closes: commit + root challenge + response + fraud < delay.
+    (Here the job path, which shares the response window, is longer still and is reported.)"""
     pog = unchained["proof_of_gpu"]
     pog_rest = pog.commitWindow() + pog.rootChallengePeriod() + FRAUD_WINDOW
     response = UNBONDING_DELAY - pog_rest  # exactly the delay: one second too long
     job_path = unchained["escrow"].challengeWindow() + response + ESCALATION_WINDOW + unchained[
         "dispute_committee"].voteWindow()
-    with brownie.reverts(custom_error("ChallengeWindowsExceedUnbonding", max(UNBONDING_DELAY, job_path),
-                                      UNBONDING_DELAY)):
-        ChallengeManager.deploy(_config(unchained, treasury, response=response), {"from": admin})
+    reason = deploy_revert(ChallengeManager, _config(unchained, treasury, response=response), sender=admin)
+    assert reason == custom_error("ChallengeWindowsExceedUnbonding", max(UNBONDING_DELAY, job_path), UNBONDING_DELAY)
 
 
 def test_job_dispute_path_longer_than_the_unbonding_delay_is_refused(
-    ChallengeManager, unchained, treasury, admin, custom_error
+    ChallengeManager, unchained, treasury, admin, custom_error, deploy_revert
 ):
     """A challenger found wrong by the committee is slashed after response + escalation + vote."""
     escalation = UNBONDING_DELAY - DAY - RESPONSE_WINDOW - DAY  # challenge window and vote are a day each
-    with brownie.reverts(custom_error("ChallengeWindowsExceedUnbonding", UNBONDING_DELAY, UNBONDING_DELAY)):
-        ChallengeManager.deploy(_config(unchained, treasury, escalation=escalation), {"from": admin})
+    reason = deploy_revert(ChallengeManager, _config(unchained, treasury, escalation=escalation), sender=admin)
+    assert reason == custom_error("ChallengeWindowsExceedUnbonding", UNBONDING_DELAY, UNBONDING_DELAY)
     ok = ChallengeManager.deploy(_config(unchained, treasury, escalation=escalation - 1), {"from": admin})
     assert ok.escalationWindow() == escalation - 1
 
 
 @pytest.mark.parametrize("field", ["response", "fraud", "escalation"])
-def test_zero_challenge_windows_are_refused(ChallengeManager, unchained, treasury, admin, field, custom_error):
-    with brownie.reverts(custom_error("ChallengeZeroWindow")):
-        ChallengeManager.deploy(_config(unchained, treasury, **{field: 0}), {"from": admin})
+def test_zero_challenge_windows_are_refused(
+    ChallengeManager, unchained, treasury, admin, field, custom_error, deploy_revert
+):
+    reason = deploy_revert(ChallengeManager, _config(unchained, treasury, **{field: 0}), sender=admin)
+    assert reason == custom_error("ChallengeZeroWindow")
 
 
-def test_bond_fee_above_the_cap_is_refused(ChallengeManager, unchained, treasury, admin, custom_error):
-    with brownie.reverts(custom_error("ChallengeBadFeeBps", 1_001)):
-        ChallengeManager.deploy(_config(unchained, treasury, fee=1_001), {"from": admin})
+def test_bond_fee_above_the_cap_is_refused(ChallengeManager, unchained, treasury, admin, custom_error, deploy_revert):
+    reason = deploy_revert(ChallengeManager, _config(unchained, treasury, fee=1_001), sender=admin)
+    assert reason == custom_error("ChallengeBadFeeBps", 1_001)
 
 
 @pytest.mark.parametrize("window", [0, WEEK + 1])
-def test_vote_window_out_of_bounds_is_refused(DisputeCommittee, staking, admin, window, custom_error):
-    with brownie.reverts(custom_error("DisputeCommitteeInvalidVoteWindow", window, WEEK)):
-        DisputeCommittee.deploy(staking, MIN_VOTER_STAKE, QUORUM_WEIGHT, window, {"from": admin})
+def test_vote_window_out_of_bounds_is_refused(DisputeCommittee, staking, admin, window, custom_error, deploy_revert):
+    reason = deploy_revert(DisputeCommittee, staking, MIN_VOTER_STAKE, QUORUM_WEIGHT, window, sender=admin)
+    assert reason == custom_error("DisputeCommitteeInvalidVoteWindow", window, WEEK)

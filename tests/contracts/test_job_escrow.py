@@ -469,15 +469,14 @@ def test_withdraw_reverts_when_receiver_rejects_ether(escrow, active_provider, a
     ],
 )
 def test_constructor_rejects_parameters_out_of_bounds(
-    JobEscrow, registry, admin, treasury, window, fee, duration, error, custom_error
+    JobEscrow, registry, admin, treasury, window, fee, duration, error, custom_error, deploy_revert
 ):
-    with brownie.reverts(custom_error(*error)):
-        JobEscrow.deploy(registry, treasury, window, fee, duration, {"from": admin})
+    assert deploy_revert(JobEscrow, registry, treasury, window, fee, duration, sender=admin) == custom_error(*error)
 
 
-def test_constructor_rejects_zero_treasury(JobEscrow, registry, admin, custom_error):
-    with brownie.reverts(custom_error("JobEscrowZeroAddress")):
-        JobEscrow.deploy(registry, ZERO_ADDRESS, CHALLENGE_WINDOW, PROTOCOL_FEE_BPS, WEEK, {"from": admin})
+def test_constructor_rejects_zero_treasury(JobEscrow, registry, admin, custom_error, deploy_revert):
+    reason = deploy_revert(JobEscrow, registry, ZERO_ADDRESS, CHALLENGE_WINDOW, PROTOCOL_FEE_BPS, WEEK, sender=admin)
+    assert reason == custom_error("JobEscrowZeroAddress")
 
 
 def test_escrow_reads_stake_rules_from_its_registry(escrow, registry, staking):

@@ -201,11 +201,12 @@ def test_set_pog_status_reverts_for_unregistered_provider(registry, stranger, po
         registry.setPogStatus(stranger, 1, bytes(32), 0, False, {"from": pog})
 
 
-def test_min_provider_stake_is_fixed_and_not_zero(ProviderRegistry, registry, staking, admin, custom_error):
+def test_min_provider_stake_is_fixed_and_not_zero(
+    ProviderRegistry, registry, staking, admin, custom_error, deploy_revert
+):
     assert registry.minProviderStake() == MIN_PROVIDER_STAKE
     assert registry.staking() == staking
-    with brownie.reverts(custom_error("ProviderRegistryZeroMinStake")):
-        ProviderRegistry.deploy(staking, 0, {"from": admin})
+    assert deploy_revert(ProviderRegistry, staking, 0, sender=admin) == custom_error("ProviderRegistryZeroMinStake")
 
 
 def test_pog_role_is_granted_once_by_the_deployer(registry, proof_of_gpu, pog, admin, stranger, custom_error):

@@ -224,14 +224,14 @@ def test_withdraw_reverts_when_receiver_rejects_ether(staking, provider, slasher
         ((UNBONDING_DELAY, 10_001), ("StakingInvalidBps", 10_001)),
     ],
 )
-def test_constructor_rejects_parameters_out_of_bounds(Staking, admin, treasury, args, error, custom_error):
-    with brownie.reverts(custom_error(*error)):
-        Staking.deploy(*args, treasury, {"from": admin})
+def test_constructor_rejects_parameters_out_of_bounds(Staking, admin, treasury, args, error, custom_error,
+                                                     deploy_revert):
+    assert deploy_revert(Staking, *args, treasury, sender=admin) == custom_error(*error)
 
 
-def test_constructor_rejects_zero_treasury(Staking, admin, custom_error):
-    with brownie.reverts(custom_error("StakingZeroAddress")):
-        Staking.deploy(UNBONDING_DELAY, SLASH_REWARD_BPS, brownie.ZERO_ADDRESS, {"from": admin})
+def test_constructor_rejects_zero_treasury(Staking, admin, custom_error, deploy_revert):
+    assert deploy_revert(Staking, UNBONDING_DELAY, SLASH_REWARD_BPS, brownie.ZERO_ADDRESS, sender=admin) == (
+        custom_error("StakingZeroAddress"))
 
 
 def test_longest_delay_still_unbonds_and_releases(Staking, admin, treasury, verifier):
