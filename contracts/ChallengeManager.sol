@@ -30,6 +30,8 @@ contract ChallengeManager is IChallengeManager {
     uint256 private constant MIN_POG_K = 32;
     uint256 private constant JOB_LEAF_BYTES = 32;
     uint256 private constant BPS = 10_000;
+    /// @notice Largest treasury share of a bond paid to a provider (Config.feeBps).
+    uint16 public constant MAX_FEE_BPS = 1_000;
 
     /// @notice Stake checks and slashing (this contract holds SLASHER_ROLE there).
     IStaking public immutable staking;
@@ -74,7 +76,8 @@ contract ChallengeManager is IChallengeManager {
             config.staking == address(0) || config.pog == address(0) || config.escrow == address(0)
                 || config.committee == address(0) || config.treasury == address(0)
         ) revert ChallengeZeroAddress();
-        if (config.feeBps > BPS) revert ChallengeBadFeeBps(config.feeBps);
+        if (config.feeBps > MAX_FEE_BPS) revert ChallengeBadFeeBps(config.feeBps);
+        _checkWindows(config);
         staking = IStaking(config.staking);
         pog = IProofOfGpu(config.pog);
         escrow = IJobEscrow(config.escrow);
@@ -88,6 +91,24 @@ contract ChallengeManager is IChallengeManager {
         responseWindow = config.responseWindow;
         fraudWindow = config.fraudWindow;
         escalationWindow = config.escalationWindow;
+    }
+
+    /// @dev Reverts unless every slash can land before the stake it targets leaves Staking: the
+    /// longest path from the last moment a party can start unbonding (a provider while its PoG
+    /// round is open, a challenger when it opens a job challenge) to its slash must be shorter
+    /// than the unbonding delay. Job providers are also covered by JobEscrow's stake lock.
+    function _checkWindows(Config memory config) private view {
+        if (config.responseWindow == 0 || config.fraudWindow == 0 || config.escalationWindow == 0) {
+            revert ChallengeZeroWindow();
+        }
+        IProofOfGpu pog_ = IProofOfGpu(config.pog);
+        uint256 pogPath = uint256(pog_.commitWindow()) + pog_.rootChallengePeriod() + config.responseWindow
+            + config.fraudWindow;
+        uint256 jobPath = uint256(IJobEscrow(config.escrow).challengeWindow()) + config.responseWindow
+            + config.escalationWindow + IDisputeCommittee(config.committee).voteWindow();
+        uint256 exposure = pogPath > jobPath ? pogPath : jobPath;
+        uint256 delay = IStaking(config.staking).unbondingDelay();
+        if (exposure >= delay) revert ChallengeWindowsExceedUnbonding(exposure, delay);
     }
 
     /// @inheritdoc IChallengeManager

@@ -1,17 +1,20 @@
 // SPDX-License-Identifier: MIT
 pragma solidity 0.8.24;
 
-import {AccessControl} from "@openzeppelin/contracts/access/AccessControl.sol";
+import {OneTimeWiring} from "./access/OneTimeWiring.sol";
 import {IDisputeCommittee, IDisputeResolver} from "./interfaces/IDisputeCommittee.sol";
 import {IStaking} from "./interfaces/IStaking.sol";
 
 /// @title Stake-weighted committee vote on job disputes
-/// @notice Grant OPENER_ROLE to the ChallengeManager. Parameters are fixed at deployment.
+/// @notice The deployer grants OPENER_ROLE to the ChallengeManager once (OneTimeWiring).
+/// Parameters are fixed at deployment.
 /// @dev Where the design is silent: a tie counts as no fault found; the job's renter is not
 /// excluded from voting unless it is the challenger (the committee does not know the job).
-contract DisputeCommittee is IDisputeCommittee, AccessControl {
+contract DisputeCommittee is IDisputeCommittee, OneTimeWiring {
     /// @notice Role of contracts allowed to open disputes (the ChallengeManager).
     bytes32 public constant OPENER_ROLE = keccak256("OPENER_ROLE");
+    /// @notice Longest vote window a deployment may set.
+    uint64 public constant MAX_VOTE_WINDOW = 7 days;
 
     /// @notice Staking contract whose bonded stake is a voter's weight.
     IStaking public immutable staking;
@@ -27,18 +30,24 @@ contract DisputeCommittee is IDisputeCommittee, AccessControl {
     mapping(uint256 disputeId => Dispute) private _disputes;
     mapping(uint256 disputeId => mapping(address voter => bool)) private _voted;
 
-    /// @param admin holder of DEFAULT_ADMIN_ROLE (grants OPENER_ROLE to the ChallengeManager)
     /// @param staking_ Staking contract (voter weights)
     /// @param minVoterStake_ wei a voter must have bonded
     /// @param quorumWeight_ smallest total weight (wei of stake) for a verdict
-    /// @param voteWindow_ seconds a dispute stays open for votes
-    constructor(address admin, IStaking staking_, uint256 minVoterStake_, uint256 quorumWeight_, uint64 voteWindow_) {
-        if (admin == address(0) || address(staking_) == address(0)) revert DisputeCommitteeZeroAddress();
-        _grantRole(DEFAULT_ADMIN_ROLE, admin);
+    /// @param voteWindow_ seconds a dispute stays open for votes, 1..MAX_VOTE_WINDOW
+    constructor(IStaking staking_, uint256 minVoterStake_, uint256 quorumWeight_, uint64 voteWindow_) {
+        if (address(staking_) == address(0)) revert DisputeCommitteeZeroAddress();
+        if (voteWindow_ == 0 || voteWindow_ > MAX_VOTE_WINDOW) {
+            revert DisputeCommitteeInvalidVoteWindow(voteWindow_, MAX_VOTE_WINDOW);
+        }
         staking = staking_;
         minVoterStake = minVoterStake_;
         quorumWeight = quorumWeight_;
         voteWindow = voteWindow_;
+    }
+
+    /// @inheritdoc IDisputeCommittee
+    function wire(address[] calldata openers) external wiring {
+        _grantAll(OPENER_ROLE, openers);
     }
 
     /// @inheritdoc IDisputeCommittee

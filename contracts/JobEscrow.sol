@@ -1,20 +1,27 @@
 // SPDX-License-Identifier: MIT
 pragma solidity 0.8.24;
 
-import {AccessControl} from "@openzeppelin/contracts/access/AccessControl.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
+import {OneTimeWiring} from "./access/OneTimeWiring.sol";
 import {IJobEscrow} from "./interfaces/IJobEscrow.sol";
 import {IProviderRegistry} from "./interfaces/IProviderRegistry.sol";
+import {IStaking} from "./interfaces/IStaking.sol";
 
 /// @title JobEscrow
 /// @notice Escrow of job payments; see IJobEscrow. For every token, the balance held equals the
-/// price of every job still Funded, Accepted or Committed plus all pull balances.
-contract JobEscrow is IJobEscrow, AccessControl {
+/// price of every job still Funded, Accepted or Committed plus all pull balances. DISPUTE_ROLE is
+/// granted once by the deployer (OneTimeWiring); parameters are immutable. The provider's stake
+/// is locked in Staking from accept until the job is paid or refunded.
+contract JobEscrow is IJobEscrow, OneTimeWiring {
     using SafeERC20 for IERC20;
 
     bytes32 public constant DISPUTE_ROLE = keccak256("DISPUTE_ROLE");
     uint16 public constant MAX_FEE_BPS = 1_000;
+    /// @inheritdoc IJobEscrow
+    uint64 public constant MAX_CHALLENGE_WINDOW = 7 days;
+    /// @inheritdoc IJobEscrow
+    uint64 public constant MAX_JOB_DURATION_LIMIT = 30 days;
     uint256 public constant MAX_FAILURE_REASON_BYTES = 256;
     uint256 private constant BPS = 10_000;
 
@@ -36,24 +43,55 @@ contract JobEscrow is IJobEscrow, AccessControl {
     }
 
     IProviderRegistry public immutable registry;
+    /// @notice The registry's Staking: provider stake is checked and locked there.
+    IStaking public immutable staking;
+    /// @notice The registry's minimum provider stake, required at accept and commit.
+    uint256 public immutable minProviderStake;
     /// @inheritdoc IJobEscrow
     uint256 public jobCount;
     /// @inheritdoc IJobEscrow
-    uint64 public challengeWindow;
+    uint64 public immutable challengeWindow;
     /// @inheritdoc IJobEscrow
-    uint16 public protocolFeeBps;
+    uint64 public immutable maxJobDuration;
     /// @inheritdoc IJobEscrow
-    address public treasury;
+    uint16 public immutable protocolFeeBps;
+    /// @inheritdoc IJobEscrow
+    address public immutable treasury;
 
     mapping(uint256 jobId => StoredJob) private _jobs;
     mapping(address token => mapping(address account => uint256)) private _owed;
 
-    constructor(IProviderRegistry registry_, address treasury_, uint64 challengeWindow_, uint16 protocolFeeBps_) {
+    /// @param challengeWindow_ seconds a commit can be challenged, at most MAX_CHALLENGE_WINDOW
+    /// @param protocolFeeBps_ fee on finalized jobs, at most MAX_FEE_BPS
+    /// @param maxJobDuration_ longest time from funding to a job's deadline, at most
+    /// MAX_JOB_DURATION_LIMIT
+    constructor(
+        IProviderRegistry registry_,
+        address treasury_,
+        uint64 challengeWindow_,
+        uint16 protocolFeeBps_,
+        uint64 maxJobDuration_
+    ) {
+        if (address(registry_) == address(0) || treasury_ == address(0)) revert JobEscrowZeroAddress();
+        if (challengeWindow_ == 0 || challengeWindow_ > MAX_CHALLENGE_WINDOW) {
+            revert JobEscrowInvalidWindow(challengeWindow_);
+        }
+        if (protocolFeeBps_ > MAX_FEE_BPS) revert JobEscrowInvalidFee(protocolFeeBps_);
+        if (maxJobDuration_ == 0 || maxJobDuration_ > MAX_JOB_DURATION_LIMIT) {
+            revert JobEscrowInvalidMaxDuration(maxJobDuration_);
+        }
         registry = registry_;
-        _grantRole(DEFAULT_ADMIN_ROLE, msg.sender);
-        setTreasury(treasury_);
-        setChallengeWindow(challengeWindow_);
-        setProtocolFeeBps(protocolFeeBps_);
+        staking = registry_.staking();
+        minProviderStake = registry_.minProviderStake();
+        treasury = treasury_;
+        challengeWindow = challengeWindow_;
+        protocolFeeBps = protocolFeeBps_;
+        maxJobDuration = maxJobDuration_;
+    }
+
+    /// @inheritdoc IJobEscrow
+    function wire(address[] calldata disputers) external wiring {
+        _grantAll(DISPUTE_ROLE, disputers);
     }
 
     /// @inheritdoc IJobEscrow
@@ -84,6 +122,8 @@ contract JobEscrow is IJobEscrow, AccessControl {
         if (block.timestamp >= job.deadline) revert JobEscrowDeadlinePassed(jobId, job.deadline);
         job.status = JobStatus.Accepted;
         emit JobAccepted(jobId, msg.sender);
+        // Reverts below the minimum stake; the stake cannot start unbonding until the job settles.
+        staking.lockStake(msg.sender, minProviderStake);
     }
 
     /// @inheritdoc IJobEscrow
@@ -94,6 +134,8 @@ contract JobEscrow is IJobEscrow, AccessControl {
         if (block.timestamp >= job.deadline) revert JobEscrowDeadlinePassed(jobId, job.deadline);
         if (outputRoot == bytes32(0) || itemCount == 0) revert JobEscrowEmptyResult();
         if (itemCount > type(uint128).max) revert JobEscrowItemCountTooLarge(itemCount);
+        uint256 stake = staking.stakeOf(msg.sender);
+        if (stake < minProviderStake) revert JobEscrowProviderUnderstaked(msg.sender, stake, minProviderStake);
         uint48 windowEnd = uint48(block.timestamp) + uint48(challengeWindow);
         job.status = JobStatus.Committed;
         job.committedAt = uint48(block.timestamp);
@@ -118,6 +160,7 @@ contract JobEscrow is IJobEscrow, AccessControl {
         _owed[token][provider] += price - fee;
         if (fee != 0) _owed[token][treasury] += fee;
         emit JobFinalized(jobId, provider, price - fee, fee);
+        staking.unlockStake(provider);
     }
 
     /// @inheritdoc IJobEscrow
@@ -187,29 +230,6 @@ contract JobEscrow is IJobEscrow, AccessControl {
         }
     }
 
-    /// @notice Sets the challenge window for later commits (only admin). It must stay shorter
-    /// than Staking's unbonding delay.
-    function setChallengeWindow(uint64 newWindow) public onlyRole(DEFAULT_ADMIN_ROLE) {
-        if (newWindow == 0 || newWindow > type(uint32).max) revert JobEscrowInvalidWindow(newWindow);
-        emit ChallengeWindowSet(challengeWindow, newWindow);
-        challengeWindow = newWindow;
-    }
-
-    /// @notice Sets the protocol fee, at most MAX_FEE_BPS (only admin); applies to every later
-    /// finalize, so it is capped.
-    function setProtocolFeeBps(uint16 newBps) public onlyRole(DEFAULT_ADMIN_ROLE) {
-        if (newBps > MAX_FEE_BPS) revert JobEscrowInvalidFee(newBps);
-        emit ProtocolFeeBpsSet(protocolFeeBps, newBps);
-        protocolFeeBps = newBps;
-    }
-
-    /// @notice Sets the fee receiver (only admin); what the old one is owed stays its own.
-    function setTreasury(address newTreasury) public onlyRole(DEFAULT_ADMIN_ROLE) {
-        if (newTreasury == address(0)) revert JobEscrowZeroAddress();
-        emit TreasurySet(treasury, newTreasury);
-        treasury = newTreasury;
-    }
-
     /// @inheritdoc IJobEscrow
     function getJob(uint256 jobId) external view returns (Job memory) {
         StoredJob storage s = _jobs[jobId];
@@ -242,6 +262,8 @@ contract JobEscrow is IJobEscrow, AccessControl {
         if (price == 0) revert JobEscrowZeroPrice();
         if (price > type(uint128).max) revert JobEscrowPriceTooLarge(price);
         if (deadline <= block.timestamp) revert JobEscrowDeadlineInPast(deadline);
+        uint256 latest = block.timestamp + maxJobDuration;
+        if (deadline > latest) revert JobEscrowDeadlineTooFar(deadline, latest);
         if (!registry.isActive(provider)) revert JobEscrowProviderInactive(provider);
         jobId = ++jobCount;
         StoredJob storage job = _jobs[jobId];
@@ -255,11 +277,14 @@ contract JobEscrow is IJobEscrow, AccessControl {
         emit JobCreated(jobId, msg.sender, provider, token, price, specHash, deadline);
     }
 
-    /// @dev Ends the job as Refunded and credits the renter its full price.
+    /// @dev Ends the job as Refunded and credits the renter its full price; a job the provider
+    /// had accepted releases its lock on the provider's stake.
     function _refund(StoredJob storage job) private returns (uint256 refund) {
+        bool accepted = job.status != JobStatus.Funded;
         job.status = JobStatus.Refunded;
         refund = job.price;
         _owed[job.token][job.renter] += refund;
+        if (accepted) staking.unlockStake(job.provider);
     }
 
     function _job(uint256 jobId) private view returns (StoredJob storage job) {

@@ -3,15 +3,19 @@ pragma solidity 0.8.24;
 
 import {ILeaseManager} from "./interfaces/ILeaseManager.sol";
 import {IProviderRegistry} from "./interfaces/IProviderRegistry.sol";
+import {IStaking} from "./interfaces/IStaking.sol";
 
 /// @title LeaseManager
 /// @notice Per-second GPU leases; see ILeaseManager. The ETH held equals what active leases paid
-/// plus all pull balances.
+/// plus all pull balances. Needs LOCKER_ROLE on Staking: an active lease locks its provider's stake
+/// (no unbonding) until the lease ends.
 contract LeaseManager is ILeaseManager {
     /// @inheritdoc ILeaseManager
     uint256 public constant MAX_DURATION = 365 days;
 
     IProviderRegistry public immutable registry;
+    /// @notice The registry's Staking, where an active lease locks its provider's stake.
+    IStaking public immutable staking;
     /// @inheritdoc ILeaseManager
     uint256 public leaseCount;
 
@@ -21,6 +25,7 @@ contract LeaseManager is ILeaseManager {
 
     constructor(IProviderRegistry registry_) {
         registry = registry_;
+        staking = registry_.staking();
     }
 
     /// @inheritdoc ILeaseManager
@@ -55,6 +60,8 @@ contract LeaseManager is ILeaseManager {
             paid: price
         });
         emit LeaseStarted(leaseId, msg.sender, provider, gpuCount, endsAt, price);
+        // isActive checked the minimum stake; the lock keeps it from unbonding until the lease ends.
+        staking.lockStake(provider, 0);
     }
 
     /// @inheritdoc ILeaseManager
@@ -80,6 +87,7 @@ contract LeaseManager is ILeaseManager {
         if (earned != 0) _owed[provider] += earned;
         if (refund != 0) _owed[lease.renter] += refund;
         emit LeaseEnded(leaseId, msg.sender, earned, refund);
+        staking.unlockStake(provider);
     }
 
     /// @inheritdoc ILeaseManager

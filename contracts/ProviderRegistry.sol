@@ -1,28 +1,38 @@
 // SPDX-License-Identifier: MIT
 pragma solidity 0.8.24;
 
-import {AccessControl} from "@openzeppelin/contracts/access/AccessControl.sol";
+import {OneTimeWiring} from "./access/OneTimeWiring.sol";
 import {IProviderRegistry} from "./interfaces/IProviderRegistry.sol";
 import {IStaking} from "./interfaces/IStaking.sol";
 
 /// @title ProviderRegistry
-/// @notice GPU providers, their prices and Proof-of-GPU status; see IProviderRegistry.
-contract ProviderRegistry is IProviderRegistry, AccessControl {
+/// @notice GPU providers, their prices and Proof-of-GPU status; see IProviderRegistry. POG_ROLE is
+/// granted once by the deployer (OneTimeWiring); the minimum stake is immutable.
+contract ProviderRegistry is IProviderRegistry, OneTimeWiring {
     bytes32 public constant POG_ROLE = keccak256("POG_ROLE");
     /// @inheritdoc IProviderRegistry
     uint256 public constant MAX_GPUS = 16;
 
+    /// @inheritdoc IProviderRegistry
     IStaking public immutable staking;
     /// @inheritdoc IProviderRegistry
-    uint256 public minProviderStake;
+    uint256 public immutable minProviderStake;
 
     mapping(address provider => Provider) private _providers;
     mapping(address provider => PogStatus) private _pog;
 
+    /// @param minProviderStake_ bonded wei a provider needs to register, take jobs and be leased
+    /// (not zero: a provider's work must always be secured by stake)
     constructor(IStaking staking_, uint256 minProviderStake_) {
+        if (address(staking_) == address(0)) revert ProviderRegistryZeroAddress();
+        if (minProviderStake_ == 0) revert ProviderRegistryZeroMinStake();
         staking = staking_;
-        _grantRole(DEFAULT_ADMIN_ROLE, msg.sender);
-        setMinProviderStake(minProviderStake_);
+        minProviderStake = minProviderStake_;
+    }
+
+    /// @inheritdoc IProviderRegistry
+    function wire(address[] calldata pogContracts) external wiring {
+        _grantAll(POG_ROLE, pogContracts);
     }
 
     /// @inheritdoc IProviderRegistry
@@ -97,12 +107,6 @@ contract ProviderRegistry is IProviderRegistry, AccessControl {
         _registered(provider);
         _pog[provider] = PogStatus(roundId, gpuClass, tflopsMilli, passed, uint64(block.timestamp));
         emit PogStatusRecorded(provider, roundId, gpuClass, tflopsMilli, passed);
-    }
-
-    /// @notice Sets the stake providers must hold (only admin).
-    function setMinProviderStake(uint256 newStake) public onlyRole(DEFAULT_ADMIN_ROLE) {
-        emit MinProviderStakeSet(minProviderStake, newStake);
-        minProviderStake = newStake;
     }
 
     /// @inheritdoc IProviderRegistry

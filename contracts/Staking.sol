@@ -1,22 +1,33 @@
 // SPDX-License-Identifier: MIT
 pragma solidity 0.8.24;
 
-import {AccessControl} from "@openzeppelin/contracts/access/AccessControl.sol";
+import {OneTimeWiring} from "./access/OneTimeWiring.sol";
 import {IStaking} from "./interfaces/IStaking.sol";
 
 /// @title Staking
 /// @notice ETH stake of providers and verifiers; see IStaking. Every wei held is bonded,
 /// unbonding or owed: address(this).balance == totalBonded + totalUnbonding + totalOwed.
-contract Staking is IStaking, AccessControl {
+/// Roles are granted once by the deployer (OneTimeWiring); parameters are immutable.
+contract Staking is IStaking, OneTimeWiring {
     bytes32 public constant SLASHER_ROLE = keccak256("SLASHER_ROLE");
+    bytes32 public constant LOCKER_ROLE = keccak256("LOCKER_ROLE");
+    /// @notice Longest unbonding delay a deployment may set: stake is never locked for longer,
+    /// and now + delay never overflows uint64.
+    uint64 public constant MAX_UNBONDING_DELAY = 30 days;
     uint256 private constant BPS = 10_000;
+
+    /// @dev Bonded stake and open work share one slot: locking reads and writes it once.
+    struct Account {
+        uint128 bonded;
+        uint64 openWork;
+    }
 
     struct Unbonding {
         uint192 amount;
         uint64 releaseAt;
     }
 
-    mapping(address account => uint256) private _bonded;
+    mapping(address account => Account) private _accounts;
     mapping(address account => Unbonding) private _unbonding;
     mapping(address account => uint256) private _owed;
 
@@ -27,25 +38,38 @@ contract Staking is IStaking, AccessControl {
     /// @inheritdoc IStaking
     uint256 public totalOwed;
     /// @inheritdoc IStaking
-    uint64 public unbondingDelay;
+    uint64 public immutable unbondingDelay;
     /// @inheritdoc IStaking
-    uint16 public slashRewardBps;
+    uint16 public immutable slashRewardBps;
     /// @inheritdoc IStaking
-    address public treasury;
+    address public immutable treasury;
 
     /// @param unbondingDelay_ must exceed every challenge window of the contracts that slash
+    /// (ChallengeManager checks it); at most MAX_UNBONDING_DELAY
     constructor(uint64 unbondingDelay_, uint16 slashRewardBps_, address treasury_) {
-        _grantRole(DEFAULT_ADMIN_ROLE, msg.sender);
-        setUnbondingDelay(unbondingDelay_);
-        setSlashRewardBps(slashRewardBps_);
-        setTreasury(treasury_);
+        if (unbondingDelay_ == 0 || unbondingDelay_ > MAX_UNBONDING_DELAY) {
+            revert StakingInvalidDelay(unbondingDelay_, MAX_UNBONDING_DELAY);
+        }
+        if (slashRewardBps_ > BPS) revert StakingInvalidBps(slashRewardBps_);
+        if (treasury_ == address(0)) revert StakingZeroAddress();
+        unbondingDelay = unbondingDelay_;
+        slashRewardBps = slashRewardBps_;
+        treasury = treasury_;
+    }
+
+    /// @inheritdoc IStaking
+    function wire(address[] calldata slashers, address[] calldata lockers) external wiring {
+        _grantAll(SLASHER_ROLE, slashers);
+        _grantAll(LOCKER_ROLE, lockers);
     }
 
     /// @inheritdoc IStaking
     function stake() external payable {
         if (msg.value == 0) revert StakingZeroAmount();
-        uint256 bonded = _bonded[msg.sender] + msg.value;
-        _bonded[msg.sender] = bonded;
+        Account storage account = _accounts[msg.sender];
+        // Cannot overflow uint128: total ETH supply is far below 2^128 wei.
+        uint128 bonded = account.bonded + uint128(msg.value);
+        account.bonded = bonded;
         totalBonded += msg.value;
         emit Staked(msg.sender, msg.value, bonded);
     }
@@ -53,12 +77,15 @@ contract Staking is IStaking, AccessControl {
     /// @inheritdoc IStaking
     function requestUnbond(uint256 amount) external {
         if (amount == 0) revert StakingZeroAmount();
-        uint256 bonded = _bonded[msg.sender];
+        Account storage account = _accounts[msg.sender];
+        uint256 bonded = account.bonded;
+        if (account.openWork != 0) revert StakingWorkOpen(msg.sender, account.openWork);
         if (amount > bonded) revert StakingInsufficientStake(msg.sender, amount, bonded);
-        _bonded[msg.sender] = bonded - amount;
+        account.bonded = uint128(bonded - amount);
         totalBonded -= amount;
         Unbonding storage entry = _unbonding[msg.sender];
-        // Cannot overflow uint192: total ETH supply is far below 2^192 wei.
+        // Cannot overflow uint192: total ETH supply is far below 2^192 wei; nor uint64, as the
+        // delay is at most MAX_UNBONDING_DELAY.
         uint192 unbonding = entry.amount + uint192(amount);
         uint64 releaseAt = uint64(block.timestamp) + unbondingDelay;
         entry.amount = unbonding;
@@ -84,7 +111,8 @@ contract Staking is IStaking, AccessControl {
         onlyRole(SLASHER_ROLE)
         returns (uint256 slashed)
     {
-        uint256 bonded = _bonded[offender];
+        Account storage account = _accounts[offender];
+        uint256 bonded = account.bonded;
         Unbonding storage entry = _unbonding[offender];
         uint256 unbonding = entry.amount;
         uint256 fromBonded = amount < bonded ? amount : bonded;
@@ -93,7 +121,7 @@ contract Staking is IStaking, AccessControl {
         slashed = fromBonded + fromUnbonding;
 
         if (fromBonded != 0) {
-            _bonded[offender] = bonded - fromBonded;
+            account.bonded = uint128(bonded - fromBonded);
             totalBonded -= fromBonded;
         }
         if (fromUnbonding != 0) {
@@ -110,6 +138,26 @@ contract Staking is IStaking, AccessControl {
     }
 
     /// @inheritdoc IStaking
+    function lockStake(address account, uint256 minStake) external onlyRole(LOCKER_ROLE) {
+        Account storage entry = _accounts[account];
+        uint256 bonded = entry.bonded;
+        if (bonded < minStake) revert StakingBelowMinimum(account, bonded, minStake);
+        // One piece per accepted job or active lease: never near 2^64.
+        uint64 openWork = entry.openWork + 1;
+        entry.openWork = openWork;
+        emit StakeLocked(account, msg.sender, openWork);
+    }
+
+    /// @inheritdoc IStaking
+    function unlockStake(address account) external onlyRole(LOCKER_ROLE) {
+        Account storage entry = _accounts[account];
+        uint64 openWork = entry.openWork;
+        if (openWork == 0) revert StakingNoOpenWork(account);
+        entry.openWork = openWork - 1;
+        emit StakeUnlocked(account, msg.sender, openWork - 1);
+    }
+
+    /// @inheritdoc IStaking
     function withdraw() external {
         uint256 amount = _owed[msg.sender];
         if (amount == 0) revert StakingNothingOwed(msg.sender);
@@ -119,30 +167,14 @@ contract Staking is IStaking, AccessControl {
         _send(msg.sender, amount);
     }
 
-    /// @notice Sets the unbonding delay (only admin); applies to later unbond requests.
-    function setUnbondingDelay(uint64 newDelay) public onlyRole(DEFAULT_ADMIN_ROLE) {
-        if (newDelay == 0) revert StakingInvalidDelay(newDelay);
-        emit UnbondingDelaySet(unbondingDelay, newDelay);
-        unbondingDelay = newDelay;
-    }
-
-    /// @notice Sets the reward share of slashes (only admin).
-    function setSlashRewardBps(uint16 newBps) public onlyRole(DEFAULT_ADMIN_ROLE) {
-        if (newBps > BPS) revert StakingInvalidBps(newBps);
-        emit SlashRewardBpsSet(slashRewardBps, newBps);
-        slashRewardBps = newBps;
-    }
-
-    /// @notice Sets the treasury (only admin); what the old one is owed stays its own.
-    function setTreasury(address newTreasury) public onlyRole(DEFAULT_ADMIN_ROLE) {
-        if (newTreasury == address(0)) revert StakingZeroAddress();
-        emit TreasurySet(treasury, newTreasury);
-        treasury = newTreasury;
+    /// @inheritdoc IStaking
+    function stakeOf(address account) external view returns (uint256) {
+        return _accounts[account].bonded;
     }
 
     /// @inheritdoc IStaking
-    function stakeOf(address account) external view returns (uint256) {
-        return _bonded[account];
+    function openWorkOf(address account) external view returns (uint256) {
+        return _accounts[account].openWork;
     }
 
     /// @inheritdoc IStaking

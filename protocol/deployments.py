@@ -5,7 +5,7 @@ Pure data: parsing and serialising only; reading the file is each service's busi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -25,11 +25,15 @@ class Deployment:
     chain_id: int
     deployer: str
     contracts: dict[str, DeployedContract]
+    # What the operator keeps after deployment (treasury, shares it receives, role holders);
+    # empty in documents written before it was recorded.
+    operator: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "chainId": self.chain_id,
             "deployer": self.deployer,
+            "operator": self.operator,
             "contracts": {
                 name: {"address": c.address, "block": c.block, "abi": c.abi}
                 for name, c in self.contracts.items()
@@ -43,7 +47,9 @@ class Deployment:
                 name: DeployedContract(address=str(c["address"]), abi=list(c["abi"]), block=int(c["block"]))
                 for name, c in dict(doc["contracts"]).items()
             }
-            return cls(chain_id=int(doc["chainId"]), deployer=str(doc["deployer"]), contracts=contracts)
+            operator = dict(doc.get("operator") or {})
+            return cls(chain_id=int(doc["chainId"]), deployer=str(doc["deployer"]), contracts=contracts,
+                       operator=operator)
         except (KeyError, TypeError, ValueError) as exc:
             raise DeploymentFormatError(f"malformed deployment document: {exc!r}") from exc
 

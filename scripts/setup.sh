@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything Unchained needs into this checkout: the Python virtual environment (.venv),
-# the npm toolchain (solc, anvil, OpenZeppelin) and a Solidity compiler registered with py-solc-x,
-# then compiles the contracts. Safe to run again.
+# the npm toolchain (solc, anvil, Hardhat, OpenZeppelin) and a Solidity compiler registered with
+# py-solc-x, then compiles the contracts and registers the Hardhat network with brownie. Safe to
+# run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$PWD"
@@ -44,4 +45,11 @@ chmod +x .venv/bin/solcjs-shim
 # Compiles with brownie and exports the deployable contracts' abi and bytecode into
 # protocol/artifacts, the package data a wheel carries (`unchained deploy` reads them there).
 PATH="$root/.venv/bin:$PATH" .venv/bin/python -m unchained_cli.contract_artifacts
+
+# Hardhat's node, the second EVM the contract suite runs on (scripts/test.sh): a brownie network
+# that starts `npx hardhat node` with hardhat.config.js; test.sh gives it a free port each run.
+if ! PATH="$root/.venv/bin:$PATH" .venv/bin/brownie networks list 2>/dev/null | grep -q "hardhat-local"; then
+  PATH="$root/.venv/bin:$PATH" .venv/bin/brownie networks add Development hardhat-local \
+    cmd="npx hardhat node" host=http://127.0.0.1 port=8555 >/dev/null
+fi
 echo "setup complete: activate with 'source .venv/bin/activate'"

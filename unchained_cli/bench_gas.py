@@ -97,6 +97,15 @@ def measure(chain_port: int | None = None) -> list[GasRow]:
         rows += [GasRow(f"job: {name}", r.gasUsed) for name, r in steps]
         rows.append(GasRow("job: total (create..withdraw)", sum(r.gasUsed for _, r in steps), 250_000))
 
+        staker = s.accounts[4]
+        first = s.send(staking.functions.stake(), staker, value=ETH)
+        again = s.send(staking.functions.stake(), staker, value=ETH)
+        unbond = s.send(staking.functions.requestUnbond(ETH), staker)
+        s.advance(staking.functions.unbondingDelay().call() + 1)
+        out = s.send(staking.functions.withdrawUnbonded(), staker)
+        rows += [GasRow("stake: first stake", first.gasUsed), GasRow("stake: top up", again.gasUsed),
+                 GasRow("stake: request unbond", unbond.gasUsed), GasRow("stake: withdraw unbonded", out.gasUsed)]
+
         rng = random.Random(20261122)
         chunk = rng.randbytes(CHUNK_BYTES)
         _, depth, _, gas = _pog_challenge(s, provider, verifier, 8192, chunk)

@@ -1,7 +1,13 @@
 """Deploys the whole contract set to a JSON-RPC chain and writes deployments/<chainId>.json.
 
+Every role is granted once, by the `wire` call of each contract, to the contracts that need it;
+after that nobody (the deployer included) can grant or revoke a role, and no contract has a
+setter. The operator keeps only the treasury address that receives fees; `operator_summary`
+says so, after reading it back from the chain, and the deployment file records it.
+
 Artifacts are the package's own (protocol/artifacts, see contract_artifacts), so an installed
-wheel deploys without a checkout; in a checkout they are recompiled first when stale. The deployer signs with a keystore account, or with an account the node
+wheel deploys without a checkout; in a checkout they are recompiled first when stale. The
+deployer signs with a keystore account, or with an account the node
 unlocks (anvil's funded accounts) when no keystore is given.
 """
 
@@ -45,6 +51,7 @@ class DeployParams:
     slash_reward_bps: int = 5_000
     protocol_fee_bps: int = 200
     challenge_window: int = 1 * HOUR
+    max_job_duration: int = 7 * DAY  # a job's deadline is at most this far from its funding
     pog_commit_window: int = 10 * 60
     root_challenge_period: int = 1 * DAY
     min_bond: int = Web3.to_wei(0.1, "ether")
@@ -130,37 +137,85 @@ def deploy_all(deployer: Deployer, params: DeployParams = DeployParams()) -> Dep
     treasury = p.treasury or deployer.sender
     staking = deployer.deploy("Staking", p.unbonding_delay, p.slash_reward_bps, treasury)
     registry = deployer.deploy("ProviderRegistry", staking.address, p.min_provider_stake)
-    escrow = deployer.deploy("JobEscrow", registry.address, treasury, p.challenge_window, p.protocol_fee_bps)
-    deployer.deploy("LeaseManager", registry.address)
+    escrow = deployer.deploy(
+        "JobEscrow", registry.address, treasury, p.challenge_window, p.protocol_fee_bps, p.max_job_duration
+    )
+    leases = deployer.deploy("LeaseManager", registry.address)
     pog = deployer.deploy(
         "ProofOfGpu", staking.address, registry.address, p.min_verifier_stake,
         p.pog_commit_window, p.root_challenge_period,
     )
     committee = deployer.deploy(
-        "DisputeCommittee", deployer.sender, staking.address, p.min_verifier_stake, p.quorum_stake, p.vote_window
+        "DisputeCommittee", staking.address, p.min_verifier_stake, p.quorum_stake, p.vote_window
     )
     challenges = deployer.deploy("ChallengeManager", (
         staking.address, pog.address, escrow.address, committee.address, treasury,
         p.min_bond, p.min_verifier_stake, p.slash_amount, p.false_claim_slash, p.protocol_fee_bps,
         p.response_window, p.fraud_window, p.escalation_window,
     ))
-    # Who may do what: only the challenge contract slashes and freezes escrow, only the PoG
-    # contract records PoG results, only the challenge contract opens committee disputes.
-    for contract, role, grantee in (
-        (staking, "SLASHER_ROLE", challenges),
-        (escrow, "DISPUTE_ROLE", challenges),
-        (registry, "POG_ROLE", pog),
-        (committee, "OPENER_ROLE", challenges),
-    ):
-        role_id = getattr(contract.functions, role)().call()
-        deployer.call(contract, "grantRole", role_id, grantee.address)
+    # Who may do what, granted once and never again: only the challenge contract slashes,
+    # freezes escrow and opens committee disputes; only the escrow and the lease contract lock
+    # stake that secures open work; only the PoG contract records PoG results.
+    deployer.call(staking, "wire", [challenges.address], [escrow.address, leases.address])
+    deployer.call(escrow, "wire", [challenges.address])
+    deployer.call(registry, "wire", [pog.address])
+    deployer.call(committee, "wire", [challenges.address])
+    operator = operator_summary(deployer, treasury)
     if p.with_test_stablecoin:
         deployer.deploy("TestStablecoin")
     return Deployment(
         chain_id=deployer.web3.eth.chain_id,
         deployer=deployer.sender,
         contracts=dict(deployer.deployed),
+        operator=operator,
     )
+
+
+# contract -> role -> contracts that must hold it (and nobody else was named in `wire`).
+ROLE_HOLDERS: dict[str, dict[str, list[str]]] = {
+    "Staking": {"SLASHER_ROLE": ["ChallengeManager"], "LOCKER_ROLE": ["JobEscrow", "LeaseManager"]},
+    "JobEscrow": {"DISPUTE_ROLE": ["ChallengeManager"]},
+    "ProviderRegistry": {"POG_ROLE": ["ProofOfGpu"]},
+    "DisputeCommittee": {"OPENER_ROLE": ["ChallengeManager"]},
+}
+
+
+def operator_summary(deployer: "Deployer", treasury: str) -> dict[str, Any]:
+    """What the operator keeps, read back from the chain: every contract wired (so no role can
+    be granted again), the roles held by exactly the contracts named in ROLE_HOLDERS, none by
+    the deployer, and the treasury with the shares of money it receives. Raises DeployError
+    when the chain disagrees."""
+    web3 = deployer.web3
+    bound = {name: web3.eth.contract(address=c.address, abi=c.abi) for name, c in deployer.deployed.items()}
+    roles: dict[str, dict[str, list[str]]] = {}
+    for name, held in ROLE_HOLDERS.items():
+        contract = bound[name]
+        if not contract.functions.wired().call():
+            raise DeployError(f"{name} is not wired: roles could still be granted")
+        admin_role = contract.functions.DEFAULT_ADMIN_ROLE().call()
+        if contract.functions.hasRole(admin_role, deployer.sender).call():
+            raise DeployError(f"the deployer holds the admin role of {name}")
+        roles[name] = {}
+        for role, holders in held.items():
+            role_id = getattr(contract.functions, role)().call()
+            if contract.functions.hasRole(role_id, deployer.sender).call():
+                raise DeployError(f"the deployer holds {role} on {name}")
+            for holder in holders:
+                if not contract.functions.hasRole(role_id, bound[holder].address).call():
+                    raise DeployError(f"{holder} lacks {role} on {name}")
+            roles[name][role] = [f"{holder} {bound[holder].address}" for holder in holders]
+    staking, escrow, challenges = bound["Staking"], bound["JobEscrow"], bound["ChallengeManager"]
+    return {
+        "keeps": "the treasury address only: no admin role, no role, no setter on any contract",
+        "treasury": treasury,
+        "treasuryReceives": {
+            "JobEscrow.protocolFeeBps": escrow.functions.protocolFeeBps().call(),
+            "ChallengeManager.feeBps": challenges.functions.feeBps().call(),
+            "Staking.slashShareBps": 10_000 - staking.functions.slashRewardBps().call(),
+        },
+        "roles": roles,
+        "unbondingDelay": staking.functions.unbondingDelay().call(),
+    }
 
 
 def write_deployment(deployment: Deployment, directory: Path = DEPLOYMENTS_DIR) -> Path:

@@ -118,6 +118,13 @@ def deploy(
     for name, contract in deployment.contracts.items():
         table.add_row(name, contract.address, f"{deployer.gas_used.get(f'deploy {name}', 0):,}")
     console.print(table)
+    operator = deployment.operator
+    console.print(f"the operator keeps {operator['keeps']}")
+    console.print(f"  treasury {operator['treasury']} receives: "
+                  + ", ".join(f"{k} {v}" for k, v in operator["treasuryReceives"].items()))
+    for contract, roles in operator["roles"].items():
+        for role, holders in roles.items():
+            console.print(f"  {contract}.{role}: {', '.join(holders)} (granted once; nobody can grant more)")
     console.print(f"wrote {path}")
 
 

@@ -51,7 +51,11 @@ interface IChallengeManager is IDisputeResolver {
         uint256 disputeId; // committee dispute, zero when none
     }
 
-    /// @notice Constructor parameters (see ChallengeManager's constructor).
+    /// @notice Constructor parameters (see ChallengeManager's constructor). The constructor
+    /// refuses windows that would let a party unbond before its slash can land: the longest path
+    /// from the moment a party can still unbond to its slash must be shorter than Staking's
+    /// unbonding delay (PoG: commitWindow + rootChallengePeriod + responseWindow + fraudWindow;
+    /// job: challengeWindow + responseWindow + escalationWindow + committee voteWindow).
     struct Config {
         address staking; // IStaking: stake checks and slashing (grant SLASHER_ROLE)
         address pog; // IProofOfGpu: rounds, roots and GPU seeds
@@ -62,7 +66,7 @@ interface IChallengeManager is IDisputeResolver {
         uint256 minVerifierStake; // bonded wei a verifier needs to challenge
         uint256 slashAmount; // wei slashed from a provider at fault
         uint256 falseClaimSlash; // wei slashed from a challenger the committee finds wrong
-        uint16 feeBps; // treasury's share of a bond paid to a provider
+        uint16 feeBps; // treasury's share of a bond paid to a provider, at most MAX_FEE_BPS
         uint64 responseWindow; // seconds from challenge to response deadline
         uint64 fraudWindow; // seconds after a PoG answer for fraud proofs
         uint64 escalationWindow; // seconds after a job answer for escalation
@@ -98,6 +102,8 @@ interface IChallengeManager is IDisputeResolver {
 
     error ChallengeZeroAddress();
     error ChallengeBadFeeBps(uint256 feeBps);
+    error ChallengeZeroWindow();
+    error ChallengeWindowsExceedUnbonding(uint256 exposure, uint256 unbondingDelay);
     error ChallengeBondTooSmall(uint256 bond, uint256 minBond);
     error ChallengeNotStakedVerifier(address challenger, uint256 stake, uint256 required);
     error ChallengeBadK(uint256 k);

@@ -9,7 +9,8 @@ interface IDisputeResolver {
 }
 
 /// @title Committee vote of staked verifiers on a disputed job challenge
-/// @notice An opener (OPENER_ROLE, the ChallengeManager) opens a dispute between a challenger
+/// @notice An opener (OPENER_ROLE, the ChallengeManager, granted once at deployment by
+/// IOneTimeWiring) opens a dispute between a challenger
 /// and a provider. During the vote window every account with at least minVoterStake bonded in
 /// Staking, other than the two parties, votes once with weight = its bonded stake at vote time.
 /// After the window anyone resolves: below the quorum weight, or on a tie, no fault is found;
@@ -44,6 +45,7 @@ interface IDisputeCommittee {
     );
 
     error DisputeCommitteeZeroAddress();
+    error DisputeCommitteeInvalidVoteWindow(uint256 voteWindow, uint256 maxVoteWindow);
     error DisputeCommitteeUnknownDispute(uint256 disputeId);
     error DisputeCommitteeVoteClosed(uint256 disputeId, uint256 voteEnd);
     error DisputeCommitteeVoteStillOpen(uint256 disputeId, uint256 voteEnd);
@@ -51,6 +53,10 @@ interface IDisputeCommittee {
     error DisputeCommitteeVoterNotStaked(address voter, uint256 stake, uint256 required);
     error DisputeCommitteeAlreadyVoted(uint256 disputeId, address voter);
     error DisputeCommitteeAlreadyResolved(uint256 disputeId);
+
+    /// @notice Grants OPENER_ROLE to `openers`, once, by the deployer; afterwards nobody can
+    /// grant or revoke any role.
+    function wire(address[] calldata openers) external;
 
     /// @notice Opens a dispute; only OPENER_ROLE. The caller receives the verdict.
     /// @return disputeId the new dispute's id (from 1)
@@ -68,7 +74,7 @@ interface IDisputeCommittee {
     /// @notice True when `voter` has voted in dispute `disputeId`.
     function hasVoted(uint256 disputeId, address voter) external view returns (bool);
 
-    /// @notice Seconds a dispute stays open for votes.
+    /// @notice Seconds a dispute stays open for votes (at most MAX_VOTE_WINDOW).
     function voteWindow() external view returns (uint64);
 
     /// @notice Smallest total vote weight for a verdict other than NoFault.

@@ -6,7 +6,11 @@ pragma solidity ^0.8.24;
 /// rebasing); the provider accepts it and commits a Merkle root of its outputs before the
 /// deadline; after the challenge window the provider is paid (minus the protocol fee). A job with
 /// no commit by the deadline, a cancelled one, or one lost in a dispute refunds the renter in
-/// full. All payouts are pull balances per token (address(0) = ETH).
+/// full. All payouts are pull balances per token (address(0) = ETH). Accepting needs the
+/// registry's minimum provider stake bonded, and locks it in Staking (no unbonding) until the job
+/// is finalized or refunded; committing needs it still bonded. Deadlines are at most
+/// maxJobDuration ahead. Parameters are immutable and bounded; DISPUTE_ROLE (the
+/// ChallengeManager) is granted once at deployment (IOneTimeWiring).
 interface IJobEscrow {
     enum JobStatus {
         None,
@@ -53,9 +57,6 @@ interface IJobEscrow {
     event JobFrozen(uint256 indexed jobId, address indexed by);
     event JobUnfrozen(uint256 indexed jobId, bool providerAtFault, uint256 renterRefund);
     event Withdrawn(address indexed token, address indexed account, uint256 amount);
-    event ChallengeWindowSet(uint64 oldWindow, uint64 newWindow);
-    event ProtocolFeeBpsSet(uint16 oldBps, uint16 newBps);
-    event TreasurySet(address indexed oldTreasury, address indexed newTreasury);
 
     error JobEscrowProviderInactive(address provider);
     error JobEscrowZeroPrice();
@@ -81,6 +82,9 @@ interface IJobEscrow {
     error JobEscrowInvalidWindow(uint256 window);
     error JobEscrowZeroAddress();
     error JobEscrowReasonTooLong(uint256 length, uint256 maxLength);
+    error JobEscrowInvalidMaxDuration(uint256 maxJobDuration);
+    error JobEscrowDeadlineTooFar(uint64 deadline, uint256 latest);
+    error JobEscrowProviderUnderstaked(address provider, uint256 stake, uint256 minStake);
 
     /// Hooks used by other Unchained contracts (stable):
 
@@ -94,11 +98,16 @@ interface IJobEscrow {
     /// becomes finalizable again (at once if its window has passed). Only DISPUTE_ROLE.
     function resolveFreeze(uint256 jobId, bool providerAtFault) external;
 
+    /// @notice Grants DISPUTE_ROLE to `disputers`, once, by the deployer; afterwards nobody can
+    /// grant or revoke any role.
+    function wire(address[] calldata disputers) external;
+
     /// Public API:
 
     /// @notice Funds a job for an active `provider` with msg.value == `price` wei.
     /// @param specHash keccak256 of the canonical job spec
-    /// @param deadline unix time by which the result must be committed (in the future)
+    /// @param deadline unix time by which the result must be committed (in the future, at most
+    /// maxJobDuration from now)
     /// @return jobId the new job's id (ids start at 1)
     function createJob(address provider, bytes32 specHash, uint256 price, uint64 deadline)
         external
@@ -110,11 +119,13 @@ interface IJobEscrow {
         external
         returns (uint256 jobId);
 
-    /// @notice The job's provider takes it on. Only while Funded and before the deadline.
+    /// @notice The job's provider takes it on. Only while Funded and before the deadline, with at
+    /// least the minimum provider stake bonded, which stays locked until the job settles.
     function acceptJob(uint256 jobId) external;
 
     /// @notice The provider commits the Merkle root of its per-item output digests and the item
-    /// count before the deadline, opening the challenge window. Only while Accepted.
+    /// count before the deadline, opening the challenge window. Only while Accepted, with at least
+    /// the minimum provider stake bonded.
     function commitResult(uint256 jobId, bytes32 outputRoot, uint256 itemCount, bytes32 resultDigest) external;
 
     /// @notice Pays a committed job once its challenge window has passed and it is not frozen:
@@ -144,8 +155,17 @@ interface IJobEscrow {
     /// @notice Number of jobs created so far (the last job id).
     function jobCount() external view returns (uint256);
 
-    /// @notice Seconds a committed result can be challenged.
+    /// @notice Seconds a committed result can be challenged (at most MAX_CHALLENGE_WINDOW).
     function challengeWindow() external view returns (uint64);
+
+    /// @notice Longest time from funding a job to its deadline (at most MAX_JOB_DURATION_LIMIT).
+    function maxJobDuration() external view returns (uint64);
+
+    /// @notice Bound on challengeWindow checked at deployment.
+    function MAX_CHALLENGE_WINDOW() external view returns (uint64);
+
+    /// @notice Bound on maxJobDuration checked at deployment.
+    function MAX_JOB_DURATION_LIMIT() external view returns (uint64);
 
     /// @notice Protocol fee on finalized jobs, in basis points (at most MAX_FEE_BPS).
     function protocolFeeBps() external view returns (uint16);

@@ -5,7 +5,8 @@ pragma solidity ^0.8.24;
 /// @notice A renter prepays gpuCount GPUs for a duration at the provider's hourly price; when the
 /// lease ends (by the renter at any time, or by anyone after its end) the provider earns the
 /// elapsed seconds and the renter gets the rest back. A provider never has more GPUs leased at
-/// once than it registered. Payouts are pull balances in ETH.
+/// once than it registered. Payouts are pull balances in ETH. An active lease locks its provider's
+/// stake in Staking (no unbonding) until it ends.
 interface ILeaseManager {
     enum LeaseStatus {
         None,

@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: MIT
 pragma solidity ^0.8.24;
 
+import {IStaking} from "./IStaking.sol";
+
 /// @title Registry of GPU providers
 /// @notice A provider registers its GPUs (by device-UUID hash), prices and metadata while it
-/// holds the minimum stake in Staking; Proof-of-GPU results are recorded here by POG_ROLE.
+/// holds the minimum stake in Staking; Proof-of-GPU results are recorded here by POG_ROLE, which
+/// the deployer grants once (IOneTimeWiring) to the ProofOfGpu contract.
 interface IProviderRegistry {
     struct Provider {
         bytes32 gpuModel; // claimed model, e.g. bytes32("H100-SXM")
@@ -44,7 +47,6 @@ interface IProviderRegistry {
     event PogStatusRecorded(
         address indexed provider, uint256 indexed roundId, bytes32 gpuClass, uint256 tflopsMilli, bool passed
     );
-    event MinProviderStakeSet(uint256 oldStake, uint256 newStake);
 
     error ProviderRegistryAlreadyRegistered(address provider);
     error ProviderRegistryNotRegistered(address provider);
@@ -55,6 +57,8 @@ interface IProviderRegistry {
     error ProviderRegistryGpuIndexOutOfRange(address provider, uint256 gpuIndex, uint256 gpuCount);
     error ProviderRegistryAlreadyDeactivated(address provider);
     error ProviderRegistryNotDeactivated(address provider);
+    error ProviderRegistryZeroAddress();
+    error ProviderRegistryZeroMinStake();
 
     /// Hooks used by other Unchained contracts (stable):
 
@@ -75,6 +79,13 @@ interface IProviderRegistry {
     /// @param tflopsMilli measured TFLOPS times 1000
     function setPogStatus(address provider, uint256 roundId, bytes32 gpuClass, uint256 tflopsMilli, bool passed)
         external;
+
+    /// @notice Grants POG_ROLE to `pogContracts`, once, by the deployer; afterwards nobody can
+    /// grant or revoke any role.
+    function wire(address[] calldata pogContracts) external;
+
+    /// @notice The Staking contract whose bonded stake qualifies providers.
+    function staking() external view returns (IStaking);
 
     /// Public API:
 
@@ -112,7 +123,8 @@ interface IProviderRegistry {
     /// @notice Price per job unit in wei.
     function pricePerJobUnitOf(address provider) external view returns (uint256);
 
-    /// @notice Stake a provider must keep bonded to register and to stay active.
+    /// @notice Stake a provider must keep bonded to register, to stay active and to take on work
+    /// (immutable, not zero).
     function minProviderStake() external view returns (uint256);
 
     /// @notice Most GPUs one provider can register.

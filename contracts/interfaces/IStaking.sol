@@ -3,8 +3,12 @@ pragma solidity ^0.8.24;
 
 /// @title Staking of providers and verifiers
 /// @notice Holds staked ETH. Stake leaves through an unbonding delay longer than every challenge
-/// window, and slashing reaches unbonding stake too, so unstaking cannot dodge a pending slash.
-/// Only holders of SLASHER_ROLE (the challenge and dispute contracts) can slash.
+/// window (ChallengeManager refuses to deploy otherwise), and slashing reaches unbonding stake
+/// too, so unstaking cannot dodge a pending slash. Stake that secures open work (an accepted job,
+/// an active lease) cannot start unbonding until that work settles. Only holders of SLASHER_ROLE
+/// (the ChallengeManager) can slash and only holders of LOCKER_ROLE (JobEscrow, LeaseManager)
+/// record open work; both are granted once at deployment (IOneTimeWiring). Parameters are fixed
+/// at deployment, within bounds checked here.
 interface IStaking {
     /// @notice `account` added `amount` to its bonded stake, which is now `bonded`.
     event Staked(address indexed account, uint256 amount, uint256 bonded);
@@ -20,9 +24,10 @@ interface IStaking {
     );
     /// @notice A pull balance (slash reward or treasury share) was paid out.
     event Withdrawn(address indexed account, uint256 amount);
-    event UnbondingDelaySet(uint64 oldDelay, uint64 newDelay);
-    event SlashRewardBpsSet(uint16 oldBps, uint16 newBps);
-    event TreasurySet(address indexed oldTreasury, address indexed newTreasury);
+    /// @notice `locker` recorded open work secured by `account`'s stake; `openWork` pieces are open.
+    event StakeLocked(address indexed account, address indexed locker, uint256 openWork);
+    /// @notice `locker` recorded that one piece of `account`'s open work settled.
+    event StakeUnlocked(address indexed account, address indexed locker, uint256 openWork);
 
     error StakingZeroAmount();
     error StakingInsufficientStake(address account, uint256 requested, uint256 bonded);
@@ -31,8 +36,11 @@ interface IStaking {
     error StakingNothingOwed(address account);
     error StakingTransferFailed(address to, uint256 amount);
     error StakingInvalidBps(uint256 bps);
-    error StakingInvalidDelay(uint256 delay);
+    error StakingInvalidDelay(uint256 delay, uint256 maxDelay);
     error StakingZeroAddress();
+    error StakingWorkOpen(address account, uint256 openWork);
+    error StakingNoOpenWork(address account);
+    error StakingBelowMinimum(address account, uint256 bonded, uint256 minStake);
 
     /// Hooks used by other Unchained contracts (stable):
 
@@ -44,6 +52,18 @@ interface IStaking {
     /// @return slashed the amount actually taken (never more than the offender had)
     function slash(address offender, uint256 amount, address rewardRecipient) external returns (uint256 slashed);
 
+    /// @notice Records one more piece of open work (an accepted job, an active lease) secured by
+    /// `account`'s stake, which cannot start unbonding until every piece is unlocked. Reverts
+    /// unless `account` has at least `minStake` bonded. Only LOCKER_ROLE.
+    function lockStake(address account, uint256 minStake) external;
+
+    /// @notice Records that one piece of `account`'s open work settled. Only LOCKER_ROLE.
+    function unlockStake(address account) external;
+
+    /// @notice Grants SLASHER_ROLE to `slashers` and LOCKER_ROLE to `lockers`, once, by the
+    /// deployer; afterwards nobody can grant or revoke any role.
+    function wire(address[] calldata slashers, address[] calldata lockers) external;
+
     /// Public API:
 
     /// @notice Adds msg.value to the caller's bonded stake.
@@ -51,6 +71,7 @@ interface IStaking {
 
     /// @notice Moves `amount` of the caller's bonded stake into its unbonding entry. The entry's
     /// release time is reset to now + unbondingDelay, also for what was already unbonding.
+    /// Reverts while the caller has open work (openWorkOf > 0).
     function requestUnbond(uint256 amount) external;
 
     /// @notice Pays the caller's unbonding entry once its release time has come.
@@ -61,6 +82,9 @@ interface IStaking {
 
     /// @notice Stake of `account` that is unbonding, and when it is released.
     function unbondingOf(address account) external view returns (uint256 amount, uint64 releaseAt);
+
+    /// @notice Pieces of open work (accepted jobs, active leases) secured by `account`'s stake.
+    function openWorkOf(address account) external view returns (uint256);
 
     /// @notice Pull balance owed to `account`.
     function owedTo(address account) external view returns (uint256);
@@ -74,7 +98,7 @@ interface IStaking {
     /// @notice Sum of all pull balances; balance == totalBonded + totalUnbonding + totalOwed.
     function totalOwed() external view returns (uint256);
 
-    /// @notice Seconds between an unbond request and its release.
+    /// @notice Seconds between an unbond request and its release (at most MAX_UNBONDING_DELAY).
     function unbondingDelay() external view returns (uint64);
 
     /// @notice Share of each slash paid to the reward recipient, in basis points.

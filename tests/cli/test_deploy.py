@@ -22,7 +22,7 @@ def chain():
         yield running
 
 
-def test_deploy_writes_addresses_and_abis_and_wires_roles(chain, tmp_path):
+def test_deploy_writes_addresses_and_abis_wires_roles_and_says_what_the_operator_keeps(chain, tmp_path):
     result = subprocess.run([UNCHAINED, "deploy", "--rpc", chain.rpc_url, "--out", str(tmp_path)],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -42,8 +42,20 @@ def test_deploy_writes_addresses_and_abis_and_wires_roles(chain, tmp_path):
     assert escrow.functions.hasRole(escrow.functions.DISPUTE_ROLE().call(), challenges.address).call()
     assert registry.functions.hasRole(registry.functions.POG_ROLE().call(), pog.address).call()
     assert committee.functions.hasRole(committee.functions.OPENER_ROLE().call(), challenges.address).call()
-    # Nobody else got the power to slash: not even the deployer.
+    assert staking.functions.hasRole(staking.functions.LOCKER_ROLE().call(), bound("LeaseManager").address).call()
+    # Nobody else got the power to slash: not even the deployer, who cannot grant any role either.
     assert not staking.functions.hasRole(staking.functions.SLASHER_ROLE().call(), deployment.deployer).call()
+    for contract in (staking, escrow, registry, committee):
+        assert contract.functions.wired().call()
+        assert not contract.functions.hasRole(b"\0" * 32, deployment.deployer).call()
+    # What the operator keeps is printed and recorded: the treasury, and the shares it receives.
+    operator = deployment.operator
+    assert operator["treasury"] == deployment.deployer
+    assert operator["treasuryReceives"] == {"JobEscrow.protocolFeeBps": 200, "ChallengeManager.feeBps": 200,
+                                            "Staking.slashShareBps": 5_000}
+    assert operator["roles"]["Staking"]["SLASHER_ROLE"] == [f"ChallengeManager {challenges.address}"]
+    assert "the operator keeps the treasury address only" in result.stdout
+    assert f"treasury {deployment.deployer}" in result.stdout
 
 
 def test_deploy_to_a_dead_rpc_fails_with_a_clear_error(tmp_path):

@@ -1,7 +1,10 @@
 """Shared fixtures for the contract tests: accounts by role, the deployed Unchained set with its
-roles granted, and a helper that names the custom error a call must revert with.
+roles granted, a helper that names the custom error a call must revert with, and `mine_blocks`.
 
 Contracts are deployed once per module; `fn_isolation` snapshots the chain around every test.
+Roles are granted once per contract (`wire`), so one module fixture deploys and wires the whole
+set, naming the accounts that stand in for contracts (slasher, disputer, pog) beside the real
+contracts.
 """
 
 import inspect
@@ -23,6 +26,7 @@ SLASH_REWARD_BPS = 5_000
 MIN_PROVIDER_STAKE = ETHER
 CHALLENGE_WINDOW = DAY
 PROTOCOL_FEE_BPS = 250
+MAX_JOB_DURATION = WEEK
 PRICE_PER_GPU_HOUR = 36 * 10**14  # 0.0036 ether an hour: 10**12 wei a second per GPU
 PRICE_PER_JOB_UNIT = 10**12
 
@@ -86,29 +90,75 @@ def stranger(accounts) -> Account:
 
 
 @pytest.fixture(scope="module")
-def staking(Staking, admin, treasury, slasher):
-    contract = Staking.deploy(UNBONDING_DELAY, SLASH_REWARD_BPS, treasury, {"from": admin})
-    contract.grantRole(contract.SLASHER_ROLE(), slasher, {"from": admin})
-    return contract
+def locker(accounts, admin) -> Account:
+    """Stands in for the contracts that hold LOCKER_ROLE on Staking (JobEscrow, LeaseManager)."""
+    account = accounts.add()
+    admin.transfer(account, ETHER)
+    return account
+
+
+def mine_blocks(count: int) -> None:
+    """Mines `count` blocks at once on anvil (anvil_mine) or Hardhat (hardhat_mine), one second
+    apart, and brings brownie's clock to the last one. Use it instead of a client's own RPC."""
+    if count > 1:
+        method = "hardhat_mine" if "hardhat" in brownie.web3.client_version.lower() else "anvil_mine"
+        response = brownie.web3.provider.make_request(method, [hex(count - 1)])
+        if "error" in response:
+            raise RuntimeError(f"{method} failed: {response['error']}")
+    if count > 0:
+        brownie.chain.mine()  # the last block through brownie, which re-reads the chain's time
 
 
 @pytest.fixture(scope="module")
-def registry(ProviderRegistry, staking, admin, pog):
-    contract = ProviderRegistry.deploy(staking, MIN_PROVIDER_STAKE, {"from": admin})
-    contract.grantRole(contract.POG_ROLE(), pog, {"from": admin})
-    return contract
+def unchained(
+    Staking, ProviderRegistry, JobEscrow, LeaseManager, ProofOfGpu, DisputeCommittee, ChallengeManager,
+    admin, treasury, slasher, disputer, pog, locker,
+) -> dict:
+    """The whole contract set, wired as the deploy script wires it, plus the accounts that stand
+    in for contracts: `slasher` holds SLASHER_ROLE, `locker` LOCKER_ROLE, `disputer` DISPUTE_ROLE
+    and `pog` POG_ROLE beside the contracts that hold them."""
+    sender = {"from": admin}
+    staking = Staking.deploy(UNBONDING_DELAY, SLASH_REWARD_BPS, treasury, sender)
+    registry = ProviderRegistry.deploy(staking, MIN_PROVIDER_STAKE, sender)
+    escrow = JobEscrow.deploy(registry, treasury, CHALLENGE_WINDOW, PROTOCOL_FEE_BPS, MAX_JOB_DURATION, sender)
+    leases = LeaseManager.deploy(registry, sender)
+    proof_of_gpu = ProofOfGpu.deploy(
+        staking, registry, MIN_VERIFIER_STAKE, POG_COMMIT_WINDOW, ROOT_CHALLENGE_PERIOD, sender
+    )
+    committee = DisputeCommittee.deploy(staking, MIN_VOTER_STAKE, QUORUM_WEIGHT, VOTE_WINDOW, sender)
+    config = (
+        staking, proof_of_gpu, escrow, committee, treasury, MIN_BOND, MIN_VERIFIER_STAKE,
+        PROVIDER_SLASH, FALSE_CLAIM_SLASH, BOND_FEE_BPS, RESPONSE_WINDOW, FRAUD_WINDOW, ESCALATION_WINDOW,
+    )
+    challenges = ChallengeManager.deploy(config, sender)
+    staking.wire([challenges, slasher], [escrow, leases, locker], sender)
+    escrow.wire([challenges, disputer], sender)
+    registry.wire([proof_of_gpu, pog], sender)
+    committee.wire([challenges], sender)
+    return {
+        "staking": staking, "registry": registry, "escrow": escrow, "leases": leases,
+        "proof_of_gpu": proof_of_gpu, "dispute_committee": committee, "challenge_manager": challenges,
+    }
 
 
 @pytest.fixture(scope="module")
-def escrow(JobEscrow, registry, admin, treasury, disputer):
-    contract = JobEscrow.deploy(registry, treasury, CHALLENGE_WINDOW, PROTOCOL_FEE_BPS, {"from": admin})
-    contract.grantRole(contract.DISPUTE_ROLE(), disputer, {"from": admin})
-    return contract
+def staking(unchained):
+    return unchained["staking"]
 
 
 @pytest.fixture(scope="module")
-def leases(LeaseManager, registry, admin):
-    return LeaseManager.deploy(registry, {"from": admin})
+def registry(unchained):
+    return unchained["registry"]
+
+
+@pytest.fixture(scope="module")
+def escrow(unchained):
+    return unchained["escrow"]
+
+
+@pytest.fixture(scope="module")
+def leases(unchained):
+    return unchained["leases"]
 
 
 @pytest.fixture(scope="module")
@@ -156,6 +206,37 @@ def custom_error() -> Callable[..., str]:
         return f"{name}: {', '.join(_abi_str(a) for a in args)}"
 
     return message
+
+
+@pytest.fixture(scope="session")
+def deploy_revert() -> Callable[..., str]:
+    """Why deploying `container` with `args` from `sender` reverts, in `custom_error`'s format
+    (`deploy_revert(Staking, 0, 1, treasury, sender=admin) == custom_error(...)`); '' when it
+    would not revert. The creation code runs in eth_call, which anvil and Hardhat answer alike
+    (brownie 1.22 cannot decode a reverted deployment transaction on Hardhat)."""
+    from brownie.exceptions import decode_typed_error
+
+    def run(container, *args: object, sender: Account) -> str:
+        data = container.deploy.encode_input(*args)
+        try:
+            brownie.web3.eth.call({"from": sender.address, "data": data})
+        except ValueError as exc:
+            return decode_typed_error(_revert_data(exc))
+        return ""
+
+    return run
+
+
+def _revert_data(exc: ValueError) -> str:
+    """The revert data of a failed eth_call: anvil sends it as `data`, Hardhat as the `reason`
+    of the one entry of a `data` object."""
+    payload = exc.args[0] if exc.args and isinstance(exc.args[0], dict) else {}
+    data = payload.get("data", getattr(exc, "data", None))
+    if isinstance(data, dict) and len(data) == 1:
+        data = next(iter(data.values())).get("reason")
+    if not isinstance(data, str) or not data.startswith("0x"):
+        raise exc
+    return data
 
 
 def _abi_str(value: object) -> str:
@@ -234,35 +315,21 @@ JOB_PRICE = 10**16
 
 
 @pytest.fixture(scope="module")
-def proof_of_gpu(ProofOfGpu, staking, registry, admin):
+def proof_of_gpu(unchained):
     """ProofOfGpu holding POG_ROLE on the registry."""
-    contract = ProofOfGpu.deploy(
-        staking, registry, MIN_VERIFIER_STAKE, POG_COMMIT_WINDOW, ROOT_CHALLENGE_PERIOD, {"from": admin}
-    )
-    registry.grantRole(registry.POG_ROLE(), contract, {"from": admin})
-    return contract
+    return unchained["proof_of_gpu"]
 
 
 @pytest.fixture(scope="module")
-def dispute_committee(DisputeCommittee, staking, admin):
-    return DisputeCommittee.deploy(
-        admin, staking, MIN_VOTER_STAKE, QUORUM_WEIGHT, VOTE_WINDOW, {"from": admin}
-    )
+def dispute_committee(unchained):
+    return unchained["dispute_committee"]
 
 
 @pytest.fixture(scope="module")
-def challenge_manager(ChallengeManager, staking, proof_of_gpu, escrow, dispute_committee, treasury, admin):
+def challenge_manager(unchained):
     """ChallengeManager wired as the deploy script wires it: SLASHER_ROLE on Staking,
     DISPUTE_ROLE on JobEscrow, OPENER_ROLE on the committee."""
-    config = (
-        staking, proof_of_gpu, escrow, dispute_committee, treasury, MIN_BOND, MIN_VERIFIER_STAKE,
-        PROVIDER_SLASH, FALSE_CLAIM_SLASH, BOND_FEE_BPS, RESPONSE_WINDOW, FRAUD_WINDOW, ESCALATION_WINDOW,
-    )
-    contract = ChallengeManager.deploy(config, {"from": admin})
-    staking.grantRole(staking.SLASHER_ROLE(), contract, {"from": admin})
-    escrow.grantRole(escrow.DISPUTE_ROLE(), contract, {"from": admin})
-    dispute_committee.grantRole(dispute_committee.OPENER_ROLE(), contract, {"from": admin})
-    return contract
+    return unchained["challenge_manager"]
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ import brownie
 import pytest
 from brownie import ZERO_ADDRESS, chain
 
-from conftest import CHALLENGE_WINDOW, DAY, ETHER, PROTOCOL_FEE_BPS
+from conftest import CHALLENGE_WINDOW, DAY, ETHER, MAX_JOB_DURATION, PROTOCOL_FEE_BPS, WEEK
 
 FUNDED, ACCEPTED, COMMITTED, FINALIZED, REFUNDED = 1, 2, 3, 4, 5
 PRICE = ETHER // 10
@@ -455,46 +455,107 @@ def test_withdraw_reverts_when_receiver_rejects_ether(escrow, active_provider, a
         attacker.execute(escrow, escrow.withdraw.encode_input(ZERO_ADDRESS), 0)
 
 
-# --- admin ------------------------------------------------------------------------------------
-
-
-def test_admin_setters_emit_old_and_new_values(escrow, admin, stranger, treasury):
-    tx = escrow.setChallengeWindow(2 * DAY, {"from": admin})
-    assert tx.events["ChallengeWindowSet"] == {"oldWindow": CHALLENGE_WINDOW, "newWindow": 2 * DAY}
-    tx = escrow.setProtocolFeeBps(100, {"from": admin})
-    assert tx.events["ProtocolFeeBpsSet"] == {"oldBps": PROTOCOL_FEE_BPS, "newBps": 100}
-    tx = escrow.setTreasury(stranger, {"from": admin})
-    assert tx.events["TreasurySet"] == {"oldTreasury": treasury, "newTreasury": stranger}
-
-
-def test_fee_change_applies_at_finalize(escrow, committed, admin, active_provider, treasury):
-    escrow.setProtocolFeeBps(0, {"from": admin})
-    chain.sleep(CHALLENGE_WINDOW)
-    tx = escrow.finalize(committed, {"from": active_provider})
-    assert tx.events["JobFinalized"]["fee"] == 0
-    assert escrow.owedTo(ZERO_ADDRESS, active_provider) == PRICE
-    assert escrow.owedTo(ZERO_ADDRESS, treasury) == 0
+# --- parameters (immutable, bounded) ------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
-    "setter, value, error",
+    "window, fee, duration, error",
     [
-        ("setChallengeWindow", 0, ("JobEscrowInvalidWindow", 0)),
-        ("setChallengeWindow", 2**32, ("JobEscrowInvalidWindow", 2**32)),
-        ("setProtocolFeeBps", 1_001, ("JobEscrowInvalidFee", 1_001)),
-        ("setTreasury", ZERO_ADDRESS, ("JobEscrowZeroAddress",)),
+        (0, PROTOCOL_FEE_BPS, WEEK, ("JobEscrowInvalidWindow", 0)),
+        (WEEK + 1, PROTOCOL_FEE_BPS, WEEK, ("JobEscrowInvalidWindow", WEEK + 1)),
+        (CHALLENGE_WINDOW, 1_001, WEEK, ("JobEscrowInvalidFee", 1_001)),
+        (CHALLENGE_WINDOW, PROTOCOL_FEE_BPS, 0, ("JobEscrowInvalidMaxDuration", 0)),
+        (CHALLENGE_WINDOW, PROTOCOL_FEE_BPS, 30 * DAY + 1, ("JobEscrowInvalidMaxDuration", 30 * DAY + 1)),
     ],
 )
-def test_admin_setters_reject_invalid_values(escrow, admin, setter, value, error, custom_error):
-    with brownie.reverts(custom_error(*error)):
-        getattr(escrow, setter)(value, {"from": admin})
+def test_constructor_rejects_parameters_out_of_bounds(
+    JobEscrow, registry, admin, treasury, window, fee, duration, error, custom_error, deploy_revert
+):
+    assert deploy_revert(JobEscrow, registry, treasury, window, fee, duration, sender=admin) == custom_error(*error)
 
 
-@pytest.mark.parametrize("setter", ["setChallengeWindow", "setProtocolFeeBps", "setTreasury"])
-def test_admin_setters_revert_for_non_admin(escrow, stranger, setter, custom_error):
-    arg = stranger if setter == "setTreasury" else 1
-    with brownie.reverts(custom_error("AccessControlUnauthorizedAccount", stranger, bytes(32))):
-        getattr(escrow, setter)(arg, {"from": stranger})
+def test_constructor_rejects_zero_treasury(JobEscrow, registry, admin, custom_error, deploy_revert):
+    reason = deploy_revert(JobEscrow, registry, ZERO_ADDRESS, CHALLENGE_WINDOW, PROTOCOL_FEE_BPS, WEEK, sender=admin)
+    assert reason == custom_error("JobEscrowZeroAddress")
+
+
+def test_escrow_reads_stake_rules_from_its_registry(escrow, registry, staking):
+    assert escrow.staking() == staking
+    assert escrow.minProviderStake() == registry.minProviderStake()
+    assert escrow.maxJobDuration() == MAX_JOB_DURATION
+
+
+def test_deadline_beyond_the_max_job_duration_is_refused(escrow, active_provider, renter):
+    """Attack: an unbounded deadline kept a job (and its provider's obligations) open forever."""
+    deadline = chain.time() + MAX_JOB_DURATION + 3600
+    # JobEscrowDeadlineTooFar(deadline, latest): latest depends on the block's time
+    with brownie.reverts(revert_pattern=f"JobEscrowDeadlineTooFar: {deadline}, [0-9]+"):
+        escrow.createJob(active_provider, SPEC, PRICE, deadline, {"from": renter, "value": PRICE})
+    tx = escrow.createJob(active_provider, SPEC, PRICE, chain.time() + MAX_JOB_DURATION - 60,
+                          {"from": renter, "value": PRICE})
+    assert tx.events["JobCreated"]["jobId"] == tx.return_value
+
+
+# --- open work keeps the provider's stake slashable -----------------------------------------------
+
+
+def test_provider_cannot_unbond_between_accept_and_settlement(escrow, staking, job_id, active_provider, custom_error):
+    """Attack: accept a job, unbond everything, let the later slash find nothing. The accepted job
+    locks the stake: unbonding is refused until the job is paid or refunded."""
+    escrow.acceptJob(job_id, {"from": active_provider})
+    assert staking.openWorkOf(active_provider) == 1
+    with brownie.reverts(custom_error("StakingWorkOpen", active_provider, 1)):
+        staking.requestUnbond(ETHER, {"from": active_provider})
+    escrow.commitResult(job_id, ROOT, ITEMS, DIGEST, {"from": active_provider})
+    with brownie.reverts(custom_error("StakingWorkOpen", active_provider, 1)):
+        staking.requestUnbond(ETHER, {"from": active_provider})
+    chain.sleep(CHALLENGE_WINDOW)
+    escrow.finalize(job_id, {"from": active_provider})
+    assert staking.openWorkOf(active_provider) == 0
+    staking.requestUnbond(ETHER, {"from": active_provider})
+
+
+@pytest.mark.parametrize("ending", ["expired", "dispute_lost"])
+def test_refund_of_an_accepted_job_releases_the_lock(
+    escrow, staking, job_id, active_provider, renter, disputer, ending
+):
+    escrow.acceptJob(job_id, {"from": active_provider})
+    if ending == "expired":
+        _sleep_past_deadline()
+        escrow.refundExpired(job_id, {"from": renter})
+    else:
+        escrow.commitResult(job_id, ROOT, ITEMS, DIGEST, {"from": active_provider})
+        escrow.freeze(job_id, {"from": disputer})
+        escrow.resolveFreeze(job_id, True, {"from": disputer})
+    assert _status(escrow, job_id) == REFUNDED
+    assert staking.openWorkOf(active_provider) == 0
+
+
+def test_lock_holds_through_a_dispute_the_provider_wins(escrow, staking, committed, active_provider, disputer):
+    escrow.freeze(committed, {"from": disputer})
+    escrow.resolveFreeze(committed, False, {"from": disputer})
+    assert staking.openWorkOf(active_provider) == 1
+    chain.sleep(CHALLENGE_WINDOW)
+    escrow.finalize(committed, {"from": active_provider})
+    assert staking.openWorkOf(active_provider) == 0
+
+
+def test_refund_of_a_funded_job_touches_no_lock(escrow, staking, job_id, active_provider, renter):
+    escrow.cancel(job_id, {"from": renter})
+    assert staking.openWorkOf(active_provider) == 0
+
+
+def test_accept_requires_the_minimum_stake(escrow, staking, job_id, active_provider, slasher, custom_error):
+    """A provider slashed (or unbonded) below the minimum after the job was funded cannot take it."""
+    staking.slash(active_provider, 1, ZERO_ADDRESS, {"from": slasher})
+    with brownie.reverts(custom_error("StakingBelowMinimum", active_provider, ETHER - 1, ETHER)):
+        escrow.acceptJob(job_id, {"from": active_provider})
+
+
+def test_commit_requires_the_minimum_stake(escrow, staking, accepted, active_provider, slasher, custom_error):
+    staking.slash(active_provider, 1, ZERO_ADDRESS, {"from": slasher})
+    with brownie.reverts(custom_error("JobEscrowProviderUnderstaked", active_provider, ETHER - 1, ETHER)):
+        escrow.commitResult(accepted, ROOT, ITEMS, DIGEST, {"from": active_provider})
 
 
 # --- gas --------------------------------------------------------------------------------------

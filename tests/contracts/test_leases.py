@@ -204,3 +204,18 @@ def test_withdraw_reverts_when_receiver_rejects_ether(leases, active_provider, a
     attacker.setRejectPayments(True)
     with brownie.reverts(custom_error("LeaseManagerTransferFailed", attacker, refund)):
         attacker.execute(leases, leases.withdraw.encode_input(), 0)
+
+
+def test_provider_cannot_unbond_while_a_lease_is_active(leases, staking, start, active_provider, renter, custom_error):
+    """Attack: a leased provider unbonds and walks away with its stake while renters depend on it.
+    Each active lease locks the stake until the lease ends."""
+    first = start(1, HOUR).return_value
+    second = start(1, 2 * HOUR).return_value
+    assert staking.openWorkOf(active_provider) == 2
+    with brownie.reverts(custom_error("StakingWorkOpen", active_provider, 2)):
+        staking.requestUnbond(staking.stakeOf(active_provider), {"from": active_provider})
+    leases.endLease(first, {"from": renter})
+    chain.sleep(2 * HOUR)
+    leases.endLease(second, {"from": active_provider})
+    assert staking.openWorkOf(active_provider) == 0
+    staking.requestUnbond(staking.stakeOf(active_provider), {"from": active_provider})

@@ -4,9 +4,11 @@ Each machine drives a contract through random sequences of its public functions 
 independent model of who is owed what. Every action whose outcome the model cannot predict is
 skipped (only actions within a few seconds of a deadline), every other action must succeed
 exactly when the model says it may. After every step:
-- JobEscrow: its ETH balance == what the model says is owed + the price of every open job;
+- JobEscrow: its ETH balance == what the model says is owed + the price of every open job; each
+  provider's open work in Staking == its accepted or committed jobs, and it can start unbonding
+  exactly when that is zero (the lock that keeps stake slashable until the work settles);
 - Staking: balance == bonded + unbonding + owed in the contract's totals, which match the model,
-  and no slash ever took more than the offender held;
+  no slash ever took more than the offender held, and unbonding is refused while work is open;
 - LeaseManager: balance == owed + what active leases prepaid; no provider ever has more GPUs
   leased than it registered; a provider never earns more than a lease paid.
 Every withdrawal must pay exactly the modelled balance, and at the end of each example every
@@ -24,6 +26,7 @@ from conftest import (
     CHALLENGE_WINDOW,
     DAY,
     ETHER,
+    MIN_PROVIDER_STAKE,
     PRICE_PER_GPU_HOUR,
     PROTOCOL_FEE_BPS,
     SLASH_REWARD_BPS,
@@ -73,8 +76,9 @@ class EscrowMachine:
     st_hours = strategy("uint8", min_value=1, max_value=48)
     st_flag = strategy("bool")
 
-    def __init__(cls, escrow, providers, renters, disputer, treasury):
+    def __init__(cls, escrow, staking, providers, renters, disputer, treasury):
         cls.escrow = escrow
+        cls.staking = staking
         cls.providers = providers
         cls.renters = renters
         cls.disputer = disputer
@@ -84,6 +88,7 @@ class EscrowMachine:
     def setup(self):
         self.jobs: dict[int, JobModel] = {}
         self.owed = {a.address: 0 for a in self.accounts}
+        self.bonded = {p.address: MIN_PROVIDER_STAKE for p in self.providers}  # register_provider's stake
         # Short examples need jobs at every stage: one funded, one accepted, one committed.
         for pick in range(3):
             self.rule_create(pick * 8, (pick + 1) * ETHER // 10)
@@ -100,8 +105,27 @@ class EscrowMachine:
         renter = self.renters[st_pick % len(self.renters)]
         provider = self.providers[(st_pick // 7) % len(self.providers)]
         deadline = chain.time() + 2 * DAY
-        tx = self.escrow.createJob(provider, ROOT, st_price, deadline, {"from": renter, "value": st_price})
-        self.jobs[tx.return_value] = JobModel(renter, provider, st_price, deadline)
+        staked = self.bonded[provider.address] >= MIN_PROVIDER_STAKE  # else the provider is inactive
+        tx = _attempt(staked, self.escrow.createJob, provider, ROOT, st_price, deadline,
+                      {"from": renter, "value": st_price})
+        if tx:
+            self.jobs[tx.return_value] = JobModel(renter, provider, st_price, deadline)
+
+    def _open_work(self, provider) -> int:
+        return sum(1 for j in self.jobs.values() if j.provider == provider and j.status in (ACCEPTED, COMMITTED))
+
+    def rule_unbond(self, st_pick):
+        """Attack: a provider tries to unbond all its stake, which only works with no open work."""
+        provider = self.providers[st_pick % len(self.providers)]
+        amount = self.bonded[provider.address]
+        allowed = amount > 0 and self._open_work(provider) == 0
+        if _attempt(allowed, self.staking.requestUnbond, amount, {"from": provider}):
+            self.bonded[provider.address] = 0
+
+    def rule_restake(self, st_pick):
+        provider = self.providers[st_pick % len(self.providers)]
+        self.staking.stake({"from": provider, "value": MIN_PROVIDER_STAKE})
+        self.bonded[provider.address] += MIN_PROVIDER_STAKE
 
     def rule_advance(self, st_pick):
         """Moves a job one step along the honest path (accept, commit, finalize)."""
@@ -115,7 +139,8 @@ class EscrowMachine:
         if (picked := self._job(st_pick)) is None or _near(picked[1].deadline):
             return
         job_id, job = picked
-        allowed = job.status == FUNDED and chain.time() < job.deadline
+        staked = self.bonded[job.provider.address] >= MIN_PROVIDER_STAKE
+        allowed = job.status == FUNDED and chain.time() < job.deadline and staked
         if _attempt(allowed, self.escrow.acceptJob, job_id, {"from": job.provider}):
             job.status = ACCEPTED
 
@@ -123,7 +148,8 @@ class EscrowMachine:
         if (picked := self._job(st_pick)) is None or _near(picked[1].deadline):
             return
         job_id, job = picked
-        allowed = job.status == ACCEPTED and chain.time() < job.deadline
+        staked = self.bonded[job.provider.address] >= MIN_PROVIDER_STAKE
+        allowed = job.status == ACCEPTED and chain.time() < job.deadline and staked
         tx = _attempt(allowed, self.escrow.commitResult, job_id, ROOT, 4, ROOT, {"from": job.provider})
         if tx:
             job.status = COMMITTED
@@ -192,19 +218,27 @@ class EscrowMachine:
         locked = sum(j.price for j in self.jobs.values() if j.status in (FUNDED, ACCEPTED, COMMITTED))
         assert self.escrow.balance() == sum(self.owed.values()) + locked
 
+    def invariant_open_work_locks_stake(self):
+        for provider in self.providers:
+            assert self.staking.openWorkOf(provider) == self._open_work(provider)
+
     def teardown(self):
         """Per-account pull balances, checked once per example (each read costs an RPC call)."""
         for account in self.accounts:
             assert self.escrow.owedTo(ZERO_ADDRESS, account) == self.owed[account.address]
+        for provider in self.providers:
+            assert self.staking.stakeOf(provider) == self.bonded[provider.address]
 
 
 def test_escrow_holds_exactly_what_it_owes(
-    chain_state_machine, escrow, register_provider, provider, provider2, renter, stranger, disputer, treasury
+    chain_state_machine, escrow, staking, register_provider, provider, provider2, renter, stranger, disputer,
+    treasury,
 ):
     register_provider(provider)
     register_provider(provider2)
     chain_state_machine(
-        EscrowMachine, escrow, [provider, provider2], [renter, stranger], disputer, treasury, settings=SETTINGS
+        EscrowMachine, escrow, staking, [provider, provider2], [renter, stranger], disputer, treasury,
+        settings=SETTINGS,
     )
 
 
@@ -213,16 +247,18 @@ class StakingMachine:
     st_tenths = strategy("uint8", min_value=1, max_value=30)  # amounts of 0.1 .. 3 ether
     st_hours = strategy("uint8", min_value=1, max_value=96)
 
-    def __init__(cls, staking, stakers, slasher, treasury):
+    def __init__(cls, staking, stakers, slasher, locker, treasury):
         cls.staking = staking
         cls.stakers = stakers
         cls.slasher = slasher
+        cls.locker = locker
         cls.treasury = treasury
         cls.accounts = [*stakers, treasury]
 
     def setup(self):
         self.bonded = {a.address: 0 for a in self.stakers}
         self.unbonding = {a.address: [0, 0] for a in self.stakers}  # amount, releaseAt
+        self.open_work = {a.address: 0 for a in self.stakers}
         self.owed = {a.address: 0 for a in self.accounts}
         # Short examples need bonded and unbonding stake to act on.
         for pick in range(len(self.stakers)):
@@ -243,7 +279,8 @@ class StakingMachine:
         account = self._staker(st_pick)
         amount = st_tenths * ETHER // 10
         amount = min(amount, self.bonded[account.address]) if st_pick % 3 else amount
-        tx = _attempt(0 < amount <= self.bonded[account.address], self.staking.requestUnbond, amount, {"from": account})
+        allowed = 0 < amount <= self.bonded[account.address] and self.open_work[account.address] == 0
+        tx = _attempt(allowed, self.staking.requestUnbond, amount, {"from": account})
         if tx:
             self.bonded[account.address] -= amount
             unbonding = self.unbonding[account.address][0] + amount
@@ -256,6 +293,20 @@ class StakingMachine:
             return
         if _attempt(amount > 0 and chain.time() >= release, self.staking.withdrawUnbonded, {"from": account}):
             self.unbonding[account.address] = [0, 0]
+
+    def rule_lock(self, st_pick, st_tenths):
+        """A locker (the escrow at accept, the lease contract at start) locks open work."""
+        account = self._staker(st_pick)
+        min_stake = st_tenths * ETHER // 10
+        allowed = self.bonded[account.address] >= min_stake
+        if _attempt(allowed, self.staking.lockStake, account, min_stake, {"from": self.locker}):
+            self.open_work[account.address] += 1
+
+    def rule_unlock(self, st_pick):
+        account = self._staker(st_pick)
+        allowed = self.open_work[account.address] > 0
+        if _attempt(allowed, self.staking.unlockStake, account, {"from": self.locker}):
+            self.open_work[account.address] -= 1
 
     def rule_slash(self, st_pick, st_tenths):
         amount = st_tenths * ETHER // 10
@@ -296,14 +347,17 @@ class StakingMachine:
         for account in self.stakers:
             assert self.staking.stakeOf(account) == self.bonded[account.address]
             assert self.staking.unbondingOf(account)[0] == self.unbonding[account.address][0]
+            assert self.staking.openWorkOf(account) == self.open_work[account.address]
         for account in self.accounts:
             assert self.staking.owedTo(account) == self.owed[account.address]
 
 
 def test_staking_holds_exactly_stake_plus_owed(
-    chain_state_machine, staking, provider, provider2, verifier, slasher, treasury
+    chain_state_machine, staking, provider, provider2, verifier, slasher, locker, treasury
 ):
-    chain_state_machine(StakingMachine, staking, [provider, provider2, verifier], slasher, treasury, settings=SETTINGS)
+    chain_state_machine(
+        StakingMachine, staking, [provider, provider2, verifier], slasher, locker, treasury, settings=SETTINGS
+    )
 
 
 @dataclass
@@ -322,8 +376,9 @@ class LeaseMachine:
     st_gpus = strategy("uint256", min_value=1, max_value=5)
     st_seconds = strategy("uint256", min_value=60, max_value=3 * 3600)
 
-    def __init__(cls, leases, providers, renters, gpu_counts, price_per_gpu_hour):
+    def __init__(cls, leases, staking, providers, renters, gpu_counts, price_per_gpu_hour):
         cls.leases = leases
+        cls.staking = staking
         cls.providers = providers
         cls.renters = renters
         cls.gpu_counts = gpu_counts
@@ -389,15 +444,17 @@ class LeaseMachine:
         for index, provider in enumerate(self.providers):
             leased = self.leases.leasedGpusOf(provider)
             assert leased == self._leased(provider) <= self.gpu_counts[index]
+            active = sum(1 for x in self.items.values() if x.active and x.provider == provider)
+            assert self.staking.openWorkOf(provider) == active  # each active lease locks the stake
         for account in self.accounts:
             assert self.leases.owedTo(account) == self.owed[account.address]
 
 
 def test_leases_hold_exactly_prepaid_plus_owed(
-    chain_state_machine, leases, register_provider, provider, provider2, renter, stranger
+    chain_state_machine, leases, staking, register_provider, provider, provider2, renter, stranger
 ):
     register_provider(provider, gpus=4)
     register_provider(provider2, gpus=2)
     chain_state_machine(
-        LeaseMachine, leases, [provider, provider2], [renter, stranger], [4, 2], PRICE_PER_GPU_HOUR, settings=SETTINGS
+        LeaseMachine, leases, staking, [provider, provider2], [renter, stranger], [4, 2], PRICE_PER_GPU_HOUR, settings=SETTINGS
     )

@@ -201,13 +201,18 @@ def test_set_pog_status_reverts_for_unregistered_provider(registry, stranger, po
         registry.setPogStatus(stranger, 1, bytes(32), 0, False, {"from": pog})
 
 
-def test_set_min_provider_stake_emits_old_and_new_and_applies(registry, admin, staked):
-    _register(registry, staked, _uuids(1))
-    tx = registry.setMinProviderStake(2 * ETHER, {"from": admin})
-    assert tx.events["MinProviderStakeSet"] == {"oldStake": MIN_PROVIDER_STAKE, "newStake": 2 * ETHER}
-    assert not registry.isActive(staked)
+def test_min_provider_stake_is_fixed_and_not_zero(
+    ProviderRegistry, registry, staking, admin, custom_error, deploy_revert
+):
+    assert registry.minProviderStake() == MIN_PROVIDER_STAKE
+    assert registry.staking() == staking
+    assert deploy_revert(ProviderRegistry, staking, 0, sender=admin) == custom_error("ProviderRegistryZeroMinStake")
 
 
-def test_set_min_provider_stake_reverts_for_non_admin(registry, stranger, custom_error):
-    with brownie.reverts(custom_error("AccessControlUnauthorizedAccount", stranger, bytes(32))):
-        registry.setMinProviderStake(0, {"from": stranger})
+def test_pog_role_is_granted_once_by_the_deployer(registry, proof_of_gpu, pog, admin, stranger, custom_error):
+    assert registry.wired()
+    assert registry.hasRole(registry.POG_ROLE(), proof_of_gpu) and registry.hasRole(registry.POG_ROLE(), pog)
+    with brownie.reverts(custom_error("WiringAlreadyDone")):
+        registry.wire([stranger], {"from": admin})
+    with brownie.reverts(custom_error("AccessControlUnauthorizedAccount", admin, bytes(32))):
+        registry.grantRole(registry.POG_ROLE(), stranger, {"from": admin})

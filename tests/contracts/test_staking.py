@@ -215,36 +215,97 @@ def test_withdraw_reverts_when_receiver_rejects_ether(staking, provider, slasher
         attacker.execute(staking, staking.withdraw.encode_input(), 0)
 
 
-def test_admin_setters_emit_old_and_new_values(staking, admin, stranger):
-    tx = staking.setUnbondingDelay(UNBONDING_DELAY * 2, {"from": admin})
-    assert tx.events["UnbondingDelaySet"] == {"oldDelay": UNBONDING_DELAY, "newDelay": UNBONDING_DELAY * 2}
-    tx = staking.setSlashRewardBps(1_000, {"from": admin})
-    assert tx.events["SlashRewardBpsSet"] == {"oldBps": SLASH_REWARD_BPS, "newBps": 1_000}
-    old_treasury = staking.treasury()
-    tx = staking.setTreasury(stranger, {"from": admin})
-    assert tx.events["TreasurySet"] == {"oldTreasury": old_treasury, "newTreasury": stranger}
-    assert (staking.unbondingDelay(), staking.slashRewardBps(), staking.treasury()) == (
-        UNBONDING_DELAY * 2,
-        1_000,
-        stranger,
-    )
-
-
 @pytest.mark.parametrize(
-    "setter, value, error",
+    "args, error",
     [
-        ("setUnbondingDelay", 0, ("StakingInvalidDelay", 0)),
-        ("setSlashRewardBps", 10_001, ("StakingInvalidBps", 10_001)),
-        ("setTreasury", brownie.ZERO_ADDRESS, ("StakingZeroAddress",)),
+        ((0, SLASH_REWARD_BPS), ("StakingInvalidDelay", 0, 30 * 24 * 3600)),
+        ((30 * 24 * 3600 + 1, SLASH_REWARD_BPS), ("StakingInvalidDelay", 30 * 24 * 3600 + 1, 30 * 24 * 3600)),
+        ((2**64 - 1, SLASH_REWARD_BPS), ("StakingInvalidDelay", 2**64 - 1, 30 * 24 * 3600)),
+        ((UNBONDING_DELAY, 10_001), ("StakingInvalidBps", 10_001)),
     ],
 )
-def test_admin_setters_reject_invalid_values(staking, admin, setter, value, error, custom_error):
-    with brownie.reverts(custom_error(*error)):
-        getattr(staking, setter)(value, {"from": admin})
+def test_constructor_rejects_parameters_out_of_bounds(Staking, admin, treasury, args, error, custom_error,
+                                                     deploy_revert):
+    assert deploy_revert(Staking, *args, treasury, sender=admin) == custom_error(*error)
 
 
-@pytest.mark.parametrize("setter, value", [("setUnbondingDelay", 1), ("setSlashRewardBps", 1), ("setTreasury", 1)])
-def test_admin_setters_revert_for_non_admin(staking, stranger, setter, value, custom_error):
-    arg = stranger if setter == "setTreasury" else value
-    with brownie.reverts(custom_error("AccessControlUnauthorizedAccount", stranger, bytes(32))):
-        getattr(staking, setter)(arg, {"from": stranger})
+def test_constructor_rejects_zero_treasury(Staking, admin, custom_error, deploy_revert):
+    assert deploy_revert(Staking, UNBONDING_DELAY, SLASH_REWARD_BPS, brownie.ZERO_ADDRESS, sender=admin) == (
+        custom_error("StakingZeroAddress"))
+
+
+def test_longest_delay_still_unbonds_and_releases(Staking, admin, treasury, verifier):
+    """The old attack set the delay so large that now + delay overflowed uint64 and every unbond
+    request reverted; at the largest delay a deployment may choose, stake still comes back."""
+    contract = Staking.deploy(30 * 24 * 3600, SLASH_REWARD_BPS, treasury, {"from": admin})
+    contract.stake({"from": verifier, "value": ETHER})
+    tx = contract.requestUnbond(ETHER, {"from": verifier})
+    assert tx.events["UnbondRequested"]["releaseAt"] == tx.timestamp + 30 * 24 * 3600
+    chain.sleep(30 * 24 * 3600)
+    assert contract.withdrawUnbonded({"from": verifier}).events["UnbondedWithdrawn"]["amount"] == ETHER
+
+
+def test_wire_grants_roles_once_and_only_for_the_deployer(Staking, admin, treasury, stranger, custom_error):
+    contract = Staking.deploy(UNBONDING_DELAY, SLASH_REWARD_BPS, treasury, {"from": admin})
+    with brownie.reverts(custom_error("WiringNotDeployer", stranger)):
+        contract.wire([stranger], [], {"from": stranger})
+    with brownie.reverts(custom_error("WiringTooManyHolders", 5, 4)):
+        contract.wire([stranger] * 5, [], {"from": admin})
+    with brownie.reverts(custom_error("WiringZeroAddress")):
+        contract.wire([brownie.ZERO_ADDRESS], [], {"from": admin})
+    tx = contract.wire([stranger], [admin], {"from": admin})
+    assert tx.events["Wired"] == {"by": admin}
+    assert contract.wired()
+    assert contract.hasRole(contract.SLASHER_ROLE(), stranger)
+    assert contract.hasRole(contract.LOCKER_ROLE(), admin)
+    with brownie.reverts(custom_error("WiringAlreadyDone")):
+        contract.wire([admin], [], {"from": admin})
+    with brownie.reverts(custom_error("AccessControlUnauthorizedAccount", admin, bytes(32))):
+        contract.grantRole(contract.SLASHER_ROLE(), admin, {"from": admin})
+    with brownie.reverts(custom_error("AccessControlUnauthorizedAccount", admin, bytes(32))):
+        contract.revokeRole(contract.SLASHER_ROLE(), stranger, {"from": admin})
+
+
+# --- Open work: stake that secures an accepted job or an active lease cannot start unbonding ---
+
+
+def test_only_lockers_lock_or_unlock(staking, provider, stranger, custom_error):
+    """The escrow and the lease contract hold LOCKER_ROLE (their tests drive the real paths);
+    nobody else can lock a provider's stake or release its lock."""
+    staking.stake({"from": provider, "value": 2 * ETHER})
+    role = staking.LOCKER_ROLE()
+    with brownie.reverts(custom_error("AccessControlUnauthorizedAccount", stranger, role)):
+        staking.lockStake(provider, ETHER, {"from": stranger})
+    with brownie.reverts(custom_error("AccessControlUnauthorizedAccount", stranger, role)):
+        staking.unlockStake(provider, {"from": stranger})
+
+
+def test_lock_requires_the_minimum_stake(locker, staking, provider, custom_error):
+    staking.stake({"from": provider, "value": ETHER // 2})
+    with brownie.reverts(custom_error("StakingBelowMinimum", provider, ETHER // 2, ETHER)):
+        staking.lockStake(provider, ETHER, {"from": locker})
+
+
+def test_unbonding_is_refused_while_work_is_open_and_allowed_after(locker, staking, provider, custom_error):
+    staking.stake({"from": provider, "value": 2 * ETHER})
+    tx = staking.lockStake(provider, ETHER, {"from": locker})
+    assert tx.events["StakeLocked"] == {"account": provider, "locker": locker, "openWork": 1}
+    staking.lockStake(provider, ETHER, {"from": locker})
+    assert staking.openWorkOf(provider) == 2
+    with brownie.reverts(custom_error("StakingWorkOpen", provider, 2)):
+        staking.requestUnbond(ETHER, {"from": provider})
+    staking.unlockStake(provider, {"from": locker})
+    with brownie.reverts(custom_error("StakingWorkOpen", provider, 1)):
+        staking.requestUnbond(ETHER, {"from": provider})
+    tx = staking.unlockStake(provider, {"from": locker})
+    assert tx.events["StakeUnlocked"] == {"account": provider, "locker": locker, "openWork": 0}
+    staking.requestUnbond(2 * ETHER, {"from": provider})
+    with brownie.reverts(custom_error("StakingNoOpenWork", provider)):
+        staking.unlockStake(provider, {"from": locker})
+
+
+def test_locked_stake_stays_slashable(locker, staking, provider, verifier, slasher):
+    staking.stake({"from": provider, "value": ETHER})
+    staking.lockStake(provider, ETHER, {"from": locker})
+    assert staking.slash(provider, ETHER, verifier, {"from": slasher}).return_value == ETHER
+    assert staking.openWorkOf(provider) == 1
