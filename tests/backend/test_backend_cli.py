@@ -204,7 +204,7 @@ def test_lease_start_and_stop_from_a_keystore(server, chain, session, market, ke
 
 def test_model_list_at_80_columns_shows_every_hash_and_owner_whole(server, keystore, tmp_path) -> None:  # type: ignore[no-untyped-def]
     model_file = tmp_path / "wide.pt"
-    model_file.write_bytes(b"a model whose hash must be copyable")
+    model_file.write_bytes(support.Tagged.torchscript(80.0))
     pushed = _invoke("model", "push", str(model_file), "--keystore", str(keystore), "--backend", server)
     model_hash = re.search(r"model (0x[0-9a-f]{64})", pushed).group(1)
     result = runner.invoke(root, ["model", "list", "--backend", server], env={"COLUMNS": "80"},

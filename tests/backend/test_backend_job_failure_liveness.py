@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from backend.api.app import create_app
 from backend.cli import job_app
-from backend.client import BackendClient
+from backend.client import ApiError, BackendClient
 from backend.matching import Candidate, Request, explain
 from client.keystore import PASSWORD_FILE_ENV
 from protocol.merkle import keccak256
@@ -50,7 +50,12 @@ def _said(*args: str, code: int = 0) -> str:
 def _wait(predicate, timeout: float = 20.0):  # type: ignore[no-untyped-def]
     end = time.monotonic() + timeout
     while time.monotonic() < end:
-        value = predicate()
+        try:
+            value = predicate()
+        except ApiError as exc:  # 404 until the indexer has seen the job
+            if exc.status != 404:
+                raise
+            value = None
         if value:
             return value
         time.sleep(0.1)
