@@ -8,11 +8,7 @@ the challenge answered; and, as a test must, free ports instead of the README's 
 (8545, 8000, 9108) and a private HOME, and chain time moved past the challenge window
 (evm_increaseTime) instead of waiting ten minutes.
 
-Commands that another branch adds (`account import`, `--password-file`, `withdraw`,
-`job refund`) may be missing from the tree this runs in: such a step is done the old way
-(a keystore written here, the password in the older variables) or skipped, and listed in
-the test's output. With every command present nothing is skipped; TODO(lead): after the merge,
-turn `assert_complete` on to fail on any skipped step.
+A command the README names that this tree lacks fails the test.
 """
 
 from __future__ import annotations
@@ -44,7 +40,6 @@ README = REPO / "README.md"
 BIN = Path(sys.executable).parent
 LONG_RUNNING = ("unchained up", "unchained provider run", "unchained verifier run")
 PROVIDER = dev_account(1).address
-assert_complete = False  # TODO(lead): True once account/withdraw/refund are merged
 
 
 @dataclass
@@ -90,11 +85,6 @@ def _resolve(line: str) -> tuple[list[str], object | None]:
             return words, None
         node = commands[part]
     return words, node
-
-
-def _takes(line: str, option: str) -> bool:
-    _words, command = _resolve(line)
-    return command is not None and any(option in getattr(p, "opts", []) for p in command.params)
 
 
 # -- terminals ------------------------------------------------------------------------------------
@@ -157,7 +147,6 @@ class Walk:
     home: Path
     ports: dict[str, int]
     terminals: dict[str, Terminal] = field(default_factory=dict)
-    skipped: list[str] = field(default_factory=list)
     config_env: dict[str, str] = field(default_factory=dict)
 
     def terminal(self, name: str) -> Terminal:
@@ -183,9 +172,8 @@ class Walk:
             return None
         return response.json() if response.status_code == 200 else None
 
-    def adapt(self, term: Terminal, line: str) -> str | None:
-        """The README's line as this test runs it: free ports, and the older way for a command
-        this tree lacks (None: the step is skipped)."""
+    def adapt(self, line: str) -> str:
+        """The README's line as this test runs it: free ports instead of the defaults."""
         if line.startswith("unchained up"):
             return f"{line} --port {self.ports['rpc']} --backend-port {self.ports['backend']}"
         if line.startswith("unchained provider run"):
@@ -195,45 +183,13 @@ class Walk:
         if not line.startswith("unchained "):
             return line
         words, command = _resolve(line)
-        if shlex.split(line)[1:3] == ["account", "import"] and command is None:
-            self._import_the_old_way(term, line)
-            return None
-        if command is None:
-            self.skipped.append(f"[{term.name}] {line}  (no `unchained {' '.join(words)}` here)")
-            return None
-        if "--password-file" in line and not _takes(line, "--password-file"):
-            self.skipped.append(f"[{term.name}] --password-file of `unchained {' '.join(words)}` (older variables used)")
-            parts = shlex.split(line.replace("$K", "\x00"))
-            i = parts.index("--password-file")
-            password = (term.cwd / parts[i + 1]).read_text().splitlines()[0]
-            del parts[i:i + 2]
-            exports = " ".join(f"{v}={shlex.quote(password)}" for v in (
-                "UNCHAINED_KEYSTORE_PASSWORD", "UNCHAINED_PROVIDER_KEYSTORE_PASSWORD",
-                "UNCHAINED_VERIFIER_KEYSTORE_PASSWORD"))
-            line = exports + " " + " ".join("$K" if p == "\x00" else shlex.quote(p) for p in parts)
+        assert command is not None, f"the README names `unchained {' '.join(words)}`, which this tree lacks"
         return line
-
-    def _import_the_old_way(self, term: Terminal, line: str) -> None:
-        import json
-
-        from eth_account import Account
-
-        parts = shlex.split(line)
-        key = Path(parts[parts.index("--key-file") + 1])
-        password = (term.cwd / parts[parts.index("--password-file") + 1]).read_text().splitlines()[0]
-        account = Account.from_key(key.read_text().strip())
-        directory = self.home / ".unchained" / "keystores"
-        directory.mkdir(parents=True, exist_ok=True)
-        (directory / f"{account.address}.json").write_text(
-            json.dumps(Account.encrypt(account.key, password, kdf="scrypt", iterations=1 << 10)))
-        self.skipped.append(f"[{term.name}] {line}  (no `unchained account import` here: keystore written by the test)")
 
     def block(self, block: Block, check: Callable[[str, int, str], None] | None = None) -> Terminal:
         term = self.terminal(block.terminal)
         for line in block.lines:
-            command = self.adapt(term, line.replace("~/", f"{self.home}/"))
-            if command is None:
-                continue
+            command = self.adapt(line.replace("~/", f"{self.home}/"))
             if line.startswith(LONG_RUNNING):
                 term.type(command)
                 term.busy = True
@@ -259,8 +215,6 @@ def walk(tmp_path: Path) -> Iterator[Walk]:
                 w.terminals[name].close()
         for term in w.terminals.values():
             print(f"---- {term.name} ----\n" + "\n".join(term.lines[-60:]))
-        if w.skipped:
-            print("steps done the old way or skipped on this tree:\n  " + "\n  ".join(w.skipped))
 
 
 def test_the_readme_walkthrough_runs_as_written(walk: Walk) -> None:
@@ -315,5 +269,3 @@ def test_the_readme_walkthrough_runs_as_written(walk: Walk) -> None:
 
     second = walk.block(payout)
     assert second is not agent and re.search(r"status\s+finalized", second.output()), second.output()
-    if assert_complete:
-        assert not walk.skipped, walk.skipped
