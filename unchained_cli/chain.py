@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import ctypes
 import logging
+import os
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +19,10 @@ from web3 import Web3
 log = logging.getLogger(__name__)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# Seconds per block for the chains that tests and the local market start (0 or unset: every
+# transaction mined at once). With a block time, a transaction waits for the next block, as on a
+# real chain: the end-to-end and fault tests run in both modes (scripts/test.sh).
+BLOCK_TIME_ENV = "UNCHAINED_TEST_BLOCK_TIME"
 NPM_ANVIL = REPO_ROOT / "node_modules" / "@foundry-rs" / "anvil-linux-amd64" / "bin" / "anvil"
 
 
@@ -30,6 +38,38 @@ def anvil_binary() -> str:
     if NPM_ANVIL.exists():
         return str(NPM_ANVIL)
     raise ChainError("anvil not found: run scripts/setup.sh (it installs @foundry-rs/anvil from npm)")
+
+
+def die_with_parent() -> None:
+    """Runs in a child before exec: SIGTERM when the process that started it dies, however it
+    dies (Linux PDEATHSIG), so no anvil outlives the test, demo or `chain up` that owned it."""
+    if sys.platform.startswith("linux"):
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def stop_on_sigterm() -> None:
+    """SIGTERM and SIGHUP raise KeyboardInterrupt in the main thread, as Ctrl-C does, so the
+    caller's `finally` stops what it started (by default they end Python without running it)."""
+    def interrupt(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, interrupt)
+
+
+def block_time_from_env() -> float | None:
+    """UNCHAINED_TEST_BLOCK_TIME as seconds per block; None (instant mining) when unset or 0."""
+    raw = os.environ.get(BLOCK_TIME_ENV, "").strip()
+    if not raw:
+        return None
+    try:
+        seconds = float(raw)
+    except ValueError as exc:
+        raise ChainError(f"{BLOCK_TIME_ENV}={raw!r} is not a number of seconds") from exc
+    if seconds < 0:
+        raise ChainError(f"{BLOCK_TIME_ENV}={raw!r} is negative")
+    return seconds or None
 
 
 def free_port() -> int:
@@ -67,7 +107,8 @@ class LocalChain:
             cmd += ["--block-time", str(self.block_time)]
             if self.mixed_mining:
                 cmd.append("--mixed-mining")
-        self.process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                        preexec_fn=die_with_parent)
         web3 = Web3(Web3.HTTPProvider(self.rpc_url))
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -10,7 +10,6 @@ provider's job child goes with it) and are told to die with this process (Linux:
 
 from __future__ import annotations
 
-import ctypes
 import json
 import logging
 import os
@@ -29,7 +28,7 @@ from eth_account import Account
 from web3 import Web3
 
 from protocol.deployments import Deployment
-from unchained_cli.chain import LocalChain, free_port
+from unchained_cli.chain import LocalChain, block_time_from_env, die_with_parent, free_port
 from unchained_cli.deploy import DeployParams, Deployer, deploy_all, write_deployment
 from unchained_cli.session import ChainSession
 
@@ -72,7 +71,11 @@ class MarketPlan:
     renters: tuple[int, ...]
     treasury: int = 0  # the deployer: protocol fees and slash shares go there
     params: DeployParams = FAST_PARAMS
-    block_time: float = 1.0  # an empty block this often when idle; transactions are mined at once
+    block_time: float = 1.0  # seconds per block
+    # True: each transaction is mined at once, and an empty block comes every block_time when idle
+    # (windows measured in chain time move on their own). False: transactions wait for the next
+    # block, as on a real chain.
+    instant: bool = True
     broker_url: str | None = None  # None: a private redis-server if installed, else SQLite
     pog_interval_s: float = 30.0
     pog_jitter_s: float = 2.0
@@ -86,6 +89,13 @@ class MarketPlan:
         if len(set(used)) != len(used):
             raise MarketError(f"every party needs its own account; plan uses {sorted(used)}")
         return max(used) + 1
+
+
+def plan_from_env(plan: MarketPlan) -> MarketPlan:
+    """`plan` on the chain that UNCHAINED_TEST_BLOCK_TIME asks for: with a block time, every
+    transaction waits for the next block; unset, the plan as it is (transactions mined at once)."""
+    block_time = block_time_from_env()
+    return plan if block_time is None else replace(plan, block_time=block_time, instant=False)
 
 
 @dataclass
@@ -103,7 +113,7 @@ class Service:
         with open(self.log_path, "ab") as log_file:
             self.proc = subprocess.Popen(self.argv, cwd=REPO_ROOT, env=self.env, stdin=subprocess.DEVNULL,
                                          stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True,
-                                         preexec_fn=_die_with_parent)
+                                         preexec_fn=die_with_parent)
         return self
 
     @property
@@ -136,13 +146,6 @@ def _signal_group(pid: int, sig: int) -> None:
         os.killpg(pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-def _die_with_parent() -> None:
-    """Runs in the child before exec: SIGTERM when the market's process dies, however it dies."""
-    if sys.platform.startswith("linux"):
-        PR_SET_PDEATHSIG = 1
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def wait_for(predicate: Callable[[], object], timeout: float, interval: float = 0.2) -> bool:
@@ -302,7 +305,8 @@ class LocalMarket:
         self.root = root.resolve()
         self.root.mkdir(parents=True, exist_ok=True)
         self.services: dict[str, Service] = {}
-        self.chain = LocalChain(port=free_port(), block_time=plan.block_time, accounts=plan.accounts, mixed_mining=True)
+        self.chain = LocalChain(port=free_port(), block_time=plan.block_time, accounts=plan.accounts,
+                                mixed_mining=plan.instant)
         self.broker = Broker.choose(self.root, plan.broker_url)
         self.backend_port = free_port()
         self.metrics_ports: dict[str, int] = {}
@@ -338,7 +342,8 @@ class LocalMarket:
         """The chain with the contracts, the broker and the backend: what the operator runs."""
         self.chain.start()
         on_step(f"anvil at {self.chain.rpc_url} (transactions mined at once, a block every "
-                f"{self.plan.block_time:g} s when idle)")
+                f"{self.plan.block_time:g} s when idle)" if self.plan.instant else
+                f"anvil at {self.chain.rpc_url} (a block every {self.plan.block_time:g} s)")
         params = replace(self.plan.params, treasury=self.parties["treasury"].address)
         deployer = Deployer.connect(self.chain.rpc_url)
         self.deployment = deploy_all(deployer, params)
