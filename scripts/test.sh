@@ -1,5 +1,13 @@
 #!/usr/bin/env bash
 # The test command (README, .ci/run): installs what is missing, then runs every test suite.
+#
+# The Python end-to-end tests run on two kinds of chain; each passes on both, CI runs each once:
+# - instant mining (a transaction is mined as it arrives): protocol, services, the CLI and the
+#   demo (its Ctrl-C test included);
+# - a block a second, every transaction waiting for the next block as on a real chain
+#   (UNCHAINED_TEST_BLOCK_TIME=1): the paid job through the market (tests/e2e/test_market_job.py)
+#   and the faults on the whole market (tests/e2e/test_faults.py).
+# UNCHAINED_TEST_BOTH_MODES=1 also runs every end-to-end test in the other mode (about 7 more minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
@@ -7,4 +15,12 @@ source .venv/bin/activate
 # Contracts on anvil through brownie (it starts and stops anvil itself).
 brownie test tests/contracts --disable-warnings
 # Everything else (protocol, services, end-to-end) with plain pytest; brownie's plugin stays off.
-python -m pytest -p no:pytest-brownie tests --ignore=tests/contracts -q
+block_time_tests=(tests/e2e/test_market_job.py tests/e2e/test_faults.py)
+instant_e2e_tests=(tests/cli/test_demo.py)
+pytest=(python -m pytest -p no:pytest-brownie -q)
+"${pytest[@]}" tests --ignore=tests/contracts "${block_time_tests[@]/#/--ignore=}"
+UNCHAINED_TEST_BLOCK_TIME=1 "${pytest[@]}" "${block_time_tests[@]}"
+if [ -n "${UNCHAINED_TEST_BOTH_MODES:-}" ]; then
+  "${pytest[@]}" "${block_time_tests[@]}"
+  UNCHAINED_TEST_BLOCK_TIME=1 "${pytest[@]}" "${instant_e2e_tests[@]}"
+fi
