@@ -11,6 +11,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -123,6 +125,23 @@ class LocalChain:
                 time.sleep(0.05)
         self.stop()
         raise ChainError(f"anvil did not answer on {self.rpc_url} within {timeout:.0f}s")
+
+    @contextmanager
+    def mining_at_once(self) -> Iterator[None]:
+        """Inside: every transaction mined as it arrives, also on a chain with a block time; the
+        block time again afterwards. For one-off set-up (deploying the contracts) that tests and
+        the local market do before the parties act, so that only the parties wait for blocks.
+        anvil's interval is whole seconds: a fractional block time keeps waiting for blocks."""
+        interval = self.block_time
+        if not interval or self.mixed_mining or not float(interval).is_integer():
+            yield
+            return
+        web3 = Web3(Web3.HTTPProvider(self.rpc_url))
+        web3.provider.make_request("evm_setAutomine", [True])
+        try:
+            yield
+        finally:
+            web3.provider.make_request("evm_setIntervalMining", [int(interval)])
 
     def stop(self) -> None:
         if self.process and self.process.poll() is None:

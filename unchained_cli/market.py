@@ -346,7 +346,8 @@ class LocalMarket:
                 f"anvil at {self.chain.rpc_url} (a block every {self.plan.block_time:g} s)")
         params = replace(self.plan.params, treasury=self.parties["treasury"].address)
         deployer = Deployer.connect(self.chain.rpc_url)
-        self.deployment = deploy_all(deployer, params)
+        with self.chain.mining_at_once():  # the operator's one-off set-up; the parties wait for blocks
+            self.deployment = deploy_all(deployer, params)
         self.deployment_file = write_deployment(self.deployment, self.root / "deployments")
         self.session = ChainSession.connect(self.chain.rpc_url, self.deployment)
         on_step(f"{len(self.deployment.contracts)} contracts deployed on chain {self.deployment.chain_id}")

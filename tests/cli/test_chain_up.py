@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 from web3 import Web3
 
-from unchained_cli.chain import free_port
+from unchained_cli.chain import LocalChain, free_port
 from unchained_cli.market import wait_for
 
 UNCHAINED = str(Path(sys.executable).with_name("unchained"))
@@ -49,24 +49,12 @@ def anvil_of(proc: subprocess.Popen) -> psutil.Process:
     return anvil
 
 
-def test_chain_up_prints_rpc_and_accounts_and_stops_on_interrupt() -> None:
+def test_chain_up_mines_blocks_on_its_own_by_default_and_sigterm_stops_anvil() -> None:
     with chain_up() as (proc, port, output):
-        assert f"RPC URL: http://127.0.0.1:{port}" in output
+        assert f"RPC URL: http://127.0.0.1:{port}" in output and "Blocks: every 1 s" in output, output
         web3 = Web3(Web3.HTTPProvider(f"http://127.0.0.1:{port}"))
         assert web3.eth.chain_id == 31337
         assert web3.eth.accounts[0] in output
-        anvil = anvil_of(proc)
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=30)
-        psutil.wait_procs([anvil], timeout=10)
-        assert not anvil.is_running()
-    assert not Web3(Web3.HTTPProvider(f"http://127.0.0.1:{port}")).is_connected()
-
-
-def test_chain_up_mines_blocks_on_its_own_by_default_and_sigterm_stops_anvil() -> None:
-    with chain_up() as (proc, port, output):
-        assert "Blocks: every 1 s" in output, output
-        web3 = Web3(Web3.HTTPProvider(f"http://127.0.0.1:{port}"))
         first = web3.eth.block_number
         # No transaction is sent: the backend's confirmations and a PoG round's seed block come anyway.
         assert wait_for(lambda: web3.eth.block_number >= first + 2, 30, 0.2), "no block came on its own"
@@ -78,7 +66,7 @@ def test_chain_up_mines_blocks_on_its_own_by_default_and_sigterm_stops_anvil() -
     assert not Web3(Web3.HTTPProvider(f"http://127.0.0.1:{port}")).is_connected()
 
 
-def test_chain_up_block_time_zero_mines_a_block_per_transaction_only() -> None:
+def test_chain_up_block_time_zero_mines_a_block_per_transaction_only_and_stops_on_interrupt() -> None:
     with chain_up("--block-time", "0") as (proc, port, output):
         assert "Blocks: one per transaction" in output, output
         web3 = Web3(Web3.HTTPProvider(f"http://127.0.0.1:{port}"))
@@ -89,5 +77,25 @@ def test_chain_up_block_time_zero_mines_a_block_per_transaction_only() -> None:
         assert web3.eth.block_number == first + 1
         # With a block time, blocks would come meanwhile: none may.
         assert not wait_for(lambda: web3.eth.block_number > first + 1, 2.5, 0.2)
-        proc.send_signal(signal.SIGTERM)
+        anvil = anvil_of(proc)
+        proc.send_signal(signal.SIGINT)  # Ctrl-C
         proc.wait(timeout=30)
+        gone, alive = psutil.wait_procs([anvil], timeout=10)
+        assert not alive, f"anvil {anvil.pid} outlived `chain up`"
+    assert not Web3(Web3.HTTPProvider(f"http://127.0.0.1:{port}")).is_connected()
+
+
+def test_set_up_mined_at_once_then_blocks_come_on_their_own_again() -> None:
+    with LocalChain(port=free_port(), block_time=1) as local:
+        web3 = Web3(Web3.HTTPProvider(local.rpc_url))
+        assert web3.provider.make_request("anvil_getAutomine", [])["result"] is False
+        with local.mining_at_once():
+            assert web3.provider.make_request("anvil_getAutomine", [])["result"] is True
+            before = web3.eth.block_number
+            accounts = web3.eth.accounts
+            # Mined as it arrives: the receipt is there when the send returns.
+            tx = web3.eth.send_transaction({"from": accounts[0], "to": accounts[1], "value": 1})
+            assert web3.eth.get_transaction_receipt(tx).blockNumber == before + 1
+        assert web3.provider.make_request("anvil_getAutomine", [])["result"] is False
+        head = web3.eth.block_number
+        assert wait_for(lambda: web3.eth.block_number >= head + 2, 30, 0.2), "the block time did not come back"

@@ -107,7 +107,8 @@ def _pings(client) -> bool:  # type: ignore[no-untyped-def]
 def running_market(tmp_path_factory: pytest.TempPathFactory, broker_url: str, confirmations: int) -> Iterator[Market]:
     """anvil with the contracts, and the backend served over them, indexing and dispatching."""
     with LocalChain(port=free_port(), block_time=block_time_from_env()) as local:
-        deployment = deploy_all(Deployer.connect(local.rpc_url))
+        with local.mining_at_once():  # set-up; the parties below wait for blocks
+            deployment = deploy_all(Deployer.connect(local.rpc_url))
         path = write_deployment(deployment, tmp_path_factory.mktemp("deployments"))
         port = free_port()
         settings = BackendSettings(
