@@ -7,7 +7,7 @@
 # - a block a second, every transaction waiting for the next block as on a real chain
 #   (UNCHAINED_TEST_BLOCK_TIME=1): the paid job through the market (tests/e2e/test_market_job.py)
 #   and the faults on the whole market (tests/e2e/test_faults.py).
-# UNCHAINED_TEST_BOTH_MODES=1 also runs every end-to-end test in the other mode (about 7 more minutes).
+# UNCHAINED_TEST_BOTH_MODES=1 also runs those end-to-end tests in the other mode (about 8 more minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh

@@ -44,7 +44,8 @@ def anvil_binary() -> str:
 
 def die_with_parent() -> None:
     """Runs in a child before exec: SIGTERM when the process that started it dies, however it
-    dies (Linux PDEATHSIG), so no anvil outlives the test, demo or `chain up` that owned it."""
+    dies (Linux PDEATHSIG), so no anvil outlives the test, demo or `chain up` that owned it.
+    Linux ties this to the starting thread: start children from a thread that lives as long."""
     if sys.platform.startswith("linux"):
         PR_SET_PDEATHSIG = 1
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
