@@ -44,10 +44,14 @@ KEYSTORE_PASSWORD = "unchained-local-market"  # protects public development keys
 
 # Windows short enough to watch a challenge end to end in real time, each still shorter than the
 # unbonding delay so that a stake can always be slashed, and long enough for a verifier on a busy
-# 2-core machine (a re-execution of a few items takes 5-15 s there) to act inside them.
+# 2-core machine (a re-execution of a few items takes 5-25 s there) to act inside them. The windows
+# after an answer (fraud proof, escalation) only delay a settlement nobody disputes, so they are
+# wide: with a block a second and a verifier busy re-executing another job for 15-25 s, a 10 s
+# fraud window and a 40 s escalation window closed before the verifier acted, and the cheater's
+# wrong answers stood.
 FAST_PARAMS = DeployParams(
     challenge_window=45, pog_commit_window=60, root_challenge_period=600, response_window=30,
-    fraud_window=10, vote_window=45, escalation_window=40, unbonding_delay=3600)
+    fraud_window=45, vote_window=45, escalation_window=90, unbonding_delay=3600)
 
 
 class MarketError(RuntimeError):
