@@ -7,11 +7,15 @@
   range (or two indexers racing on one database) never applies an event twice.
 - `rebuild` drops the chain tables and indexes from the deployment block again: the state is a
   function of the events alone.
+- Confirmations come only from new blocks: on a node that mines only when a transaction arrives
+  (anvil without a block time) the last blocks are never confirmed, so a head that stands still
+  while blocks wait for confirmations is logged once per stall, saying what to change.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -95,7 +99,8 @@ class Indexer:
     """One chain, one database. `sync()` applies every confirmed block after the cursor."""
 
     def __init__(self, chain: Chain, factory: sessionmaker[Session], confirmations: int,
-                 batch_blocks: int = 2000, on_new_events: NewEventsHook | None = None) -> None:
+                 batch_blocks: int = 2000, on_new_events: NewEventsHook | None = None,
+                 stall_warning_s: float = 60.0) -> None:
         self.chain = chain
         self.factory = factory
         self.confirmations = confirmations
@@ -104,6 +109,9 @@ class Indexer:
         self.decoder = EventDecoder(chain)
         self.chain_id = chain.deployment.chain_id
         self.start_block = min(c.block for c in chain.deployment.contracts.values())
+        self.stall_warning_s = stall_warning_s
+        self._head: tuple[int, float] | None = None  # the last head seen and when it changed
+        self._stall_warned = False
 
     def cursor(self) -> int:
         """The last applied block (the block before the deployment when nothing is applied)."""
@@ -112,7 +120,24 @@ class Indexer:
             return row.last_block if row else self.start_block - 1
 
     def target(self) -> int:
-        return self.chain.web3.eth.block_number - self.confirmations
+        head = self.chain.web3.eth.block_number
+        self._watch_head(head)
+        return head - self.confirmations
+
+    def _watch_head(self, head: int) -> None:
+        """Warns once when the head stood still for stall_warning_s while blocks wait for
+        confirmations that only new blocks can give."""
+        now = time.monotonic()
+        if self._head is None or self._head[0] != head:
+            self._head, self._stall_warned = (head, now), False
+            return
+        if self.confirmations and not self._stall_warned and now - self._head[1] >= self.stall_warning_s:
+            self._stall_warned = True
+            log.warning("chain %s: no new block for %.0f s; blocks %s..%s wait for %s confirmations that only new "
+                        "blocks give. A node that mines only when a transaction arrives never confirms them: "
+                        "give it a block time (`unchained chain up` mines a block a second) or set "
+                        "UNCHAINED_BACKEND_CONFIRMATIONS=0", self.chain_id, now - self._head[1],
+                        max(head - self.confirmations + 1, self.start_block), head, self.confirmations)
 
     def sync(self) -> int:
         """Applies every confirmed block after the cursor; returns the number of new events."""

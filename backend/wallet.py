@@ -12,7 +12,7 @@ from typing import Any
 from eth_account.signers.local import LocalAccount
 from web3 import Web3
 from web3.contract import Contract
-from web3.exceptions import ContractCustomError, ContractLogicError
+from web3.exceptions import ContractCustomError, ContractLogicError, TimeExhausted
 from web3.types import TxReceipt
 
 from backend.chain import REPO_ROOT, load_deployment
@@ -20,6 +20,8 @@ from backend.errors import BackendError
 from protocol.deployments import Deployment, describe_revert
 
 log = logging.getLogger(__name__)
+
+RECEIPT_TIMEOUT_S = 180.0
 
 
 class WalletError(BackendError):
@@ -59,7 +61,14 @@ class Wallet:
             raise WalletError(f"{fn.fn_name} would revert: {exc}") from exc
         signed = self.account.sign_transaction(tx)
         tx_hash = self.web3.eth.send_raw_transaction(signed.raw_transaction)
-        receipt = self.web3.eth.wait_for_transaction_receipt(tx_hash, timeout=180)
+        # Bounded: with a block time the receipt comes with the next block; a chain that stopped
+        # producing blocks gets one line naming the transaction, not a hang or a traceback.
+        try:
+            receipt = self.web3.eth.wait_for_transaction_receipt(tx_hash, timeout=RECEIPT_TIMEOUT_S)
+        except TimeExhausted as exc:
+            raise WalletError(f"{fn.fn_name}: tx 0x{bytes(tx_hash).hex()} was sent but not mined within "
+                              f"{RECEIPT_TIMEOUT_S:.0f}s (is the chain producing blocks?); check it before "
+                              "sending again") from exc
         if receipt["status"] != 1:
             raise WalletError(f"{fn.fn_name} reverted (tx 0x{bytes(tx_hash).hex()})")
         log.info("%s sent by %s in tx 0x%s (block %s)", fn.fn_name, sender, bytes(tx_hash).hex(),

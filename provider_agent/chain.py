@@ -20,7 +20,7 @@ from typing import Any, NewType
 from eth_account.signers.local import LocalAccount
 from web3 import Web3
 from web3.contract import Contract
-from web3.exceptions import BlockNotFound, ContractCustomError, ContractLogicError
+from web3.exceptions import BlockNotFound, ContractCustomError, ContractLogicError, TimeExhausted
 from web3.types import TxReceipt
 
 from protocol.deployments import Deployment, DeploymentFormatError, describe_revert
@@ -36,6 +36,7 @@ ZERO_ADDRESS = "0x" + "00" * 20
 # Blocks after which a challenge's unstored randomness is stored (or re-anchored) before
 # answering: the EVM serves 256 block hashes, and the answer must land while R is readable.
 ANCHOR_SAFE_AGE = 128
+RECEIPT_TIMEOUT_S = 120.0  # many blocks on any chain; a transaction not mined by then is reported
 
 
 class ChainError(ProviderAgentError):
@@ -49,6 +50,15 @@ class ChainRevert(ChainError):
         super().__init__(f"{what} reverted: {reason}" + (f" (tx {tx_hash})" if tx_hash else ""))
         self.what = what
         self.reason = reason
+        self.tx_hash = tx_hash
+
+
+class ChainTimeout(ChainError):
+    """A sent transaction was not mined within the bound; it may still be mined later."""
+
+    def __init__(self, what: str, tx_hash: str, timeout_s: float) -> None:
+        super().__init__(f"{what}: tx {tx_hash} not mined within {timeout_s:.0f}s (is the chain producing blocks?)")
+        self.what = what
         self.tx_hash = tx_hash
 
 
@@ -142,7 +152,13 @@ class ProviderChain:
                 raise ChainRevert(what, str(exc)) from exc
             signed = self.account.sign_transaction(tx)
             tx_hash = self.web3.eth.send_raw_transaction(signed.raw_transaction)
-        receipt = self.web3.eth.wait_for_transaction_receipt(tx_hash, timeout=120, poll_latency=0.02)
+        # Bounded: on a chain with a block time the receipt comes with the next block, not at
+        # once, and a node that stopped mining must not hang the job or the heartbeat forever.
+        try:
+            receipt = self.web3.eth.wait_for_transaction_receipt(tx_hash, timeout=RECEIPT_TIMEOUT_S,
+                                                                 poll_latency=0.02)
+        except TimeExhausted as exc:
+            raise ChainTimeout(what, "0x" + tx_hash.hex().removeprefix("0x"), RECEIPT_TIMEOUT_S) from exc
         if receipt.status != 1:
             raise ChainRevert(what, "status 0", tx_hash.hex())
         logger.info("%s: tx 0x%s in block %s (gas %s) from %s", what, tx_hash.hex().removeprefix("0x"),

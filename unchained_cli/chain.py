@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import ctypes
 import logging
+import os
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,6 +21,10 @@ from web3 import Web3
 log = logging.getLogger(__name__)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# Seconds per block for the chains that tests and the local market start (0 or unset: every
+# transaction mined at once). With a block time, a transaction waits for the next block, as on a
+# real chain: the end-to-end and fault tests run in both modes (scripts/test.sh).
+BLOCK_TIME_ENV = "UNCHAINED_TEST_BLOCK_TIME"
 NPM_ANVIL = REPO_ROOT / "node_modules" / "@foundry-rs" / "anvil-linux-amd64" / "bin" / "anvil"
 
 
@@ -30,6 +40,39 @@ def anvil_binary() -> str:
     if NPM_ANVIL.exists():
         return str(NPM_ANVIL)
     raise ChainError("anvil not found: run scripts/setup.sh (it installs @foundry-rs/anvil from npm)")
+
+
+def die_with_parent() -> None:
+    """Runs in a child before exec: SIGTERM when the process that started it dies, however it
+    dies (Linux PDEATHSIG), so no anvil outlives the test, demo or `chain up` that owned it.
+    Linux ties this to the starting thread: start children from a thread that lives as long."""
+    if sys.platform.startswith("linux"):
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def stop_on_sigterm() -> None:
+    """SIGTERM and SIGHUP raise KeyboardInterrupt in the main thread, as Ctrl-C does, so the
+    caller's `finally` stops what it started (by default they end Python without running it)."""
+    def interrupt(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, interrupt)
+
+
+def block_time_from_env() -> float | None:
+    """UNCHAINED_TEST_BLOCK_TIME as seconds per block; None (instant mining) when unset or 0."""
+    raw = os.environ.get(BLOCK_TIME_ENV, "").strip()
+    if not raw:
+        return None
+    try:
+        seconds = float(raw)
+    except ValueError as exc:
+        raise ChainError(f"{BLOCK_TIME_ENV}={raw!r} is not a number of seconds") from exc
+    if seconds < 0:
+        raise ChainError(f"{BLOCK_TIME_ENV}={raw!r} is negative")
+    return seconds or None
 
 
 def free_port() -> int:
@@ -67,7 +110,8 @@ class LocalChain:
             cmd += ["--block-time", str(self.block_time)]
             if self.mixed_mining:
                 cmd.append("--mixed-mining")
-        self.process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                        preexec_fn=die_with_parent)
         web3 = Web3(Web3.HTTPProvider(self.rpc_url))
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -82,6 +126,23 @@ class LocalChain:
                 time.sleep(0.05)
         self.stop()
         raise ChainError(f"anvil did not answer on {self.rpc_url} within {timeout:.0f}s")
+
+    @contextmanager
+    def mining_at_once(self) -> Iterator[None]:
+        """Inside: every transaction mined as it arrives, also on a chain with a block time; the
+        block time again afterwards. For one-off set-up (deploying the contracts) that tests and
+        the local market do before the parties act, so that only the parties wait for blocks.
+        anvil's interval is whole seconds: a fractional block time keeps waiting for blocks."""
+        interval = self.block_time
+        if not interval or self.mixed_mining or not float(interval).is_integer():
+            yield
+            return
+        web3 = Web3(Web3.HTTPProvider(self.rpc_url))
+        web3.provider.make_request("evm_setAutomine", [True])
+        try:
+            yield
+        finally:
+            web3.provider.make_request("evm_setIntervalMining", [int(interval)])
 
     def stop(self) -> None:
         if self.process and self.process.poll() is None:

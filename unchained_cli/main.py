@@ -16,7 +16,7 @@ from web3 import Web3
 from provider_agent.cli import pog_app, provider_app  # first: it sets the OpenMP wait policy before torch loads
 from backend.cli import backend_app, job_app, lease_app, model_app
 from verifier.cli import verifier_app
-from unchained_cli.chain import ChainError, LocalChain
+from unchained_cli.chain import ChainError, LocalChain, stop_on_sigterm
 from client import ClientError
 from client.keystore import PASSWORD_FILE_HELP, load_keystore
 from unchained_cli.account import account_app
@@ -65,11 +65,14 @@ def root(
 @chain_app.command("up")
 def chain_up(
     port: Annotated[int, typer.Option(help="JSON-RPC port.")] = 8545,
-    block_time: Annotated[Optional[float], typer.Option(help="Seconds per block; default: a block per transaction.")] = None,
+    block_time: Annotated[float, typer.Option(
+        min=0, help="Seconds per block (blocks come on their own, so confirmations and PoG rounds "
+                    "progress); 0: a block only when a transaction arrives.")] = 1.0,
 ) -> None:
-    """Start anvil, print its RPC URL and funded accounts, and run until Ctrl-C."""
+    """Start anvil, print its RPC URL and funded accounts, and run until Ctrl-C or SIGTERM."""
+    stop_on_sigterm()
     try:
-        chain = LocalChain(port=port, block_time=block_time).start()
+        chain = LocalChain(port=port, block_time=block_time or None).start()
     except ChainError as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(1) from exc
@@ -82,6 +85,9 @@ def chain_up(
         for i, account in enumerate(web3.eth.accounts):
             table.add_row(str(i), account, f"{Web3.from_wei(web3.eth.get_balance(account), 'ether'):,}")
         console.print(f"RPC URL: {chain.rpc_url}")
+        console.print(f"Blocks: every {block_time:g} s" if block_time else
+                      "Blocks: one per transaction (nothing else moves the chain: confirmations and "
+                      "PoG rounds wait for the next transaction)")
         console.print(table)
         console.print("Private keys: anvil's default test mnemonic ('test test ... junk'); development only.")
         while chain.process and chain.process.poll() is None:

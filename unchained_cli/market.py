@@ -10,7 +10,6 @@ provider's job child goes with it) and are told to die with this process (Linux:
 
 from __future__ import annotations
 
-import ctypes
 import json
 import logging
 import os
@@ -30,7 +29,7 @@ from web3 import Web3
 
 from client.keystore import PASSWORD_FILE_ENV
 from protocol.deployments import Deployment
-from unchained_cli.chain import LocalChain, free_port
+from unchained_cli.chain import LocalChain, block_time_from_env, die_with_parent, free_port
 from unchained_cli.deploy import DeployParams, Deployer, deploy_all, write_deployment
 from unchained_cli.session import ChainSession
 
@@ -46,10 +45,14 @@ KEYSTORE_PASSWORD = "unchained-local-market"  # protects public development keys
 
 # Windows short enough to watch a challenge end to end in real time, each still shorter than the
 # unbonding delay so that a stake can always be slashed, and long enough for a verifier on a busy
-# 2-core machine (a re-execution of a few items takes 5-15 s there) to act inside them.
+# 2-core machine (a re-execution of a few items takes 5-25 s there) to act inside them. The windows
+# after an answer (fraud proof, escalation) only delay a settlement nobody disputes, so they are
+# wide: with a block a second and a verifier busy re-executing another job for 15-25 s, a 10 s
+# fraud window and a 40 s escalation window closed before the verifier acted, and the cheater's
+# wrong answers stood.
 FAST_PARAMS = DeployParams(
     challenge_window=45, pog_commit_window=60, root_challenge_period=600, response_window=30,
-    fraud_window=10, vote_window=45, escalation_window=40, unbonding_delay=3600)
+    fraud_window=45, vote_window=45, escalation_window=90, unbonding_delay=3600)
 
 
 class MarketError(RuntimeError):
@@ -73,7 +76,11 @@ class MarketPlan:
     renters: tuple[int, ...]
     treasury: int = 0  # the deployer: protocol fees and slash shares go there
     params: DeployParams = FAST_PARAMS
-    block_time: float = 1.0  # an empty block this often when idle; transactions are mined at once
+    block_time: float = 1.0  # seconds per block
+    # True: each transaction is mined at once, and an empty block comes every block_time when idle
+    # (windows measured in chain time move on their own). False: transactions wait for the next
+    # block, as on a real chain.
+    instant: bool = True
     broker_url: str | None = None  # None: a private redis-server if installed, else SQLite
     pog_interval_s: float = 30.0
     pog_jitter_s: float = 2.0
@@ -87,6 +94,13 @@ class MarketPlan:
         if len(set(used)) != len(used):
             raise MarketError(f"every party needs its own account; plan uses {sorted(used)}")
         return max(used) + 1
+
+
+def plan_from_env(plan: MarketPlan) -> MarketPlan:
+    """`plan` on the chain that UNCHAINED_TEST_BLOCK_TIME asks for: with a block time, every
+    transaction waits for the next block; unset, the plan as it is (transactions mined at once)."""
+    block_time = block_time_from_env()
+    return plan if block_time is None else replace(plan, block_time=block_time, instant=False)
 
 
 @dataclass
@@ -104,7 +118,7 @@ class Service:
         with open(self.log_path, "ab") as log_file:
             self.proc = subprocess.Popen(self.argv, cwd=REPO_ROOT, env=self.env, stdin=subprocess.DEVNULL,
                                          stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True,
-                                         preexec_fn=_die_with_parent)
+                                         preexec_fn=die_with_parent)
         return self
 
     @property
@@ -137,13 +151,6 @@ def _signal_group(pid: int, sig: int) -> None:
         os.killpg(pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-def _die_with_parent() -> None:
-    """Runs in the child before exec: SIGTERM when the market's process dies, however it dies."""
-    if sys.platform.startswith("linux"):
-        PR_SET_PDEATHSIG = 1
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def wait_for(predicate: Callable[[], object], timeout: float, interval: float = 0.2) -> bool:
@@ -318,7 +325,7 @@ class LocalMarket:
         self.root.mkdir(parents=True, exist_ok=True)
         self.services: dict[str, Service] = {}
         self.chain = LocalChain(port=rpc_port or free_port(), block_time=plan.block_time,
-                                accounts=max(accounts or 0, plan.accounts), mixed_mining=True)
+                                accounts=max(accounts or 0, plan.accounts), mixed_mining=plan.instant)
         self.broker = Broker.choose(self.root, plan.broker_url)
         self.backend_port = backend_port or free_port()
         self.metrics_ports: dict[str, int] = {}
@@ -355,10 +362,12 @@ class LocalMarket:
         """The chain with the contracts, the broker and the backend: what the operator runs."""
         self.chain.start()
         on_step(f"anvil at {self.chain.rpc_url} (transactions mined at once, a block every "
-                f"{self.plan.block_time:g} s when idle)")
+                f"{self.plan.block_time:g} s when idle)" if self.plan.instant else
+                f"anvil at {self.chain.rpc_url} (a block every {self.plan.block_time:g} s)")
         params = replace(self.plan.params, treasury=self.parties["treasury"].address)
         deployer = Deployer.connect(self.chain.rpc_url)
-        self.deployment = deploy_all(deployer, params)
+        with self.chain.mining_at_once():  # the operator's one-off set-up; the parties wait for blocks
+            self.deployment = deploy_all(deployer, params)
         self.deployment_file = write_deployment(self.deployment, self.root / "deployments")
         self.session = ChainSession.connect(self.chain.rpc_url, self.deployment)
         on_step(f"{len(self.deployment.contracts)} contracts deployed on chain {self.deployment.chain_id}")

@@ -110,12 +110,25 @@ class VerifierChain:
         return receipt
 
     def wait_for_block(self, number: int, timeout_s: float = 120.0) -> None:
-        """Waits until block `number` exists (block-hash randomness needs the next block)."""
+        """Waits until block `number` exists (block-hash randomness needs the next block).
+
+        The block must come on its own (a chain with a block time): a node that mines only when
+        a transaction arrives never produces it, and the error says so rather than hanging."""
         deadline = time.monotonic() + timeout_s
-        while self.web3.eth.block_number < number:
-            if time.monotonic() > deadline:
-                raise ChainUnavailable(f"block {number} not produced within {timeout_s}s")
+        head = self.web3.eth.block_number
+        moved_at = time.monotonic()
+        while head < number:
+            now = time.monotonic()
+            if now > deadline:
+                stalled = now - moved_at
+                hint = (f"; no block for {stalled:.0f}s: the node seems to mine only when a transaction arrives "
+                        "(start it with a block time, e.g. `unchained chain up` or `anvil --block-time 1`)"
+                        if stalled >= timeout_s / 2 else "")
+                raise ChainUnavailable(f"block {number} not produced within {timeout_s:.0f}s (head {head}){hint}")
             time.sleep(0.1)
+            latest = self.web3.eth.block_number
+            if latest != head:
+                head, moved_at = latest, time.monotonic()
 
     def now(self) -> int:
         return self.web3.eth.get_block("latest")["timestamp"]

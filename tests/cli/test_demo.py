@@ -19,14 +19,16 @@ from pathlib import Path
 import psutil
 from rich.console import Console
 
-from unchained_cli.demo import run
+from unchained_cli.demo import DEMO_PLAN, run
+from unchained_cli.market import plan_from_env
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def test_the_demo_pays_the_honest_provider_refunds_the_cheaters_renter_and_slashes_the_cheater(tmp_path: Path) -> None:
     out = StringIO()
-    result = run(Console(file=out, width=200), tmp_path / "market")
+    # UNCHAINED_TEST_BLOCK_TIME=1: the same scenario on a chain where every transaction waits for a block.
+    result = run(Console(file=out, width=200), tmp_path / "market", plan=plan_from_env(DEMO_PLAN))
     text, feed = out.getvalue(), result.feed
     assert feed.state("job", result.honest_job) == "finalized"
     assert feed.state("job", result.cheater_job) == "refunded"

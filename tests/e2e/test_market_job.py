@@ -44,7 +44,7 @@ from tests.tiny_models import Raises, Tiny
 from provider_agent.chain import JobStatus
 from client.keystore import PASSWORD_FILE_ENV
 from provider_agent.settings import Settings as ProviderSettings
-from unchained_cli.chain import LocalChain, free_port
+from unchained_cli.chain import LocalChain, block_time_from_env, free_port
 from unchained_cli.deploy import Deployer, deploy_all, write_deployment
 from unchained_cli.cheats import CHEAT_ENV
 from unchained_cli.market import CHEATER_SITE, DEV_MNEMONIC, wait_for
@@ -113,8 +113,9 @@ def _pings(client) -> bool:  # type: ignore[no-untyped-def]
 @contextmanager
 def running_market(tmp_path_factory: pytest.TempPathFactory, broker_url: str, confirmations: int) -> Iterator[Market]:
     """anvil with the contracts, and the backend served over them, indexing and dispatching."""
-    with LocalChain(port=free_port()) as local:
-        deployment = deploy_all(Deployer.connect(local.rpc_url))
+    with LocalChain(port=free_port(), block_time=block_time_from_env()) as local:
+        with local.mining_at_once():  # set-up; the parties below wait for blocks
+            deployment = deploy_all(Deployer.connect(local.rpc_url))
         path = write_deployment(deployment, tmp_path_factory.mktemp("deployments"))
         port = free_port()
         settings = BackendSettings(
@@ -140,11 +141,17 @@ def market(tmp_path_factory: pytest.TempPathFactory, redis_url: str) -> Iterator
         yield running
 
 
+# Far more blocks than come on their own while the lagging test looks (one per transaction on an
+# instant chain, a block a second with UNCHAINED_TEST_BLOCK_TIME=1): only the blocks the test mines
+# give the backend its confirmations.
+LAG_BLOCKS = 120
+
+
 @pytest.fixture(scope="module")
 def lagging_market(tmp_path_factory: pytest.TempPathFactory, redis_url: str) -> Iterator[Market]:
-    """A backend that indexes a block only once two more are mined: on anvil, which mines a
-    block per transaction, it sees the provider's commit only when the test mines more."""
-    with running_market(tmp_path_factory, redis_url.removesuffix("/0") + "/1", confirmations=2) as running:
+    """A backend that indexes a block only once LAG_BLOCKS more are mined: it sees the
+    provider's commit only when the test mines them."""
+    with running_market(tmp_path_factory, redis_url.removesuffix("/0") + "/1", confirmations=LAG_BLOCKS) as running:
         yield running
 
 
@@ -327,7 +334,7 @@ def test_outputs_the_backend_cannot_take_yet_are_committed_and_uploaded_later(
     escrow = market.session.contract("JobEscrow")
     with running_provider(market, tmp_path, upload_attempts=1, upload_retry_s=0.5) as provider:
         job_id = submit(market, tmp_path, job, provider.address)
-        market.session.mine(2)  # the backend sees the funding and dispatches the job
+        market.session.mine(LAG_BLOCKS)  # the backend sees the funding and dispatches the job
         assert wait_for(lambda: JobStatus(escrow.functions.getJob(job_id).call()[8]) == JobStatus.COMMITTED, 30), \
             provider.worker.log.read_text()[-4000:]
         # The backend has not indexed the commit, so it refuses every item: the job stays
@@ -340,7 +347,7 @@ def test_outputs_the_backend_cannot_take_yet_are_committed_and_uploaded_later(
         assert len(list(outputs_dir.glob("*.out"))) == len(ITEMS)
         # The backend forgets the provider's session meanwhile: the next try signs in again.
         assert provider_sessions(market, provider.address, forget=True) == 0
-        market.session.mine(2)  # now the backend sees the commit; the pending upload goes through
+        market.session.mine(LAG_BLOCKS)  # now the backend sees the commit; the pending upload goes through
         assert wait_for(lambda: all_uploaded(api, job_id), 30), log.read_text()[-4000:]
         assert (outputs_dir / "uploaded").exists()
     assert log.read_text().count(f"signed in to {market.backend_url}") == 2
