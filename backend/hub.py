@@ -79,8 +79,14 @@ def store_input(session: Session, owner: str, upload: Upload) -> m.Blob:
     if row is None:
         row = m.Blob(content_hash=digest, owner=owner, size=upload.size, created_at=utcnow())
         session.add(row)
-        session.commit()
+    if session.get(m.BlobHolder, (digest, owner)) is None:  # uploading the bytes proves holding them
+        session.add(m.BlobHolder(content_hash=digest, account=owner))
+    session.commit()
     return row
+
+
+def holds_input(session: Session, content_hash: str, account: str) -> bool:
+    return session.get(m.BlobHolder, (content_hash, account)) is not None
 
 
 def named_by_jobs_of(session: Session, provider: str | None, content_hash: str) -> bool:
@@ -101,9 +107,9 @@ def input_for(session: Session, content_hash: str, viewer: str) -> m.Blob:
     row = session.get(m.Blob, content_hash)
     if row is None:
         raise NotFound("input", content_hash)
-    if row.owner == viewer or named_by_jobs_of(session, viewer, content_hash):
+    if holds_input(session, content_hash, viewer) or named_by_jobs_of(session, viewer, content_hash):
         return row
-    raise Forbidden(f"input {content_hash} belongs to another account and to none of your jobs")
+    raise Forbidden(f"input {content_hash} was not uploaded by you and is in none of your jobs")
 
 
 MAX_DRY_RUN_ITEMS = 16
@@ -158,8 +164,7 @@ def content_for(session: Session, content_hash: str, viewer: str | None,
     if viewer is None:
         raise Unauthenticated(f"{content_hash} is not public content: sign in as its owner or the job's provider")
     owned = (session.get(m.Model, (content_hash, viewer)) is not None
-             or session.scalars(select(m.Blob).where(m.Blob.content_hash == content_hash,
-                                                     m.Blob.owner == viewer)).first() is not None)
+             or holds_input(session, content_hash, viewer))
     exists = (session.get(m.Blob, content_hash) is not None
               or session.scalars(select(m.Model).where(m.Model.content_hash == content_hash)).first() is not None)
     if exists and (owned or named_by_jobs_of(session, viewer, content_hash)

@@ -224,6 +224,15 @@ class Blob(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
+class BlobHolder(Base):
+    """Every account that uploaded an input's bytes: identical content from two renters is one
+    blob, and each of them may read it and name it in its jobs."""
+
+    __tablename__ = "blob_holders"
+    content_hash: Mapped[str] = mapped_column(Hex32, primary_key=True)
+    account: Mapped[str] = mapped_column(Address, primary_key=True)
+
+
 class JobSpecRecord(Base):
     """A job spec's canonical JSON, stored by its specHash so providers can read what was funded."""
 

@@ -126,6 +126,19 @@ def test_dry_run_of_an_unknown_or_someone_elses_model_or_input_is_404(app_client
     assert response.status_code == 401
 
 
+def test_two_renters_with_identical_inputs_each_dry_run_their_own(app_client) -> None:  # type: ignore[no-untyped-def]
+    """Content addressing makes identical bytes one blob: the second renter to upload them holds
+    them as much as the first (it proved it by uploading), and a third, who did not, does not."""
+    first, second, stranger = _as(app_client, 3), _as(app_client, 4), _as(app_client, 5)
+    model = first.push_model(support.Tagged.torchscript(14.0), "shared", "torchscript", private=False)["content_hash"]
+    same = np.full(8, 7.0, np.float32)
+    assert _inputs(first, same) == _inputs(second, same)
+    assert second.check_model(model, _inputs(second, same))["ok"] is True
+    with pytest.raises(ApiError) as caught:
+        stranger.check_model(model, _inputs(first, same))  # the hash alone gives no access
+    assert caught.value.status == 403
+
+
 def test_a_model_that_hangs_or_hogs_memory_is_stopped_at_the_checker_limits(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """The loader runs untrusted files: a model that loops or allocates without end is killed
     at the checker's limits and the backend gets a verdict, not a hang."""
