@@ -34,7 +34,7 @@ CHAIN_ID = 31337
 # result is committed), each shorter than the unbonding delay so that stake stays slashable.
 LOCAL_PARAMS = DeployParams(challenge_window=10 * 60, pog_commit_window=2 * 60, root_challenge_period=DAY,
                             response_window=5 * 60, fraud_window=5 * 60, vote_window=10 * 60,
-                            escalation_window=5 * 60, unbonding_delay=2 * HOUR)
+                            escalation_window=5 * 60, unbonding_delay=2 * DAY)  # > the PoG windows (the contract checks)
 # Settings of a verifier on this network: rounds sized for a CPU, the first one within seconds.
 LOCAL_VERIFIER = {"pog_n": 256, "pog_dtype": "fp32", "pog_jitter": 5.0, "pog_interval": 600.0}
 

@@ -177,13 +177,18 @@ class OnchainPog:
                                ChallengeState.SLASHED_TIMEOUT, f"no answer by {deadline}")
         if status != _ANSWERED:
             return ChallengeState.CLOSED
+        window_end = answered_at + self.challenges.functions.fraudWindow().call()
+        window_open = self.chain.now() <= window_end
         fraud = self._find_fraud(challenge_id, c)
-        if fraud is not None:
+        if fraud is not None and window_open:
             index, data, proof, offset = fraud
             return self._close(challenge_id,
                                self.challenges.functions.proveFraud(challenge_id, index, data, proof, offset),
                                ChallengeState.SLASHED_FRAUD, f"wrong element {offset} of chunk {index}")
-        if self.chain.now() <= answered_at + self.challenges.functions.fraudWindow().call():
+        if fraud is not None:  # a proof now would only revert, tick after tick: the answer stands
+            logger.warning("challenge %s: fraud found after the fraud window closed at %s; settling",
+                           challenge_id, window_end)
+        if window_open:
             return ChallengeState.WAITING
         return self._close(challenge_id, self.challenges.functions.settle(challenge_id), ChallengeState.SETTLED,
                            "the answer stood")

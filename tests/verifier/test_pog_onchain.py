@@ -69,6 +69,20 @@ def test_skipped_work_is_escalated_and_slashed_by_an_onchain_fraud_proof(market)
     assert restarted.follow_up(challenge_id) is ChallengeState.CLOSED  # nobody is slashed twice
 
 
+def test_fraud_found_after_the_fraud_window_is_settled_not_retried_tick_after_tick(market):
+    """A verifier that looks too late (offline through the fraud window) must not send a proof
+    the contract can only refuse on every tick: the answer stands and the challenge settles."""
+    s, chain = market
+    uuid = keccak256(b"GPU-late-look")
+    provider = register(s, next(_accounts), uuid)
+    prover = SkippingProver(uuid)
+    verifier = OnchainPog(chain, HonestLink(s, provider, prover), dtype="fp32", n=N)
+    challenge_id = verifier.run_round(provider).challenge_ids[0]
+    provider_responds_on_chain(s, provider, prover, challenge_id)
+    s.advance(s.contract("ChallengeManager").functions.fraudWindow().call() + 1)
+    assert verifier.follow_up(challenge_id) is ChallengeState.SETTLED
+
+
 def test_a_provider_silent_after_committing_is_slashed_after_the_response_deadline(market):
     s, chain = market
     uuid = keccak256(b"GPU-silent")
