@@ -156,7 +156,7 @@ class Walk:
         if name not in self.terminals:
             env = {"HOME": str(self.home), "PATH": f"{BIN}:/usr/local/bin:/usr/bin:/bin", "COLUMNS": "120",
                    "PYTHONUNBUFFERED": "1", "LANG": "C.UTF-8"}
-            cwd = self.home / name
+            cwd = self.home / name.rstrip("+")  # the same person opens another terminal where it works
             cwd.mkdir(parents=True, exist_ok=True)
             self.terminals[name] = Terminal(name, env, cwd)
         return self.terminals[name]
