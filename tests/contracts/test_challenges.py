@@ -16,6 +16,7 @@ from conftest import (
     PROVIDER_SLASH,
     RESPONSE_WINDOW,
     SLASH_REWARD_BPS,
+    mine_blocks,
 )
 from eth_utils import keccak
 
@@ -239,7 +240,7 @@ def test_only_provider_answers(challenge_manager, pog_round, staked_verifier, st
 
 def _mine_past_horizon(blocks: int = 300) -> None:
     """More than 256 blocks in one RPC call, as a fast chain makes inside a response window."""
-    brownie.web3.provider.make_request("anvil_mine", [hex(blocks)])
+    mine_blocks(blocks)
 
 
 def test_silent_provider_is_slashed_however_late_after_the_anchor_expired(
