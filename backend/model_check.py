@@ -14,11 +14,9 @@ budget, then get `CheckBusy`), and a verdict is cached per (model, format, input
 
 from __future__ import annotations
 
-import ctypes
 import json
 import logging
 import os
-import resource
 import signal
 import subprocess
 import sys
@@ -29,11 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from backend.errors import BackendError
+from client.sandbox import Limits, child_environment, limit_child
 
 log = logging.getLogger(__name__)
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-_PR_SET_PDEATHSIG = 1
 
 
 class CheckBusy(BackendError):
@@ -54,14 +51,6 @@ class Verdict:
     error: str = ""
     output_shape: tuple[int, ...] | None = None  # of one item, after a dry run
     output_dtype: str | None = None
-
-
-def _limit_child(limits: CheckLimits) -> None:
-    """Between fork and exec: the limits apply to the child only; it dies with its parent."""
-    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
-    cpu = int(limits.timeout_s) + 5
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
 
 
 @dataclass
@@ -106,10 +95,12 @@ class ModelChecker:
             result = Path(work) / "result.json"
             request.write_text(json.dumps({"model": str(model), "format": fmt, "items": [str(p) for p in items],
                                            "result": str(result), "threads": threads}))
-            env = {**os.environ, "OMP_NUM_THREADS": str(threads), "OMP_WAIT_POLICY": "PASSIVE",
-                   "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+            # The provider's and verifier's model sandbox: an allowlisted environment (nothing of
+            # the backend's, such as its database URL, reaches the model), limits, death with us.
+            limits = Limits(self.limits.memory_bytes, self.limits.timeout_s, threads)
+            env = child_environment(threads, Path(work))
             child = subprocess.Popen([sys.executable, "-m", "backend.model_check", str(request)], cwd=work,
-                                     preexec_fn=lambda: _limit_child(self.limits), start_new_session=True,
+                                     preexec_fn=lambda: limit_child(limits), start_new_session=True,
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                      env=env)
             try:

@@ -111,7 +111,7 @@ def remove_home(home: Path) -> None:
 _PR_SET_PDEATHSIG = 1
 
 
-def _limit_child(limits: Limits) -> None:
+def limit_child(limits: Limits) -> None:
     """Runs in the child between fork and exec: the limits bind the model's process only, and
     the kernel kills it when the thread that started it ends (Linux PR_SET_PDEATHSIG)."""
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -131,7 +131,7 @@ _homes: dict[int, Path] = {}  # child pid -> its private HOME, removed when the 
 def _spawn(limits: Limits) -> subprocess.Popen:
     home = private_home()
     child = subprocess.Popen([sys.executable, "-m", "client.sandbox_child"],
-                             preexec_fn=lambda: _limit_child(limits), start_new_session=True, cwd=home,
+                             preexec_fn=lambda: limit_child(limits), start_new_session=True, cwd=home,
                              stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                              env=child_environment(limits.threads, home))
     _homes[child.pid] = home
@@ -227,4 +227,4 @@ def _failure(returncode: int, stderr: bytes, error_file: Path, limits: Limits) -
 
 
 __all__ = ["ALLOWED", "INHERITED", "ItemBatch", "KINDS", "Limits", "ModelRun", "PACKAGES_ROOT", "SET_HERE",
-           "SandboxFailed", "child_environment", "prewarm", "private_home", "remove_home", "run_model"]
+           "SandboxFailed", "child_environment", "limit_child", "prewarm", "private_home", "remove_home", "run_model"]
