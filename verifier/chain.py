@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,21 +63,7 @@ class VerifierChain:
 
     def send(self, fn: Any, value: int = 0) -> TxReceipt:
         """Sends a contract call from the verifier's account and waits for it to be mined."""
-        try:
-            with self._nonce_lock:
-                tx_hash = fn.transact({"from": self.address, "value": value, "gas": self._gas(fn, value)})
-        except ContractCustomError as exc:
-            raise TransactionReverted(f"{fn.fn_name}: {describe_revert(self.deployment, exc.data)}") from exc
-        except (ConnectionError, OSError) as exc:
-            raise ChainUnavailable(f"{fn.fn_name}: {exc}") from exc
-        try:
-            receipt = self.web3.eth.wait_for_transaction_receipt(tx_hash, timeout=self.tx_timeout_s)
-        except TimeExhausted as exc:
-            raise ChainUnavailable(f"{fn.fn_name}: tx {tx_hash.hex()} not mined in {self.tx_timeout_s}s") from exc
-        if receipt.status != 1:
-            raise TransactionReverted(f"{fn.fn_name} reverted in tx {tx_hash.hex()}")
-        logger.info("%s sent: tx %s, gas %s", fn.fn_name, tx_hash.hex(), receipt.gasUsed)
-        return receipt
+        return self.mined(self.broadcast(fn, value), fn.fn_name)
 
     def _gas(self, fn: Any, value: int) -> int:
         """Gas estimated on the pending block, where the transaction will run: a node estimating
@@ -108,27 +93,6 @@ class VerifierChain:
             raise TransactionReverted(f"{what} reverted in tx {tx_hash.hex()}")
         logger.info("%s mined: tx %s, gas %s", what, tx_hash.hex(), receipt.gasUsed)
         return receipt
-
-    def wait_for_block(self, number: int, timeout_s: float = 120.0) -> None:
-        """Waits until block `number` exists (block-hash randomness needs the next block).
-
-        The block must come on its own (a chain with a block time): a node that mines only when
-        a transaction arrives never produces it, and the error says so rather than hanging."""
-        deadline = time.monotonic() + timeout_s
-        head = self.web3.eth.block_number
-        moved_at = time.monotonic()
-        while head < number:
-            now = time.monotonic()
-            if now > deadline:
-                stalled = now - moved_at
-                hint = (f"; no block for {stalled:.0f}s: the node seems to mine only when a transaction arrives "
-                        "(start it with a block time, e.g. `unchained chain up` or `anvil --block-time 1`)"
-                        if stalled >= timeout_s / 2 else "")
-                raise ChainUnavailable(f"block {number} not produced within {timeout_s:.0f}s (head {head}){hint}")
-            time.sleep(0.1)
-            latest = self.web3.eth.block_number
-            if latest != head:
-                head, moved_at = latest, time.monotonic()
 
     def now(self) -> int:
         return self.web3.eth.get_block("latest")["timestamp"]

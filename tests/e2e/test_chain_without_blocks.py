@@ -1,7 +1,8 @@
 """Every party on a node that produces no block on its own (anvil mining only on transactions,
 or not at all): nothing hangs and nothing fails silently. Waits are bounded and say what is
-wrong: a transaction not mined in time names itself, a verifier waiting for a seed block says the
-node mines only on transactions, and the backend's indexer says why its confirmations never come.
+wrong: a transaction not mined in time names itself, and the backend's indexer says why its
+confirmations never come. (No party waits for a block that only a transaction creates: a PoG
+seed comes from the request block's own hash.)
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from unchained_cli.chain import LocalChain, free_port
 from unchained_cli.deploy import Deployer, deploy_all, write_deployment
 from unchained_cli.market import ETH, dev_account, wait_for
 from unchained_cli.session import ChainSession
-from verifier.chain import ChainUnavailable, VerifierChain
 
 
 @dataclass
@@ -83,13 +83,6 @@ def test_indexer_says_why_confirmations_never_come_on_a_chain_that_mines_only_on
         indexer.sync()
     assert sum("no new block" in r.getMessage() for r in caplog.records) == 1
     engine.dispose()
-
-
-def test_verifier_waiting_for_a_seed_block_says_the_node_mines_only_on_transactions(node: Node) -> None:
-    verifier = VerifierChain.connect(node.chain.rpc_url, node.deployment, unlocked_sender=node.session.accounts[8])
-    head = verifier.web3.eth.block_number
-    with pytest.raises(ChainUnavailable, match="mine only when a transaction arrives"):
-        verifier.wait_for_block(head + 1, timeout_s=1.0)
 
 
 def test_renter_transaction_never_mined_is_one_error_naming_it(node: Node, no_mining: None,
