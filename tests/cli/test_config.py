@@ -87,6 +87,9 @@ def test_backend_serve_on_any_port_signs_users_in_without_a_public_url(tmp_path:
 
     from unchained_cli.chain import LocalChain
     from unchained_cli.deploy import Deployer, deploy_all, write_deployment
+    import torch
+
+    from tests.tiny_models import Tiny
     from unchained_cli.market import KEYSTORE_PASSWORD, wait_for, write_keystore
 
     monkeypatch.setattr(os, "environ", dict(os.environ))
@@ -113,7 +116,7 @@ def test_backend_serve_on_any_port_signs_users_in_without_a_public_url(tmp_path:
             assert wait_for(healthy, 90, 0.3)
             keystore, _ = write_keystore(tmp_path / "keys", 3)
             model = tmp_path / "m.pt"
-            model.write_bytes(b"model bytes")
+            torch.jit.save(torch.jit.script(Tiny()), str(model))  # the hub loads what it accepts
             os.environ["UNCHAINED_PASSWORD_FILE"] = str(tmp_path / "pw")
             (tmp_path / "pw").write_text(KEYSTORE_PASSWORD + "\n")
             code = run_guarded(_tree(), ["model", "push", str(model), "--keystore", str(keystore), "--backend", url])
