@@ -35,7 +35,7 @@ def check_broker(url: str, timeout_s: float = 5.0) -> None:
             client.ping()
             client.close()
         except (redis.RedisError, ValueError, OSError) as exc:
-            raise PreflightFailed(f"the broker at {url} does not answer PING: {exc}") from exc
+            raise PreflightFailed(f"--broker: the broker at {url} does not answer PING: {exc}") from exc
 
 
 def check_backend(url: str, timeout_s: float = 10.0) -> None:
@@ -43,9 +43,9 @@ def check_backend(url: str, timeout_s: float = 10.0) -> None:
     try:
         response = httpx.get(url.rstrip("/") + "/health", timeout=timeout_s)
     except (httpx.HTTPError, ValueError) as exc:
-        raise PreflightFailed(f"the backend at {url} does not answer GET /health: {exc}") from exc
+        raise PreflightFailed(f"--backend: the backend at {url} does not answer GET /health: {exc}") from exc
     if response.status_code != 200:
-        raise PreflightFailed(f"the backend at {url} answers GET /health with HTTP {response.status_code}")
+        raise PreflightFailed(f"--backend: the backend at {url} answers GET /health with HTTP {response.status_code}")
     try:
         response.json()["status"]
     except (ValueError, KeyError, TypeError) as exc:

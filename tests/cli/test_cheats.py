@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from celery import Celery
 
+import client.sandbox
 import protocol.inference
 import provider_agent.pog_service as pog_service
 from protocol.errors import WrongElement
@@ -108,6 +109,9 @@ def restore_targets(monkeypatch: pytest.MonkeyPatch) -> None:
     """Whatever a test plants is taken out again after it."""
     monkeypatch.setattr(pog_service, "PogProver", pog_service.PogProver)
     monkeypatch.setattr(protocol.inference, "run_batches", protocol.inference.run_batches)
+    # Imported before any plant, so a plant patches it now (and is undone) rather than waiting
+    # for a later import: a leftover cheat would make every later test's model child cheat.
+    monkeypatch.setattr(client.sandbox, "child_environment", client.sandbox.child_environment)
 
 
 def play_round(service: pog_service.PogService, chain: FakeChain, device: Device, round_id: int):

@@ -29,11 +29,11 @@ _accounts = itertools.count(1)
 @pytest.fixture(scope="module", params=[None, 1], ids=["instant", "block-time-1s"])
 def market(request):
     global _accounts
-    _accounts = itertools.count(1)  # each chain has its own accounts 1..8 (9 is the verifier)
-    with LocalChain(port=free_port(), block_time=request.param) as chain:
+    _accounts = itertools.count(1)  # each chain has its own provider accounts 1..18 (19 is the verifier)
+    with LocalChain(port=free_port(), block_time=request.param, accounts=20) as chain:
         deployment = deploy_all(Deployer.connect(chain.rpc_url))
         s = ChainSession.connect(chain.rpc_url, deployment)
-        verifier = s.accounts[9]
+        verifier = s.accounts[19]
         s.send(s.contract("Staking").functions.stake(), verifier, value=5 * ETH)
         yield s, VerifierChain.connect(chain.rpc_url, deployment, unlocked_sender=verifier)
 
