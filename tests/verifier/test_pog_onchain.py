@@ -150,7 +150,8 @@ def test_the_clock_starts_before_the_seed_is_knowable(market, monkeypatch):
     real_broadcast = chain.broadcast
 
     def broadcast(fn, value=0):
-        times.setdefault("secret broadcast", time.monotonic())
+        if fn.fn_name == "fixSeed":  # every send broadcasts: only the reveal of the secret counts here
+            times.setdefault("secret broadcast", time.monotonic())
         return real_broadcast(fn, value)
 
     monkeypatch.setattr(onchain, "PogChecker", ClockSpy)
