@@ -212,7 +212,7 @@ def test_job_funded_while_the_broker_is_down_is_dispatched_when_it_returns(fault
 
 ON_CHAIN_ONLY = {"jobs": {"spec", "dispatched_to", "failure"},
                  "providers": {"cached_models", "private_ok", "latency_ms", "mining_floor_wei_per_hour", "miner",
-                               "hashrate"},
+                               "hashrate", "last_seen_at", "available"},  # heartbeats: off-chain
                  "pog/rounds": set()}
 
 
