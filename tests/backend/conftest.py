@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import subprocess
@@ -13,9 +14,11 @@ from pathlib import Path
 import backend_support
 import pytest
 import uvicorn
+from eth_account import Account
 from backend_support import private_schema
 
 from backend.api.app import create_app
+from client.keystore import PASSWORD_FILE_ENV
 from protocol.deployments import Deployment
 from unchained_cli.chain import LocalChain, free_port
 from unchained_cli.deploy import Deployer, deploy_all, write_deployment
@@ -97,3 +100,12 @@ def redis_url() -> Iterator[str]:
         proc.terminate()
         proc.wait(timeout=5)
 
+
+@pytest.fixture
+def keystore(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Renter #3's encrypted keystore, its password in a file that UNCHAINED_PASSWORD_FILE names."""
+    path = tmp_path / "renter.json"
+    path.write_text(json.dumps(Account.encrypt(backend_support.anvil_key(3).key, "correct horse")))
+    (tmp_path / "password").write_text("correct horse\n")
+    monkeypatch.setenv(PASSWORD_FILE_ENV, str(tmp_path / "password"))
+    return path

@@ -4,7 +4,6 @@ and verifies every item; leases start and stop."""
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from pathlib import Path
@@ -14,12 +13,10 @@ import httpx
 import numpy as np
 import pytest
 import typer
-from eth_account import Account
 from typer.testing import CliRunner
 
 from backend.cli import job_app, lease_app, model_app
 from backend.client import BackendClient
-from client.keystore import PASSWORD_FILE_ENV
 from protocol.jobs import encode_output
 
 root = typer.Typer()
@@ -27,15 +24,6 @@ root.add_typer(job_app, name="job")
 root.add_typer(model_app, name="model")
 root.add_typer(lease_app, name="lease")
 runner = CliRunner()
-
-
-@pytest.fixture
-def keystore(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "renter.json"
-    path.write_text(json.dumps(Account.encrypt(support.anvil_key(3).key, "correct horse")))
-    (tmp_path / "password").write_text("correct horse\n")
-    monkeypatch.setenv(PASSWORD_FILE_ENV, str(tmp_path / "password"))
-    return path
 
 
 def _invoke(*args: str) -> str:

@@ -6,14 +6,12 @@ provider fits."""
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
 import backend_support as support
 import pytest
 import typer
-from eth_account import Account
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
@@ -21,7 +19,6 @@ from backend.api.app import create_app
 from backend.cli import job_app
 from backend.client import ApiError, BackendClient
 from backend.matching import Candidate, Request, explain
-from client.keystore import PASSWORD_FILE_ENV
 from protocol.merkle import keccak256
 
 root = typer.Typer()
@@ -29,15 +26,6 @@ root.add_typer(job_app, name="job")
 runner = CliRunner()
 ZERO = "0x" + "00" * 20
 PRICE = 10**15
-
-
-@pytest.fixture
-def keystore(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "renter.json"
-    path.write_text(json.dumps(Account.encrypt(support.anvil_key(3).key, "correct horse")))
-    (tmp_path / "password").write_text("correct horse\n")
-    monkeypatch.setenv(PASSWORD_FILE_ENV, str(tmp_path / "password"))
-    return path
 
 
 def _said(*args: str, code: int = 0) -> str:
