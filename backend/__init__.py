@@ -5,9 +5,10 @@
 - `api`: the FastAPI app (`api.app.create_app`), the dashboard at `/`.
 - `auth`: Sign-In with Ethereum sessions; `hub`: the model hub and job inputs; `jobs`: specs,
   results and output uploads checked against on-chain roots; `matching`: provider ranking;
-  `dispatch`: funded jobs to the provider's Celery queue.
+  `dispatch`: funded jobs to the provider's Celery queue, signed with the dispatch key (a key that
+  signs broker messages only and holds no funds: UNCHAINED_BACKEND_KEYSTORE).
 - `cli`: Typer sub-apps `backend_app`, `job_app`, `model_app`, `lease_app`; `client` and
-  `wallet`: the renter's side (its own keystore; the server never holds a key).
+  `wallet`: the renter's side (its own keystore; the server never holds a renter's key).
 """
 
 from backend.errors import (

@@ -11,6 +11,7 @@ from web3.contract import Contract
 
 from backend.errors import ChainUnavailable
 from backend.settings import Settings
+from client import contracts
 from protocol.deployments import Deployment, DeploymentFormatError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -43,8 +44,7 @@ class Chain:
         return cls(web3, deployment)
 
     def contract(self, name: str) -> Contract:
-        deployed = self.deployment.contract(name)
-        return self.web3.eth.contract(address=Web3.to_checksum_address(deployed.address), abi=deployed.abi)
+        return contracts.deployed(self.web3, self.deployment, name)
 
     def is_staked_verifier(self, address: str) -> bool:
         """Whether `address` has bonded at least the verifiers' minimum stake and is not a

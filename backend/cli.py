@@ -9,19 +9,18 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 from web3 import Web3
 
 from backend.client import BackendClient
-from backend.errors import BackendError
+from backend.errors import Conflict
 from backend.renter import check_lease, end_lease, start_lease, submit_job
 from backend.settings import Settings
 from backend.wallet import Wallet
-from client import ClientError
+from client import contracts
 from client.keystore import PASSWORD_FILE_HELP, load_keystore
-from protocol.errors import ProtocolError
-from protocol.jobs import MODEL_FORMATS, JobSpecError
+from client.tx import connect
+from protocol.jobs import MODEL_FORMATS
 
 console = Console()
 backend_app = typer.Typer(help="The marketplace backend: API, dashboard, chain indexer.", no_args_is_help=True)
@@ -38,12 +37,6 @@ PasswordFile = Annotated[Path | None, typer.Option("--password-file", dir_okay=F
 DeploymentFile = Annotated[Path | None, typer.Option("--deployment", help="deployments/<chainId>.json to trust.")]
 DEFAULT_BACKEND = "http://127.0.0.1:8000"
 DEFAULT_RPC = "http://127.0.0.1:8545"
-
-
-def _fail(exc: Exception) -> typer.Exit:
-    # One line, never wrapped or marked up: the message may hold URLs, paths and hex to copy.
-    console.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True, highlight=False)
-    return typer.Exit(1)
 
 
 def _progress() -> Progress:
@@ -108,11 +101,8 @@ def serve(
 
     from backend.api.app import create_app
 
-    try:
-        settings = _backend_settings(rpc, database, data_dir, broker, deployment, public_url=public_url,
-                                     run_indexer=index)
-    except BackendError as exc:
-        raise _fail(exc) from exc
+    settings = _backend_settings(rpc, database, data_dir, broker, deployment, public_url=public_url,
+                                 run_indexer=index)
     settings = settings.with_listen_address(host, port)
     logging.basicConfig(level=logging.INFO, force=True)
     console.print(f"backend at {settings.base_url} (API docs {settings.base_url}/docs), chain {settings.rpc_url}, "
@@ -126,15 +116,10 @@ def index_once(rpc: ServeRpc = None, database: Database = None, data_dir: DataDi
     """Apply every confirmed block once and exit (cron-style indexing)."""
     from backend.runtime import Backend
 
-    try:
-        backend = Backend.open(_backend_settings(rpc, database, data_dir, broker, deployment))
-    except BackendError as exc:
-        raise _fail(exc) from exc
+    backend = Backend.open(_backend_settings(rpc, database, data_dir, broker, deployment))
     try:
         count = backend.make_indexer().sync()
         console.print(f"{count} new events; indexed up to block {backend.make_indexer().cursor()}")
-    except BackendError as exc:
-        raise _fail(exc) from exc
     finally:
         backend.close()
 
@@ -146,14 +131,9 @@ def rebuild_command(rpc: ServeRpc = None, database: Database = None, data_dir: D
     from backend.indexer import rebuild
     from backend.runtime import Backend
 
-    try:
-        backend = Backend.open(_backend_settings(rpc, database, data_dir, None, deployment, dispatch=False))
-    except BackendError as exc:
-        raise _fail(exc) from exc
+    backend = Backend.open(_backend_settings(rpc, database, data_dir, None, deployment, dispatch=False))
     try:
         console.print(f"rebuilt from {rebuild(backend.make_indexer())} events")
-    except BackendError as exc:
-        raise _fail(exc) from exc
     finally:
         backend.close()
 
@@ -172,11 +152,8 @@ def model_push(
     backend: BackendUrl = DEFAULT_BACKEND,
 ) -> None:
     """Upload a model to the hub; prints its content hash (keccak256 of the bytes)."""
-    try:
-        client = BackendClient.connect(backend, load_keystore(keystore, password_file))
-        row = client.push_model(path.read_bytes(), name or path.name, fmt, private)
-    except (BackendError, ClientError, OSError) as exc:
-        raise _fail(exc) from exc
+    client = BackendClient.connect(backend, load_keystore(keystore, password_file))
+    row = client.push_model(path.read_bytes(), name or path.name, fmt, private)
     console.print(f"model {row['content_hash']} ({row['size']} bytes, {'private' if row['private'] else 'public'})")
 
 
@@ -188,11 +165,8 @@ def model_list(
 ) -> None:
     """List public models (and your private ones when signed in): one block per model, the
     content hash whole on its own line (a table would cut it at 80 columns)."""
-    try:
-        client = BackendClient.connect(backend, load_keystore(keystore, password_file) if keystore else None)
-        rows = client.get("/models")
-    except (BackendError, ClientError) as exc:
-        raise _fail(exc) from exc
+    client = BackendClient.connect(backend, load_keystore(keystore, password_file) if keystore else None)
+    rows = client.get("/models")
     if not rows:
         console.print("no models yet (push one with `unchained model push FILE`)")
     for r in rows:
@@ -249,24 +223,21 @@ def job_submit(
 
     Nothing is paid unless the model is in the hub, every input decodes, the model runs the
     inputs (dry run) and a verified provider fits; otherwise it says which of these failed."""
-    try:
-        account = load_keystore(keystore, password_file)
-        client = BackendClient.connect(backend, account)
-        wallet = Wallet(rpc, account, deployment)
-        pushed = not (model.startswith("0x") and len(model) == 66)
-        model_hash = _resolve_model(client, model, fmt, private)
-        files = sorted(p for p in inputs.iterdir() if p.is_file())
-        if not files:
-            raise typer.BadParameter(f"--inputs: {inputs} holds no files")
-        with _progress() as progress:
-            task = progress.add_task("uploading inputs", total=sum(p.stat().st_size for p in files))
-            funded = submit_job(client, wallet, model_hash, [p.read_bytes() for p in files],
-                                Web3.to_wei(max_price, "ether"), provider=provider, fmt=fmt if pushed else None,
-                                private=private, gpu_classes=gpu_class, batch_size=batch_size,
-                                tolerance_ppm=tolerance_ppm, deadline_s=deadline_s,
-                                on_upload=lambda size: progress.advance(task, size), check=check)
-    except (BackendError, ClientError, OSError, JobSpecError) as exc:
-        raise _fail(exc) from exc
+    account = load_keystore(keystore, password_file)
+    client = BackendClient.connect(backend, account)
+    wallet = Wallet(rpc, account, deployment)
+    pushed = not (model.startswith("0x") and len(model) == 66)
+    model_hash = _resolve_model(client, model, fmt, private)
+    files = sorted(p for p in inputs.iterdir() if p.is_file())
+    if not files:
+        raise typer.BadParameter(f"--inputs: {inputs} holds no files")
+    with _progress() as progress:
+        task = progress.add_task("uploading inputs", total=sum(p.stat().st_size for p in files))
+        funded = submit_job(client, wallet, model_hash, [p.read_bytes() for p in files],
+                            Web3.to_wei(max_price, "ether"), provider=provider, fmt=fmt if pushed else None,
+                            private=private, gpu_classes=gpu_class, batch_size=batch_size,
+                            tolerance_ppm=tolerance_ppm, deadline_s=deadline_s,
+                            on_upload=lambda size: progress.advance(task, size), check=check)
     console.print(f"job {funded.job_id} funded in tx 0x{funded.tx_hash.hex()}: {len(files)} items, "
                   f"{Web3.from_wei(funded.price_wei, 'ether')} ETH, spec 0x{funded.spec_hash.hex()}, "
                   f"provider {funded.provider}")
@@ -306,10 +277,7 @@ def job_status(job_id: Annotated[int, typer.Argument(min=0)], backend: BackendUr
 
     from protocol.units import amount
 
-    try:
-        job = BackendClient.connect(backend).get(f"/jobs/{job_id}")
-    except BackendError as exc:
-        raise _fail(exc) from exc
+    job = BackendClient.connect(backend).get(f"/jobs/{job_id}")
     # Plain lines, not a table: a 66-character hash must never be cut at 80 columns.
     console.print(f"job {job_id}", highlight=False)
     for key, value in job_lines(job, time.time(), wei):
@@ -333,15 +301,12 @@ def job_result(
     backend: BackendUrl = DEFAULT_BACKEND,
 ) -> None:
     """Download every item's output and verify each against the on-chain output root."""
-    try:
-        client = BackendClient.connect(backend, load_keystore(keystore, password_file))
-        result = client.get(f"/jobs/{job_id}/result")
-        with _progress() as progress:
-            task = progress.add_task("downloading and verifying",
-                                     total=sum(i["size"] or 0 for i in result["items"]))
-            outputs = client.download_verified(job_id, on_item=lambda size: progress.advance(task, size))
-    except (BackendError, ClientError, ProtocolError) as exc:
-        raise _fail(exc) from exc
+    client = BackendClient.connect(backend, load_keystore(keystore, password_file))
+    result = client.get(f"/jobs/{job_id}/result")
+    with _progress() as progress:
+        task = progress.add_task("downloading and verifying",
+                                 total=sum(i["size"] or 0 for i in result["items"]))
+        outputs = client.download_verified(job_id, on_item=lambda size: progress.advance(task, size))
     out.mkdir(parents=True, exist_ok=True)
     for index, data in enumerate(outputs):
         (out / f"item-{index:06d}.out").write_bytes(data)
@@ -360,14 +325,11 @@ def job_challenge(
 ) -> None:
     """Challenge your own job inside its window: the provider must reveal k random items'
     digests with proofs on-chain or be slashed (you are refunded); the escrow stays frozen."""
-    try:
-        wallet = Wallet(rpc, load_keystore(keystore, password_file), deployment)
-        challenges = wallet.contract("ChallengeManager")
-        value = Web3.to_wei(bond, "ether") if bond is not None else challenges.functions.minBond().call()
-        receipt = wallet.send(challenges.functions.challengeJob(job_id, k), value=value)
-        challenge_id = challenges.events.JobChallenged().process_receipt(receipt)[0]["args"]["challengeId"]
-    except (BackendError, ClientError, ValueError) as exc:
-        raise _fail(exc) from exc
+    wallet = Wallet(rpc, load_keystore(keystore, password_file), deployment)
+    challenges = wallet.contract("ChallengeManager")
+    value = Web3.to_wei(bond, "ether") if bond is not None else challenges.functions.minBond().call()
+    receipt = wallet.send(challenges.functions.challengeJob(job_id, k), value=value)
+    challenge_id = challenges.events.JobChallenged().process_receipt(receipt)[0]["args"]["challengeId"]
     console.print(f"challenge {challenge_id} on job {job_id}: {k} items, bond {Web3.from_wei(value, 'ether')} ETH "
                   f"(tx 0x{bytes(receipt['transactionHash']).hex()}); escalate with the verifier or wait for the answer")
 
@@ -385,14 +347,16 @@ def job_refund(
     refund is credited in the escrow: `unchained withdraw` pays it out."""
     from backend.refunds import refund_job
 
-    try:
-        outcome = refund_job(Wallet(rpc, load_keystore(keystore, password_file), deployment), job_id)
-    except (BackendError, ClientError) as exc:
-        raise _fail(exc) from exc
+    outcome = refund_job(Wallet(rpc, load_keystore(keystore, password_file), deployment), job_id)
     console.print(outcome)
 
 
 # ---- lease ----
+
+
+SshKey = Annotated[Path, typer.Option("--ssh-key", dir_okay=False,
+                                      help="SSH public key to log in with (bound to the lease, signed by your wallet).")]
+DEFAULT_SSH_KEY = Path.home() / ".ssh" / "id_ed25519.pub"
 
 
 @lease_app.command("start")
@@ -402,18 +366,102 @@ def lease_start(
     hours: Annotated[float, typer.Option(min=0.001, max=24 * 365, help="Hours (at most a year; unused time is refunded).")],
     keystore: Keystore,
     password_file: PasswordFile = None,
+    ssh_key: SshKey = DEFAULT_SSH_KEY,
+    wait: Annotated[float, typer.Option(min=0, help="Seconds to wait for the provider's connection details.")] = 300,
+    backend: BackendUrl = DEFAULT_BACKEND,
     rpc: Rpc = DEFAULT_RPC,
     deployment: DeploymentFile = None,
 ) -> None:
-    """Pay up front for GPUs of a provider; unused time is refunded when you stop."""
+    """Pay up front for GPUs of a provider, bind your SSH key to the lease and wait until the
+    provider hands the machine over; prints the ssh command. Unused time is refunded when you stop."""
+    from backend.renter import bind_ssh_key, wait_for_access
+    from protocol.lease_access import normalize_ssh_key
+
     try:
-        wallet = Wallet(rpc, load_keystore(keystore, password_file), deployment)
-        check_lease(wallet, provider, gpus, int(hours * 3600))
-        lease_id, cost, tx_hash = start_lease(wallet, provider, gpus, int(hours * 3600))
-    except (BackendError, ClientError, ValueError) as exc:
-        raise _fail(exc) from exc
+        public_key = normalize_ssh_key(ssh_key.read_text())  # before paying: a bad key loses nothing
+    except OSError as exc:
+        raise typer.BadParameter(f"{ssh_key}: {exc.strerror} (create one with `ssh-keygen -t ed25519`)",
+                                 param_hint="--ssh-key") from exc
+    wallet = Wallet(rpc, load_keystore(keystore, password_file), deployment)
+    client = BackendClient.connect(backend)
+    check_lease(wallet, provider, gpus, int(hours * 3600))
+    lease_id, cost, tx_hash = start_lease(wallet, provider, gpus, int(hours * 3600))
     console.print(f"lease {lease_id}: {gpus} GPU(s) of {provider} for {hours} h, paid "
-                  f"{Web3.from_wei(cost, 'ether')} ETH (tx 0x{tx_hash.hex()})")
+                  f"{Web3.from_wei(cost, 'ether')} ETH (tx 0x{tx_hash.hex()})", soft_wrap=True)
+    bind_ssh_key(client, wallet, lease_id, public_key)
+    console.print(f"SSH key {ssh_key} bound to lease {lease_id}; waiting for the provider (up to {wait:.0f} s)")
+    access = wait_for_access(client, wallet, lease_id, wait)
+    console.print(f"lease {lease_id} is yours: host key {access.host_key_fingerprint}\n"
+                  f"  {' '.join(access.ssh_command())}\n  or: unchained lease ssh {lease_id}",
+                  soft_wrap=True, highlight=False)
+
+
+@lease_app.command("status")
+def lease_status(
+    lease_id: Annotated[int, typer.Argument(min=1)],
+    backend: BackendUrl = DEFAULT_BACKEND,
+    rpc: Rpc = DEFAULT_RPC,
+    deployment: DeploymentFile = None,
+) -> None:
+    """Time left on a lease, and what the provider would earn and you get back if you stopped it now."""
+    from backend.chain import REPO_ROOT, load_deployment
+    from backend.renter import quote_lease
+
+    web3 = connect(rpc, timeout_s=30)
+    deployed = load_deployment(deployment or REPO_ROOT / "deployments" / f"{web3.eth.chain_id}.json")
+    leases = contracts.deployed(web3, deployed, "LeaseManager")
+    quote = quote_lease(leases, lease_id, int(web3.eth.get_block("latest")["timestamp"]))
+    row = BackendClient.connect(backend).get(f"/leases/{lease_id}")
+    state = "active" if quote.active else "ended"
+    console.print(f"lease {lease_id}: {state}, {'delivered' if quote.delivered else 'NOT delivered'}", highlight=False)
+    if quote.active:
+        console.print(f"  time left             {quote.seconds_left // 3600} h {quote.seconds_left % 3600 // 60} min "
+                      f"{quote.seconds_left % 60} s\n"
+                      f"  if stopped now        provider earns {Web3.from_wei(quote.earned_if_stopped, 'ether')} ETH, "
+                      f"you get back {Web3.from_wei(quote.refund_if_stopped, 'ether')} ETH", highlight=False)
+    if row.get("access"):
+        a = row["access"]
+        console.print(f"  ssh                   ssh -p {a['port']} {a['user']}@{a['host']} "
+                      f"(host key {a['hostKeyFingerprint']})", highlight=False, soft_wrap=True)
+
+
+@lease_app.command("ssh", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def lease_ssh(
+    ctx: typer.Context,
+    lease_id: Annotated[int, typer.Argument(min=1)],
+    keystore: Keystore,
+    password_file: PasswordFile = None,
+    identity: Annotated[Path | None, typer.Option("--identity", "-i", help="Private key; default: --ssh-key's "
+                                                  "without .pub, i.e. ~/.ssh/id_ed25519.")] = None,
+    backend: BackendUrl = DEFAULT_BACKEND,
+    rpc: Rpc = DEFAULT_RPC,
+    deployment: DeploymentFile = None,
+) -> None:
+    """Connect to a lease's machine over SSH; the host key must match the fingerprint the provider
+    signed. Extra arguments after `--` are the remote command (run without your stdin)."""
+    import subprocess
+    import tempfile
+
+    from backend.renter import lease_access
+
+    wallet = Wallet(rpc, load_keystore(keystore, password_file), deployment)
+    access = lease_access(BackendClient.connect(backend), wallet, lease_id)
+    if access is None:
+        raise Conflict(f"lease {lease_id} has not been delivered: `unchained lease status {lease_id}`")
+    scanned = subprocess.run(["ssh-keyscan", "-t", "ed25519", "-p", str(access.port), access.host],
+                             capture_output=True, text=True, timeout=30).stdout
+    known = Path(tempfile.mkdtemp()) / "known_hosts"
+    known.write_text(scanned)
+    printed = subprocess.run(["ssh-keygen", "-l", "-E", "sha256", "-f", str(known)], capture_output=True, text=True)
+    if access.host_key_fingerprint not in printed.stdout.split():
+        raise Conflict(f"lease {lease_id}: {access.host}:{access.port} shows host key "
+                       f"{printed.stdout.strip() or 'none'}, the provider signed {access.host_key_fingerprint}")
+    key = identity or DEFAULT_SSH_KEY.with_suffix("")
+    # With a command, stdin is not forwarded (ssh -n): a pasted block of lines must not be eaten
+    # by the remote command; pipe data through the plain ssh command `lease start` printed.
+    argv = ["ssh", *(["-n"] if ctx.args else []), "-i", str(key), "-o", "IdentitiesOnly=yes",
+            "-o", f"UserKnownHostsFile={known}", "-o", "StrictHostKeyChecking=yes", *access.ssh_command()[1:], *ctx.args]
+    raise typer.Exit(subprocess.run(argv).returncode)
 
 
 @lease_app.command("stop")
@@ -424,11 +472,9 @@ def lease_stop(
     rpc: Rpc = DEFAULT_RPC,
     deployment: DeploymentFile = None,
 ) -> None:
-    """End a lease now; the provider earns the elapsed time, you are refunded the rest."""
-    try:
-        earned, refund, _tx = end_lease(Wallet(rpc, load_keystore(keystore, password_file), deployment), lease_id)
-    except (BackendError, ClientError) as exc:
-        raise _fail(exc) from exc
+    """End a lease now; the provider earns the elapsed time, you are refunded the rest (all of it
+    when the provider did not deliver the machine within the delivery window)."""
+    earned, refund, _tx = end_lease(Wallet(rpc, load_keystore(keystore, password_file), deployment), lease_id)
     console.print(f"lease {lease_id} ended: provider earned {Web3.from_wei(earned, 'ether')} ETH, "
                   f"refund {Web3.from_wei(refund, 'ether')} ETH (`unchained withdraw` pays it out)")
 

@@ -1,19 +1,22 @@
 """An HTTP client of the backend API for parties that sign with their own key (renter CLI,
-tests). The key never leaves this process: only signed messages and public data are sent."""
+tests). The key never leaves this process: only signed messages and public data are sent; the
+session is the one SIWE client's (`client.siwe.SiweSession`: renewed before expiry, signed in
+again once on a 401)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
-from eth_account.messages import encode_defunct
 from eth_account.signers.local import LocalAccount
 
 from backend.errors import BackendError, NotFound, Unauthenticated
+from client.errors import SignInFailed
+from client.siwe import SiweSession
 from protocol.merkle import keccak256, leaf_hash, verify_inclusion
-from protocol.siwe import SiweMessage
+
+SESSION_LIFETIME_S = 600  # a CLI command is short; a stolen token is worth little for long
 
 
 class ApiError(BackendError):
@@ -28,7 +31,7 @@ class BackendClient:
     def __init__(self, http: httpx.Client, account: LocalAccount | None = None) -> None:
         self.http = http
         self.account = account
-        self.token: str | None = None
+        self.session = SiweSession(account, str(http.base_url), SESSION_LIFETIME_S) if account else None
 
     @classmethod
     def connect(cls, base_url: str, account: LocalAccount | None = None, timeout: float = 60.0) -> BackendClient:
@@ -46,82 +49,92 @@ class BackendClient:
             raise ApiError(response.status_code, str(detail))
         return response
 
+    def _call(self, method: str, path: str, signed: bool = False, **kwargs: Any) -> httpx.Response:
+        """One request, in the signed-in session when `signed` (a 401 signs in once more)."""
+        try:
+            return self._check(self.http.request(method, path, auth=self._session() if signed else None, **kwargs))
+        except SignInFailed as exc:
+            raise _refused(exc) from exc
+
+    def _session(self) -> SiweSession:
+        if self.session is None:
+            raise Unauthenticated("no key to sign in with: pass --keystore")
+        return self.session
+
     def _auth(self) -> dict[str, str]:
-        if self.token is None:
-            self.sign_in()
+        """The session's bearer header, for a request sent by other means (tests, fuzzers)."""
         return {"Authorization": f"Bearer {self.token}"}
 
-    def sign_in(self, lifetime_s: int = 600) -> str:
-        """Sign-In with Ethereum: fetch a nonce, sign the EIP-4361 message locally, log in."""
-        if self.account is None:
-            raise Unauthenticated("no key to sign in with: pass --keystore")
-        issued = self._check(self.http.get("/auth/nonce")).json()
-        # EIP-4361: never sign a message for a domain other than the one we are talking to, or a
-        # hostile server could relay our signature to log in elsewhere.
-        url = self.http.base_url
-        here = url.host if url.port is None else f"{url.host}:{url.port}"
-        if issued["domain"] != here:
-            raise Unauthenticated(f"the server asks to sign in to {issued['domain']!r}, but it is {here!r}")
-        now = datetime.now(UTC).replace(microsecond=0)
-        message = SiweMessage(
-            domain=issued["domain"], address=self.account.address, uri=issued["uri"],
-            chain_id=issued["chain_id"], nonce=issued["nonce"], issued_at=now,
-            expiration_time=now + timedelta(seconds=lifetime_s),
-            statement="Sign in to the Unchained marketplace.",
-        ).text()
-        signature = self.account.sign_message(encode_defunct(text=message)).signature.hex()
-        body = self._check(self.http.post("/auth/login", json={"message": message, "signature": signature})).json()
-        self.token = body["token"]
-        return self.token
+    def sign_in(self) -> str:
+        """Sign-In with Ethereum (fetch a nonce, sign the EIP-4361 message locally, log in): a
+        fresh session; returns its token."""
+        try:
+            return self._session().sign_in(self.http)
+        except SignInFailed as exc:
+            raise _refused(exc) from exc
+
+    @property
+    def token(self) -> str:
+        """The current session's token (signing in first when there is none or it is due)."""
+        try:
+            return self._session().token(self.http)
+        except SignInFailed as exc:
+            raise _refused(exc) from exc
 
     def get(self, path: str, **params: Any) -> Any:
-        headers = self._auth() if self.token or self.account else {}
-        return self._check(self.http.get(path, params=params or None, headers=headers)).json()
+        return self._call("GET", path, signed=self.account is not None, params=params or None).json()
+
+    def put(self, path: str, body: dict[str, Any]) -> None:
+        """A signed message (its signature is the authority, no session needed)."""
+        self._check(self.http.put(path, json=body))
 
     def quotes(self, **request: Any) -> list[dict[str, Any]]:
         """Ranked providers for a job (POST /quotes), best first."""
-        return self._check(self.http.post("/quotes", json=request)).json()
+        return self._call("POST", "/quotes", json=request).json()
 
     def explain_quotes(self, **request: Any) -> dict[str, Any]:
         """Why no provider fits the request (POST /quotes/explain)."""
-        return self._check(self.http.post("/quotes/explain", json=request)).json()
+        return self._call("POST", "/quotes/explain", json=request).json()
 
     def push_model(self, data: bytes, name: str, fmt: str, private: bool) -> dict[str, Any]:
-        return self._check(self.http.post("/models", content=data, headers=self._auth(), params={
-            "name": name, "format": fmt, "private": str(private).lower()})).json()
+        return self._call("POST", "/models", signed=True, content=data, params={
+            "name": name, "format": fmt, "private": str(private).lower()}).json()
 
     def model(self, content_hash: str) -> dict[str, Any]:
         """The hub's entry of a model (yours, or a public one); ApiError 404 when there is none."""
-        return self._check(self.http.get(f"/models/{content_hash}", headers=self._auth())).json()
+        return self._call("GET", f"/models/{content_hash}", signed=True).json()
 
     def check_model(self, content_hash: str, inputs: list[str]) -> dict[str, Any]:
         """Dry run (POST /models/{hash}/check): the inputs, as one batch, through the model."""
-        return self._check(self.http.post(f"/models/{content_hash}/check", json={"inputs": inputs},
-                                          headers=self._auth())).json()
+        return self._call("POST", f"/models/{content_hash}/check", signed=True, json={"inputs": inputs}).json()
 
     def upload_input(self, data: bytes) -> str:
-        return self._check(self.http.post("/inputs", content=data, headers=self._auth())).json()["content_hash"]
+        return self._call("POST", "/inputs", signed=True, content=data).json()["content_hash"]
 
     def store_spec(self, canonical: bytes) -> dict[str, Any]:
-        return self._check(self.http.post("/jobs/specs", content=canonical,
-                                          headers={"Content-Type": "application/json"})).json()
+        return self._call("POST", "/jobs/specs", content=canonical, headers={"Content-Type": "application/json"}).json()
 
     def upload_output(self, job_id: int, index: int, data: bytes, proof: list[bytes]) -> dict[str, Any]:
-        headers = {**self._auth(), "X-Merkle-Proof": ",".join("0x" + p.hex() for p in proof)}
-        return self._check(self.http.put(f"/jobs/{job_id}/outputs/{index}", content=data, headers=headers)).json()
+        headers = {"X-Merkle-Proof": ",".join("0x" + p.hex() for p in proof)}
+        return self._call("PUT", f"/jobs/{job_id}/outputs/{index}", signed=True, content=data, headers=headers).json()
 
     def download_verified(self, job_id: int, on_item: Callable[[int], object] | None = None) -> list[bytes]:
         """Every item's output, each checked against the output root (raises InvalidProof)."""
-        result = self._check(self.http.get(f"/jobs/{job_id}/result")).json()
+        result = self._call("GET", f"/jobs/{job_id}/result").json()
         root = bytes.fromhex(result["output_root"][2:])
         outputs = []
         for item in result["items"]:
             if item["digest"] is None:
                 raise NotFound(f"job {job_id} output of item", item["index"])
-            data = self._check(self.http.get(f"/jobs/{job_id}/outputs/{item['index']}", headers=self._auth())).content
+            data = self._call("GET", f"/jobs/{job_id}/outputs/{item['index']}", signed=True).content
             siblings = [bytes.fromhex(s[2:]) for s in item["proof"]]
             verify_inclusion(leaf_hash(keccak256(data)), item["index"], result["item_count"], siblings, root)
             outputs.append(data)
             if on_item is not None:
                 on_item(len(data))
         return outputs
+
+
+def _refused(exc: SignInFailed) -> BackendError:
+    """A failed sign-in as the backend errors the CLI's callers handle."""
+    return ApiError(exc.status, str(exc)) if exc.status is not None else Unauthenticated(str(exc))

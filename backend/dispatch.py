@@ -9,9 +9,8 @@ If the broker is down the row stays without a task id and `retry_pending` sends 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from celery import Celery
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
@@ -19,21 +18,22 @@ from sqlalchemy.orm import Session, sessionmaker
 from backend import models as m
 from backend.auth import utcnow
 from backend.projections import Event
-from protocol.tasks import TASK_LEASE, TASK_RUN_JOB, broker_transport_options, provider_queue
+from client.broker import QueueApps
+from client.task_auth import TaskAuth
+from protocol.tasks import TASK_LEASE, TASK_RUN_JOB, provider_queue
 
 log = logging.getLogger(__name__)
 
 
-def make_celery(broker_url: str) -> Celery:
-    app = Celery("unchained-backend", broker=broker_url)
-    app.conf.update(task_serializer="json", accept_content=["json"], broker_connection_retry_on_startup=False,
-                    broker_connection_timeout=3,
-                    broker_transport_options=broker_transport_options(broker_url, max_retries=2))
-    return app
+def make_celery(broker_url: str, auth: Callable[[], TaskAuth]) -> QueueApps:
+    """The backend's senders, one per provider queue (on that provider's key prefix), signing
+    with the dispatch key; they never wait for replies."""
+    return QueueApps("unchained-backend", broker_url, auth, results=False, max_retries=2,
+                     broker_connection_retry_on_startup=False, broker_connection_timeout=3)
 
 
 class Dispatcher:
-    def __init__(self, celery: Celery, factory: sessionmaker[Session]) -> None:
+    def __init__(self, celery: QueueApps, factory: sessionmaker[Session]) -> None:
         self.celery = celery
         self.factory = factory
 
@@ -54,7 +54,7 @@ class Dispatcher:
         """Best effort: the task reads the lease from the chain, so a repeat is harmless, and a
         lost message only delays the miner's pause until the provider's next look."""
         try:
-            self.celery.send_task(TASK_LEASE, args=[lease_id], queue=provider_queue(provider))
+            self.celery.for_provider(provider).send_task(TASK_LEASE, args=[lease_id], queue=provider_queue(provider))
         except Exception:  # kombu raises OperationalError and friends
             log.exception("lease %s: broker unavailable, provider %s not told", lease_id, provider)
             return
@@ -73,12 +73,13 @@ class Dispatcher:
         except IntegrityError:
             log.info("job %s already dispatched", job_id)
             return None
-        return self._send(job_id, queue)
+        return self._send(job_id, provider)
 
-    def _send(self, job_id: int, queue: str) -> str | None:
+    def _send(self, job_id: int, provider: str) -> str | None:
+        queue = provider_queue(provider)
         try:
-            result = self.celery.send_task(TASK_RUN_JOB, args=[job_id], queue=queue,
-                                           task_id=f"run-job-{job_id}")
+            result = self.celery.for_provider(provider).send_task(TASK_RUN_JOB, args=[job_id], queue=queue,
+                                                                  task_id=f"run-job-{job_id}")
         except Exception:  # kombu raises OperationalError and friends: keep the row, retry later
             log.exception("job %s: broker unavailable, will retry dispatch to %s", job_id, queue)
             return None
@@ -92,4 +93,5 @@ class Dispatcher:
     def retry_pending(self) -> int:
         with self.factory() as session:
             pending = session.scalars(select(m.Dispatch).where(m.Dispatch.task_id.is_(None))).all()
-        return sum(self._send(row.job_id, row.queue) is not None for row in pending)
+        # the row keeps the queue's name, `provider.<address>` (protocol.tasks.provider_queue)
+        return sum(self._send(row.job_id, row.queue.removeprefix("provider.")) is not None for row in pending)

@@ -149,6 +149,13 @@ class Lease(Base):
     ended_by: Mapped[str | None] = mapped_column(Address, nullable=True)
     provider_earned: Mapped[int | None] = mapped_column(Wei, nullable=True)
     renter_refund: Mapped[int | None] = mapped_column(Wei, nullable=True)
+    # Off-chain hand-over, relayed as signed (protocol/lease_access.py): the renter's SSH key
+    # (EIP-712 LeaseKey by the renter) and the machine's connection details (LeaseAccess by the
+    # provider, its hash confirmed on-chain by confirmDelivery).
+    ssh_public_key: Mapped[str | None] = mapped_column(Text, nullable=True)
+    key_signature: Mapped[str | None] = mapped_column(String(132), nullable=True)
+    access: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)  # LeaseAccess.message()
+    access_signature: Mapped[str | None] = mapped_column(String(132), nullable=True)
 
 
 class Challenge(Base):

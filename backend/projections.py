@@ -4,27 +4,14 @@ rows written by earlier events), so replaying the same events rebuilds the same 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy.orm import Session
 
 from backend import models as m
+from client.log_follower import Event
+from protocol.enums import ChallengeStatus, Verdict
 
 ZERO = "0x" + "00" * 20
-CHALLENGE_STATUS = ("none", "open", "answered", "escalated", "provider_faulted", "challenger_faulted",
-                    "settled", "dismissed")
-VERDICTS = ("none", "no_fault", "provider_at_fault", "challenger_wrong")
-
-
-@dataclass(frozen=True)
-class Event:
-    contract: str
-    name: str
-    args: dict[str, Any]
-    block_number: int
-    tx_hash: str
-    log_index: int
 
 
 Handler = Callable[[Session, Event], None]
@@ -351,7 +338,7 @@ def _closed(s: Session, e: Event) -> None:
     c = s.get(m.Challenge, e.args["challengeId"])
     if c is None:
         return
-    c.status = CHALLENGE_STATUS[e.args["status"]]
+    c.status = ChallengeStatus(e.args["status"]).name.lower()
     # Reputation: a provider that answered (or was wrongly accused) gains, one slashed loses.
     if p := _provider(s, c.provider):
         if c.status in ("settled", "challenger_faulted"):
@@ -386,6 +373,6 @@ def _voted(s: Session, e: Event) -> None:
 @on("DisputeCommittee", "DisputeResolved")
 def _dispute_resolved(s: Session, e: Event) -> None:
     if d := s.get(m.Dispute, e.args["disputeId"]):
-        d.verdict = VERDICTS[e.args["verdict"]]
+        d.verdict = Verdict(e.args["verdict"]).name.lower()
         d.weight_provider_at_fault = e.args["weightProviderAtFault"]
         d.weight_challenger_wrong = e.args["weightChallengerWrong"]

@@ -11,9 +11,9 @@ from web3 import Web3
 
 from backend.errors import BackendError
 from backend.wallet import Wallet
+from protocol.enums import JobStatus
 
 ZERO = "0x" + "00" * 20
-FUNDED, ACCEPTED, COMMITTED, FINALIZED, REFUNDED = 1, 2, 3, 4, 5  # IJobEscrow.JobStatus
 WITHDRAW_HINT = "`unchained withdraw` pays it out"
 
 
@@ -38,25 +38,25 @@ def _duration(seconds: int) -> str:
 
 def refund_job(wallet: Wallet, job_id: int) -> str:
     """Refunds job `job_id` if the escrow allows it now; returns what happened. Raises
-    NotRefundable (why not, and when it will be) or WalletError (the transaction failed)."""
+    NotRefundable (why not, and when it will be) or a client error (the transaction failed)."""
     escrow = wallet.contract("JobEscrow")
     job = escrow.functions.getJob(job_id).call()
-    renter, provider, token, price = job[0], job[1], job[2], job[3]
-    deadline, window_end, status, frozen = job[5], job[7], job[8], job[9]
-    if status == 0:
+    renter, provider, token, price = job.renter, job.provider, job.token, job.price
+    deadline, window_end, status, frozen = job.deadline, job.challengeWindowEnd, job.status, job.frozen
+    if status == JobStatus.NONE:
         raise NotRefundable(f"job {job_id} does not exist on this chain (last job: "
                             f"{escrow.functions.jobCount().call()})")
     me = wallet.account.address
     mine = renter.lower() == me.lower()
     now = int(wallet.web3.eth.get_block("latest")["timestamp"])
-    if status == REFUNDED:
+    if status == JobStatus.REFUNDED:
         owed = escrow.functions.owedTo(token, renter).call()
         where = f"{WITHDRAW_HINT}" if owed else "it has been withdrawn already"
         raise NotRefundable(f"job {job_id} is already refunded: {_amount(price, token)} went to renter {renter}; "
                             f"{where}")
-    if status == FINALIZED:
+    if status == JobStatus.FINALIZED:
         raise NotRefundable(f"job {job_id} was delivered and paid to provider {provider}: nothing to refund")
-    if status == COMMITTED:
+    if status == JobStatus.COMMITTED:
         if frozen:
             raise NotRefundable(f"job {job_id} is held by a challenge: it is refunded only if the challenge or "
                                 "dispute finds the provider at fault")
@@ -66,7 +66,7 @@ def refund_job(wallet: Wallet, job_id: int) -> str:
                                 f"before {_date(window_end)} (in {_duration(window_end - now)})")
         raise NotRefundable(f"provider {provider} committed a result for job {job_id} and its challenge window "
                             f"closed at {_date(window_end)}: it pays the provider, nothing to refund")
-    if status == FUNDED and mine:
+    if status == JobStatus.FUNDED and mine:
         receipt = wallet.send(escrow.functions.cancel(job_id))
         refund = escrow.events.JobCancelled().process_receipt(receipt)[0]["args"]["refund"]
         return (f"job {job_id} cancelled before the provider accepted it: {_amount(refund, token)} credited to you "

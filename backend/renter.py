@@ -4,15 +4,20 @@ renter's wallet. `unchained job submit`, the demo and the load benchmark all go 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from web3 import Web3
 
 from backend.client import ApiError, BackendClient
 from backend.errors import BackendError
 from backend.wallet import Wallet
+from protocol.enums import LeaseStatus
 from protocol.jobs import JobSpec, JobSpecError, decode_output
+from protocol.lease_access import (LeaseAccess, LeaseDomain, LeaseKey, LeaseMessageError, normalize_ssh_key, sign,
+                                   typed_hash, verify)
 
 
 @dataclass(frozen=True)
@@ -60,12 +65,19 @@ def dry_run(client: BackendClient, model_hash: str, hashes: Sequence[str],
         verdict = client.check_model(model_hash, [hashes[i] for i in sample])
         if verdict["ok"]:
             continue
+        error = _last_line(verdict["error"])
         if verdict["stage"] == "limits":
             raise BackendError(f"the dry run of model {model_hash} did not finish on the backend "
-                               f"({verdict['error']}); nothing was paid (--no-check pays without it)")
+                               f"({error}); nothing was paid (--no-check pays without it)")
         where = f"items {sample[0]}..{sample[-1]}" if len(sample) > 1 else f"item {sample[0]}"
         raise BackendError(f"model {model_hash} cannot run your input {where} (shape {list(shape)} {dtype}): "
-                           f"{verdict['stage']} failed: {verdict['error']}; nothing was paid")
+                           f"{verdict['stage']} failed: {error}; nothing was paid")
+
+
+def _last_line(error: str) -> str:
+    """A model's error in one line: the exception itself, which ends a (TorchScript) traceback."""
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    return lines[-1] if lines else ""
 
 
 def no_provider_message(client: BackendClient, request: dict[str, object], max_price_wei: int) -> str:
@@ -157,6 +169,89 @@ def start_lease(wallet: Wallet, provider: str, gpus: int, seconds: int) -> tuple
     cost = leases.functions.leaseCost(address, gpus, seconds).call()
     receipt = wallet.send(leases.functions.startLease(address, gpus, seconds), value=cost)
     return leases.events.LeaseStarted().process_receipt(receipt)[0]["args"]["leaseId"], cost, bytes(receipt["transactionHash"])
+
+
+def lease_domain(wallet: Wallet) -> LeaseDomain:
+    return LeaseDomain(wallet.deployment.chain_id, wallet.contract("LeaseManager").address)
+
+
+def bind_ssh_key(client: BackendClient, wallet: Wallet, lease_id: int, public_key: str, timeout_s: float = 60) -> None:
+    """Signs (EIP-712 LeaseKey) and hands the lease's SSH public key to the backend, waiting up to
+    `timeout_s` for the backend to have indexed the lease."""
+    key = LeaseKey(lease_id, normalize_ssh_key(public_key))
+    signature = "0x" + sign(lease_domain(wallet), key, wallet.account.key).hex()
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            client.put(f"/leases/{lease_id}/key", {"sshPublicKey": key.ssh_public_key, "signature": signature})
+            return
+        except ApiError as exc:
+            if exc.status != 404 or time.monotonic() > deadline:
+                raise
+        time.sleep(0.5)
+
+
+class LeaseNotDelivered(BackendError):
+    """The provider has not handed the lease's machine over (no signed, confirmed connection details)."""
+
+
+def lease_access(client: BackendClient, wallet: Wallet, lease_id: int) -> LeaseAccess | None:
+    """The lease's connection details once the provider signed them (checked against the lease's
+    provider on-chain) and confirmed their hash on-chain; None before that."""
+    row = client.get(f"/leases/{lease_id}")
+    if not row.get("access") or not row.get("access_signature"):
+        return None
+    access = LeaseAccess.from_json(row["access"])
+    domain = lease_domain(wallet)
+    leases = wallet.contract("LeaseManager")
+    provider = leases.functions.getLease(lease_id).call().provider
+    try:
+        verify(domain, access, bytes.fromhex(row["access_signature"][2:]), provider)
+    except LeaseMessageError as exc:
+        raise LeaseNotDelivered(f"lease {lease_id}: the backend relays connection details the provider did not sign "
+                                f"({exc})") from exc
+    if bytes(leases.functions.deliveryOf(lease_id).call()) != typed_hash(domain, access):
+        return None  # signed but not confirmed on-chain (yet): not delivered
+    return access
+
+
+def wait_for_access(client: BackendClient, wallet: Wallet, lease_id: int, timeout_s: float) -> LeaseAccess:
+    deadline = time.monotonic() + timeout_s
+    while (access := lease_access(client, wallet, lease_id)) is None:
+        if time.monotonic() > deadline:
+            raise LeaseNotDelivered(f"lease {lease_id}: no connection details from the provider within "
+                                    f"{timeout_s:.0f} s; once its delivery window has passed, `unchained lease stop "
+                                    f"{lease_id}` refunds the whole lease")
+        time.sleep(0.5)
+    return access
+
+
+@dataclass(frozen=True)
+class LeaseQuote:
+    """A lease as the contract would settle it if ended at `now`."""
+    lease_id: int
+    active: bool
+    delivered: bool
+    seconds_left: int
+    earned_if_stopped: int
+    refund_if_stopped: int
+
+
+def quote_lease(leases: Any, lease_id: int, now: int) -> LeaseQuote:
+    """Mirrors LeaseManager.endLease: elapsed seconds at the per-second rate, nothing for a lease
+    still undelivered once its delivery window has passed."""
+    lease = leases.functions.getLease(lease_id).call()
+    started, ends, paid = lease.startedAt, lease.endsAt, lease.paid
+    if lease.status == LeaseStatus.NONE:
+        raise LeaseRefused(f"lease {lease_id} does not exist")
+    delivered = bytes(leases.functions.deliveryOf(lease_id).call()) != bytes(32)
+    if lease.status != LeaseStatus.ACTIVE:
+        return LeaseQuote(lease_id, False, delivered, 0, 0, 0)
+    deadline = min(started + leases.functions.DELIVERY_WINDOW().call(), ends)
+    earned = 0
+    if delivered or now < deadline:
+        earned = paid if now >= ends else paid * (now - started) // (ends - started)
+    return LeaseQuote(lease_id, True, delivered, max(0, ends - now), earned, paid - earned)
 
 
 def end_lease(wallet: Wallet, lease_id: int) -> tuple[int, int, bytes]:

@@ -19,6 +19,9 @@ from backend.projections import Event
 from backend.errors import BackendError
 from backend.settings import Settings
 from backend.storage import BlobStore
+from client.new_heads import NewHeads, websocket_url
+from client.keystore import load_keystore
+from client.task_auth import TaskAuth, domain_of
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +34,10 @@ class Backend:
     blobs: BlobStore
     metrics: Metrics
     _chain: Chain | None = None
+    _task_auth: TaskAuth | None = None
     indexer: Indexer | None = None
     dispatcher: Dispatcher | None = None
+    heads: NewHeads | None = None  # new blocks pushed by the node, while the indexer thread runs
     _thread: threading.Thread | None = field(default=None, repr=False)
     _stop: threading.Event = field(default_factory=threading.Event, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -48,14 +53,29 @@ class Backend:
     def chain(self) -> Chain:
         """The chain connection, made on first use (the API serves the index without a node)."""
         with self._lock:
-            if self._chain is None:
-                self._chain = Chain.connect(self.settings)
-            return self._chain
+            return self._chain_unlocked()
+
+    def _chain_unlocked(self) -> Chain:
+        if self._chain is None:
+            self._chain = Chain.connect(self.settings)
+        return self._chain
+
+    def task_auth(self) -> TaskAuth:
+        """The dispatch key's signer, opened once (client.keystore: password file or prompt)."""
+        with self._lock:
+            if self._task_auth is None:
+                assert self.settings.keystore is not None
+                account = load_keystore(self.settings.keystore, self.settings.password_file)
+                self._task_auth = TaskAuth(domain_of(self._chain_unlocked().deployment), account)
+            return self._task_auth
 
     def make_indexer(self) -> Indexer:
         if self.indexer is None:
             if self.settings.dispatch and self.dispatcher is None:
-                self.dispatcher = Dispatcher(make_celery(self.settings.broker_url), self.factory)
+                if self.settings.keystore is None:
+                    log.warning("dispatch is off: tasks are signed with the dispatch key; set UNCHAINED_BACKEND_KEYSTORE")
+                else:
+                    self.dispatcher = Dispatcher(make_celery(self.settings.broker_url, self.task_auth), self.factory)
             self.indexer = Indexer(
                 self.chain(), self.factory, self.settings.confirmations, self.settings.index_batch_blocks,
                 on_new_events=self._on_new_events,
@@ -72,8 +92,18 @@ class Backend:
         self._thread.start()
 
     def _follow(self) -> None:
-        """Index, then resend dispatches the broker refused, every poll until close(). The node,
-        the database or the broker may be down for a while: errors are logged and retried."""
+        """Index, then resend dispatches the broker refused, on every new block the node pushes
+        and at least every poll, until close(). The node, the database or the broker may be down
+        for a while: errors are logged and retried."""
+        ws_url = self.settings.ws_url or websocket_url(self.settings.rpc_url)
+        self.heads = NewHeads(ws_url) if ws_url != "off" else None
+        try:
+            self._follow_until_closed(self.heads)
+        finally:
+            if self.heads is not None:
+                self.heads.close()
+
+    def _follow_until_closed(self, heads: NewHeads | None) -> None:
         while not self._stop.is_set():
             try:
                 indexer = self.make_indexer()
@@ -84,7 +114,10 @@ class Backend:
                 log.warning("indexer pass failed (%s); retrying in %.1fs", exc, self.settings.index_poll_seconds)
             except Exception:  # keep following: the next pass retries from the committed cursor
                 log.exception("indexer pass failed; retrying in %.1fs", self.settings.index_poll_seconds)
-            self._stop.wait(self.settings.index_poll_seconds)
+            if heads is not None:
+                heads.wait(self.settings.index_poll_seconds)
+            else:
+                self._stop.wait(self.settings.index_poll_seconds)
 
     def close(self) -> None:
         self._stop.set()

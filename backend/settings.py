@@ -41,9 +41,18 @@ class Settings(BaseModel):
     confirmations: int = Field(default=2, ge=0, le=1000)
     index_batch_blocks: int = Field(default=2000, ge=1, le=100_000)
     index_poll_seconds: float = Field(default=1.0, gt=0)
+    # Where the node pushes new blocks (eth_subscribe newHeads), so funded jobs are dispatched as
+    # their blocks arrive instead of at the next poll; empty: rpc_url's own port over ws(s)://,
+    # "off": poll only. Without a WebSocket endpoint the indexer polls every index_poll_seconds.
+    ws_url: str = ""
     run_indexer: bool = True  # `backend serve` follows the chain in a background thread
     broker_url: str = "redis://127.0.0.1:6379/0"
     dispatch: bool = True  # enqueue funded jobs on the provider's Celery queue
+    # The dispatch key: every task sent to a provider is signed with it (client.task_auth), and
+    # providers take jobs only from the address the deployment names (`operator.dispatcher`, else
+    # the deployer). It signs messages only: it needs no funds. None: nothing is dispatched.
+    keystore: Path | None = None
+    password_file: Path | None = None  # a file holding the keystore's password
     # SIWE: the domain (host[:port]) and URI every signed message must name; default: those of
     # public_url, the address clients reach this backend at (clients check the domain too).
     siwe_domain: str = ""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 
 class ClientError(Exception):
@@ -33,3 +34,56 @@ class PasswordUnavailable(ClientError):
 
 class PayoutError(ClientError):
     """A balance could not be read or paid out; the message names the contract."""
+
+
+class NodeUnavailable(ClientError):
+    """The JSON-RPC node does not answer, or does not mine: transient, try again later."""
+
+
+class TransactionNotMined(NodeUnavailable):
+    """A transaction was sent but no receipt came within the bound; it may still be mined."""
+
+    def __init__(self, what: str, tx_hash: str, timeout_s: float) -> None:
+        super().__init__(f"{what}: tx {tx_hash} was sent but not mined within {timeout_s:.0f}s (is the chain "
+                         "producing blocks?); check it before sending again")
+        self.what = what
+        self.tx_hash = tx_hash
+        self.timeout_s = timeout_s
+
+
+class TransactionReverted(ClientError):
+    """A contract refused a transaction (at its gas estimate, or mined with status 0).
+
+    `error` is the custom error's name and `error_args` its decoded arguments by name, found in the
+    ABIs of every contract; `error` is None when the revert data matches none of them (then
+    `reason` is what the node said)."""
+
+    def __init__(self, what: str, error: str | None, args: dict[str, Any], reason: str,
+                 tx_hash: str | None = None) -> None:
+        # Refused at the estimate, nothing was sent ("would revert"); or mined and reverted.
+        super().__init__(f"{what} reverted: {reason} (tx {tx_hash})" if tx_hash else f"{what} would revert: {reason}")
+        self.what = what
+        self.error = error
+        self.error_args = args  # not `args`: BaseException owns that name
+        self.reason = reason
+        self.tx_hash = tx_hash
+
+
+class TransactionRefused(ClientError):
+    """The node refused to take a transaction (insufficient funds, a fee below its minimum...)."""
+
+
+class SignInFailed(ClientError):
+    """Sign-In with Ethereum to the backend failed; `status` is the HTTP status (None: refused
+    here, e.g. a server asking to sign for another domain); `transient`: worth trying later."""
+
+    def __init__(self, message: str, status: int | None, transient: bool = False) -> None:
+        super().__init__(message)
+        self.status = status
+        self.transient = transient
+class TaskRefused(ClientError):
+    """A broker task or reply whose signature, expiry, nonce or sender does not hold."""
+
+
+class BrokerAdminError(ClientError):
+    """The broker refused, or could not be reached for, a change of its users."""

@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from web3 import Web3
-from web3.contract import Contract
 
+from client.contracts import bind, deployed
 from client.errors import PayoutError
+from client.log_follower import events_between
 from protocol.deployments import Deployment
 
 ETH_TOKEN = "0x" + "00" * 20
@@ -63,23 +64,17 @@ class Owed:
     now: int  # the latest block's timestamp: the chain's clock, which `waiting` is measured on
 
 
-def _contract(web3: Web3, deployment: Deployment, name: str) -> Contract:
-    deployed = deployment.contract(name)
-    return web3.eth.contract(address=Web3.to_checksum_address(deployed.address), abi=deployed.abi)
-
-
-def _job_tokens(escrow: Contract, from_block: int, account: str) -> set[str]:
+def _job_tokens(web3: Web3, deployment: Deployment, account: str) -> set[str]:
     """Tokens of every job `account` rented or served: its escrow balances can only be in those."""
-    found = set()
-    for role in ("renter", "provider"):
-        for log in escrow.events.JobCreated.get_logs(from_block=from_block, argument_filters={role: account}):
-            found.add(Web3.to_checksum_address(log["args"]["token"]))
-    return found
+    me = account.lower()
+    return {Web3.to_checksum_address(e.args["token"])
+            for e in events_between(web3, deployment, {"JobEscrow": ["JobCreated"]}, deployment.contract("JobEscrow").block)
+            if me in (e.args["renter"], e.args["provider"])}
 
 
 def _token_display(web3: Web3, token: str) -> tuple[str, int]:
     """(symbol, decimals) of an ERC-20, or its address and 0 when it does not say."""
-    erc20 = web3.eth.contract(address=token, abi=_ERC20_ABI)
+    erc20 = bind(web3, token, _ERC20_ABI)
     try:
         return str(erc20.functions.symbol().call()), int(erc20.functions.decimals().call())
     except Exception:  # not every token implements the optional metadata; show raw units then
@@ -91,9 +86,9 @@ def owed_to(web3: Web3, deployment: Deployment, account: str, tokens: Iterable[s
     account = Web3.to_checksum_address(account)
     try:
         payable = []
-        escrow = _contract(web3, deployment, "JobEscrow")
+        escrow = deployed(web3, deployment, "JobEscrow")
         wanted = {Web3.to_checksum_address(t) for t in tokens}
-        wanted |= _job_tokens(escrow, deployment.contract("JobEscrow").block, account)
+        wanted |= _job_tokens(web3, deployment, account)
         wanted.discard(Web3.to_checksum_address(ETH_TOKEN))
         for token in [ETH_TOKEN, *sorted(wanted)]:
             amount = escrow.functions.owedTo(token, account).call()
@@ -102,20 +97,21 @@ def owed_to(web3: Web3, deployment: Deployment, account: str, tokens: Iterable[s
                 payable.append(Payout("JobEscrow", "owed balance", amount, token, symbol, decimals,
                                       escrow.functions.withdraw(token)))
         for name in SIMPLE_BALANCES:
-            contract = _contract(web3, deployment, name)
+            contract = deployed(web3, deployment, name)
             amount = contract.functions.owedTo(account).call()
             if amount:
                 payable.append(Payout(name, "owed balance", amount, call=contract.functions.withdraw()))
-        staking = _contract(web3, deployment, "Staking")
-        amount, release_at = staking.functions.unbondingOf(account).call()
+        staking = deployed(web3, deployment, "Staking")
+        unbonding = staking.functions.unbondingOf(account).call()
         waiting = None
         now = int(web3.eth.get_block("latest")["timestamp"])
-        if amount:
+        if unbonding.amount:
             # The contract compares with the next block's timestamp, which is at least this one's.
-            if release_at <= now:
-                payable.append(Payout("Staking", "unbonded stake", amount, call=staking.functions.withdrawUnbonded()))
+            if unbonding.releaseAt <= now:
+                payable.append(Payout("Staking", "unbonded stake", unbonding.amount,
+                                      call=staking.functions.withdrawUnbonded()))
             else:
-                waiting = Unbonding(amount, release_at)
+                waiting = Unbonding(unbonding.amount, unbonding.releaseAt)
     except PayoutError:
         raise
     except Exception as exc:  # transport and decoding errors vary by provider

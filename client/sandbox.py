@@ -1,28 +1,47 @@
-"""The one sandboxed model executor: the provider's jobs and the verifiers' re-executions.
+"""The one sandboxed model executor: the provider's jobs, the verifiers' re-executions and the
+backend's load checks of uploaded models all run here, so they compute with the same code and
+get bit-identical outputs.
 
-A job's model is untrusted code (the renter's), run by the provider and re-run by verifiers with
-this same code, so both get bit-identical outputs. It runs in a child process
-(`client.sandbox_child`) with:
+A job's model is untrusted code (the renter's). It runs in a warm executor: a long-lived
+*template* process (`client.sandbox_child`) that imported torch and onnxruntime once and then
+forks one fresh child per job, so a job pays milliseconds instead of the second or two an
+interpreter takes to import torch, and nothing one job does (a global, a file, a thread) is seen
+by the next: each job runs in its own forked copy, which exits after it.
+
+What a template gets:
+- Linux namespaces through bubblewrap (`bwrap --unshare-all --die-with-parent`): no network
+  (a loopback of its own, nothing listening), its own pids, and a file system made only of
+  the system and interpreter directories (read-only) and one job directory (`/job`) that
+  holds the current job's files and nothing else; it is emptied after every job. Where bwrap
+  is missing the executor refuses to run unless `UNCHAINED_SANDBOX_ISOLATION=none` says to run
+  without namespaces, and then says so in a warning at every template start.
 - an allowlisted environment built here, never a copy of the parent's: only what the
   interpreter, torch and the thread pools need (PATH, locale, thread counts, the GPU selection,
-  a private temporary HOME), so no secret of the agent (a broker URL with credentials, a
-  password file's path, API tokens, whatever the operator exported) can reach the model;
-- an address-space limit (RLIMIT_AS: an allocation beyond it fails inside the child), a CPU-time
-  limit (RLIMIT_CPU, a backstop), its own session, and a parent-death signal (no orphan model
-  beside a restarted parent); the parent enforces the wall-clock budget and kills the child's
-  whole process group when it overruns.
-Files alone cross the boundary: the parent writes a JSON request naming the model and inputs,
-the child writes one encoded output per item or `error.json`; outputs are untrusted and checked
-by the caller. Every way a model can fail ends as one `SandboxFailed` with a `kind`.
+  a HOME inside the job directory), so no secret of the agent can reach the model;
+- death with its parent: bwrap is started from one long-lived thread with a parent-death
+  signal (it fires when the *thread* that started the process ends), `--die-with-parent`
+  passes it on, and every job child has its own parent-death signal on the template.
+Each job child gets an address-space limit (RLIMIT_AS: an allocation beyond it fails inside the
+child), a CPU-time limit (a backstop) and its own session. The parent enforces the wall-clock
+budget: a job that overruns it is killed with its whole template, and a template whose job
+failed in any way but a clean exception of the model is replaced.
+
+Files alone cross the boundary: the parent copies the model and inputs into the job directory
+and writes a JSON request there, the child writes one encoded output per item or `error.json`;
+outputs are untrusted and checked by the caller. Every way a model can fail ends as one
+`SandboxFailed` with a `kind`.
 """
 
 from __future__ import annotations
 
+import atexit
 import ctypes
+import itertools
 import json
 import logging
 import os
-import resource
+import queue
+import select
 import shutil
 import signal
 import subprocess
@@ -30,7 +49,8 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,14 +67,20 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"
 SET_HERE = (*THREAD_VARIABLES, "OMP_WAIT_POLICY", "HOME", "TMPDIR", "PYTHONPATH", "PYTHONNOUSERSITE",
             "PYTHONDONTWRITEBYTECODE")
 ALLOWED = frozenset(INHERITED + SET_HERE)
-# The directory that holds the `protocol`, `provider_agent` and `verifier` packages: the child
-# imports its entry module from there, also when the project is not installed.
+# The directory that holds the `protocol` and `client` packages: the child imports its entry
+# module from there, also when the project is not installed. Only those two packages of it are
+# visible inside the sandbox (the checkout may hold keystores and a data directory).
 PACKAGES_ROOT = Path(__file__).resolve().parent.parent
+SANDBOX_PACKAGES = ("protocol", "client")
+
+ISOLATION_ENV = "UNCHAINED_SANDBOX_ISOLATION"
+ISOLATIONS = ("namespaces", "none")
+JOB_DIR = Path("/job")  # the job directory as the model sees it inside the namespaces
 
 
 def child_environment(threads: int, home: Path, environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The whole environment of a model child: the allowlist, `threads` for every thread pool,
-    `home` (a private temporary directory) as HOME and TMPDIR."""
+    `home` (inside the job directory) as HOME and TMPDIR."""
     parent = os.environ if environ is None else environ
     env = {name: parent[name] for name in INHERITED if name in parent}
     env.setdefault("PATH", os.defpath)
@@ -66,15 +92,22 @@ def child_environment(threads: int, home: Path, environ: Mapping[str, str] | Non
 
 
 class SandboxFailed(ClientError):
-    """The model could not produce its outputs; `kind` is one of KINDS (for logs, metrics, reports)."""
+    """The model could not produce its outputs; `kind` is one of KINDS (for logs, metrics,
+    reports), `stage` where the child was when it failed: load, input or run ("" if unknown)."""
 
-    def __init__(self, kind: str, message: str) -> None:
+    def __init__(self, kind: str, message: str, stage: str = "") -> None:
         super().__init__(f"{kind}: {message}")
         self.kind = kind
         self.message = message
+        self.stage = stage
+
+
+class SandboxUnavailable(ClientError):
+    """The sandbox cannot be started as configured (bubblewrap missing, a bad setting)."""
 
 
 KINDS = ("model-error", "out-of-memory", "timeout", "crashed")
+KILLED = "the model process was killed"  # how a "crashed" message starts when a limit's SIGKILL ended it
 
 
 @dataclass(frozen=True)
@@ -97,134 +130,370 @@ class ItemBatch:
 class ModelRun:
     outputs: dict[int, bytes]  # item index -> encoded output, as the child wrote it (untrusted)
     seconds: float
+    executor: int  # the generation of the warm template that ran it (one number per template started)
+    child: int  # the job child's pid (in the template's pid namespace): a fresh one per job
 
 
-def private_home() -> Path:
-    """A fresh 0700 temporary directory for one child's HOME and TMPDIR (nothing shared between jobs)."""
-    return Path(tempfile.mkdtemp(prefix="unchained-sandbox-"))
+def isolation(environ: Mapping[str, str] | None = None) -> str:
+    """The configured isolation: "namespaces" (the default; needs bwrap) or "none"."""
+    value = (os.environ if environ is None else environ).get(ISOLATION_ENV, "namespaces").strip() or "namespaces"
+    if value not in ISOLATIONS:
+        raise SandboxUnavailable(f"{ISOLATION_ENV}={value!r}: expected one of {', '.join(ISOLATIONS)}")
+    return value
 
 
-def remove_home(home: Path) -> None:
-    shutil.rmtree(home, ignore_errors=True)
+def bwrap_path() -> str:
+    """The bubblewrap binary, or SandboxUnavailable saying how to install it or opt out."""
+    found = shutil.which("bwrap")
+    if found is None:
+        raise SandboxUnavailable(
+            "bubblewrap (bwrap) is not installed, so models cannot run without network and file access: "
+            f"install it (Debian: apt-get install bubblewrap) or set {ISOLATION_ENV}=none to run them "
+            "with limits but no namespace isolation")
+    return found
+
+
+def bwrap_arguments(spool: Path, env: Mapping[str, str]) -> list[str]:
+    """bwrap's options: new namespaces of every kind, the system and interpreter directories
+    read-only, `spool` as the writable job directory, nothing else of the host's files."""
+    args = ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+        if os.path.islink(top):  # merged /usr: the same symlink as the host's
+            args += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            args += ["--ro-bind", top, top]
+    read_only = {"/usr", sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable)),
+                 "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/sys/devices/system/cpu"}
+    read_only.update(str(PACKAGES_ROOT / name) for name in SANDBOX_PACKAGES)
+    for variable in ("PYTHONPATH", "LD_LIBRARY_PATH"):  # what the environment tells the child to load
+        read_only.update(p for p in env.get(variable, "").split(os.pathsep)
+                         if p and Path(p).resolve() != PACKAGES_ROOT)
+    for path in sorted(read_only):
+        args += ["--ro-bind-try", path, path]
+    args += ["--dev", "/dev"]
+    for device in sorted(Path("/dev").glob("nvidia*")):  # the GPUs, where there are any
+        args += ["--dev-bind", str(device), str(device)]
+    args += ["--proc", "/proc", "--bind", str(spool), str(JOB_DIR), "--remount-ro", "/", "--chdir", str(JOB_DIR)]
+    return args
 
 
 _PR_SET_PDEATHSIG = 1
 
 
-def limit_child(limits: Limits) -> None:
-    """Runs in the child between fork and exec: the limits bind the model's process only, and
-    the kernel kills it when the thread that started it ends (Linux PR_SET_PDEATHSIG)."""
+def _die_with_parent() -> None:
+    """Runs in a new process between fork and exec: the kernel kills it when the thread that
+    started it ends (Linux PR_SET_PDEATHSIG)."""
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
-    cpu = int(limits.timeout_s * max(1, limits.threads)) + 5
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
 
 
-# Warm children, one per set of limits: started ahead of the next job, each has already imported
-# torch and onnxruntime (about a second) and waits for a request path on stdin. Each child still
-# runs exactly one job and exits, so no state leaks from one job to the next.
-_spares: dict[Limits, subprocess.Popen] = {}
-_spares_lock = threading.Lock()
-_homes: dict[int, Path] = {}  # child pid -> its private HOME, removed when the child is done
+class _Spawner:
+    """Starts every template from one long-lived daemon thread: a parent-death signal is bound
+    to the thread that forked, so a template started from a passing worker thread would die with
+    that thread. One per process (a forked process, such as a Celery worker, starts its own)."""
+
+    def __init__(self) -> None:
+        self._requests: queue.SimpleQueue[tuple[Callable[[], subprocess.Popen], Future]] = queue.SimpleQueue()
+        threading.Thread(target=self._serve, name="sandbox-spawner", daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            start, result = self._requests.get()
+            try:
+                result.set_result(start())
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                result.set_exception(exc)
+
+    def popen(self, start: Callable[[], subprocess.Popen]) -> subprocess.Popen:
+        result: Future = Future()
+        self._requests.put((start, result))
+        return result.result()
 
 
-def _spawn(limits: Limits) -> subprocess.Popen:
-    home = private_home()
-    child = subprocess.Popen([sys.executable, "-m", "client.sandbox_child"],
-                             preexec_fn=lambda: limit_child(limits), start_new_session=True, cwd=home,
-                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                             env=child_environment(limits.threads, home))
-    _homes[child.pid] = home
-    return child
+_generations = itertools.count(1)
 
 
-def _take_child(limits: Limits, warm: bool) -> subprocess.Popen:
-    if warm:
-        with _spares_lock:
-            spare = _spares.pop(limits, None)
-        if spare is not None and spare.poll() is None:
-            return spare
-    return _spawn(limits)
+class _Template:
+    """One warm template: a sandboxed interpreter with torch imported, forking a child per job."""
+
+    READY_TIMEOUT_S = 180.0  # importing torch on a loaded machine; the job's own budget starts after
+
+    def __init__(self, threads: int, spawner: _Spawner) -> None:
+        self.isolation = isolation()
+        bwrap = bwrap_path() if self.isolation == "namespaces" else None
+        self.generation = next(_generations)
+        self.base = Path(tempfile.mkdtemp(prefix="unchained-sandbox-"))  # 0700, ours alone
+        self.spool = self.base / "job"
+        inside = JOB_DIR if bwrap else self.spool
+        self.job_dir = inside  # how the template and its children name the job directory
+        self.env = child_environment(threads, inside / "home")
+        self.reset()
+        argv = [sys.executable, "-m", "client.sandbox_child", str(inside)]
+        if bwrap:
+            argv = [bwrap, *bwrap_arguments(self.spool, self.env), *argv]
+        else:
+            logger.warning("model sandbox WITHOUT namespace isolation (%s=none): models can reach the network "
+                           "and every file this user can read", ISOLATION_ENV)
+        log = (self.base / "template.log").open("wb")  # outside the job directory: the model cannot read it
+        try:
+            self.process = spawner.popen(lambda: subprocess.Popen(
+                argv, preexec_fn=_die_with_parent, start_new_session=True, cwd=self.spool, env=self.env,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log))
+        except OSError as exc:
+            shutil.rmtree(self.base, ignore_errors=True)
+            raise SandboxUnavailable(f"the model sandbox could not be started: {exc}") from exc
+        finally:
+            log.close()
+        self._buffer = b""
+        self.ready = False
+
+    def reset(self) -> None:
+        """Empties the job directory (its contents only: the sandbox holds the directory itself)."""
+        self.spool.mkdir(mode=0o700, exist_ok=True)
+        for entry in self.spool.iterdir():
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+        (self.spool / "home").mkdir()
+        (self.spool / "out").mkdir()
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def _readline(self, deadline: float) -> bytes | None:
+        """One line from the template, or None at EOF or when the deadline passes."""
+        fd = self.process.stdout.fileno()
+        while b"\n" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                return None
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                return None
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return line
+
+    def wait_ready(self) -> None:
+        if self.ready:
+            return
+        line = self._readline(time.monotonic() + self.READY_TIMEOUT_S)
+        if line is None or not line.startswith(b"ready"):
+            self.close()
+            raise SandboxFailed("crashed", f"the model sandbox did not start: {self.log_tail()}")
+        self.ready = True
+        logger.debug("sandbox template %s ready: %s", self.generation, line.decode(errors="replace"))
+
+    def log_tail(self) -> str:
+        try:
+            return (self.base / "template.log").read_bytes()[-800:].decode(errors="replace").strip() or "(no output)"
+        except OSError:
+            return "(no log)"
+
+    def run(self, limits: Limits) -> tuple[int, int]:
+        """Asks for one job (its request is in the job directory): (child pid, exit code).
+        SandboxFailed when the wall-clock budget runs out or the template dies."""
+        cpu = int(limits.timeout_s * max(1, limits.threads)) + 5
+        order = json.dumps({"memory": limits.memory_bytes, "cpu": cpu}) + "\n"
+        deadline = time.monotonic() + limits.timeout_s
+        try:
+            self.process.stdin.write(order.encode())
+            self.process.stdin.flush()
+            line = self._readline(deadline)
+        except OSError:
+            line = None
+        if line is not None:
+            reply = json.loads(line)
+            return int(reply["pid"]), int(reply["status"])
+        if time.monotonic() >= deadline:
+            raise SandboxFailed("timeout", f"the model ran past its {limits.timeout_s:.1f} s budget and was killed")
+        raise SandboxFailed("crashed", f"the model sandbox died: {self.log_tail()}")
+
+    def close(self) -> None:
+        """Kills the template and everything in its sandbox, and removes its files."""
+        if self.alive():
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.process.wait()
+        for stream in (self.process.stdin, self.process.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
+class _Pool:
+    """The warm templates of this process, idle ones keyed by their environment (which holds the
+    thread count): a template runs one job at a time; concurrent jobs get one each."""
+
+    MAX_IDLE = 4
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.spawner = _Spawner()
+        self.lock = threading.Lock()
+        self.idle: list[tuple[tuple[object, ...], _Template]] = []
+
+    @staticmethod
+    def key(threads: int) -> tuple[object, ...]:
+        return isolation(), *sorted(child_environment(threads, JOB_DIR / "home").items())
+
+    def take(self, threads: int) -> _Template:
+        key = self.key(threads)
+        with self.lock:
+            for i, (k, template) in enumerate(self.idle):
+                if k == key:
+                    del self.idle[i]
+                    if template.alive():
+                        return template
+                    template.close()
+                    break
+        return _Template(threads, self.spawner)
+
+    def give_back(self, threads: int, template: _Template) -> None:
+        with self.lock:
+            self.idle.append((self.key(threads), template))
+            evicted = self.idle[:-self.MAX_IDLE] if len(self.idle) > self.MAX_IDLE else []
+            del self.idle[:len(evicted)]
+        for _, old in evicted:
+            old.close()
+
+    def prewarm(self, threads: int) -> None:
+        key = self.key(threads)
+        with self.lock:
+            if any(k == key and t.alive() for k, t in self.idle):
+                return
+        self.give_back(threads, _Template(threads, self.spawner))
+
+    def close(self) -> None:
+        with self.lock:
+            idle, self.idle = self.idle, []
+        for _, template in idle:
+            template.close()
+
+
+_pool: _Pool | None = None
+_pool_lock = threading.Lock()
+
+
+def _the_pool() -> _Pool:
+    """This process's pool; a forked process (a Celery prefork worker) builds its own and leaves
+    its parent's templates alone."""
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool.pid != os.getpid():
+            _pool = _Pool()
+        return _pool
+
+
+@atexit.register
+def close_idle() -> None:
+    """Stops this process's idle templates (at exit, or to make the next job start a fresh one)."""
+    if _pool is not None and _pool.pid == os.getpid():
+        _pool.close()
 
 
 def prewarm(limits: Limits) -> None:
-    """Starts a warm child for these limits now (the provider agent calls it on start).
-
-    PR_SET_PDEATHSIG fires when the spawning *thread* ends: a spare started from a passing
-    thread could be killed just as it is handed a job, so only the main thread keeps spares."""
-    if threading.current_thread() is not threading.main_thread():
-        return
-    with _spares_lock:
-        current = _spares.get(limits)
-        if current is None or current.poll() is not None:
-            _spares[limits] = _spawn(limits)
+    """Starts a warm template for these limits' thread count now, unless one is idle already
+    (the provider agent calls it on start; it does not wait for torch to be imported)."""
+    _the_pool().prewarm(limits.threads)
 
 
-def run_model(model: Path, model_format: str, batches: Sequence[ItemBatch], limits: Limits, work_dir: Path, *,
-              warm: bool = False, label: str = "model") -> ModelRun:
-    """Runs the model over the batches' items in a limited child; returns each item's encoded output.
-
-    `warm`: take a child started ahead for these limits and start the next one afterwards (the
-    provider's jobs); otherwise a child is started for this run alone. `label` names the run in
-    logs (e.g. "job 7")."""
-    work_dir = work_dir.resolve()  # absolute paths: the child runs in its own temporary directory
-    work_dir.mkdir(parents=True, exist_ok=True)
-    for stale in work_dir.glob("*.out"):
-        stale.unlink()  # an interrupted attempt's outputs must not mix with this one's
-    (work_dir / "error.json").unlink(missing_ok=True)
-    request = work_dir / "request.json"
-    request.write_text(json.dumps({
-        "model": str(model.resolve()), "format": model_format, "threads": limits.threads, "out_dir": str(work_dir),
-        "batches": [{"start": b.start, "inputs": [str(p.resolve()) for p in b.inputs], "batch_size": b.batch_size}
-                    for b in batches],
-    }))
-    child = _take_child(limits, warm)
-    started = time.monotonic()
-    logger.info("%s: model child pid %s (%s, %d items, AS limit %d MiB, %.0f s)", label, child.pid, model_format,
-                sum(len(b.inputs) for b in batches), limits.memory_bytes >> 20, limits.timeout_s)
+def _stage(source: Path, target: Path, stage: str) -> None:
+    """Copies a file into the job directory. Never a hard link: the model may write there, and
+    through a link it would write into the caller's file (a cached model, a job's input)."""
     try:
-        _, stderr = child.communicate(input=f"{request}\n".encode(), timeout=limits.timeout_s)
-    except subprocess.TimeoutExpired:
-        os.killpg(child.pid, signal.SIGKILL)
-        child.wait()
-        raise SandboxFailed("timeout", f"the model ran past its {limits.timeout_s:.1f} s budget and was killed") \
-            from None
+        shutil.copyfile(source, target)
+    except OSError as exc:
+        raise SandboxFailed("model-error", f"cannot read {source}: {exc.strerror or exc}", stage) from None
+
+
+def run_model(model: Path, model_format: str, batches: Sequence[ItemBatch], limits: Limits, *,
+              label: str = "model") -> ModelRun:
+    """Runs the model over the batches' items in a fresh child of a warm sandboxed template;
+    returns each item's encoded output. `label` names the run in logs (e.g. "job 7")."""
+    pool = _the_pool()
+    template = pool.take(limits.threads)
+    healthy = False
+    try:
+        template.wait_ready()
+        spool, inside = template.spool, template.job_dir
+        _stage(model, spool / "model", "load")
+        (spool / "in").mkdir()
+        request_batches = []
+        for b in batches:
+            names = []
+            for offset, path in enumerate(b.inputs):
+                _stage(path, spool / "in" / f"{b.start + offset}", "input")
+                names.append(str(inside / "in" / f"{b.start + offset}"))
+            request_batches.append({"start": b.start, "inputs": names, "batch_size": b.batch_size})
+        (spool / "request.json").write_text(json.dumps({
+            "model": str(inside / "model"), "format": model_format, "threads": limits.threads,
+            "out_dir": str(inside / "out"), "batches": request_batches}))
+        started = time.monotonic()
+        logger.info("%s: model child of sandbox %s (pid %s; %s, %d items, AS limit %d MiB, %.0f s)", label,
+                    template.generation, template.process.pid, model_format, sum(len(b.inputs) for b in batches),
+                    limits.memory_bytes >> 20, limits.timeout_s)
+        child, status = template.run(limits)
+        seconds = time.monotonic() - started
+        if status != 0:
+            raise _failure(status, spool, limits)
+        outputs = {}
+        for batch in batches:
+            for index in range(batch.start, batch.start + len(batch.inputs)):
+                path = spool / "out" / f"{index}.out"
+                if not path.is_file():
+                    raise SandboxFailed("crashed", f"the model process wrote no output for item {index}")
+                outputs[index] = path.read_bytes()
+        healthy = True
+        return ModelRun(outputs, seconds, template.generation, child)
+    except SandboxFailed as exc:
+        healthy = exc.kind == "model-error" and template.alive()  # a clean exception leaves the template sound
+        raise
     finally:
-        remove_home(_homes.pop(child.pid, Path("/nonexistent")))
-        if warm:
-            prewarm(limits)
-    seconds = time.monotonic() - started
-    if child.returncode != 0:
-        raise _failure(child.returncode, stderr, work_dir / "error.json", limits)
-    outputs = {}
-    for batch in batches:
-        for index in range(batch.start, batch.start + len(batch.inputs)):
-            path = work_dir / f"{index}.out"
-            if not path.exists():
-                raise SandboxFailed("crashed", f"the model process wrote no output for item {index}")
-            outputs[index] = path.read_bytes()
-    return ModelRun(outputs, seconds)
+        if healthy:
+            try:
+                template.reset()
+            except OSError as exc:  # the job left something we cannot remove: this template is done
+                logger.warning("%s: job directory of sandbox %s not emptied (%s): replacing it", label,
+                               template.generation, exc)
+                healthy = False
+            else:
+                pool.give_back(limits.threads, template)
+        if not healthy:  # killed and replaced: the next job gets a fresh template, started now
+            template.close()
+            try:
+                pool.prewarm(limits.threads)
+            except ClientError as exc:
+                logger.warning("could not start a replacement model sandbox: %s", exc)
 
 
-def _failure(returncode: int, stderr: bytes, error_file: Path, limits: Limits) -> SandboxFailed:
-    if error_file.exists():
+def _failure(status: int, spool: Path, limits: Limits) -> SandboxFailed:
+    error_file = spool / "error.json"
+    if error_file.is_file():
         try:
             error = json.loads(error_file.read_text())
             message = f"{error['type']}: {error['message']}"
-            kind = error["kind"]
+            kind, stage = error["kind"], str(error.get("stage", ""))
         except (ValueError, KeyError, TypeError):  # the child is untrusted: so is its report
             return SandboxFailed("crashed", "the model process wrote an unreadable error report")
         if kind == "memory":
-            return SandboxFailed("out-of-memory", f"{message} (limit {limits.memory_bytes >> 20} MiB)")
-        return SandboxFailed("model-error", message)
-    if returncode == -signal.SIGXCPU:
+            return SandboxFailed("out-of-memory", f"{message} (limit {limits.memory_bytes >> 20} MiB)", stage)
+        return SandboxFailed("model-error", message, stage)
+    if status == -signal.SIGXCPU:
         return SandboxFailed("timeout", "the model used up its CPU-time limit")
-    if returncode == -signal.SIGKILL:
-        return SandboxFailed("crashed", "the model process was killed (CPU-time hard limit or the kernel's "
-                                        "out-of-memory killer)")
-    tail = stderr.decode(errors="replace")[-500:]
-    return SandboxFailed("crashed", f"the model process exited with {returncode}: {tail}")
+    if status == -signal.SIGKILL:
+        return SandboxFailed("crashed", f"{KILLED} (CPU-time hard limit or the kernel's out-of-memory killer)")
+    try:
+        tail = (spool / "stderr").read_bytes()[-500:].decode(errors="replace")
+    except OSError:
+        tail = ""
+    return SandboxFailed("crashed", f"the model process exited with {status}: {tail}")
 
 
-__all__ = ["ALLOWED", "INHERITED", "ItemBatch", "KINDS", "Limits", "ModelRun", "PACKAGES_ROOT", "SET_HERE",
-           "SandboxFailed", "child_environment", "limit_child", "prewarm", "private_home", "remove_home", "run_model"]
+__all__ = ["ALLOWED", "INHERITED", "ISOLATIONS", "ISOLATION_ENV", "ItemBatch", "JOB_DIR", "KINDS", "Limits",
+           "KILLED", "ModelRun", "PACKAGES_ROOT", "SET_HERE", "SandboxFailed", "SandboxUnavailable", "bwrap_arguments",
+           "child_environment", "close_idle", "isolation", "prewarm", "run_model"]

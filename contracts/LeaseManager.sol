@@ -12,6 +12,8 @@ import {IStaking} from "./interfaces/IStaking.sol";
 contract LeaseManager is ILeaseManager {
     /// @inheritdoc ILeaseManager
     uint256 public constant MAX_DURATION = 365 days;
+    /// @inheritdoc ILeaseManager
+    uint256 public constant DELIVERY_WINDOW = 5 minutes;
 
     IProviderRegistry public immutable registry;
     /// @notice The registry's Staking, where an active lease locks its provider's stake.
@@ -22,6 +24,8 @@ contract LeaseManager is ILeaseManager {
     mapping(uint256 leaseId => Lease) private _leases;
     mapping(address provider => uint256) private _leasedGpus;
     mapping(address account => uint256) private _owed;
+    // Kept beside Lease rather than in it, so that startLease writes no extra slot.
+    mapping(uint256 leaseId => bytes32) private _delivered;
 
     constructor(IProviderRegistry registry_) {
         registry = registry_;
@@ -80,14 +84,31 @@ contract LeaseManager is ILeaseManager {
 
         uint256 paid = lease.paid;
         uint256 startedAt = lease.startedAt;
-        // Elapsed seconds at the lease's per-second rate, never more than was paid.
-        uint256 earned =
-            block.timestamp >= endsAt ? paid : (paid * (block.timestamp - startedAt)) / (endsAt - startedAt);
+        // Elapsed seconds at the lease's per-second rate, never more than was paid; nothing for a
+        // lease whose delivery window passed without a confirmation.
+        uint256 earned;
+        if (_delivered[leaseId] != 0 || block.timestamp < _deadline(startedAt, endsAt)) {
+            earned = block.timestamp >= endsAt ? paid : (paid * (block.timestamp - startedAt)) / (endsAt - startedAt);
+        }
         uint256 refund = paid - earned;
         if (earned != 0) _owed[provider] += earned;
         if (refund != 0) _owed[lease.renter] += refund;
         emit LeaseEnded(leaseId, msg.sender, earned, refund);
         staking.unlockStake(provider);
+    }
+
+    /// @inheritdoc ILeaseManager
+    function confirmDelivery(uint256 leaseId, bytes32 accessHash) external {
+        Lease storage lease = _leases[leaseId];
+        if (lease.status == LeaseStatus.None) revert LeaseManagerUnknownLease(leaseId);
+        if (lease.status != LeaseStatus.Active) revert LeaseManagerNotActive(leaseId);
+        if (msg.sender != lease.provider) revert LeaseManagerNotProvider(msg.sender, lease.provider);
+        if (accessHash == bytes32(0)) revert LeaseManagerZeroAccessHash();
+        if (_delivered[leaseId] != 0) revert LeaseManagerAlreadyDelivered(leaseId);
+        uint256 deadline = _deadline(lease.startedAt, lease.endsAt);
+        if (block.timestamp >= deadline) revert LeaseManagerDeliveryWindowClosed(leaseId, uint64(deadline));
+        _delivered[leaseId] = accessHash;
+        emit LeaseDelivered(leaseId, msg.sender, accessHash);
     }
 
     /// @inheritdoc ILeaseManager
@@ -111,6 +132,18 @@ contract LeaseManager is ILeaseManager {
     }
 
     /// @inheritdoc ILeaseManager
+    function deliveryOf(uint256 leaseId) external view returns (bytes32) {
+        return _delivered[leaseId];
+    }
+
+    /// @inheritdoc ILeaseManager
+    function deliveryDeadline(uint256 leaseId) external view returns (uint256) {
+        Lease storage lease = _leases[leaseId];
+        if (lease.status == LeaseStatus.None) revert LeaseManagerUnknownLease(leaseId);
+        return _deadline(lease.startedAt, lease.endsAt);
+    }
+
+    /// @inheritdoc ILeaseManager
     function leasedGpusOf(address provider) external view returns (uint256) {
         return _leasedGpus[provider];
     }
@@ -130,6 +163,11 @@ contract LeaseManager is ILeaseManager {
     /// @inheritdoc ILeaseManager
     function owedTo(address account) external view returns (uint256) {
         return _owed[account];
+    }
+
+    function _deadline(uint256 startedAt, uint256 endsAt) private pure returns (uint256) {
+        uint256 windowEnd = startedAt + DELIVERY_WINDOW;
+        return windowEnd < endsAt ? windowEnd : endsAt;
     }
 
     function _cost(address provider, uint256 gpuCount, uint256 durationSeconds) private view returns (uint256) {

@@ -8,8 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from protocol.errors import ProtocolError
 
-class DeploymentFormatError(ValueError):
+
+class DeploymentFormatError(ProtocolError):
     """A deployment document is missing a field or has one of the wrong type."""
 
 
@@ -58,35 +60,3 @@ class Deployment:
             return self.contracts[name]
         except KeyError:
             raise DeploymentFormatError(f"deployment on chain {self.chain_id} has no {name}") from None
-
-
-def error_signatures(abi: list[dict[str, Any]]) -> dict[bytes, tuple[str, list[str]]]:
-    """Custom errors of an ABI by 4-byte selector: name and argument types."""
-    from eth_utils import keccak
-
-    found = {}
-    for item in abi:
-        if item.get("type") == "error":
-            types = [arg["type"] for arg in item.get("inputs", [])]
-            signature = f"{item['name']}({','.join(types)})"
-            found[keccak(text=signature)[:4]] = (item["name"], types)
-    return found
-
-
-def describe_revert(deployment: Deployment, data: str | bytes) -> str:
-    """Turns revert data into `ErrorName(arg, ...)` using every ABI of the deployment."""
-    from eth_abi import decode
-
-    raw = bytes.fromhex(data[2:] if data.startswith("0x") else data) if isinstance(data, str) else data
-    selector, body = raw[:4], raw[4:]
-    for contract in deployment.contracts.values():
-        known = error_signatures(contract.abi).get(selector)
-        if known:
-            name, types = known
-            try:
-                args = decode(types, body)
-            except Exception:  # malformed revert data: report the name alone
-                return f"{name}(<undecodable arguments>)"
-            shown = ", ".join(a.hex() if isinstance(a, bytes) else str(a) for a in args)
-            return f"{name}({shown})"
-    return f"unknown revert 0x{raw.hex()}"

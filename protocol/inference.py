@@ -29,11 +29,17 @@ class InferenceError(JobSpecError):
 def deterministic(threads: int = 1) -> None:
     """Settings that make torch's CPU results repeatable from run to run: fixed thread count
     and deterministic algorithms where torch offers them (warn-only, so a model using an op
-    without a deterministic variant still runs)."""
+    without a deterministic variant still runs).
+
+    The switch is the one `torch.use_deterministic_algorithms(True, warn_only=True)` flips in
+    ATen (`torch.are_deterministic_algorithms_enabled()` reads it back). That wrapper also sets
+    `torch._inductor.config.deterministic`, which only `torch.compile`d code reads and which
+    imports the whole compiler stack (about 800 modules, 1.6 s on these CPUs): job models are
+    TorchScript or ONNX and never compiled, so the flag alone is set."""
     import torch
 
     torch.set_num_threads(max(1, threads))
-    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch._C._set_deterministic_algorithms(True, warn_only=True)
 
 
 def load_model(data: bytes, model_format: str, threads: int = 1) -> BatchFn:

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from protocol.errors import ProtocolError
 from protocol.merkle import Hash32, keccak256
 
 MAX_SPEC_BYTES = 64 * 1024
@@ -27,7 +28,7 @@ _HASH = re.compile(r"^0x[0-9a-f]{64}$")
 _ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}$")
 
 
-class JobSpecError(ValueError):
+class JobSpecError(ProtocolError):
     """A job spec or an output encoding is malformed; the message says which field and why."""
 
 

@@ -16,6 +16,8 @@ from urllib.parse import urlsplit
 
 from eth_utils import is_checksum_address
 
+from protocol.errors import ProtocolError
+
 MAX_MESSAGE_BYTES = 4096
 _HEADER = " wants you to sign in with your Ethereum account:"
 _NONCE = re.compile(r"^[A-Za-z0-9]{8,64}$")
@@ -23,7 +25,7 @@ _DOMAIN = re.compile(r"^[A-Za-z0-9.\-]+(:[0-9]{1,5})?$")
 _FIELDS = ("URI", "Version", "Chain ID", "Nonce", "Issued At", "Expiration Time")
 
 
-class SiweError(ValueError):
+class SiweError(ProtocolError):
     """A sign-in message does not follow EIP-4361 (as supported here); the text says where."""
 
 

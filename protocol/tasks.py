@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import re
 from pathlib import PurePosixPath
-from urllib.parse import urlsplit
 from typing import Any
+from urllib.parse import urlsplit
+
+from protocol.errors import ProtocolError
 
 QUEUE_POG = "pog"
 QUEUE_VERIFY = "verify"
@@ -42,11 +44,11 @@ _REDIS_PREFIXES = ("redis://", "rediss://")
 _SQLITE_PREFIX = "sqla+sqlite:///"
 
 
-class BadAddress(ValueError):
+class BadAddress(ProtocolError):
     """Not a 20-byte hex address."""
 
 
-class BadBrokerUrl(ValueError):
+class BadBrokerUrl(ProtocolError):
     """A broker URL this project cannot configure Celery for."""
 
 

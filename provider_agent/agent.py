@@ -3,23 +3,33 @@ local records, job service. One `Agent` per process (built lazily by the Celery 
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from eth_account.signers.local import LocalAccount
 
+from client.errors import ClientError
 from client.keystore import load_keystore
+from client.log_follower import Event
+from client.task_auth import ChainRoles, TaskAuth, domain_of
+from client.watched_ids import WatchedIds, open_state
+from protocol.enums import ChallengeKind, ChallengeStatus
+from protocol.ids import ChallengeId
+from protocol.units import Wei
+from provider_agent.leases import LeaseService
 from provider_agent import ProviderAgentError
 from provider_agent.backend_client import BackendClient, BackendClientError
 from provider_agent.cache import ContentCache, ContentSource, DirectorySource, HttpSource
-from provider_agent.chain import ChallengeId, ProviderChain, Wei
+from provider_agent.chain import ProviderChain
 from provider_agent.gpus import Device, detect
 from provider_agent.jobs import Activity, JobService, OutputStore
 from provider_agent.mining import MiningPolicy, MiningSupervisor, ReferenceMiner, yield_floor_wei_per_gpu_hour
-from provider_agent.pog_service import POG_KIND, PogService
+from provider_agent.pog_service import PogService
 from provider_agent.runner import Limits, prewarm
 from provider_agent.settings import Settings, get_settings
 from provider_agent.state import JobStore
@@ -41,6 +51,19 @@ class Agent:
     activity: Activity
     mining: MiningSupervisor | None = None
     backend: BackendClient | None = None
+    challenges: WatchedIds | None = None  # challenges of our roots, from ChallengeManager's events
+    leases: LeaseService | None = None
+
+    def __post_init__(self) -> None:
+        if self.challenges is None:
+            self.challenges = watch_challenges(self.chain, self.settings.state_db)
+
+    @functools.cached_property
+    def task_auth(self) -> TaskAuth:
+        """Signs what this agent sends through the broker and checks what it consumes."""
+        deployment = self.chain.deployment
+        return TaskAuth(domain_of(deployment), self.chain.account,
+                        ChainRoles(self.chain.web3, deployment, self.chain.address))
 
     @classmethod
     def build(cls, settings: Settings, account: LocalAccount | None = None) -> "Agent":
@@ -59,8 +82,7 @@ class Agent:
         limits = Limits(settings.job_memory_bytes, settings.job_timeout_s, settings.job_threads)
         prewarm(limits)
         jobs = JobService(chain, cache, JobStore(settings.state_db), OutputStore(settings.outputs_dir), limits,
-                          settings.data_dir / "work", backend, activity, settings.upload_attempts,
-                          settings.upload_backoff_s)
+                          backend, activity, settings.upload_attempts, settings.upload_backoff_s)
         logger.info("agent for provider %s on chain %s", account.address, chain.deployment.chain_id)
         devices = detect()
         mining = None
@@ -71,7 +93,8 @@ class Agent:
                                                           settings.mining_resume_after_s))
             activity.started.append(mining.job_started)
             activity.finished.append(mining.job_finished)
-        return cls(settings, chain, jobs, PogService(chain, devices), devices, activity, mining, backend)
+        leases = LeaseService.build(settings, chain, backend, len(devices), mining)
+        return cls(settings, chain, jobs, PogService(chain, devices), devices, activity, mining, backend, leases=leases)
 
     def beat(self) -> None:
         """Tells the backend this agent is alive (every heartbeat); a failure is logged."""
@@ -91,20 +114,34 @@ class Agent:
 
     def answer_challenge(self, challenge_id: ChallengeId) -> str:
         """Answers an on-chain challenge of our roots, whichever kind; returns the tx hash."""
-        if self.chain.challenge(challenge_id)["kind"] == POG_KIND:
+        if self.chain.challenge(challenge_id).kind == ChallengeKind.POG:
             return self.pog.answer_challenge(challenge_id)
         return self.jobs.answer_challenge(challenge_id)
+
+    def live_challenges(self) -> list[ChallengeId]:
+        """Challenges of our roots that are not over: new ones from the events after the cursor;
+        those that ended (settled, slashed, dismissed) are dropped from the watch."""
+        assert self.challenges is not None
+        self.challenges.refresh()
+        ids = [ChallengeId(i) for i in self.challenges.ids("challenge")]
+        ended = [cid for cid in ids if self.chain.challenge(cid).status not in (ChallengeStatus.OPEN, ChallengeStatus.ANSWERED)]
+        self.challenges.forget("challenge", ended)
+        return [cid for cid in ids if cid not in ended]
 
     def answer_open_challenges(self) -> list[str]:
         """Answers every open challenge against us: nobody has to tell the provider, a missed
         deadline is slashed, so the agent watches the chain itself."""
         answered = []
-        for challenge_id in self.chain.open_challenges():
+        for challenge_id in self.chain.open_challenges(self.live_challenges()):
             try:
                 answered.append(self.answer_challenge(challenge_id))
-            except ProviderAgentError as exc:
+            except (ProviderAgentError, ClientError) as exc:
                 logger.error("challenge %s: cannot answer: %s", challenge_id, exc)
         return answered
+
+    def settle_answered(self) -> list[ChallengeId]:
+        """Settles our answered challenges whose windows passed (ProviderChain.settle_answered)."""
+        return self.chain.settle_answered(self.live_challenges())
 
     def publish_yield(self) -> int:
         """Publishes the mining yield as the floor under the price per GPU-hour: raises the
@@ -149,6 +186,17 @@ class Agent:
             "shares": len(getattr(mining.miner, "shares", [])) if mining else 0,
             "items_per_s": mining.telemetry.items_per_s if mining else 0.0,
         }
+
+
+def watch_challenges(chain: ProviderChain, state_db: Path) -> WatchedIds:
+    """The challenges against `chain.address`, followed in the agent's state file."""
+    me = chain.address.lower()
+
+    def ours(event: Event) -> tuple[str, int] | None:
+        return ("challenge", int(event.args["challengeId"])) if event.args["provider"] == me else None
+
+    return WatchedIds(chain.web3, chain.deployment, open_state(state_db), f"challenges-of-{me}",
+                      {"ChallengeManager": ["PogChallenged", "JobChallenged"]}, ours)
 
 
 def _source(settings: Settings, backend: BackendClient | None) -> ContentSource:

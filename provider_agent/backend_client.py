@@ -3,10 +3,9 @@
 The backend serves a job's private content (inputs, private models) only to the provider of a
 job that names it, and accepts a job's outputs only from that provider with a Merkle proof
 under the root committed on-chain; both need a session. The agent opens one with Sign-In with
-Ethereum (EIP-4361): it fetches a nonce, signs the message with the provider's own keystore
-account, here in this process, and exchanges the signature for a bearer token. The token is
-reused until shortly before it expires, and a 401 (the backend restarted, or forgot the
-session) signs in once more and repeats the request, so callers never handle sessions.
+Ethereum (EIP-4361) through the one SIWE client, `client.siwe.SiweSession`: signed with the
+provider's own keystore account, renewed before it expires, signed in again once on a 401, so
+callers never handle sessions.
 
 Errors are split by what a caller should do: `BackendUnavailable` (the backend is unreachable,
 failing, or has not indexed the job yet: try again later) and `BackendRefused` (the backend
@@ -16,17 +15,14 @@ will not accept this, whatever the retries: a bug or a misconfiguration to log).
 from __future__ import annotations
 
 import logging
-import threading
-import time
-from collections.abc import Generator, Sequence
-from datetime import UTC, datetime
+from collections.abc import Sequence
 from typing import Any
 
 import httpx
-from eth_account.messages import encode_defunct
 from eth_account.signers.local import LocalAccount
 
-from protocol.siwe import domain_of, login_message
+from client.errors import SignInFailed
+from client.siwe import SiweSession
 from provider_agent import ProviderAgentError
 
 logger = logging.getLogger(__name__)
@@ -52,65 +48,6 @@ class BackendRefused(BackendClientError):
     """Permanent: the backend refuses the request as such (bad proof, wrong account...)."""
 
 
-class SiweAuth(httpx.Auth):
-    """httpx authentication by a Sign-In with Ethereum session of `account`."""
-
-    RENEW_BEFORE_S = 60.0  # sign in again this long before the session ends
-
-    def __init__(self, base_url: str, account: LocalAccount, lifetime_s: int, timeout: float) -> None:
-        self.base_url = base_url.rstrip("/")
-        self.account = account
-        self.lifetime_s = lifetime_s
-        self.timeout = timeout
-        self._token: str | None = None
-        self._renew_at = 0.0
-        self._lock = threading.Lock()  # the heartbeat thread and the worker share one session
-
-    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
-        request.headers["Authorization"] = f"Bearer {self.token()}"
-        response = yield request
-        if response.status_code == 401:  # an expired or forgotten session: once more, freshly signed in
-            request.headers["Authorization"] = f"Bearer {self.token(renew=True)}"
-            yield request
-
-    def token(self, renew: bool = False) -> str:
-        with self._lock:
-            if renew or self._token is None or time.monotonic() >= self._renew_at:
-                self._token = self._sign_in()
-            return self._token
-
-    def _sign_in(self) -> str:
-        with httpx.Client(base_url=self.base_url, timeout=self.timeout) as http:
-            issued = _checked(http.get("/auth/nonce"), "sign-in nonce").json()
-            here = domain_of(self.base_url)
-            if issued["domain"] != here:  # never sign for another domain (EIP-4361 relay protection)
-                raise BackendRefused("sign-in", None, f"the server asks to sign in to {issued['domain']!r}, "
-                                                      f"but it is {here!r}")
-            text = login_message(issued["domain"], self.account.address, issued["uri"], int(issued["chain_id"]),
-                                 issued["nonce"], self.lifetime_s).text()
-            signature = self.account.sign_message(encode_defunct(text=text)).signature.hex()
-            started = time.monotonic()
-            session = _checked(http.post("/auth/login", json={"message": text, "signature": signature}),
-                               "sign-in").json()
-        # The backend may cap the session below our message's lifetime; renew before its end.
-        lifetime = min(self.lifetime_s, _seconds_until(session.get("expires_at")) or self.lifetime_s)
-        self._renew_at = started + max(0.0, lifetime - self.RENEW_BEFORE_S)
-        logger.info("signed in to %s as %s until %s", self.base_url, self.account.address, session.get("expires_at"))
-        return str(session["token"])
-
-
-def _seconds_until(moment: str | None) -> float | None:
-    if not moment:
-        return None
-    try:
-        end = datetime.fromisoformat(moment.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if end.tzinfo is None:
-        end = end.replace(tzinfo=UTC)
-    return (end - datetime.now(UTC)).total_seconds()
-
-
 def _checked(response: httpx.Response, what: str) -> httpx.Response:
     if response.status_code < 400:
         return response
@@ -127,7 +64,7 @@ class BackendClient:
 
     def __init__(self, base_url: str, account: LocalAccount, lifetime_s: int = 3600, timeout: float = 60.0) -> None:
         self.base_url = base_url.rstrip("/")
-        self.auth = SiweAuth(self.base_url, account, lifetime_s, timeout)
+        self.auth = SiweSession(account, self.base_url, lifetime_s)
         self.http = httpx.Client(base_url=self.base_url, timeout=timeout, auth=self.auth)
 
     def _request(self, what: str, method: str, path: str, **kwargs: Any) -> httpx.Response:
@@ -135,6 +72,8 @@ class BackendClient:
             response = self.http.request(method, path, **kwargs)
         except httpx.TransportError as exc:
             raise BackendUnavailable(what, None, str(exc)) from exc
+        except SignInFailed as exc:
+            raise (BackendUnavailable if exc.transient else BackendRefused)(what, exc.status, str(exc)) from exc
         return _checked(response, what)
 
     def uploaded_items(self, job_id: int) -> set[int]:
@@ -158,6 +97,14 @@ class BackendClient:
         """Tells the backend the agent is alive; a provider silent for longer than the backend's
         bound is not offered to renters."""
         self._request(f"provider {provider} heartbeat", "POST", f"/providers/{provider}/heartbeat")
+
+    def lease(self, lease_id: int) -> dict[str, Any]:
+        """The lease as the backend relays it, with the renter's signed SSH key once bound."""
+        return self._request(f"lease {lease_id}", "GET", f"/leases/{lease_id}").json()
+
+    def publish_lease_access(self, lease_id: int, access: dict[str, Any], signature: bytes) -> None:
+        self._request(f"lease {lease_id} connection details", "PUT", f"/leases/{lease_id}/access",
+                      json={**{k: v for k, v in access.items() if k != "leaseId"}, "signature": "0x" + signature.hex()})
 
     def report_mining(self, provider: str, report: dict[str, Any]) -> None:
         self._request(f"provider {provider} mining report", "POST", f"/providers/{provider}/mining", json=report)

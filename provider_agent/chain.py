@@ -1,76 +1,51 @@
 """The provider's chain client: every transaction is signed here with the provider's own key.
 
-The key comes from an eth-account JSON keystore and stays in this process; transactions are
-built, signed locally and sent raw, so the node never needs an unlocked account. A revert is
-raised as `ChainRevert` carrying the custom error's name and arguments (decoded with every ABI
-of the deployment), so logs say `JobEscrowWrongStatus(3, 3)` instead of raw bytes.
+The key comes from an eth-account JSON keystore and stays in this process; transactions go
+through the account's one `client.tx.TxSender` (signed here, nonce, fees, bounded receipts). A
+revert is raised as the client's `TransactionReverted` carrying the custom error's name and
+arguments, so logs say `JobEscrowWrongStatus(3, 3)` instead of raw bytes.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
-from enum import IntEnum
 from pathlib import Path
-from typing import Any, NewType
+from typing import Any
 
 from eth_account.signers.local import LocalAccount
 from web3 import Web3
 from web3.contract import Contract
-from web3.exceptions import BlockNotFound, ContractCustomError, ContractLogicError, TimeExhausted
+from web3.exceptions import BlockNotFound
 from web3.types import TxReceipt
 
-from protocol.deployments import Deployment, DeploymentFormatError, describe_revert
+from client import contracts
+from client.contracts import Struct
+from client.errors import ClientError
+from client.tx import TxSender, connect
+from protocol.deployments import Deployment, DeploymentFormatError
+from protocol.enums import ChallengeKind, ChallengeStatus, JobStatus, LeaseStatus
+from protocol.ids import ChallengeId, JobId, LeaseId, RoundId
+from protocol.lease_access import LeaseDomain
 from protocol.pog.challenge import challenge_indices
+from protocol.units import Wei
 from provider_agent import ProviderAgentError
 
 logger = logging.getLogger(__name__)
 
-Wei = NewType("Wei", int)
-JobId = NewType("JobId", int)
-ChallengeId = NewType("ChallengeId", int)
 ZERO_ADDRESS = "0x" + "00" * 20
 # Blocks after which a challenge's unstored randomness is stored (or re-anchored) before
 # answering: the EVM serves 256 block hashes, and the answer must land while R is readable.
 ANCHOR_SAFE_AGE = 128
-RECEIPT_TIMEOUT_S = 120.0  # many blocks on any chain; a transaction not mined by then is reported
 
 
 class ChainError(ProviderAgentError):
     """The chain could not be reached or a deployment is missing or malformed."""
 
 
-class ChainRevert(ChainError):
-    """A transaction (or its gas estimate) reverted; `reason` is the decoded custom error."""
-
-    def __init__(self, what: str, reason: str, tx_hash: str | None = None) -> None:
-        super().__init__(f"{what} reverted: {reason}" + (f" (tx {tx_hash})" if tx_hash else ""))
-        self.what = what
-        self.reason = reason
-        self.tx_hash = tx_hash
-
-
-class ChainTimeout(ChainError):
-    """A sent transaction was not mined within the bound; it may still be mined later."""
-
-    def __init__(self, what: str, tx_hash: str, timeout_s: float) -> None:
-        super().__init__(f"{what}: tx {tx_hash} not mined within {timeout_s:.0f}s (is the chain producing blocks?)")
-        self.what = what
-        self.tx_hash = tx_hash
-
-
-class JobStatus(IntEnum):
-    """IJobEscrow.JobStatus, in declaration order."""
-
-    NONE = 0
-    FUNDED = 1
-    ACCEPTED = 2
-    COMMITTED = 3
-    FINALIZED = 4
-    REFUNDED = 5
 
 
 @dataclass(frozen=True)
@@ -107,19 +82,13 @@ class ProviderChain:
         self.account = account
         self.deployment = deployment
         self._contracts: dict[str, Contract] = {}
-        # The heartbeat thread and the Celery task both send: a nonce is taken and used under
-        # this lock, or both read the same pending count and one replaces the other.
-        self._nonce_lock = threading.Lock()
+        # The heartbeat thread and the Celery task both send: through this one sender, which owns the nonce.
+        self.sender = TxSender(web3, account, deployment)
 
     @classmethod
     def connect(cls, rpc_url: str, account: LocalAccount, deployments_dir: Path) -> "ProviderChain":
-        web3 = Web3(Web3.HTTPProvider(rpc_url, request_kwargs={"timeout": 60}))
-        try:
-            chain_id = web3.eth.chain_id
-        except Exception as exc:  # connection refused, DNS, HTTP errors: all mean "no node"
-            raise ChainError(f"no JSON-RPC node answers at {rpc_url} ({type(exc).__name__}): "
-                             "start one (`unchained up`) or pass --rpc URL") from exc
-        return cls(web3, account, load_deployment(deployments_dir, chain_id))
+        web3 = connect(rpc_url)
+        return cls(web3, account, load_deployment(deployments_dir, web3.eth.chain_id))
 
     @property
     def address(self) -> str:
@@ -127,43 +96,14 @@ class ProviderChain:
 
     def contract(self, name: str) -> Contract:
         if name not in self._contracts:
-            deployed = self.deployment.contract(name)
-            self._contracts[name] = self.web3.eth.contract(address=deployed.address, abi=deployed.abi)
+            self._contracts[name] = contracts.deployed(self.web3, self.deployment, name)
         return self._contracts[name]
 
     # -- sending ---------------------------------------------------------------------------
 
     def send(self, fn: Any, what: str, value: int = 0) -> TxReceipt:
-        """Builds, signs locally and sends `fn`; waits for the receipt and checks its status."""
-        with self._nonce_lock:
-            try:
-                # Estimated on the pending block, where it will run: on the latest block a call
-                # reading that block's own hash (a challenge's fresh randomness) would be refused.
-                gas = fn.estimate_gas({"from": self.address, "value": value}, block_identifier="pending")
-                tx = fn.build_transaction({
-                    "from": self.address,
-                    "value": value,
-                    "gas": gas + gas // 5,
-                    "nonce": self.web3.eth.get_transaction_count(self.address, "pending"),
-                })
-            except ContractCustomError as exc:
-                raise ChainRevert(what, describe_revert(self.deployment, exc.data)) from exc
-            except ContractLogicError as exc:
-                raise ChainRevert(what, str(exc)) from exc
-            signed = self.account.sign_transaction(tx)
-            tx_hash = self.web3.eth.send_raw_transaction(signed.raw_transaction)
-        # Bounded: on a chain with a block time the receipt comes with the next block, not at
-        # once, and a node that stopped mining must not hang the job or the heartbeat forever.
-        try:
-            receipt = self.web3.eth.wait_for_transaction_receipt(tx_hash, timeout=RECEIPT_TIMEOUT_S,
-                                                                 poll_latency=0.02)
-        except TimeExhausted as exc:
-            raise ChainTimeout(what, "0x" + tx_hash.hex().removeprefix("0x"), RECEIPT_TIMEOUT_S) from exc
-        if receipt.status != 1:
-            raise ChainRevert(what, "status 0", tx_hash.hex())
-        logger.info("%s: tx 0x%s in block %s (gas %s) from %s", what, tx_hash.hex().removeprefix("0x"),
-                    receipt.blockNumber, receipt.gasUsed, self.address)
-        return receipt
+        """Sends `fn` from the provider's account and waits for it to be mined (client.tx)."""
+        return self.sender.send(fn, value, what)
 
     # -- staking and registry --------------------------------------------------------------
 
@@ -206,10 +146,11 @@ class ProviderChain:
     def provider_info(self) -> dict[str, Any]:
         p = self.contract("ProviderRegistry").functions.providerOf(self.address).call()
         pog = self.contract("ProviderRegistry").functions.pogStatusOf(self.address).call()
-        return {"gpu_model": p[0].rstrip(b"\0").decode(errors="replace"), "price_per_gpu_hour": p[1],
-                "price_per_job_unit": p[2], "metadata_uri": p[3], "gpu_count": len(p[4]),
-                "registered_at": p[5], "deactivated": p[6],
-                "pog_class": pog[1].rstrip(b"\0").decode(errors="replace"), "pog_passed": pog[3]}
+        return {"gpu_model": p.gpuModel.rstrip(b"\0").decode(errors="replace"),
+                "price_per_gpu_hour": p.pricePerGpuHour, "price_per_job_unit": p.pricePerJobUnit,
+                "metadata_uri": p.metadataURI, "gpu_count": len(p.uuidHashes),
+                "registered_at": p.registeredAt, "deactivated": p.deactivated,
+                "pog_class": pog.gpuClass.rstrip(b"\0").decode(errors="replace"), "pog_passed": pog.passed}
 
     def leave(self) -> TxReceipt:
         """Leaves the market cleanly: deactivates, then starts unbonding the whole stake."""
@@ -224,9 +165,10 @@ class ProviderChain:
 
     def job(self, job_id: JobId) -> OnChainJob:
         j = self.contract("JobEscrow").functions.getJob(job_id).call()
-        return OnChainJob(job_id=job_id, renter=j[0], provider=j[1], price=Wei(j[3]), spec_hash=j[4],
-                          deadline=j[5], challenge_window_end=j[7], status=JobStatus(j[8]), frozen=j[9], output_root=j[10],
-                          item_count=j[11])
+        return OnChainJob(job_id=job_id, renter=j.renter, provider=j.provider, price=Wei(j.price),
+                          spec_hash=j.specHash, deadline=j.deadline, challenge_window_end=j.challengeWindowEnd,
+                          status=JobStatus(j.status), frozen=j.frozen, output_root=j.outputRoot,
+                          item_count=j.itemCount)
 
     def accept_job(self, job_id: JobId) -> TxReceipt:
         return self.send(self.contract("JobEscrow").functions.acceptJob(job_id), f"acceptJob {job_id}")
@@ -246,48 +188,32 @@ class ProviderChain:
 
     # -- challenges and PoG ----------------------------------------------------------------
 
-    def challenge(self, challenge_id: ChallengeId) -> dict[str, Any]:
-        c = self.contract("ChallengeManager").functions.challenge(challenge_id).call()
-        return {"anchor_block": c[1], "kind": c[2], "status": c[3], "k": c[4], "provider": c[5], "response_deadline": c[6],
-                "gpu_index": c[8], "subject": c[9], "root": c[10], "leaf_count": c[11], "randomness": c[12]}
+    def challenge(self, challenge_id: ChallengeId) -> Struct:
+        """The IChallengeManager.Challenge struct, fields by their Solidity names."""
+        return self.contract("ChallengeManager").functions.challenge(challenge_id).call()
 
-    def open_challenges(self) -> list[ChallengeId]:
-        """Challenges of our roots (PoG rounds and jobs) that still wait for an answer (their
-        indices are derivable as soon as the challenge is mined: see challenge_indices)."""
-        manager = self.contract("ChallengeManager")
-        since = self.deployment.contract("ChallengeManager").block
-        found = []
-        for event in (manager.events.PogChallenged, manager.events.JobChallenged):
-            for log in event.get_logs(from_block=since):
-                if log.args.provider.lower() != self.address.lower():
-                    continue
-                cid = ChallengeId(log.args.challengeId)
-                if self.challenge(cid)["status"] == 1:  # Open
-                    found.append(cid)
-        return sorted(found)
+    def open_challenges(self, ids: Iterable[ChallengeId]) -> list[ChallengeId]:
+        """Those of `ids` (challenges of our roots: PoG rounds and jobs) that still wait for an
+        answer (their indices are derivable as soon as the challenge is mined: see challenge_indices)."""
+        return sorted(cid for cid in ids if self.challenge(cid).status == ChallengeStatus.OPEN)
 
-    def settle_answered(self) -> list[ChallengeId]:
-        """Settles every challenge of ours that we answered and whose escalation (job) or fraud
-        (PoG) window has passed: settle is permissionless, and until somebody calls it the job's
+    def settle_answered(self, ids: Iterable[ChallengeId]) -> list[ChallengeId]:
+        """Settles those of `ids` that we answered and whose escalation (job) or fraud (PoG)
+        window has passed: settle is permissionless, and until somebody calls it the job's
         escrow stays frozen, so the party that is owed the payment (and the bond) calls it."""
         manager = self.contract("ChallengeManager")
-        since = self.deployment.contract("ChallengeManager").block
         now = self.now()
-        windows = {1: manager.functions.fraudWindow().call(), 2: manager.functions.escalationWindow().call()}
+        windows = {ChallengeKind.POG: manager.functions.fraudWindow().call(),
+                   ChallengeKind.JOB: manager.functions.escalationWindow().call()}
         settled = []
-        for event in (manager.events.PogChallenged, manager.events.JobChallenged):
-            for log in event.get_logs(from_block=since):
-                if log.args.provider.lower() != self.address.lower():
-                    continue
-                cid = ChallengeId(log.args.challengeId)
-                c = manager.functions.challenge(cid).call()
-                kind, status, answered_at = c[2], c[3], c[7]
-                if status == 2 and now > answered_at + windows.get(kind, 0):  # Answered, window over
-                    try:
-                        self.send(manager.functions.settle(cid), f"settle challenge {cid}")
-                        settled.append(cid)
-                    except ProviderAgentError as exc:  # the challenger settled it first: nothing lost
-                        logger.info("challenge %s: not settled by us: %s", cid, exc)
+        for cid in ids:
+            c = manager.functions.challenge(cid).call()
+            if c.status == ChallengeStatus.ANSWERED and now > c.answeredAt + windows.get(c.kind, 0):
+                try:
+                    self.send(manager.functions.settle(cid), f"settle challenge {cid}")
+                    settled.append(cid)
+                except ClientError as exc:  # the challenger settled it first: nothing lost
+                    logger.info("challenge %s: not settled by us: %s", cid, exc)
         return settled
 
     def challenge_indices(self, challenge_id: ChallengeId) -> list[int]:
@@ -297,23 +223,22 @@ class ProviderChain:
         256-block horizon, and re-anchored by the same call once past it, so that the answer
         sent next is always judged against the indices computed here."""
         c = self.challenge(challenge_id)
-        if c["randomness"] == bytes(32) and self.web3.eth.block_number - c["anchor_block"] > ANCHOR_SAFE_AGE:
+        if c.randomness == bytes(32) and self.web3.eth.block_number - c.anchorBlock > ANCHOR_SAFE_AGE:
             self.send(self.contract("ChallengeManager").functions.fixRandomness(challenge_id),
                       f"fixRandomness challenge {challenge_id}")
             c = self.challenge(challenge_id)
-        randomness = c["randomness"]
+        randomness = c.randomness
         if randomness == bytes(32):
-            randomness = bytes(self.web3.eth.get_block(c["anchor_block"])["hash"])
-        return challenge_indices(randomness, c["root"], c["leaf_count"], c["k"])
+            randomness = bytes(self.web3.eth.get_block(c.anchorBlock)["hash"])
+        return challenge_indices(randomness, c.root, c.leafCount, c.k)
 
     def respond(self, challenge_id: ChallengeId, leaves: list[bytes], proofs: list[list[bytes]]) -> TxReceipt:
         return self.send(self.contract("ChallengeManager").functions.respond(challenge_id, leaves, proofs),
                          f"respond to challenge {challenge_id}")
 
-    def pog_round(self, round_id: int) -> dict[str, Any]:
-        r = self.contract("ProofOfGpu").functions.round(round_id).call()
-        return {"provider": r[0], "request_block": r[1], "n": r[2], "commit_deadline": r[4], "gpu_count": r[6],
-                "status": r[7], "seed": r[8], "secret_hash": r[9]}
+    def pog_round(self, round_id: RoundId) -> Struct:
+        """The IProofOfGpu.Round struct, fields by their Solidity names."""
+        return self.contract("ProofOfGpu").functions.round(round_id).call()
 
     def block_hash(self, number: int, wait_s: float = 10.0) -> bytes:
         """Hash of a mined block (the node serves every block's, not only the last 256). Our node
@@ -331,11 +256,22 @@ class ProviderChain:
         return self.send(self.contract("ProofOfGpu").functions.commitRoots(round_id, roots),
                          f"commitRoots round {round_id}")
 
-    def lease(self, lease_id: int) -> dict[str, Any]:
+    def lease(self, lease_id: LeaseId) -> dict[str, Any]:
         """A lease of this provider's GPUs: whether it holds them now, and until when."""
         lease = self.contract("LeaseManager").functions.getLease(lease_id).call()
-        return {"renter": lease[0], "ends_at": lease[2], "provider": lease[3], "gpu_count": lease[4],
-                "active": lease[5] == 0 and lease[2] > self.now()}
+        manager = self.contract("LeaseManager").functions
+        return {"renter": lease.renter, "started_at": lease.startedAt, "ends_at": lease.endsAt,
+                "provider": lease.provider, "gpu_count": lease.gpuCount,
+                "active": lease.endedAt == 0 and lease.endsAt > self.now(),
+                "delivered": bytes(manager.deliveryOf(lease_id).call()) != bytes(32),
+                "delivery_deadline": manager.deliveryDeadline(lease_id).call() if lease.status != LeaseStatus.NONE else 0}
+
+    def lease_domain(self) -> LeaseDomain:
+        return LeaseDomain(self.deployment.chain_id, self.contract("LeaseManager").address)
+
+    def confirm_delivery(self, lease_id: LeaseId, access_hash: bytes) -> TxReceipt:
+        return self.send(self.contract("LeaseManager").functions.confirmDelivery(lease_id, access_hash),
+                         f"confirmDelivery lease {lease_id}")
 
     # -- money -----------------------------------------------------------------------------
 

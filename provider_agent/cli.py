@@ -13,11 +13,9 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from client import ClientError
 from client.keystore import PASSWORD_FILE_HELP
 from protocol.errors import ProtocolError
 from protocol.pog.challenge import MIN_K
@@ -49,16 +47,20 @@ def run(
                                                    "on CPU, int8 on GPU.")] = None,
 ) -> None:
     """Generate, multiply, commit, self-challenge and verify; print TFLOPS, time split, class."""
+    require_native()  # before minutes of matmul: a slow hasher would understate the device
     try:
-        require_native()  # before minutes of matmul: a slow hasher would understate the device
         devices = [resolve(device)] if device else detect()
-        chosen = dtype or default_dtype(devices[0])
-        if chosen not in TORCH_DTYPES:
-            raise ProviderAgentError(f"dtype {chosen!r} is not one of {sorted(TORCH_DTYPES)}")
+    except ProviderAgentError as err:
+        if device is None:
+            raise
+        raise typer.BadParameter(str(err), param_hint="--device") from err
+    chosen = dtype or default_dtype(devices[0])
+    if chosen not in TORCH_DTYPES:
+        raise typer.BadParameter(f"{chosen!r} is not one of {sorted(TORCH_DTYPES)}", param_hint="--dtype")
+    try:
         sizes = {g: check_n(n) if n else _verifier_n(d, chosen) for g, d in enumerate(devices)}
-    except (ProviderAgentError, ProtocolError) as err:
-        console.print(f"[red]error:[/red] {escape(str(err))}", soft_wrap=True, highlight=False)
-        raise typer.Exit(2) from err
+    except ProtocolError as err:
+        raise typer.BadParameter(str(err), param_hint="--n") from err
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/"
                   "{task.total} rows"), TimeElapsedColumn(), console=console) as progress:
         task = progress.add_task(f"PoG n={sizes[0]} on {devices[0].spec}", total=sizes[0])
@@ -189,20 +191,15 @@ def provider_run(
         _export(data_dir=_per_network_data_dir(settings.rpc_url))
         settings = get_settings()
     if settings.keystore is None:
-        console.print("[red]--keystore (or UNCHAINED_PROVIDER_KEYSTORE) is required[/red]")
-        raise typer.Exit(2)
-    try:
-        from provider_agent.preflight import check_services
+        raise typer.BadParameter("required (or UNCHAINED_PROVIDER_KEYSTORE)", param_hint="--keystore")
+    from provider_agent.preflight import check_services
 
-        check_services(settings.broker_url, settings.backend_url)  # before any key is opened or wei staked
-        # Opened here, once (a prompt at most); the worker's tasks share this agent, so the
-        # password is never handed on through the environment.
-        agent = use_agent(Agent.build(settings, load_keystore(settings.keystore, settings.password_file)))
-        if agent.register():
-            console.print(f"registered {agent.chain.address} with {len(agent.devices)} device(s)")
-    except (ProviderAgentError, ClientError) as err:
-        console.print(f"[red]error:[/red] {escape(str(err))}", soft_wrap=True, highlight=False)
-        raise typer.Exit(1) from err
+    check_services(settings.broker_url, settings.backend_url)  # before any key is opened or wei staked
+    # Opened here, once (a prompt at most); the worker's tasks share this agent, so the
+    # password is never handed on through the environment.
+    agent = use_agent(Agent.build(settings, load_keystore(settings.keystore, settings.password_file)))
+    if agent.register():
+        console.print(f"registered {agent.chain.address} with {len(agent.devices)} device(s)")
     queue = provider_queue(agent.chain.address)
     if agent.mining is not None:
         agent.mining.start()
@@ -220,7 +217,7 @@ def provider_run(
             agent.beat()
             try:
                 agent.answer_open_challenges()
-                agent.chain.settle_answered()  # an answered challenge past its window frees our pay
+                agent.settle_answered()  # an answered challenge past its window frees our pay
                 agent.jobs.refund_failed()
                 agent.jobs.finalize_due()
                 if time.monotonic() - published_at >= settings.yield_publish_s:
@@ -255,9 +252,8 @@ def provider_status(
 
     try:
         status = httpx.get(url, timeout=10).raise_for_status().json()
-    except httpx.HTTPError as err:
-        console.print(f"[red]no running agent answers at {url}: {err}[/red]")
-        raise typer.Exit(1) from err
+    except httpx.HTTPError as err:  # not the backend's advice: the agent's own status port is meant
+        raise ProviderAgentError(f"no running agent answers at {url}: {err}") from None
     table = Table(title=f"provider {status['address']}")
     table.add_column("")
     table.add_column("value", justify="right")
@@ -297,13 +293,10 @@ def provider_leave(
 
     _export(rpc_url=rpc, keystore=keystore, password_file=password_file, backend_url=backend, mining=False,
             deployments_dir=deployment.parent if deployment else None)
-    try:
-        agent = get_agent()
-        withdrawn = agent.chain.withdraw_all()
-        agent.chain.leave()
-    except (ProviderAgentError, ClientError) as err:
-        console.print(f"[red]error:[/red] {escape(str(err))}", soft_wrap=True, highlight=False)
-        raise typer.Exit(1) from err
-    amount, release = agent.chain.contract("Staking").functions.unbondingOf(agent.chain.address).call()
-    console.print(f"withdrew {eth(withdrawn)}; {eth(amount)} unbonding until {when(release, time.time())} "
+    agent = get_agent()
+    withdrawn = agent.chain.withdraw_all()
+    agent.chain.leave()
+    unbonding = agent.chain.contract("Staking").functions.unbondingOf(agent.chain.address).call()
+    console.print(f"withdrew {eth(withdrawn)}; {eth(unbonding.amount)} unbonding until "
+                  f"{when(unbonding.releaseAt, time.time())} "
                   "(`unchained withdraw` pays it out then)", highlight=False)

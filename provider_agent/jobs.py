@@ -32,18 +32,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from client.errors import TransactionReverted
+from protocol.enums import ChallengeKind, JobStatus
+from protocol.ids import ChallengeId, JobId
 from protocol.jobs import JobSpec, JobSpecError
 from protocol.merkle import MerkleTree, keccak256
 from provider_agent import ProviderAgentError
 from provider_agent.backend_client import BackendClient, BackendClientError, BackendRefused, BackendUnavailable
 from provider_agent.cache import ContentCache, ContentError, ContentUnavailable
-from provider_agent.chain import ChainRevert, ChallengeId, JobId, JobStatus, ProviderChain
+from provider_agent.chain import ProviderChain
 from provider_agent.runner import BadJobInput, JobFailed, Limits, run_inference
 from provider_agent.state import COMMITTED, COMPUTED, FAILED, FINALIZED, REFUNDED, JobStore
 
 logger = logging.getLogger(__name__)
 
-JOB_CHALLENGE_KIND = 2  # IChallengeManager.Kind.Job
 MAX_FAILURE_REASON_BYTES = 256  # JobEscrow.MAX_FAILURE_REASON_BYTES
 
 
@@ -56,6 +58,12 @@ def failure_reason(text: str) -> str:
         kind = lines[0].split(":", 1)[0]
         text = f"{kind}: {lines[-1]}"
     return text.encode()[:MAX_FAILURE_REASON_BYTES].decode(errors="ignore")
+
+
+class UnknownJob(ProviderAgentError):
+    def __init__(self, job_id: int) -> None:
+        super().__init__(f"job {job_id} does not exist on this chain")
+        self.job_id = job_id
 
 
 class NotOurJob(ProviderAgentError):
@@ -150,14 +158,13 @@ class OutputStore:
 
 class JobService:
     def __init__(self, chain: ProviderChain, cache: ContentCache, store: JobStore, outputs: OutputStore,
-                 limits: Limits, work_root: Path, backend: BackendClient | None = None,
+                 limits: Limits, backend: BackendClient | None = None,
                  activity: Activity | None = None, upload_attempts: int = 4, upload_backoff_s: float = 0.5) -> None:
         self.chain = chain
         self.cache = cache
         self.store = store
         self.outputs = outputs
         self.limits = limits
-        self.work_root = work_root
         self.backend = backend
         self.activity = activity or Activity()
         self.upload_attempts = upload_attempts
@@ -166,7 +173,7 @@ class JobService:
     def process(self, job_id: JobId) -> JobOutcome:
         job = self.chain.job(job_id)
         if job.status == JobStatus.NONE:
-            raise ChainRevert(f"job {job_id}", "unknown job")
+            raise UnknownJob(job_id)
         if job.provider.lower() != self.chain.address.lower():
             raise NotOurJob(job_id, job.provider)
         if job.status in (JobStatus.COMMITTED, JobStatus.FINALIZED):
@@ -198,7 +205,7 @@ class JobService:
         self.store.update(job_id, COMPUTED, root=tree.root, item_count=len(digests))
         try:
             receipt = self.chain.commit_result(job_id, tree.root, len(digests), keccak256(b"".join(digests)))
-        except ChainRevert:
+        except TransactionReverted:
             # A commit that raced ours (an earlier attempt's transaction mined after all) is fine.
             if self.chain.job(job_id).status in (JobStatus.COMMITTED, JobStatus.FINALIZED):
                 self.store.update(job_id, COMMITTED)
@@ -241,8 +248,7 @@ class JobService:
         items, seconds = 0, 0.0
         try:
             run = run_inference(job_id, self.cache.path(spec.model), spec.model_format,
-                                [self.cache.path(h) for h in spec.inputs], spec.batch_size, self.limits,
-                                self.work_root / str(job_id))
+                                [self.cache.path(h) for h in spec.inputs], spec.batch_size, self.limits)
             items, seconds = len(run.outputs), run.seconds
         finally:
             for hook in self.activity.finished:
@@ -282,7 +288,7 @@ class JobService:
                         reason = failure_reason(record.error or "failed")
                         receipt = self.chain.send(escrow.functions.failJob(record.job_id, reason),
                                                   f"failJob {record.job_id}")
-                except ChainRevert as exc:  # e.g. the deadline passed between our read and the tx
+                except TransactionReverted as exc:  # e.g. the deadline passed between our read and the tx
                     logger.warning("job %s: refund refused, retried next time: %s", record.job_id, exc.reason)
                     continue
                 logger.info("job %s: failed on-chain, renter refunded in full (tx %s)", record.job_id,
@@ -305,7 +311,7 @@ class JobService:
             if job.status == JobStatus.COMMITTED and not job.frozen and now >= job.challenge_window_end:
                 try:
                     receipt = self.chain.finalize(JobId(record.job_id))
-                except ChainRevert as exc:  # settled by someone else meanwhile: read again next time
+                except TransactionReverted as exc:  # settled by someone else meanwhile: read again next time
                     logger.info("job %s: finalize refused: %s", record.job_id, exc.reason)
                     continue
                 logger.info("job %s: finalized (tx %s)", record.job_id, receipt.transactionHash.hex())
@@ -320,16 +326,16 @@ class JobService:
     def answer_challenge(self, challenge_id: ChallengeId) -> str:
         """Reveals the challenged items' digests with inclusion proofs; returns the tx hash."""
         c = self.chain.challenge(challenge_id)
-        if c["kind"] != JOB_CHALLENGE_KIND:
+        if c.kind != ChallengeKind.JOB:
             raise ProviderAgentError(f"challenge {challenge_id} is not a job challenge")
-        job_id = c["subject"]
+        job_id = JobId(c.subject)
         digests = self.outputs.digests(job_id)
         if digests is None:
             raise OutputsMissing(job_id)
         tree = MerkleTree.from_leaves(digests)
-        if tree.root != c["root"]:
+        if tree.root != c.root:
             raise ProviderAgentError(f"challenge {challenge_id}: kept outputs of job {job_id} do not match "
-                                     f"the committed root 0x{c['root'].hex()}")
+                                     f"the committed root 0x{c.root.hex()}")
         indices = self.chain.challenge_indices(challenge_id)
         receipt = self.chain.respond(challenge_id, [digests[i] for i in indices],
                                      [list(tree.proof(i)) for i in indices])

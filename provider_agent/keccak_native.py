@@ -31,6 +31,8 @@ _MIN_SPLIT = 2048
 class NativeKeccakMissing(ProviderAgentError):
     """The compiled keccak extension is not importable: PoG would hash slowly, so it refuses."""
 
+    exit_code = 2  # nothing ran: the installation needs fixing (the CLI's boundary exits with it)
+
     def __init__(self, cause: BaseException) -> None:
         super().__init__(
             "the native keccak (provider_agent._keccak) is not built, so Proof of GPU would hash "

@@ -18,17 +18,19 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 
+from client.contracts import Struct
+from client.errors import TransactionReverted
+from protocol.enums import ChallengeKind, RoundStatus
+from protocol.ids import ChallengeId
 from protocol.pog.challenge import MIN_K, pog_round_seed, pog_secret_hash
 from protocol.pog.messages import MAX_ANSWERS_PER_GPU, RoundCommitment, encode_answers, encode_commitment
 from provider_agent import ProviderAgentError
-from provider_agent.chain import ChainRevert, ChallengeId, ProviderChain
+from provider_agent.chain import ProviderChain
 from provider_agent.gpus import Device
 from provider_agent.pog_prover import PogProver
 
 logger = logging.getLogger(__name__)
 
-POG_KIND = 1  # IChallengeManager.Kind.Pog
-REQUESTED, COMMITTED = 1, 2  # IProofOfGpu.RoundStatus
 KEPT_ROUNDS = 4
 SEED_WAIT_S = 120.0  # how long commit_onchain waits for the verifier's fixSeed to be mined
 POLL_S = 0.25
@@ -47,7 +49,7 @@ class PogService:
         self.seed_wait_s = seed_wait_s
         self._provers: OrderedDict[int, PogProver] = OrderedDict()
 
-    def seed_from_secret(self, round_id: int, secret_hex: str, r: dict | None = None) -> bytes:
+    def seed_from_secret(self, round_id: int, secret_hex: str, r: Struct | None = None) -> bytes:
         """The round seed from the verifier's secret: refused unless it is the one the verifier
         committed to at the request (so a wrong secret cannot make us compute a useless round)."""
         r = r or self._ours(round_id)
@@ -55,11 +57,11 @@ class PogService:
             secret = bytes.fromhex(secret_hex.removeprefix("0x"))
         except ValueError as exc:
             raise PogRoundError(f"round {round_id}: secret is not hex") from exc
-        if len(secret) != 32 or pog_secret_hash(secret) != r["secret_hash"]:
+        if len(secret) != 32 or pog_secret_hash(secret) != r.secretHash:
             raise PogRoundError(f"round {round_id}: secret does not match the round's secretHash")
-        seed = pog_round_seed(self.chain.block_hash(r["request_block"]), secret, round_id,
+        seed = pog_round_seed(self.chain.block_hash(r.requestBlock), secret, round_id,
                               bytes.fromhex(self.chain.address[2:]))
-        if r["seed"] != bytes(32) and r["seed"] != seed:
+        if r.seed != bytes(32) and r.seed != seed:
             raise PogRoundError(f"round {round_id}: seed on-chain differs from the one derived from the secret")
         return seed
 
@@ -69,25 +71,25 @@ class PogService:
         not at a block confirmation. `commit_onchain` then posts the same roots (the worker
         queues it right after)."""
         r = self._ours(round_id)
-        if r["status"] != REQUESTED and round_id not in self._provers:
-            raise PogRoundError(f"round {round_id} is not waiting for roots (status {r['status']})")
+        if r.status != RoundStatus.REQUESTED and round_id not in self._provers:
+            raise PogRoundError(f"round {round_id} is not waiting for roots (status {RoundStatus(r.status).name})")
         seed = self.seed_from_secret(round_id, secret_hex, r)
-        return encode_commitment(self._computed(round_id, {**r, "seed": seed})).decode()
+        return encode_commitment(self._computed(round_id, r._replace(seed=seed))).decode()
 
     def commit_onchain(self, round_id: int) -> str:
         """Posts the round's roots unless they are already on-chain (idempotent). The contract
         takes them only once the verifier's fixSeed is mined: that is polled for, bounded."""
         r = self._ours(round_id)
-        if r["status"] >= COMMITTED:
+        if r.status >= RoundStatus.COMMITTED:
             logger.info("PoG round %s: already committed; work kept for challenges", round_id)
             return "already committed"
         r = self._wait_seed_fixed(round_id, r)
         commitment = self._computed(round_id, r)
-        if commitment.round_seed != r["seed"]:
+        if commitment.round_seed != r.seed:
             raise PogRoundError(f"round {round_id}: computed for another seed than the one fixed on-chain")
         try:
             receipt = self.chain.commit_pog_roots(round_id, [g.root for g in commitment.gpus])
-        except ChainRevert as exc:
+        except TransactionReverted as exc:
             raise PogRoundError(f"round {round_id}: {exc.reason}") from exc
         return receipt.transactionHash.hex()
 
@@ -106,38 +108,38 @@ class PogService:
     def answer_challenge(self, challenge_id: ChallengeId) -> str:
         """Answers an on-chain challenge of one of our PoG roots; returns the tx hash."""
         c = self.chain.challenge(challenge_id)
-        if c["kind"] != POG_KIND:
+        if c.kind != ChallengeKind.POG:
             raise PogRoundError(f"challenge {challenge_id} is not a PoG challenge")
-        round_id = c["subject"]
+        round_id = c.subject
         self._computed(round_id, self._ours(round_id))
-        answers = self._provers[round_id].work[c["gpu_index"]].answer(self.chain.challenge_indices(challenge_id))
+        answers = self._provers[round_id].work[c.gpuIndex].answer(self.chain.challenge_indices(challenge_id))
         receipt = self.chain.respond(challenge_id, [a.data for a in answers], [list(a.siblings) for a in answers])
         logger.info("PoG challenge %s on round %s answered on-chain", challenge_id, round_id)
         return receipt.transactionHash.hex()
 
-    def _wait_seed_fixed(self, round_id: int, r: dict) -> dict:
+    def _wait_seed_fixed(self, round_id: int, r: Struct) -> Struct:
         deadline = time.monotonic() + self.seed_wait_s
-        while r["seed"] == bytes(32):
-            if r["status"] != REQUESTED or time.monotonic() > deadline:
+        while r.seed == bytes(32):
+            if r.status != RoundStatus.REQUESTED or time.monotonic() > deadline:
                 raise PogRoundError(f"round {round_id}: the verifier's seed was not fixed on-chain within "
-                                    f"{self.seed_wait_s:.0f} s (status {r['status']})")
+                                    f"{self.seed_wait_s:.0f} s (status {RoundStatus(r.status).name})")
             time.sleep(POLL_S)
             r = self._ours(round_id)
         return r
 
-    def _ours(self, round_id: int) -> dict:
+    def _ours(self, round_id: int) -> Struct:
         r = self.chain.pog_round(round_id)
-        if r["provider"].lower() != self.chain.address.lower():
-            raise PogRoundError(f"round {round_id} is for {r['provider']}, not us")
+        if r.provider.lower() != self.chain.address.lower():
+            raise PogRoundError(f"round {round_id} is for {r.provider}, not us")
         return r
 
-    def _computed(self, round_id: int, r: dict) -> RoundCommitment:
-        """The round's work for seed r["seed"], computed once per process (a few recent rounds
+    def _computed(self, round_id: int, r: Struct) -> RoundCommitment:
+        """The round's work for seed r.seed, computed once per process (a few recent rounds
         kept); after a restart, from the seed on-chain."""
         prover = self._provers.get(round_id)
         if prover is None:
             prover = self._provers[round_id] = PogProver(self.devices, self.dtype)
             while len(self._provers) > KEPT_ROUNDS:
                 self._provers.popitem(last=False)
-            prover.commit_round(r["seed"], r["n"])
+            prover.commit_round(r.seed, r.n)
         return RoundCommitment(prover.round_seed, tuple(w.commitment for w in prover.work))

@@ -61,11 +61,11 @@ class InferenceRun:
 
 
 def run_inference(job_id: int, model_path: Path, model_format: str, input_paths: list[Path],
-                  batch_size: int, limits: Limits, work_dir: Path) -> InferenceRun:
-    """Runs the model over the items in a limited warm child; returns the encoded outputs."""
+                  batch_size: int, limits: Limits) -> InferenceRun:
+    """Runs the model over the items in a fresh child of a warm sandbox; returns the encoded outputs."""
     try:
-        run = run_model(model_path, model_format, [ItemBatch(0, tuple(input_paths), batch_size)], limits, work_dir,
-                        warm=True, label=f"job {job_id}")
+        run = run_model(model_path, model_format, [ItemBatch(0, tuple(input_paths), batch_size)], limits,
+                        label=f"job {job_id}")
     except SandboxFailed as exc:
         raise _BY_KIND.get(exc.kind, ModelCrashed)(job_id, exc.message) from None
     outputs = []

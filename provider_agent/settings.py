@@ -53,6 +53,13 @@ class Settings(BaseModel):
     job_timeout_s: float = 600.0
     job_threads: int = 1
 
+    # Leases: the renter's machine (provider_agent/lease_env.py). The host renters connect to (this
+    # box's public name or address; default: its host name), the address each lease's sshd listens
+    # on, and the home disk of a lease using every GPU (a lease gets its share of it).
+    lease_public_host: str | None = None
+    lease_listen_host: str = "0.0.0.0"
+    lease_disk_bytes: int = 8 * GIB
+
     # Registration (used when the account is not registered yet).
     stake_wei: int = 10**18
     gpu_model: str = "CPU"
@@ -89,6 +96,10 @@ class Settings(BaseModel):
     @property
     def outputs_dir(self) -> Path:
         return self.data_dir / "outputs"
+
+    @property
+    def leases_dir(self) -> Path:
+        return self.data_dir / "leases"
 
     @property
     def state_db(self) -> Path:

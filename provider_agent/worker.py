@@ -33,16 +33,19 @@ from typing import Any
 
 import httpx
 import requests
-from celery import Celery, Task
+from celery import Task
 from celery.signals import worker_ready
 
-from protocol.tasks import (TASK_LEASE, TASK_POG_ANSWER, TASK_POG_ROUND, TASK_RUN_JOB, broker_transport_options,
-                            provider_queue, result_backend_url)
+from client.broker import celery_settings, signed_celery
+from client.errors import NodeUnavailable
+from protocol.broker import provider_keyprefix
+from protocol.ids import ChallengeId, JobId
+from protocol.tasks import TASK_LEASE, TASK_POG_ANSWER, TASK_POG_ROUND, TASK_RUN_JOB, provider_queue
 from provider_agent.agent import get_agent
 from provider_agent.backend_client import BackendUnavailable
 from provider_agent.cache import ContentUnavailable
-from provider_agent.chain import ChallengeId, JobId
 from provider_agent.jobs import UploadFailed
+from provider_agent.leases import LeaseKeyMissing
 from provider_agent.settings import Settings, get_settings
 from provider_agent.state import JobBusy
 
@@ -56,30 +59,30 @@ TASK_PING = "unchained.provider.ping"  # () -> "pong": liveness, and the raw rou
 TASK_UPLOAD_OUTPUTS = "unchained.provider.upload_outputs"  # (job_id: int) -> items sent
 
 TRANSIENT = (JobBusy, requests.exceptions.ConnectionError, requests.exceptions.Timeout, httpx.TransportError,
-             ContentUnavailable, BackendUnavailable)
+             ContentUnavailable, BackendUnavailable, NodeUnavailable)
 UPLOAD_MAX_RETRIES = 12
+LEASE_KEY_RETRIES = 600  # one a second: longer than LeaseManager.DELIVERY_WINDOW
 
 
-def celery_config(settings: Settings) -> dict[str, Any]:
+def celery_config(settings: Settings, address: str) -> dict[str, Any]:
+    """The worker's settings: its queue, bookkeeping and replies under its own key prefix
+    (protocol.broker), which its broker user (`unchained broker grant --provider`) is limited to."""
     return {
-        "broker_url": settings.broker_url,
-        "result_backend": result_backend_url(settings.broker_url),
+        **celery_settings(settings.broker_url, provider_keyprefix(address),
+                          visibility_timeout_s=settings.visibility_timeout_s),
         "task_acks_late": True,
         "task_reject_on_worker_lost": True,
         "worker_prefetch_multiplier": 1,
-        "broker_transport_options": broker_transport_options(settings.broker_url,
-                                                             visibility_timeout_s=settings.visibility_timeout_s),
         "result_expires": 24 * 3600,
-        "task_serializer": "json",
-        "result_serializer": "json",
-        "accept_content": ["json"],
         "broker_connection_retry_on_startup": True,
     }
 
 
-app = Celery("unchained_provider", set_as_current=False)
-# Evaluated when the configuration is first read, not at import: settings stay lazy.
-app.add_defaults(lambda: celery_config(get_settings()))
+# Every task is checked (sender's signature and role on the chain) and its reply signed with the
+# agent's key: client.task_auth.
+app = signed_celery("unchained_provider", lambda: get_agent().task_auth)
+# Evaluated when the configuration is first read, not at import: settings and the key stay lazy.
+app.add_defaults(lambda: celery_config(get_settings(), get_agent().chain.address))
 
 @worker_ready.connect
 def _resume_orphaned_jobs(**_: Any) -> None:
@@ -90,18 +93,25 @@ def _resume_orphaned_jobs(**_: Any) -> None:
     for job_id in agent.jobs.pending_uploads():
         logger.info("job %s: outputs not uploaded yet; upload re-enqueued", job_id)
         upload_outputs.apply_async((job_id,), queue=provider_queue(agent.chain.address))
+    # Lease environments outlive the worker (renters keep their sessions across a restart); each
+    # is looked at again, so one whose lease ended meanwhile is torn down now.
+    for lease_id in agent.leases.envs.lease_ids() if agent.leases is not None else []:
+        logger.info("lease %s: environment found at start; checked against the chain", lease_id)
+        lease.apply_async((lease_id,), queue=provider_queue(agent.chain.address))
 
 
 _retrying = {"autoretry_for": TRANSIENT, "retry_backoff": 2, "retry_backoff_max": 120, "max_retries": 8,
              "retry_jitter": True}
 
 
-@app.task(name=TASK_PING)
+# Tasks are bound to this app only (shared=False): a shared task would also be registered in every
+# Celery app the process builds later (a verifier's link, a test's sender) and run there.
+@app.task(shared=False, name=TASK_PING)
 def ping() -> str:
     return "pong"
 
 
-@app.task(name=TASK_RUN_JOB, bind=True, acks_late=True, **_retrying)
+@app.task(shared=False, name=TASK_RUN_JOB, bind=True, acks_late=True, **_retrying)
 def run_job(self: Task, job_id: int) -> dict[str, Any]:
     agent = get_agent()
     outcome = agent.jobs.process(JobId(int(job_id)))
@@ -112,7 +122,7 @@ def run_job(self: Task, job_id: int) -> dict[str, Any]:
     return outcome.to_json()
 
 
-@app.task(name=TASK_UPLOAD_OUTPUTS, bind=True, acks_late=True, max_retries=UPLOAD_MAX_RETRIES)
+@app.task(shared=False, name=TASK_UPLOAD_OUTPUTS, bind=True, acks_late=True, max_retries=UPLOAD_MAX_RETRIES)
 def upload_outputs(self: Task, job_id: int) -> int:
     """One more try at a committed job's output upload; on failure, again after a doubling
     countdown (at most 10x upload_retry_s). After the last retry the upload stays pending until
@@ -127,17 +137,17 @@ def upload_outputs(self: Task, job_id: int) -> int:
         raise self.retry(exc=exc, countdown=countdown) from exc
 
 
-@app.task(name=TASK_ANSWER_CHALLENGE, bind=True, acks_late=True, **_retrying)
+@app.task(shared=False, name=TASK_ANSWER_CHALLENGE, bind=True, acks_late=True, **_retrying)
 def answer_challenge(self: Task, challenge_id: int) -> str:
     return get_agent().answer_challenge(ChallengeId(int(challenge_id)))
 
 
-@app.task(name=TASK_REFUND_FAILED, bind=True, acks_late=True, **_retrying)
+@app.task(shared=False, name=TASK_REFUND_FAILED, bind=True, acks_late=True, **_retrying)
 def refund_failed(self: Task) -> list[int]:
     return get_agent().jobs.refund_failed()
 
 
-@app.task(name=TASK_POG_ROUND, bind=True, acks_late=True, **_retrying)
+@app.task(shared=False, name=TASK_POG_ROUND, bind=True, acks_late=True, **_retrying)
 def pog_round(self: Task, round_id: int, secret_hex: str) -> str:
     """Computes the round from the verifier's secret and replies with the roots at once; the
     on-chain commit follows as a task of its own, so the verifier times the GPU, not a block
@@ -148,29 +158,29 @@ def pog_round(self: Task, round_id: int, secret_hex: str) -> str:
     return message
 
 
-@app.task(name=TASK_POG_COMMIT, bind=True, acks_late=True, **_retrying)
+@app.task(shared=False, name=TASK_POG_COMMIT, bind=True, acks_late=True, **_retrying)
 def pog_commit(self: Task, round_id: int) -> str:
     return get_agent().pog.commit_onchain(int(round_id))
 
 
-@app.task(name=TASK_POG_ANSWER, bind=True, acks_late=True, **_retrying)
+@app.task(shared=False, name=TASK_POG_ANSWER, bind=True, acks_late=True, **_retrying)
 def pog_answer(self: Task, round_id: int, randomness_hex: str, k: int) -> str:
     return get_agent().pog.answer(int(round_id), str(randomness_hex), int(k))
 
 
-@app.task(name=TASK_LEASE, bind=True, acks_late=True, **_retrying)
+@app.task(shared=False, name=TASK_LEASE, bind=True, acks_late=True, **{**_retrying, "max_retries": LEASE_KEY_RETRIES})
 def lease(self: Task, lease_id: int) -> str:
-    """Hands the GPUs to a lease (mining stops) and schedules itself again for its end."""
+    """Hands the lease's machine to its renter (the miner yields) and looks again at its end;
+    takes it back when the lease ended. A renter key not bound yet is asked for every second
+    (the delivery window bounds the wait)."""
     agent = get_agent()
-    state = agent.chain.lease(int(lease_id))
-    if state["provider"].lower() != agent.chain.address.lower():
-        return "not ours"
-    if agent.mining is None:
-        return "no miner"
-    if state["active"]:
-        agent.mining.lease_started()
-        self.apply_async((lease_id,), countdown=max(1, state["ends_at"] - agent.chain.now()),
+    try:
+        step = agent.leases.handle(int(lease_id))
+    except LeaseKeyMissing as exc:
+        logger.info("%s; asking again in 1 s", exc)
+        raise self.retry(exc=exc, countdown=1) from exc
+    if step.check_again_in_s is not None:
+        self.apply_async((lease_id,), countdown=step.check_again_in_s,
                          queue=self.request.delivery_info.get("routing_key"))
-        return "handed over"
-    agent.mining.lease_ended()
-    return "released"
+    logger.info("lease %s: %s", lease_id, step.outcome)
+    return step.outcome

@@ -33,6 +33,25 @@ if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt
   apt-get update -qq && apt-get install -y -qq chromium >/dev/null || echo "chromium not installed: browser tests will skip"
 fi
 
+# bubblewrap: the model sandbox (client.sandbox) and a lease's machine (provider_agent/lease_env.py)
+# run in Linux namespaces through bwrap; Debian's OpenSSH server (one unprivileged sshd per lease)
+# and client (`unchained lease ssh`, the lease tests).
+missing_tools=""
+for tool in bwrap:bubblewrap sshd:openssh-server ssh:openssh-client; do
+  if ! command -v "${tool%%:*}" >/dev/null 2>&1 && [ ! -x "/usr/sbin/${tool%%:*}" ]; then
+    missing_tools="$missing_tools ${tool#*:}"
+  fi
+done
+if [ -n "$missing_tools" ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq && apt-get install -y -qq $missing_tools >/dev/null \
+      || echo "warning:$missing_tools not installed" >&2
+  else
+    echo "warning: install$missing_tools (apt-get install$missing_tools): models do not run without" \
+         "bubblewrap unless UNCHAINED_SANDBOX_ISOLATION=none, and leases cannot be delivered" >&2
+  fi
+fi
+
 # anvil and solc where brownie and the CLI look for them: the venv's bin directory.
 ln -sf "$root/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil" .venv/bin/anvil
 cat > .venv/bin/solcjs-shim <<SHIM

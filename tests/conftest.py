@@ -1,13 +1,31 @@
-"""What every Python test shares: a test that runs a CLI command in-process (which configures
-logging for a real terminal) must not leave the root logger writing to that command's closed
-output stream for every later test."""
+"""What every Python test shares (the helpers live in tests/support/):
+
+- `chains`: the session's anvil chains with the contract set deployed once (tests/support/chain.py);
+  `shared_chain`: the module's chain of the kind UNCHAINED_TEST_BLOCK_TIME names, as just deployed.
+- `redis_url`: a private redis-server for each module (its queues and results never reach the next
+  module's workers).
+- A test that runs a CLI command in-process (which configures logging for a real terminal) must
+  not leave the root logger writing to that command's closed output stream for every later test.
+"""
 
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+
+# `tests.support` and `tests.tiny_models` import from the repository root, also under a bare
+# `pytest` (which puts only the test directories on sys.path).
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from tests.support.chain import SharedChain, SharedChains  # noqa: E402
+from tests.support.redis import private_redis  # noqa: E402
+from unchained_cli.chain import block_time_from_env  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -17,3 +35,30 @@ def _restore_root_logging() -> Iterator[None]:
     yield
     root.handlers[:] = handlers
     root.setLevel(level)
+
+
+@pytest.fixture(scope="session")
+def chains(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedChains]:
+    started = SharedChains(tmp_path_factory.mktemp("chains"))
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+@pytest.fixture(scope="module")
+def shared_chain(chains: SharedChains) -> SharedChain:
+    """The session chain in the mode UNCHAINED_TEST_BLOCK_TIME asks for, as just deployed."""
+    return chains.get(block_time_from_env())
+
+
+@pytest.fixture(scope="module")
+def redis_url() -> Iterator[str]:
+    """A private redis-server for the module (database 0's URL; a module may use 1.. as well).
+    One per module, not per session: a worker process a module failed to stop stays connected
+    to its own, stopped server, and cannot take the next module's tasks."""
+    try:
+        with private_redis() as port:
+            yield f"redis://127.0.0.1:{port}/0"
+    except FileNotFoundError as exc:
+        pytest.skip(str(exc))

@@ -14,9 +14,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from client import ClientError
 from client.keystore import (PASSWORD_FILE_ENV, default_keystore_dir, get_password, import_keystore,
                              list_keystores, new_keystore, parse_private_key)
+from unchained_cli.errors import BadOption
 
 account_app = typer.Typer(help="Make, import and list encrypted keystores (your wallet's keys).",
                           no_args_is_help=True)
@@ -27,15 +27,6 @@ NewPasswordFile = Annotated[Optional[Path], typer.Option(
     "--password-file", dir_okay=False,
     help=f"File whose first line is the new keystore's password; default: the file named by ${PASSWORD_FILE_ENV}, "
          "else a prompt (asked twice).")]
-
-
-def _fail(exc: Exception, code: int = 1) -> typer.Exit:
-    typer.echo(f"error: {exc}", err=True)
-    return typer.Exit(code)
-
-
-class _Usage(Exception):
-    """Options that do not go together, or no way to read a key: exit status 2, one line."""
 
 
 def _shown(address: str, path: Path) -> None:
@@ -53,11 +44,7 @@ def account() -> None:
 def account_new(directory: Directory = None, password_file: NewPasswordFile = None) -> None:
     """Create a new random key, encrypted with a password, and print its address and file."""
     where = directory or default_keystore_dir()
-    try:
-        password = get_password("the new keystore", password_file, confirm=True)
-        entry = new_keystore(where, password)
-    except ClientError as exc:
-        raise _fail(exc) from exc
+    entry = new_keystore(where, get_password("the new keystore", password_file, confirm=True))
     _shown(entry.address, entry.path)
 
 
@@ -74,18 +61,13 @@ def account_import(
 ) -> None:
     """Import a private key (from a file or the terminal) or an existing keystore file."""
     where = directory or default_keystore_dir()
-    try:
-        if key_file is not None and keystore is not None:
-            raise _Usage("give --key-file or --keystore, not both")
-        if keystore is not None:
-            entry = import_keystore(keystore, where, password_file)
-        else:
-            key = parse_private_key(_read_key(key_file))
-            entry = new_keystore(where, get_password("the new keystore", password_file, confirm=True), key)
-    except _Usage as exc:
-        raise _fail(exc, 2) from exc
-    except (ClientError, OSError) as exc:
-        raise _fail(exc) from exc
+    if key_file is not None and keystore is not None:
+        raise BadOption("--key-file", "give --key-file or --keystore, not both")
+    if keystore is not None:
+        entry = import_keystore(keystore, where, password_file)
+    else:
+        key = parse_private_key(_read_key(key_file))
+        entry = new_keystore(where, get_password("the new keystore", password_file, confirm=True), key)
     _shown(entry.address, entry.path)
 
 
@@ -93,7 +75,7 @@ def _read_key(key_file: Path | None) -> str:
     if key_file is not None:
         return key_file.read_text()
     if not sys.stdin.isatty():
-        raise _Usage("no terminal to ask for the private key on: pass --key-file FILE")
+        raise BadOption("--key-file", "no terminal to ask for the private key on: pass --key-file FILE")
     return getpass.getpass("private key (hex): ")
 
 

@@ -106,7 +106,8 @@ def dispatch_section() -> str:
         lines.append(f"| {when} | {r['raw_celery_round_trip_ms']} | {r['market_noop_job_ms']} | {r['ratio']} "
                      f"| {r['renter_funding_tx_ms']} |")
     lines += ["", "A market job is two provider transactions (accept, commit) plus a model run in a "
-              "memory-limited child process; the raw round trip is the worker's ping task. "
+              "fresh child forked from a warm sandboxed template (client/sandbox.py); the raw round trip "
+              "is the worker's ping task. "
               "Method: unchained_cli/bench_provider.py `dispatch`."]
     return "\n".join(lines)
 

@@ -27,15 +27,15 @@ from pathlib import Path
 import numpy as np
 import torch
 from rich.console import Console
-from web3.contract import Contract
-from web3.types import EventData
 
 from backend.client import BackendClient
 from backend.errors import BackendError
 from backend.renter import submit_job
 from backend.wallet import Wallet
 from client.keystore import load_keystore
+from client.log_follower import Batch, Event, EventDecoder, LogFollower, MemoryCursorStore
 from protocol.jobs import encode_output
+from unchained_cli.session import ChainSession
 from unchained_cli.market import (
     ETH, FAST_PARAMS, LocalMarket, MarketError, MarketPlan, Party, ProviderPlan, wait_for)
 
@@ -195,7 +195,7 @@ def drive(market: LocalMarket, load: Load, model_hash: str, providers: list[Part
         finally:
             client.close()
 
-    reader = EventReader(market.session.contract("JobEscrow"), first_block)
+    reader = EventReader(market.session, first_block)
     with ThreadPoolExecutor(max_workers=load.renters, thread_name_prefix="renter") as pool:
         futures = [pool.submit(renter_loop, i, r) for i, r in enumerate(market.renters())]
         last_said = ""
@@ -238,29 +238,43 @@ class Events:
 
 @dataclass
 class EventReader:
-    escrow: Contract
+    """Follows the escrow's job events from `first_block` (each read asks only for new blocks)."""
+
+    session: ChainSession
     first_block: int
+    events: Events = field(default_factory=Events)
     stamps: dict[int, int] = field(default_factory=dict)  # block number -> timestamp, read once each
 
+    def __post_init__(self) -> None:
+        only = {"JobEscrow": ["JobCreated", "ResultCommitted", "JobFinalized", "JobExpired", "JobCancelled",
+                              "JobFailed", "JobUnfrozen"]}
+        web3 = self.session.web3
+        self.follower = LogFollower(web3, EventDecoder(web3, self.session.deployment, only), MemoryCursorStore(),
+                                    start_block=self.first_block)
+
     def read(self) -> Events:
-        out = Events()
-        out.created = {e.args.jobId: self._stamp(e) for e in self._logs("JobCreated")}
-        out.committed = {e.args.jobId: self._stamp(e) for e in self._logs("ResultCommitted")}
-        for e in self._logs("JobFinalized"):
-            out.finalized.setdefault(e.args.jobId, []).append(self._stamp(e))
-        for name in ("JobExpired", "JobCancelled", "JobFailed"):
-            out.refunded.update({e.args.jobId: name for e in self._logs(name)})
-        out.refunded.update({e.args.jobId: "JobUnfrozen (provider at fault)" for e in self._logs("JobUnfrozen")
-                             if e.args.providerAtFault})
-        return out
+        self.follower.poll(self._add)
+        return self.events
 
-    def _logs(self, event: str) -> list[EventData]:
-        return getattr(self.escrow.events, event)().get_logs(from_block=self.first_block)
+    def _add(self, batch: Batch) -> None:
+        out = self.events
+        for e in batch.events:
+            job_id = int(e.args["jobId"])
+            if e.name == "JobCreated":
+                out.created[job_id] = self._stamp(e)
+            elif e.name == "ResultCommitted":
+                out.committed[job_id] = self._stamp(e)
+            elif e.name == "JobFinalized":
+                out.finalized.setdefault(job_id, []).append(self._stamp(e))
+            elif e.name != "JobUnfrozen":
+                out.refunded[job_id] = e.name
+            elif e.args["providerAtFault"]:
+                out.refunded[job_id] = "JobUnfrozen (provider at fault)"
 
-    def _stamp(self, log: EventData) -> int:
-        if log.blockNumber not in self.stamps:
-            self.stamps[log.blockNumber] = self.escrow.w3.eth.get_block(log.blockNumber)["timestamp"]
-        return self.stamps[log.blockNumber]
+    def _stamp(self, event: Event) -> int:
+        if event.block_number not in self.stamps:
+            self.stamps[event.block_number] = self.session.web3.eth.get_block(event.block_number)["timestamp"]
+        return self.stamps[event.block_number]
 
 
 def section(result: LoadResult) -> str:

@@ -23,11 +23,13 @@ from pathlib import Path
 import provider_agent  # noqa: F401  first: OMP wait policy
 import numpy as np
 import torch
-from celery import Celery
 from eth_account import Account
 
 from protocol.jobs import JobSpec, encode_output
-from protocol.tasks import TASK_RUN_JOB, provider_queue, result_backend_url
+from client.broker import party_celery
+from client.task_auth import TaskAuth, domain_of
+from protocol.broker import provider_keyprefix
+from protocol.tasks import TASK_RUN_JOB, provider_queue
 from provider_agent.cache import content_hash
 from provider_agent.mining import MiningPolicy, MiningSupervisor, ReferenceMiner
 from provider_agent.runner import Limits, run_inference
@@ -99,9 +101,12 @@ def dispatch(rounds: int, gap_s: float) -> dict:
                                    "-Q", queue, "-P", "solo", "--without-gossip", "--without-mingle",
                                    "--without-heartbeat", "-l", "warning"], cwd=REPO, env=env,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        client = Celery("bench", broker=broker, backend=result_backend_url(broker), set_as_current=False)
-        # Results still referenced when Redis stops would otherwise retry 20 times, 1 s apart.
-        client.conf.result_backend_transport_options = {"retry_policy": {"max_retries": 1, "interval_start": 0}}
+        # Signed with the provider's own key: a ping may come from the provider itself only.
+        auth = TaskAuth(domain_of(deployment), Account.from_key(KEY))
+        client = party_celery("bench", broker, provider_keyprefix(provider), lambda: auth,
+                              # Results still referenced when Redis stops would otherwise retry 20 times, 1 s apart.
+                              result_backend_transport_options={"retry_policy": {"max_retries": 1,
+                                                                                 "interval_start": 0}})
         try:
             client.send_task(TASK_PING, queue=queue).get(timeout=60)  # worker up
             raw = []
@@ -113,7 +118,7 @@ def dispatch(rounds: int, gap_s: float) -> dict:
             escrow = s.contract("JobEscrow")
             fund, market = [], []
             for i in range(rounds):
-                time.sleep(gap_s)  # jobs arrive apart (gap 0: back to back, no warm child ready)
+                time.sleep(gap_s)  # jobs arrive apart (gap 0: back to back, the next child forked meanwhile)
                 item = _put(content, encode_output(np.full(4, i, np.float32)))
                 spec = JobSpec(model=model, model_format="torchscript", inputs=(item,), batch_size=1,
                                tolerance_ppm=0, deadline=s.now() + 3600, price_wei=10**15, provider=provider)
@@ -123,7 +128,8 @@ def dispatch(rounds: int, gap_s: float) -> dict:
                 job_id = escrow.functions.jobCount().call()
                 fund.append(time.perf_counter() - t)
                 t = time.perf_counter()
-                result = client.send_task(TASK_RUN_JOB, args=[job_id], queue=queue).get(timeout=120)
+                sent = client.send_task(TASK_RUN_JOB, args=[job_id], queue=queue)
+                result = auth.open_reply(sent.id, sent.get(timeout=120), [provider])
                 market.append(time.perf_counter() - t)
                 assert result["status"] == "committed", result
         finally:
@@ -138,8 +144,8 @@ def dispatch(rounds: int, gap_s: float) -> dict:
             "ratio": round(market_ms / raw_ms, 1), "rounds": rounds, "gap_between_jobs_s": gap_s}
 
 
-def _job_throughput(model_path: Path, inputs: list[Path], work: Path) -> float:
-    run = run_inference(0, model_path, "torchscript", inputs, 8, Limits(3 << 30, 600.0, 1), work)
+def _job_throughput(model_path: Path, inputs: list[Path]) -> float:
+    run = run_inference(0, model_path, "torchscript", inputs, 8, Limits(3 << 30, 600.0, 1))
     return len(run.outputs) / run.seconds
 
 
@@ -150,14 +156,14 @@ def colocation(items: int, seconds: float) -> dict:
     rng = np.random.default_rng(0)
     inputs = [work / _put(work, encode_output(rng.standard_normal((64, 512)).astype(np.float32)))
               for _ in range(items)]
-    _job_throughput(model, inputs[:8], work / "warm")
+    _job_throughput(model, inputs[:8])
 
     miner = ReferenceMiner(batch=1 << 13)
     miner.start()
     time.sleep(seconds)
     solo_hashes = miner.hashrate()
     miner.pause()
-    solo_job = _job_throughput(model, inputs, work / "solo")
+    solo_job = _job_throughput(model, inputs)
     results = {"hashrate_solo_hps": round(solo_hashes), "job_solo_items_per_s": round(solo_job, 2)}
 
     for name, policy in (("yield", MiningPolicy("yield", cooldown_s=0.2)),
@@ -170,7 +176,7 @@ def colocation(items: int, seconds: float) -> dict:
         time.sleep(1.0)
         start_hashes, t = miner.hashes, time.perf_counter()
         supervisor.job_started(1)
-        throughput = _job_throughput(model, inputs, work / name.replace(" ", "-"))
+        throughput = _job_throughput(model, inputs)
         elapsed = time.perf_counter() - t
         during = (miner.hashes - start_hashes) / elapsed
         supervisor.job_finished(1, items, items / throughput)

@@ -18,6 +18,8 @@ from pathlib import Path
 
 from web3 import Web3
 
+from unchained_cli.errors import CliError
+
 log = logging.getLogger(__name__)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -28,7 +30,7 @@ BLOCK_TIME_ENV = "UNCHAINED_TEST_BLOCK_TIME"
 NPM_ANVIL = REPO_ROOT / "node_modules" / "@foundry-rs" / "anvil-linux-amd64" / "bin" / "anvil"
 
 
-class ChainError(RuntimeError):
+class ChainError(CliError):
     """The local chain could not be started or reached."""
 
 

@@ -41,6 +41,7 @@ from protocol.pog.challenge import challenge_indices
 from protocol.pog.commitment import CHUNK_ELEMENTS, chunk_hashes, chunk_position, encode
 from protocol.pog.messages import ChunkAnswer, GpuAnswers, GpuCommitment, RoundAnswers, RoundCommitment
 from protocol.pog.workload import gpu_seed
+from unchained_cli.errors import CliError
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +52,7 @@ FAKE_BOUND = 2**20  # fake elements in [-2^20, 2^20): far from any true C (|C| <
 _FAKE_PANEL_ROWS = 256
 
 
-class CheatError(Exception):
+class CheatError(CliError):
     """Root of the errors raised here."""
 
 
@@ -156,7 +157,8 @@ def plant_job_cheat(every: int, inference: ModuleType) -> None:
 
 
 def plant_child_cheat(plan: CheatPlan, sandbox: ModuleType) -> None:
-    """The model child runs the job: the cheater's agent gives it the cheater's site and plan."""
+    """The model child runs the job: the cheater's agent gives it the cheater's site and plan,
+    and lets its sandbox see the package that site imports."""
     honest = getattr(sandbox.child_environment, "__wrapped__", sandbox.child_environment)  # planted once
     text = ",".join(f"{name}={value}" for name, value in zip(_NAMES, (plan.pog_from_round, plan.job_every))
                     if value is not None)
@@ -169,6 +171,9 @@ def plant_child_cheat(plan: CheatPlan, sandbox: ModuleType) -> None:
         return env
 
     sandbox.child_environment = cheating
+    # The sandbox shows the model only the packages it needs; the cheater's site imports this one.
+    if "unchained_cli" not in sandbox.SANDBOX_PACKAGES:
+        sandbox.SANDBOX_PACKAGES = (*sandbox.SANDBOX_PACKAGES, "unchained_cli")
 
 
 # -- the job cheat -------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import subprocess
 import tempfile
 import time
 from collections.abc import Callable
@@ -24,10 +25,12 @@ from rich.console import Console
 from rich.table import Table
 
 from backend.client import BackendClient
-from backend.renter import FundedJob, end_lease, start_lease, submit_job
+from backend.renter import FundedJob, bind_ssh_key, end_lease, start_lease, submit_job, wait_for_access
 from backend.wallet import Wallet
 from client.keystore import load_keystore
 from protocol.jobs import encode_output
+from provider_agent.lease_env import LeaseEnvError, LeaseEnvironments
+from unchained_cli.errors import CliError
 from unchained_cli.feed import MarketFeed
 from unchained_cli.market import (FAST_PARAMS, Accounts, LocalMarket, MarketPlan, Party,
                                   ProviderPlan, eth)
@@ -43,7 +46,7 @@ JOB_ITEMS = 6
 MAX_PRICE_WEI = 10**17
 
 
-class DemoError(RuntimeError):
+class DemoError(CliError):
     """The scenario did not reach a step in time; the message says which, with the logs' tails."""
 
 
@@ -119,6 +122,30 @@ class Scenario:
         except Exception:  # not indexed yet
             return False
 
+    def _log_in(self, renter: Renter, lease_id: int) -> None:
+        """The renter binds an SSH key to the lease, waits for the provider's signed connection
+        details and runs a command on the leased machine with a real ssh client."""
+        try:
+            LeaseEnvironments.check_tools()
+        except LeaseEnvError as exc:
+            self.console.log(f"lease {lease_id}: no SSH login in this demo ({exc})")
+            return
+        key = self.market.root / "keystores" / f"{renter.name}-ssh"
+        if not key.exists():
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+        bind_ssh_key(renter.client, renter.wallet, lease_id, key.with_suffix(".pub").read_text())
+        access = wait_for_access(renter.client, renter.wallet, lease_id, 60)
+        self.console.log(f"{renter.name}: lease {lease_id} delivered (confirmed on-chain): "
+                         f"{' '.join(access.ssh_command())}, host key {access.host_key_fingerprint}")
+        command = "hostname; echo GPUs: ${CUDA_VISIBLE_DEVICES:-none}; nproc; df -h ~ | tail -1"
+        ran = subprocess.run(["ssh", "-i", str(key), "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
+                              "-o", "StrictHostKeyChecking=no", "-o", f"UserKnownHostsFile={key}.known_hosts",
+                              "-o", "LogLevel=ERROR", *access.ssh_command()[1:], command],
+                             capture_output=True, text=True, timeout=60)
+        if ran.returncode != 0:
+            raise DemoError(f"ssh into lease {lease_id} failed: {ran.stderr.strip()}")
+        self.console.log(f"{renter.name} over SSH on the leased machine: {' | '.join(ran.stdout.split(chr(10))[:-1])}")
+
     def run(self) -> tuple[int, int, int]:
         m = self.market
         self.follow("both providers to pass Proof of GPU", lambda: self.listed("honest") and self.listed("cheater"))
@@ -131,7 +158,7 @@ class Scenario:
 
         lease_id, _cost, _tx = start_lease(alice.wallet, m.parties["honest"].address, 1, 600)
         self.follow("the honest provider's miner to yield to the lease", lambda: self.feed.state("mining", "honest") == "leased", 60)
-        time.sleep(3)
+        self._log_in(alice, lease_id)
         end_lease(alice.wallet, lease_id)
         self.follow(f"lease {lease_id} to end and mining to resume",
                     lambda: self.feed.state("lease", lease_id) == "ended" and self.feed.state("mining", "honest") == "mining", 60)

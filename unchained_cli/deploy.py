@@ -22,10 +22,12 @@ from typing import Any
 from eth_account.signers.local import LocalAccount
 from web3 import Web3
 from web3.contract import Contract
-from web3.middleware import SignAndSendRawMiddlewareBuilder
 
+from client import contracts
+from client.tx import TxSender, connect
 from protocol.deployments import Deployment, DeployedContract
 from unchained_cli import contract_artifacts
+from unchained_cli.errors import CliError
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +38,7 @@ DAY = 24 * 3600
 HOUR = 3600
 
 
-class DeployError(RuntimeError):
+class DeployError(CliError):
     """The contract set could not be deployed."""
 
 
@@ -86,55 +88,47 @@ def load_artifact(name: str) -> dict[str, Any]:
 class Deployer:
     """Sends deployment and wiring transactions from one account and records what it deployed."""
 
-    web3: Web3
-    sender: str
+    sender: TxSender
     deployed: dict[str, DeployedContract] = field(default_factory=dict)
     gas_used: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def connect(cls, rpc_url: str, account: LocalAccount | None = None) -> "Deployer":
-        web3 = Web3(Web3.HTTPProvider(rpc_url, request_kwargs={"timeout": 60}))
-        if not web3.is_connected():
-            raise DeployError(f"no JSON-RPC node answers at {rpc_url}")
-        if account is not None:
-            web3.middleware_onion.inject(SignAndSendRawMiddlewareBuilder.build(account), layer=0)
-            sender = account.address
-        else:
+        web3 = connect(rpc_url)
+        if account is None:
             unlocked = web3.eth.accounts
             if not unlocked:
                 raise DeployError("the node unlocks no account: pass --keystore")
-            sender = unlocked[0]
-        web3.eth.default_account = sender
-        return cls(web3=web3, sender=sender)
+        return cls(TxSender(web3, account if account is not None else unlocked[0]))
 
-    def _wait(self, tx_hash: bytes, what: str) -> Any:
-        receipt = self.web3.eth.wait_for_transaction_receipt(tx_hash, timeout=120)
-        if receipt.status != 1:
-            raise DeployError(f"{what} reverted (tx {tx_hash.hex()})")
-        self.gas_used[what] = receipt.gasUsed
-        return receipt
+    @property
+    def web3(self) -> Web3:
+        return self.sender.web3
+
+    @property
+    def address(self) -> str:
+        return self.sender.address
 
     def deploy(self, name: str, *args: Any) -> Contract:
         artifact = load_artifact(name)
-        factory = self.web3.eth.contract(abi=artifact["abi"], bytecode=artifact["bytecode"])
-        receipt = self._wait(factory.constructor(*args).transact({"from": self.sender}), f"deploy {name}")
-        address = receipt.contractAddress
-        log.info("deployed %s at %s (gas %s)", name, address, receipt.gasUsed)
-        self.deployed[name] = DeployedContract(
-            address=address, abi=artifact["abi"], block=receipt.blockNumber
-        )
-        return self.web3.eth.contract(address=address, abi=artifact["abi"])
+        factory = contracts.factory(self.web3, artifact["abi"], artifact["bytecode"])
+        receipt = self.sender.send(factory.constructor(*args), what=f"deploy {name}")
+        self.gas_used[f"deploy {name}"] = receipt["gasUsed"]
+        address = receipt["contractAddress"]
+        log.info("deployed %s at %s (gas %s)", name, address, receipt["gasUsed"])
+        self.deployed[name] = DeployedContract(address=address, abi=artifact["abi"], block=receipt["blockNumber"])
+        return contracts.bind(self.web3, address, artifact["abi"])
 
     def call(self, contract: Contract, fn: str, *args: Any) -> None:
-        tx = getattr(contract.functions, fn)(*args).transact({"from": self.sender})
-        self._wait(tx, f"{fn}")
+        receipt = self.sender.send(getattr(contract.functions, fn)(*args), what=fn)
+        self.gas_used[fn] = receipt["gasUsed"]
 
 
 def deploy_all(deployer: Deployer, params: DeployParams = DeployParams()) -> Deployment:
     """Deploys and wires the contract set; returns what deployments/<chainId>.json records."""
     ensure_compiled()
     p = params
-    treasury = p.treasury or deployer.sender
+    treasury = p.treasury or deployer.address
     staking = deployer.deploy("Staking", p.unbonding_delay, p.slash_reward_bps, treasury)
     registry = deployer.deploy("ProviderRegistry", staking.address, p.min_provider_stake)
     escrow = deployer.deploy(
@@ -165,7 +159,7 @@ def deploy_all(deployer: Deployer, params: DeployParams = DeployParams()) -> Dep
         deployer.deploy("TestStablecoin")
     return Deployment(
         chain_id=deployer.web3.eth.chain_id,
-        deployer=deployer.sender,
+        deployer=deployer.address,
         contracts=dict(deployer.deployed),
         operator=operator,
     )
@@ -186,19 +180,19 @@ def operator_summary(deployer: "Deployer", treasury: str) -> dict[str, Any]:
     the deployer, and the treasury with the shares of money it receives. Raises DeployError
     when the chain disagrees."""
     web3 = deployer.web3
-    bound = {name: web3.eth.contract(address=c.address, abi=c.abi) for name, c in deployer.deployed.items()}
+    bound = {name: contracts.bind(web3, c.address, c.abi) for name, c in deployer.deployed.items()}
     roles: dict[str, dict[str, list[str]]] = {}
     for name, held in ROLE_HOLDERS.items():
         contract = bound[name]
         if not contract.functions.wired().call():
             raise DeployError(f"{name} is not wired: roles could still be granted")
         admin_role = contract.functions.DEFAULT_ADMIN_ROLE().call()
-        if contract.functions.hasRole(admin_role, deployer.sender).call():
+        if contract.functions.hasRole(admin_role, deployer.address).call():
             raise DeployError(f"the deployer holds the admin role of {name}")
         roles[name] = {}
         for role, holders in held.items():
             role_id = getattr(contract.functions, role)().call()
-            if contract.functions.hasRole(role_id, deployer.sender).call():
+            if contract.functions.hasRole(role_id, deployer.address).call():
                 raise DeployError(f"the deployer holds {role} on {name}")
             for holder in holders:
                 if not contract.functions.hasRole(role_id, bound[holder].address).call():

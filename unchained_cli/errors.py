@@ -1,8 +1,11 @@
 """The CLI's one error boundary: every expected failure becomes one line saying what to fix.
 
-`unchained_cli.main.main` runs the command tree inside `run_guarded`; an exception that reaches
-it is explained here (`explain`) and printed as one line on stderr with exit status 1 (2 for bad
-usage), never as a traceback. `--debug` (or UNCHAINED_DEBUG=1) lets the traceback through.
+The root command is a `GuardedGroup`: an exception any command raises (a service's sub-app
+included: they raise their package's errors and print none themselves) is explained here
+(`explain`) and printed as one line on stderr with exit status 1 (2 for bad usage, or what the
+error's `exit_code` says), never as a traceback. `unchained_cli.main.main` runs the tree inside
+`run_guarded`, which also explains what fails outside a command (parsing, the root callback).
+`--debug` (or UNCHAINED_DEBUG=1) lets the traceback through.
 
 Connection failures are recognised anywhere in an exception's cause chain, because the
 services wrap them in their own errors ("no JSON-RPC node at URL: HTTPConnectionPool(...)
@@ -11,17 +14,15 @@ Max retries exceeded ... NewConnectionError(...)") whose text buries what to do.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import typer
 from typer._click.exceptions import ClickException  # Typer >= 0.20 vendors Click as typer._click
+from typer.core import TyperGroup
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 DEBUG_ENV = "UNCHAINED_DEBUG"
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
@@ -68,7 +69,7 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         yield current
-        current = current.__cause__ or current.__context__
+        current = current.__cause__ or (None if current.__suppress_context__ else current.__context__)
 
 
 def _url_of(exc: BaseException) -> str | None:
@@ -116,91 +117,48 @@ def _connection(exc: BaseException) -> Explained | None:
     return None
 
 
-def _known_abis() -> list[list[dict[str, Any]]]:
-    """ABIs to decode revert data with: the packaged contract artifacts (an installed wheel),
-    the compiled contracts of a checkout, and every deployment file."""
-    abis = []
-    try:  # protocol/artifacts, where the packaging branch puts them
-        from unchained_cli.contract_artifacts import load, read_index
-
-        index = read_index() or {"contracts": []}
-        abis.extend(load(name)["abi"] for name in index["contracts"])
-    except Exception:  # absent on this tree or in this installation: the build folder serves
-        pass
-    for path in sorted((REPO_ROOT / "build" / "contracts").glob("*.json")):
-        try:
-            abis.append(json.loads(path.read_text())["abi"])
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-    for path in sorted((REPO_ROOT / "deployments").glob("*.json")):
-        try:
-            data = json.loads(path.read_text())
-            abis.extend(c["abi"] for c in data.get("contracts", {}).values() if isinstance(c, dict) and "abi" in c)
-        except (OSError, ValueError, AttributeError):
-            continue
-    return abis
-
-
-def decode_revert(data: str | bytes) -> str:
-    """`ErrorName(args)` from revert data, against every ABI the repository's deployments hold."""
-    from eth_abi import decode
-
-    from protocol.deployments import error_signatures
-
-    raw = bytes.fromhex(data[2:] if data.startswith("0x") else data) if isinstance(data, str) else bytes(data)
-    for abi in _known_abis():
-        known = error_signatures(abi).get(raw[:4])
-        if known:
-            name, types = known
-            try:
-                args = decode(types, raw[4:])
-            except Exception:  # malformed arguments: the name alone still says what happened
-                return f"{name}(...)"
-            return f"{name}({', '.join('0x' + a.hex() if isinstance(a, bytes) else str(a) for a in args)})"
-    return f"unknown revert 0x{raw.hex()}"
-
-
 def _chain_error(exc: BaseException) -> Explained | None:
-    from web3.exceptions import ContractCustomError, ContractLogicError, Web3RPCError
+    from web3.exceptions import ContractLogicError, Web3RPCError
+
+    from client.reverts import revert_of
 
     for err in _chain(exc):
         text = str(err)
         if isinstance(err, Web3RPCError | ValueError) and "insufficient funds" in text.lower():
             return Explained("insufficient funds: the account cannot pay this transaction's value plus gas; "
                              "fund it or ask for less (check the amount, --gpus, --hours)")
-        if isinstance(err, ContractCustomError):
-            data = err.data if isinstance(err.data, str | bytes) else str(err.data)
-            return Explained(f"the contract refused: {decode_revert(data)}")
-        if isinstance(err, ContractLogicError):
-            return Explained(f"the contract refused: {err}")
+        if isinstance(err, ContractLogicError):  # a revert raised by a read (sends raise TransactionReverted)
+            return Explained(f"the contract refused: {revert_of(err).text}")
     return None
 
 
 def _domain_roots() -> tuple[type[BaseException], ...]:
-    """Every package's root exception: their messages are written to be shown as they are."""
-    roots: list[type[BaseException]] = [CliError]
-    for module, name in (("backend.errors", "BackendError"), ("provider_agent", "ProviderAgentError"),
-                         ("verifier", "VerifierError"), ("protocol.errors", "ProtocolError"),
-                         ("client", "ClientError"), ("unchained_cli.chain", "ChainError"),
-                         ("unchained_cli.deploy", "DeployError"), ("unchained_cli.market", "MarketError"),
-                         ("unchained_cli.demo", "DemoError"), ("protocol.tasks", "BadBrokerUrl")):
-        try:
-            roots.append(getattr(__import__(module, fromlist=[name]), name))
-        except (ImportError, AttributeError):  # a package another branch adds
-            continue
-    return tuple(roots)
+    """Every package's one root exception: their messages are written to be shown as they are."""
+    from backend.errors import BackendError
+    from client.errors import ClientError
+    from protocol.errors import ProtocolError
+    from provider_agent import ProviderAgentError
+    from verifier import VerifierError
+
+    return (CliError, BackendError, ClientError, ProtocolError, ProviderAgentError, VerifierError)
 
 
 def explain(exc: BaseException) -> Explained:
     """One line (and an exit status) for any exception that reached the boundary."""
     if isinstance(exc, CliError):
         return Explained(str(exc), exc.exit_code)
-    for probe in (_connection, _chain_error):
-        found = probe(exc)
-        if found is not None:
-            return found
+    from client.errors import TransactionReverted
+
+    found = _connection(exc)
+    if found is not None:
+        return found
+    if isinstance(exc, TransactionReverted):  # decoded already, and says whether anything was sent
+        return Explained(_one_line(str(exc)))
+    found = _chain_error(exc)
+    if found is not None:
+        return found
     if isinstance(exc, _domain_roots()):
-        return Explained(_one_line(str(exc)) or type(exc).__name__)
+        return Explained(_one_line(str(exc)) or type(exc).__name__, getattr(exc, "exit_code", EXIT_FAILURE))
     if isinstance(exc, OSError) and exc.filename is not None:
         return Explained(f"{exc.filename}: {exc.strerror or exc}")
     return Explained(f"unexpected {type(exc).__name__}: {_one_line(str(exc))} "
@@ -223,6 +181,26 @@ def _show_usage_error(exc: ClickException) -> None:
         exc.show()
 
 
+def _report(exc: Exception) -> int:
+    explained = explain(exc)
+    typer.echo(f"error: {explained.message}", err=True)
+    return explained.exit_code
+
+
+class GuardedGroup(TyperGroup):
+    """The root command group: whatever a command raises ends here as one line (see above)."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (ClickException, typer.Exit, typer.Abort):  # Click's own ways out: it shows them
+            raise
+        except Exception as exc:
+            if debug_enabled():
+                raise
+            raise typer.Exit(_report(exc)) from exc
+
+
 def run_guarded(command: Any, args: list[str] | None = None, prog_name: str = "unchained") -> int:
     """Runs the command tree (`typer.main.get_command(app)`); returns the exit status and never
     raises, except with --debug."""
@@ -240,10 +218,8 @@ def run_guarded(command: Any, args: list[str] | None = None, prog_name: str = "u
     except KeyboardInterrupt:
         typer.echo("interrupted", err=True)
         return EXIT_INTERRUPTED
-    except Exception as exc:  # the boundary: everything else is explained in one line
+    except Exception as exc:  # failing outside a command (GuardedGroup explains the rest)
         if debug_enabled():
             raise
-        explained = explain(exc)
-        typer.echo(f"error: {explained.message}", err=True)
-        return explained.exit_code
+        return _report(exc)
 

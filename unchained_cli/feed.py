@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from client.log_follower import Batch, LogFollower, MemoryCursorStore
+
 from unchained_cli.market import LocalMarket, eth
 
 _JOB_VERBS = {"funded": "funded", "accepted": "accepted", "committed": "committed its output root for",
@@ -31,7 +33,7 @@ class MarketFeed:
     market: LocalMarket
     events: list[FeedEvent] = field(default_factory=list)
     _seen: dict[tuple[str, str], str] = field(default_factory=dict)
-    _slash_block: int = 0
+    _slashes_seen: MemoryCursorStore = field(default_factory=MemoryCursorStore)  # the Slashed follower's cursor
 
     def __post_init__(self) -> None:
         self.names = {p.address.lower(): name for name, p in self.market.parties.items()}
@@ -127,16 +129,15 @@ class MarketFeed:
         s = self.market.session
         if s is None:
             return
-        head = s.web3.eth.block_number
-        if head <= self._slash_block:
-            return
-        staking = s.contract("Staking")
-        for log in staking.events.Slashed().get_logs(from_block=self._slash_block + 1, to_block=head):
-            a = log.args
-            self._note("slash", f"{log.transactionHash.hex()}:{log.logIndex}", "slashed",
-                       f"[bold red]{self.who(a.offender)} slashed {eth(a.slashed)} ETH[/bold red] "
-                       f"({eth(a.reward)} ETH to {self.who(a.rewardRecipient)}, the rest to the treasury)")
-        self._slash_block = head
+        follower = LogFollower.for_deployment(s.web3, s.deployment, self._slashes_seen, {"Staking": ["Slashed"]})
+        follower.poll(self._note_slashes)
+
+    def _note_slashes(self, batch: Batch) -> None:
+        for e in batch.events:
+            a = e.args
+            self._note("slash", f"{e.tx_hash}:{e.log_index}", "slashed",
+                       f"[bold red]{self.who(a['offender'])} slashed {eth(a['slashed'])} ETH[/bold red] "
+                       f"({eth(a['reward'])} ETH to {self.who(a['rewardRecipient'])}, the rest to the treasury)")
 
     def _miners(self) -> None:
         for plan in self.market.plan.providers:

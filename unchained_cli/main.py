@@ -16,16 +16,17 @@ from web3 import Web3
 from provider_agent.cli import pog_app, provider_app  # first: it sets the OpenMP wait policy before torch loads
 from backend.cli import backend_app, job_app, lease_app, model_app
 from verifier.cli import verifier_app
-from unchained_cli.chain import ChainError, LocalChain, stop_on_sigterm
-from client import ClientError
+from unchained_cli.chain import LocalChain, stop_on_sigterm
 from client.keystore import PASSWORD_FILE_HELP, load_keystore
 from unchained_cli.account import account_app
-from unchained_cli.deploy import DeployError, Deployer, deploy_all, write_deployment
+from unchained_cli.broker import broker_app
+from unchained_cli.deploy import Deployer, deploy_all, write_deployment
 from unchained_cli.withdraw import withdraw
-from unchained_cli.errors import run_guarded, set_debug
+from unchained_cli.errors import BadOption, GuardedGroup, run_guarded, set_debug
 from unchained_cli.up import up
 
-app = typer.Typer(help="Unchained: a GPU compute marketplace with on-chain settlement.", no_args_is_help=True)
+app = typer.Typer(help="Unchained: a GPU compute marketplace with on-chain settlement.", no_args_is_help=True,
+                  cls=GuardedGroup)
 chain_app = typer.Typer(help="A local development chain (anvil).", no_args_is_help=True)
 app.add_typer(chain_app, name="chain")
 app.add_typer(pog_app, name="pog")
@@ -36,6 +37,7 @@ app.add_typer(model_app, name="model")
 app.add_typer(lease_app, name="lease")
 app.add_typer(verifier_app, name="verifier")
 app.add_typer(account_app, name="account")
+app.add_typer(broker_app, name="broker")
 app.command()(withdraw)
 app.command()(up)
 
@@ -71,11 +73,7 @@ def chain_up(
 ) -> None:
     """Start anvil, print its RPC URL and funded accounts, and run until Ctrl-C or SIGTERM."""
     stop_on_sigterm()
-    try:
-        chain = LocalChain(port=port, block_time=block_time or None).start()
-    except ChainError as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(1) from exc
+    chain = LocalChain(port=port, block_time=block_time or None).start()
     try:
         web3 = Web3(Web3.HTTPProvider(chain.rpc_url))
         table = Table(title=f"anvil at {chain.rpc_url} (chain id {web3.eth.chain_id})")
@@ -106,17 +104,11 @@ def deploy(
     out: Annotated[Path, typer.Option(help="Directory for <chainId>.json.")] = Path("deployments"),
 ) -> None:
     """Deploy the whole contract set and write deployments/<chainId>.json (addresses and ABIs)."""
-    try:
-        account = None
-        if keystore is not None:
-            account = load_keystore(keystore, password_file)
-        deployer = Deployer.connect(rpc, account)
-        with console.status("deploying contracts"):
-            deployment = deploy_all(deployer)
-        path = write_deployment(deployment, out)
-    except (DeployError, ClientError) as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(1) from exc
+    account = load_keystore(keystore, password_file) if keystore is not None else None
+    deployer = Deployer.connect(rpc, account)
+    with console.status("deploying contracts"):
+        deployment = deploy_all(deployer)
+    path = write_deployment(deployment, out)
     table = Table(title=f"chain {deployment.chain_id}: deployed by {deployment.deployer}")
     table.add_column("contract")
     table.add_column("address")
@@ -145,8 +137,7 @@ def demo(
     import dataclasses
     import signal
 
-    from unchained_cli.demo import DEMO_PLAN, DemoError, run
-    from unchained_cli.market import MarketError
+    from unchained_cli.demo import DEMO_PLAN, run
 
     def interrupted(signum: int, _frame: object) -> None:
         raise KeyboardInterrupt(f"signal {signum}")
@@ -157,8 +148,7 @@ def demo(
         try:
             result_backend_url(broker)  # the services would refuse it later, one by one
         except BadBrokerUrl as exc:
-            console.print(f"[red]error:[/red] --broker: {exc}")
-            raise typer.Exit(2) from exc
+            raise BadOption("--broker", str(exc)) from exc
     signal.signal(signal.SIGTERM, interrupted)
     plan = dataclasses.replace(DEMO_PLAN, broker_url=broker) if broker else DEMO_PLAN
     try:
@@ -166,9 +156,6 @@ def demo(
     except KeyboardInterrupt:
         console.print("[yellow]interrupted: every process the demo started is stopped[/yellow]")
         raise typer.Exit(130) from None
-    except (DemoError, MarketError, ChainError, DeployError) as exc:
-        console.print(f"[red]demo failed:[/red] {exc}")
-        raise typer.Exit(1) from exc
 
 
 @app.command()
@@ -181,9 +168,8 @@ def bench(
     try:
         with console.status("running benchmarks"):
             text = run(only)
-    except ValueError as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from exc
+    except ValueError as exc:  # a section name bench does not know
+        raise BadOption("--only", str(exc)) from exc
     console.print(text, markup=False, soft_wrap=True)  # markdown tables, never wrapped
     if not only:
         console.print(f"wrote {BENCHMARKS_MD}")

@@ -27,10 +27,12 @@ import httpx
 from eth_account import Account
 from web3 import Web3
 
+from client.broker import grant
 from client.keystore import PASSWORD_FILE_ENV
 from protocol.deployments import Deployment
 from unchained_cli.chain import LocalChain, block_time_from_env, die_with_parent, free_port
 from unchained_cli.deploy import DeployParams, Deployer, deploy_all, write_deployment
+from unchained_cli.errors import CliError
 from unchained_cli.session import ChainSession
 
 log = logging.getLogger(__name__)
@@ -55,7 +57,7 @@ FAST_PARAMS = DeployParams(
     fraud_window=45, vote_window=45, escalation_window=90, unbonding_delay=3600)
 
 
-class MarketError(RuntimeError):
+class MarketError(CliError):
     """A part of the local market did not start or stopped unexpectedly."""
 
 
@@ -82,6 +84,9 @@ class MarketPlan:
     # block, as on a real chain.
     instant: bool = True
     broker_url: str | None = None  # None: a private redis-server if installed, else SQLite
+    # On the market's own redis-server, each party connects as its own ACL user (`unchained broker
+    # grant`): the backend may only push to providers' queues, a provider reach only its own.
+    broker_users: bool = True
     pog_interval_s: float = 30.0
     pog_jitter_s: float = 2.0
     pog_n: int = 256  # small enough for a CPU in a second; a real verifier picks n from the class
@@ -200,6 +205,7 @@ class Broker:
     url: str
     server: Service | None = None
     port: int | None = None
+    users: bool = False  # grant each party its own user (on a server of our own only)
 
     @classmethod
     def choose(cls, root: Path, url: str | None) -> Broker:
@@ -209,10 +215,16 @@ class Broker:
         if binary is None:
             return cls(f"sqla+sqlite:///{root / 'broker.sqlite'}")
         port = free_port()
+        users = root / "broker-users.acl"  # the granted users survive a restart (fault tests)
+        users.touch()
         server = Service("redis", [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                                   "--appendonly", "no", "--dir", str(root)],
+                                   "--appendonly", "no", "--dir", str(root), "--aclfile", str(users)],
                          dict(os.environ), root / "logs" / "redis.log")
         return cls(f"redis://127.0.0.1:{port}/0", server, port)
+
+    def url_for(self, role: str, address: str | None = None) -> str:
+        """The URL a party connects with: its own user on a server of our own, else the URL."""
+        return grant(self.url, role, address) if self.server is not None and self.users else self.url
 
     @property
     def kind(self) -> str:
@@ -326,7 +338,7 @@ class LocalMarket:
         self.services: dict[str, Service] = {}
         self.chain = LocalChain(port=rpc_port or free_port(), block_time=plan.block_time,
                                 accounts=max(accounts or 0, plan.accounts), mixed_mining=plan.instant)
-        self.broker = Broker.choose(self.root, plan.broker_url)
+        self.broker = replace(Broker.choose(self.root, plan.broker_url), users=plan.broker_users)
         self.backend_port = backend_port or free_port()
         self.metrics_ports: dict[str, int] = {}
         keys = self.root / "keystores"
@@ -429,8 +441,11 @@ class LocalMarket:
         prefix = "UNCHAINED_BACKEND_"
         env = {prefix + k.upper(): str(v) for k, v in {
             "data_dir": self.backend_data, "rpc_url": self.chain.rpc_url, "deployment_file": self.deployment_file,
-            "confirmations": 0, "index_poll_seconds": 0.2, "broker_url": self.broker.url, "dispatch": "true",
-            "public_url": self.backend_url}.items()}
+            "confirmations": 0, "index_poll_seconds": 0.2, "broker_url": self.broker.url_for("backend"),
+            "dispatch": "true", "public_url": self.backend_url,
+            # the dispatch key: the deployer's (anvil #0), which providers take jobs from
+            "keystore": write_keystore(self.root / "keystores", 0)[0], "password_file": self.password_file,
+        }.items()}
         service = self._launch("backend", ["backend", "serve", "--port", str(self.backend_port)], env)
         if not wait_for(lambda: self._healthy(service), 60, 0.2):
             raise MarketError(f"the backend did not start:\n{service.tail()}")
@@ -455,13 +470,15 @@ class LocalMarket:
         prefix = "UNCHAINED_PROVIDER_"
         env = {prefix + k.upper(): str(v) for k, v in {
             "rpc_url": self.chain.rpc_url, "keystore": party.keystore,
-            "deployments_dir": self.deployment_file.parent, "broker_url": self.broker.url,
+            "deployments_dir": self.deployment_file.parent, "broker_url": self.broker.url_for("provider", party.address),
             "backend_url": self.backend_url, "data_dir": self.provider_data(name), "mining": plan.mining,
             "stake_wei": self.plan.provider_stake_wei, "price_per_job_unit_wei": plan.price_per_job_unit_wei,
             "price_per_gpu_hour_wei": plan.price_per_gpu_hour_wei, "metadata_uri": f"demo://{name}",
             "heartbeat_s": 2.0, "job_timeout_s": 60.0, "job_memory_bytes": 3 << 30,
             "upload_backoff_s": 0.2, "upload_retry_s": 2.0, "visibility_timeout_s": 60,
-            "mining_resume_after_s": 1.0}.items()}
+            "mining_resume_after_s": 1.0,
+            # One machine: leases' sshd answer on loopback, under the name the renter is given.
+            "lease_public_host": "127.0.0.1", "lease_listen_host": "127.0.0.1"}.items()}
         env[PASSWORD_FILE_ENV] = str(self.password_file)
         if plan.cheat:
             env["UNCHAINED_CHEAT"] = plan.cheat
@@ -493,7 +510,8 @@ class LocalMarket:
         prefix = "UNCHAINED_VERIFIER_"
         env = {prefix + k.upper(): str(v) for k, v in {
             "rpc_url": self.chain.rpc_url, "keystore": party.keystore,
-            "deployment_file": self.deployment_file, "broker_url": self.broker.url, "backend_url": self.backend_url,
+            "deployment_file": self.deployment_file, "broker_url": self.broker.url_for("verifier", party.address),
+            "backend_url": self.backend_url,
             "stake_wei": self.plan.verifier_stake_wei, "pog_interval_s": self.plan.pog_interval_s,
             "pog_jitter_s": self.plan.pog_jitter_s, "pog_n": self.plan.pog_n, "pog_dtype": "fp32",
             "pog_backoff_s": 3, "poll_s": 1.0, "metrics_port": port, "work_dir": self.root / name,

@@ -7,51 +7,45 @@ own keys in their own services; nothing here is used by them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from web3 import Web3
 from web3.contract import Contract
-from web3.exceptions import ContractCustomError
 from web3.types import TxReceipt
 
-from protocol.deployments import Deployment, describe_revert
-
-
-class TransactionFailed(RuntimeError):
-    """A transaction reverted; carries what was attempted."""
+from client import contracts
+from client.tx import TxSender, connect
+from protocol.deployments import Deployment
 
 
 @dataclass
 class ChainSession:
     web3: Web3
     deployment: Deployment
+    _senders: dict[str, TxSender] = field(default_factory=dict, repr=False)
 
     @classmethod
     def connect(cls, rpc_url: str, deployment: Deployment) -> "ChainSession":
-        return cls(Web3(Web3.HTTPProvider(rpc_url, request_kwargs={"timeout": 60})), deployment)
+        return cls(connect(rpc_url), deployment)
 
     def contract(self, name: str) -> Contract:
-        deployed = self.deployment.contract(name)
-        return self.web3.eth.contract(address=deployed.address, abi=deployed.abi)
+        return contracts.deployed(self.web3, self.deployment, name)
 
     @property
     def accounts(self) -> list[str]:
         return self.web3.eth.accounts
 
+    def sender(self, address: str) -> TxSender:
+        """The one sender of an unlocked account (it owns that account's nonce)."""
+        key = Web3.to_checksum_address(address)
+        if key not in self._senders:
+            self._senders[key] = TxSender(self.web3, key, self.deployment)
+        return self._senders[key]
+
     def send(self, fn: Any, sender: str, value: int = 0, what: str = "") -> TxReceipt:
         """Sends `fn` (a bound contract function) from `sender` and waits for success."""
-        try:
-            # Estimated on the pending block, where it runs: on the latest block a call reading
-            # that block's own hash (fresh PoG/challenge randomness) would be refused.
-            gas = fn.estimate_gas({"from": sender, "value": value}, block_identifier="pending")
-            tx_hash = fn.transact({"from": sender, "value": value, "gas": gas + gas // 5})
-        except ContractCustomError as exc:
-            raise TransactionFailed(f"{what or fn.fn_name}: {describe_revert(self.deployment, exc.data)}") from exc
-        receipt = self.web3.eth.wait_for_transaction_receipt(tx_hash)
-        if receipt.status != 1:
-            raise TransactionFailed(f"{what or fn.fn_name} reverted (tx {tx_hash.hex()})")
-        return receipt
+        return self.sender(sender).send(fn, value, what or None)
 
     def advance(self, seconds: int) -> None:
         """Moves the chain's clock forward and mines a block (anvil's evm_increaseTime)."""

@@ -15,11 +15,10 @@ from typing import Annotated, Optional
 import typer
 from web3 import Web3
 
-from backend.errors import BackendError
 from backend.wallet import Wallet
-from client import ClientError
 from client.keystore import PASSWORD_FILE_HELP, load_keystore
-from client.payouts import Payout, owed_to
+from client.payouts import owed_to
+from unchained_cli.errors import BadOption
 
 
 def _when(timestamp: int, now: int) -> str:
@@ -43,26 +42,23 @@ def withdraw(
                         "found without it.")] = None,
 ) -> None:
     """Withdraw every balance the contracts owe you (escrow, leases, challenges, stake)."""
-    done: list[Payout] = []
-    try:
-        for address in token or []:
-            if not Web3.is_address(address):
-                raise typer.BadParameter(f"--token: {address!r} is not an address")
-        account = load_keystore(keystore, password_file)
-        wallet = Wallet(rpc, account, deployment)
-        owed = owed_to(wallet.web3, wallet.deployment, account.address, token or [])
-        if not owed.payable:
-            typer.echo(f"nothing owed to {account.address}")
-        for payout in owed.payable:
+    for address in token or []:
+        if not Web3.is_address(address):
+            raise BadOption("--token", f"{address!r} is not an address")
+    account = load_keystore(keystore, password_file)
+    wallet = Wallet(rpc, account, deployment)
+    owed = owed_to(wallet.web3, wallet.deployment, account.address, token or [])
+    if not owed.payable:
+        typer.echo(f"nothing owed to {account.address}")
+    for done, payout in enumerate(owed.payable):
+        try:
             receipt = wallet.send(payout.call)
-            done.append(payout)
-            typer.echo(f"{payout.contract} {payout.what}: {payout.shown()} "
-                       f"(tx 0x{bytes(receipt['transactionHash']).hex()})")
-    except (ClientError, BackendError) as exc:
-        if done:
-            typer.echo(f"paid out {len(done)} balance(s) before this failed", err=True)
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from exc
+        except Exception:
+            if done:  # the boundary explains the failure; this says what went through before it
+                typer.echo(f"paid out {done} balance(s) before this failed", err=True)
+            raise
+        typer.echo(f"{payout.contract} {payout.what}: {payout.shown()} "
+                   f"(tx 0x{bytes(receipt['transactionHash']).hex()})")
     if owed.waiting is not None:
         typer.echo(f"Staking: {Web3.from_wei(owed.waiting.amount, 'ether')} ETH still unbonding until "
                    f"{_when(owed.waiting.release_at, owed.now)}; run withdraw again then")

@@ -1,4 +1,5 @@
-"""The verifier's reads from the backend, signed in with its own key (Sign-In with Ethereum).
+"""The verifier's reads from the backend, signed in with its own key (Sign-In with Ethereum,
+through the one SIWE client `client.siwe.SiweSession`: renewed before it expires).
 
 The backend serves a job's private inputs, private model and outputs to staked verifiers; the
 verifier trusts none of it: specs are checked against the on-chain specHash, content against
@@ -11,17 +12,16 @@ this to us: a configuration problem to log).
 from __future__ import annotations
 
 import logging
-import threading
-from collections.abc import Generator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import httpx
-from eth_account.messages import encode_defunct
 from eth_account.signers.local import LocalAccount
 
+from client.errors import SignInFailed
+from client.siwe import SiweSession
 from protocol.merkle import keccak256
-from protocol.siwe import domain_of, login_message
 from verifier import VerifierError
 
 logger = logging.getLogger(__name__)
@@ -55,48 +55,13 @@ class JobResult:
     items: dict[int, ResultItem]
 
 
-class _SiweAuth(httpx.Auth):
-    """A bearer session opened by signing the backend's SIWE message with the verifier's key;
-    a 401 (expired or forgotten session) signs in again once and repeats the request."""
-
-    def __init__(self, base_url: str, account: LocalAccount, lifetime_s: int, timeout: float) -> None:
-        self.base_url, self.account, self.lifetime_s, self.timeout = base_url, account, lifetime_s, timeout
-        self._token: str | None = None
-        self._lock = threading.Lock()
-
-    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
-        request.headers["Authorization"] = f"Bearer {self._session(renew=False)}"
-        response = yield request
-        if response.status_code == 401:
-            request.headers["Authorization"] = f"Bearer {self._session(renew=True)}"
-            yield request
-
-    def _session(self, renew: bool) -> str:
-        with self._lock:
-            if renew or self._token is None:
-                self._token = self._sign_in()
-            return self._token
-
-    def _sign_in(self) -> str:
-        with httpx.Client(base_url=self.base_url, timeout=self.timeout) as http:
-            issued = _checked(_call(lambda: http.get("/auth/nonce")), "sign-in nonce").json()
-            here = domain_of(self.base_url)
-            if issued["domain"] != here:  # never sign a message for another domain (relay protection)
-                raise BackendRefused(f"sign-in: the server asks for {issued['domain']!r} but is {here!r}")
-            text = login_message(issued["domain"], self.account.address, issued["uri"], int(issued["chain_id"]),
-                                 issued["nonce"], self.lifetime_s).text()
-            signature = self.account.sign_message(encode_defunct(text=text)).signature.hex()
-            session = _checked(_call(lambda: http.post("/auth/login", json={"message": text, "signature": signature})),
-                               "sign-in").json()
-        logger.info("verifier %s signed in to %s", self.account.address, self.base_url)
-        return str(session["token"])
-
-
 def _call(request: Any) -> httpx.Response:
     try:
         return request()
     except httpx.TransportError as exc:
         raise BackendUnavailable(f"backend unreachable: {exc}") from exc
+    except SignInFailed as exc:
+        raise (BackendUnavailable if exc.transient else BackendRefused)(str(exc)) from exc
 
 
 def _checked(response: httpx.Response, what: str) -> httpx.Response:
@@ -114,7 +79,7 @@ class VerifierBackend:
     def __init__(self, base_url: str, account: LocalAccount, lifetime_s: int = 3600, timeout: float = 30.0) -> None:
         self.base_url = base_url.rstrip("/")
         self.http = httpx.Client(base_url=self.base_url, timeout=timeout,
-                                 auth=_SiweAuth(self.base_url, account, lifetime_s, timeout))
+                                 auth=SiweSession(account, self.base_url, lifetime_s))
 
     def content(self, content_hash: bytes) -> bytes:
         """Content by keccak256 (spec, model, input), checked against its hash here."""

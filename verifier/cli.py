@@ -10,11 +10,10 @@ from typing import Annotated
 import typer
 from prometheus_client import start_http_server
 from rich.console import Console
-from rich.markup import escape
 from web3 import Web3
 
-from client import ClientError
 from client.keystore import PASSWORD_FILE_HELP, load_keystore
+from client.task_auth import TaskAuth, domain_of
 from protocol.deployments import Deployment, DeploymentFormatError
 from protocol.tasks import BadBrokerUrl
 from protocol.units import eth
@@ -92,14 +91,17 @@ def run(
         if settings.keystore is None:
             raise VerifierError("a verifier signs with its own key: pass --keystore")
         account = load_keystore(settings.keystore, settings.password_file)
-        try:
-            app = make_celery(settings.broker_url)
+        try:  # the URL is checked before the chain is asked anything; the key signs on first send
+            app = make_celery(settings.broker_url, lambda: task_auth)
         except BadBrokerUrl as exc:
             raise VerifierError(f"--broker: {exc}") from exc
         known = _deployment(settings.rpc_url, settings.deployment_file)
+        task_auth = TaskAuth(domain_of(known), account)
         if work_dir is None:  # one directory per network, not the current directory
             settings = settings.model_copy(update={"work_dir": Path.home() / ".unchained" / str(known.chain_id)
                                                    / "verifier"})
+        if settings.state_db is None:
+            settings = settings.model_copy(update={"state_db": settings.work_dir / "state.sqlite"})
         chain = VerifierChain.connect(settings.rpc_url, known, account)
         auditor = committee = None
         if settings.backend_url:
@@ -116,8 +118,5 @@ def run(
         console.print(f"verifier {account.address} on {settings.rpc_url}; stake {eth(service.ensure_staked())}",
                       highlight=False)
         service.run_forever()
-    except (VerifierError, ClientError) as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True, highlight=False)
-        raise typer.Exit(1) from exc
     except KeyboardInterrupt:
         console.print("stopped")

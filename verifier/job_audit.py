@@ -26,34 +26,28 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NewType
 
 import numpy as np
 from hexbytes import HexBytes
 from web3.logs import DISCARD
 
+from client.contracts import Struct
+from client.errors import NodeUnavailable, TransactionReverted
+from client.watched_ids import WatchedIds
+from protocol.enums import ChallengeKind, ChallengeStatus, JobStatus
 from protocol.errors import ProtocolError
+from protocol.ids import ChallengeId, JobId
 from protocol.inference import batches_holding
 from protocol.jobs import JobSpec, JobSpecError, decode_output, encode_output, output_digest, within_tolerance
 from protocol.merkle import leaf_hash, verify_inclusion
 from verifier import VerifierError
 from verifier.backend_client import BackendRefused, BackendUnavailable, VerifierBackend
-from verifier.chain import ChainUnavailable, TransactionReverted, VerifierChain
+from verifier.chain import VerifierChain
 from verifier.reexec import Batch, ReexecFailed, ReexecLimits, reexecute
 from verifier.sampling import MAX_K, sample_items, sample_size
+from verifier.watch import COMMITTED_JOB, JOB_CHALLENGE, answer_events, watch_chain
 
 logger = logging.getLogger(__name__)
-
-JobId = NewType("JobId", int)
-ChallengeId = NewType("ChallengeId", int)
-
-# IJobEscrow.JobStatus and IChallengeManager.Status / Kind
-_COMMITTED = 3
-OPEN, ANSWERED, ESCALATED = 1, 2, 3
-_JOB_KIND = 2
-# Job tuple fields (IJobEscrow.Job)
-_RENTER, _PROVIDER, _SPEC_HASH, _COMMITTED_AT, _WINDOW_END = 0, 1, 4, 6, 7
-_STATUS, _FROZEN, _ROOT, _ITEMS = 8, 9, 10, 11
 
 
 class AuditError(VerifierError):
@@ -188,12 +182,10 @@ def revealed_digests(chain: VerifierChain, challenge_id: int) -> dict[int, bytes
     """The digests the provider revealed on-chain for a challenge: index -> digest, read from
     its `respond` transaction (the contract verified their inclusion before accepting it)."""
     manager = chain.contract("ChallengeManager")
-    since = chain.deployment.contract("ChallengeManager").block
-    logs = manager.events.ChallengeAnswered().get_logs(from_block=since,
-                                                       argument_filters={"challengeId": challenge_id})
-    if not logs:
+    answers = answer_events(chain, challenge_id)
+    if not answers:
         raise AuditError(f"challenge {challenge_id}: no ChallengeAnswered event")
-    tx = chain.web3.eth.get_transaction(logs[0].transactionHash)
+    tx = chain.web3.eth.get_transaction(answers[0].tx_hash)
     _, args = manager.decode_function_input(tx["input"])
     indices = manager.functions.challengeIndices(challenge_id).call()
     return {int(i): bytes(HexBytes(leaf)) for i, leaf in zip(indices, args["leaves"], strict=True)}
@@ -205,13 +197,13 @@ def judge_answer(chain: VerifierChain, backend: VerifierBackend, reexec: JobReex
     audit's samples (uploaded, same digest as revealed, re-executed within tolerance).
     Returns (job id, evidence). Used by the challenger and by committee members alike."""
     c = chain.contract("ChallengeManager").functions.challenge(challenge_id).call()
-    if c[2] != _JOB_KIND:
+    if c.kind != ChallengeKind.JOB:
         raise AuditError(f"challenge {challenge_id} is not a job challenge")
-    job_id = c[9]
+    job_id = c.subject
     job = chain.contract("JobEscrow").functions.getJob(job_id).call()
-    spec = reexec.spec(job_id, job[_SPEC_HASH])
+    spec = reexec.spec(job_id, job.specHash)
     revealed = revealed_digests(chain, challenge_id)
-    return job_id, check_outputs(backend, reexec, job_id, spec, c[10], c[11], list(revealed), revealed)
+    return job_id, check_outputs(backend, reexec, job_id, spec, c.root, c.leafCount, list(revealed), revealed)
 
 
 @dataclass
@@ -235,17 +227,24 @@ class JobAuditor:
     done: set[int] = field(default_factory=set)
     not_escalating: set[int] = field(default_factory=set)  # answered challenges left to settle
     record: Callable[[str], None] = lambda event: None  # counts outcomes (the service's metrics)
+    watch: WatchedIds | None = None  # default: in memory (the service shares its own)
     _retries: dict[int, _Retry] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if self.watch is None:
+            self.watch = watch_chain(self.chain, None)
         self.escrow = self.chain.contract("JobEscrow")
         self.manager = self.chain.contract("ChallengeManager")
 
     # -- audits -----------------------------------------------------------------------------
 
     def committed_jobs(self) -> list[int]:
-        since = self.chain.deployment.contract("JobEscrow").block
-        return sorted({log.args.jobId for log in self.escrow.events.ResultCommitted().get_logs(from_block=since)})
+        """Jobs committed since the cursor and those not done yet (done ones are forgotten)."""
+        assert self.watch is not None
+        self.watch.refresh()
+        ids = self.watch.ids(COMMITTED_JOB)
+        self.watch.forget(COMMITTED_JOB, self.done.intersection(ids))
+        return [i for i in ids if i not in self.done]
 
     def tick(self) -> None:
         """Audits every due job once, then moves our own job challenges towards their end."""
@@ -254,21 +253,21 @@ class JobAuditor:
             if job_id in self.done or self._retries.get(job_id, _Retry()).next_at > time.monotonic():
                 continue
             job = self.escrow.functions.getJob(job_id).call()
-            if job[_STATUS] != _COMMITTED or job[_FROZEN] or now >= job[_WINDOW_END] \
-                    or self.chain.address in (job[_RENTER], job[_PROVIDER]):
+            if job.status != JobStatus.COMMITTED or job.frozen or now >= job.challengeWindowEnd \
+                    or self.chain.address in (job.renter, job.provider):
                 self.done.add(job_id)  # finished, challenged by someone else, or ours: nothing to audit
                 continue
             self._attempt(JobId(job_id), job)
         for challenge_id in self.own_challenges():
             self.follow_up(ChallengeId(challenge_id))
 
-    def _attempt(self, job_id: JobId, job: list) -> None:
+    def _attempt(self, job_id: JobId, job: Struct) -> None:
         try:
             evidence = self.audit(job_id, job)
             self.done.add(job_id)
             self.record("challenged" if evidence.faulty else "passed")
             self._retries.pop(job_id, None)
-        except (BackendUnavailable, ChainUnavailable, OSError) as exc:
+        except (BackendUnavailable, NodeUnavailable, OSError) as exc:
             retry = self._retries.setdefault(job_id, _Retry())
             retry.attempts += 1
             if retry.attempts >= self.max_attempts:
@@ -287,10 +286,10 @@ class JobAuditor:
             self.done.add(job_id)
             self.record("unauditable")
 
-    def audit(self, job_id: JobId, job: list) -> Evidence:
+    def audit(self, job_id: JobId, job: Struct) -> Evidence:
         """One audit of a committed job; challenges it on evidence of a fault."""
-        spec = self.reexec.spec(job_id, job[_SPEC_HASH])
-        item_count = job[_ITEMS]
+        spec = self.reexec.spec(job_id, job.specHash)
+        item_count = job.itemCount
         if item_count != len(spec.inputs):
             evidence = Evidence(note=f"committed {item_count} items, the spec has {len(spec.inputs)}")
         else:
@@ -299,8 +298,8 @@ class JobAuditor:
             # An item counts as missing only if it was missing when the result was read, and the
             # re-execution after that read may outlast the grace: judge the grace at the read.
             read_at = self.chain.now()
-            evidence = check_outputs(self.backend, self.reexec, job_id, spec, job[_ROOT], item_count, indices)
-            grace_end = job[_COMMITTED_AT] + (job[_WINDOW_END] - job[_COMMITTED_AT]) // 2
+            evidence = check_outputs(self.backend, self.reexec, job_id, spec, job.outputRoot, item_count, indices)
+            grace_end = job.committedAt + (job.challengeWindowEnd - job.committedAt) // 2
             if evidence.missing and not (evidence.unprovable or evidence.mismatched) and read_at < grace_end:
                 raise OutputsPending(job_id, evidence.missing, grace_end)
             logger.info("job %s: audited items %s of %d: %s", job_id, indices, item_count, evidence.describe())
@@ -329,35 +328,37 @@ class JobAuditor:
     def own_challenges(self) -> list[int]:
         """Job challenges this verifier opened that have not ended (found on-chain: a restarted
         verifier finishes them)."""
-        since = self.chain.deployment.contract("ChallengeManager").block
-        logs = self.manager.events.JobChallenged().get_logs(
-            from_block=since, argument_filters={"challenger": self.chain.address})
-        ids = sorted({log.args.challengeId for log in logs})
-        return [i for i in ids if self.manager.functions.challenge(i).call()[3] in (OPEN, ANSWERED)]
+        assert self.watch is not None
+        self.watch.refresh()
+        ids = self.watch.ids(JOB_CHALLENGE)
+        live = [i for i in ids if self.manager.functions.challenge(i).call().status
+                in (ChallengeStatus.OPEN, ChallengeStatus.ANSWERED)]
+        self.watch.forget(JOB_CHALLENGE, set(ids) - set(live))
+        return live
 
     def follow_up(self, challenge_id: ChallengeId) -> None:
         """Fixes the challenge's randomness, claims a timeout, escalates a fault found in the
         answer, or settles an answer we find right; waits otherwise."""
         c = self.manager.functions.challenge(challenge_id).call()
-        status, deadline, answered_at, job_id = c[3], c[6], c[7], c[9]
+        status, deadline, job_id = c.status, c.responseDeadline, c.subject
         now = self.chain.now()
         try:
-            if status == OPEN and c[12] == bytes(32):
+            if status == ChallengeStatus.OPEN and c.randomness == bytes(32):
                 # The indices come from the hash of the challenge's anchor block, readable for 256
                 # blocks only: stored at once (the call re-anchors an expired one), so the
                 # provider can always learn them. A timeout is slashed without them.
                 receipt = self.chain.send(self.manager.functions.fixRandomness(challenge_id))
                 logger.info("challenge %s: randomness fixed, tx %s", challenge_id, receipt.transactionHash.hex())
-            if status == OPEN and now > deadline:
+            if status == ChallengeStatus.OPEN and now > deadline:
                 receipt = self.chain.send(self.manager.functions.claimTimeout(challenge_id))
                 self.record("timeout-claimed")
                 logger.warning("challenge %s: provider %s did not answer; timeout claimed, tx %s",
-                               challenge_id, c[5], receipt.transactionHash.hex())
+                               challenge_id, c.provider, receipt.transactionHash.hex())
                 self.backend.report("job", job_id, "timeout_claimed", challenge_id=challenge_id,
                                     tx_hashes=[receipt.transactionHash.hex()],
-                                    detail=f"provider {c[5]} did not answer by {deadline}")
-            elif status == ANSWERED:
-                window_end = answered_at + self.manager.functions.escalationWindow().call()
+                                    detail=f"provider {c.provider} did not answer by {deadline}")
+            elif status == ChallengeStatus.ANSWERED:
+                window_end = c.answeredAt + self.manager.functions.escalationWindow().call()
                 if now <= window_end:
                     if challenge_id not in self.not_escalating:
                         self._judge_and_escalate(challenge_id)
@@ -374,7 +375,7 @@ class JobAuditor:
     def _judge_and_escalate(self, challenge_id: ChallengeId) -> None:
         try:
             job_id, evidence = judge_answer(self.chain, self.backend, self.reexec, challenge_id)
-        except (BackendUnavailable, ChainUnavailable, OSError) as exc:
+        except (BackendUnavailable, NodeUnavailable, OSError) as exc:
             logger.info("challenge %s: answer not judged yet: %s", challenge_id, exc)
             return
         except (ReexecFailed, BackendRefused, AuditError) as exc:
@@ -396,5 +397,5 @@ class JobAuditor:
                             **evidence.report_fields())
 
 
-__all__ = ["AuditError", "ChallengeId", "Evidence", "JobAuditor", "JobId", "JobReexecutor", "check_outputs",
-           "judge_answer", "revealed_digests"]
+__all__ = ["AuditError", "Evidence", "JobAuditor", "JobReexecutor", "check_outputs", "judge_answer",
+           "revealed_digests"]

@@ -7,31 +7,35 @@ does not confirm (the roots are read back from ProofOfGpu).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from celery import Celery
 from celery.exceptions import CeleryError, TimeoutError as CeleryTimeout
 from kombu.exceptions import KombuError
 
-from protocol.tasks import TASK_POG_ANSWER, TASK_POG_ROUND, provider_queue, result_backend_url
+from client.broker import QueueApps
+from client.task_auth import TaskAuth, TaskRefused, auth_of
+from protocol.tasks import TASK_POG_ANSWER, TASK_POG_ROUND, provider_queue
 from verifier.pog_onchain import LinkDown, ProverUnreachable
 
 
-def make_celery(broker_url: str) -> Celery:
-    """The verifier's Celery client. It waits on the provider's replies, so it reads them from
-    the broker's result store (raises protocol.tasks.BadBrokerUrl for a broker without one)."""
-    app = Celery("unchained-verifier", broker=broker_url, backend=result_backend_url(broker_url), set_as_current=False)
-    app.conf.update(task_serializer="json", result_serializer="json", accept_content=["json"])
-    return app
+def make_celery(broker_url: str, auth: Callable[[], TaskAuth]) -> QueueApps:
+    """The verifier's Celery clients, one per provider queue, signing with the verifier's key.
+    They wait on the providers' replies, so they read them from the broker's result store
+    (raises protocol.tasks.BadBrokerUrl for a broker without one)."""
+    return QueueApps("unchained-verifier", broker_url, auth, results=True)
 
 
 @dataclass
 class CeleryProverLink:
-    app: Celery
+    apps: QueueApps
     provider: str
     commit_timeout_s: float = 600.0  # a round fills the GPU's memory: minutes on a big card
     answer_timeout_s: float = 60.0
+
+    @property
+    def app(self):  # type: ignore[no-untyped-def]
+        return self.apps.for_provider(self.provider)
 
     def ready(self) -> None:
         try:
@@ -61,6 +65,10 @@ class CeleryProverLink:
             raise ProverUnreachable(f"{task} for {self.provider}: {exc}") from exc
         except Exception as exc:  # the provider's task raised: its failure, reported as such
             raise ProverUnreachable(f"{task} for {self.provider} failed: {type(exc).__name__}: {exc}") from exc
+        try:  # signed by the provider we asked, for this very task
+            reply = auth_of(self.app).open_reply(result.id, reply, [self.provider])
+        except TaskRefused as exc:
+            raise ProverUnreachable(f"{task} for {self.provider}: {exc}") from exc
         if not isinstance(reply, str):
             raise ProverUnreachable(f"{task} for {self.provider}: reply is {type(reply).__name__}, not JSON text")
         return reply.encode()

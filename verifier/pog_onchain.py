@@ -31,13 +31,17 @@ from typing import Protocol
 
 from web3.logs import DISCARD
 
+from client.errors import NodeUnavailable, TransactionReverted
+from client.contracts import Struct
+from protocol.enums import ChallengeStatus, RoundStatus
 from protocol.errors import ProtocolError, WrongElement
 from protocol.pog.challenge import MIN_K, pog_round_seed, pog_secret_hash
 from protocol.pog.check import check_chunk
 from protocol.pog.messages import decode_commitment
 from verifier import VerifierError
-from verifier.chain import ChainUnavailable, TransactionReverted, VerifierChain
+from verifier.chain import VerifierChain
 from verifier.pog_checker import GpuClaim, PogChecker, RoundVerdict
+from verifier.watch import answer_events
 
 logger = logging.getLogger(__name__)
 
@@ -80,12 +84,6 @@ class ChallengeState(Enum):
     DISMISSED = "dismissed"  # the contract closed it Dismissed (e.g. that root was already slashed for)
     SETTLED = "settled"  # answered correctly: the provider earned the bond
     CLOSED = "closed"  # already resolved by someone (possibly before a restart)
-
-
-# Status enums of IChallengeManager.sol and IProofOfGpu.sol
-_OPEN, _ANSWERED = 1, 2
-_PROVIDER_FAULTED, _DISMISSED = 4, 7
-_REQUESTED, _COMMITTED = 1, 2
 
 
 _WALL_MARGIN_S = 30.0
@@ -146,7 +144,7 @@ class OnchainPog:
             randomness = os.urandom(32)  # the verifier's secret, revealed only now
             checker.reveal(randomness)
             verdict = checker.judge(self.link.answer(round_id, randomness, self.k))
-        except (LinkDown, ChainUnavailable, SeedNotFixed):
+        except (LinkDown, NodeUnavailable, SeedNotFixed):
             raise  # our failure, not the provider's: no verdict and no bond
         except (VerifierError, ProtocolError) as exc:
             logger.warning("PoG round %s for %s failed before judging: %s", round_id, provider, exc)
@@ -168,16 +166,16 @@ class OnchainPog:
         at once, then a timeout claim, a fraud proof from the revealed chunks, or settlement once
         the fraud window passed. The state returned is what the contract decided."""
         c = self.challenges.functions.challenge(challenge_id).call()
-        status, deadline, answered_at = c[3], c[6], c[7]
-        if status == _OPEN:
+        status, deadline = c.status, c.responseDeadline
+        if status == ChallengeStatus.OPEN:
             self.fix_randomness(challenge_id, c)
             if self.chain.now() <= deadline:
                 return ChallengeState.WAITING
             return self._close(challenge_id, self.challenges.functions.claimTimeout(challenge_id),
                                ChallengeState.SLASHED_TIMEOUT, f"no answer by {deadline}")
-        if status != _ANSWERED:
+        if status != ChallengeStatus.ANSWERED:
             return ChallengeState.CLOSED
-        window_end = answered_at + self.challenges.functions.fraudWindow().call()
+        window_end = c.answeredAt + self.challenges.functions.fraudWindow().call()
         window_open = self.chain.now() <= window_end
         fraud = self._find_fraud(challenge_id, c)
         if fraud is not None and window_open:
@@ -193,12 +191,12 @@ class OnchainPog:
         return self._close(challenge_id, self.challenges.functions.settle(challenge_id), ChallengeState.SETTLED,
                            "the answer stood")
 
-    def fix_randomness(self, challenge_id: int, c: Sequence | None = None) -> bool:
+    def fix_randomness(self, challenge_id: int, c: Struct | None = None) -> bool:
         """Stores an open challenge's randomness (readable by any transaction after the anchor
         block's: no block is waited for), or re-anchors it once expired, so the indices never
         become unreadable. Returns whether a transaction was sent."""
         c = c if c is not None else self.challenges.functions.challenge(challenge_id).call()
-        if c[3] != _OPEN or c[12] != bytes(32):
+        if c.status != ChallengeStatus.OPEN or c.randomness != bytes(32):
             return False
         try:
             receipt = self.chain.send(self.challenges.functions.fixRandomness(challenge_id))
@@ -217,28 +215,28 @@ class OnchainPog:
         try:
             receipt = self.chain.send(fn)
         except TransactionReverted as exc:
-            status = self.challenges.functions.challenge(challenge_id).call()[3]
-            if status in (_OPEN, _ANSWERED):
+            status = self.challenges.functions.challenge(challenge_id).call().status
+            if status in (ChallengeStatus.OPEN, ChallengeStatus.ANSWERED):
                 raise
             logger.info("challenge %s: already closed (status %s): %s", challenge_id, status, exc)
             return ChallengeState.CLOSED
         closed = self.challenges.events.ChallengeClosed().process_receipt(receipt, errors=DISCARD)
-        status = closed[0].args.status if closed else self.challenges.functions.challenge(challenge_id).call()[3]
+        status = closed[0].args.status if closed else self.challenges.functions.challenge(challenge_id).call().status
         tx = receipt.transactionHash.hex()
-        if status == _DISMISSED:
+        if status == ChallengeStatus.DISMISSED:
             logger.warning("challenge %s: %s; the contract dismissed it (nobody slashed), tx %s", challenge_id, why, tx)
             return ChallengeState.DISMISSED
-        if expected is not ChallengeState.SETTLED and status != _PROVIDER_FAULTED:
+        if expected is not ChallengeState.SETTLED and status != ChallengeStatus.PROVIDER_FAULTED:
             raise VerifierError(f"challenge {challenge_id}: contract closed it with status {status}, tx {tx}")
         logger.info("challenge %s: %s; contract decided %s, tx %s", challenge_id, why, expected.value, tx)
         return expected
 
     def _claims(self, provider: str) -> list[GpuClaim]:
-        gpu_model, _, _, _, uuid_hashes, registered_at, _ = self.registry.functions.providerOf(provider).call()
-        if not registered_at:
+        registered = self.registry.functions.providerOf(provider).call()
+        if not registered.registeredAt:
             raise VerifierError(f"provider {provider} is not registered")
-        model = gpu_model.rstrip(b"\0").decode(errors="replace")
-        return [PogChecker.claim(uuid, model, self.n, self.dtype) for uuid in uuid_hashes]
+        model = registered.gpuModel.rstrip(b"\0").decode(errors="replace")
+        return [PogChecker.claim(uuid, model, self.n, self.dtype) for uuid in registered.uuidHashes]
 
     def _seed_fixed(self, round_id: int, fix_tx: bytes, seed: bytes) -> None:
         """Our fixSeed is mined and fixed the seed we timed from (else the round is ours to lose)."""
@@ -246,15 +244,15 @@ class OnchainPog:
             self.chain.mined(fix_tx, f"fixSeed round {round_id}")
         except TransactionReverted as exc:
             raise SeedNotFixed(f"round {round_id}: {exc}") from exc
-        if self.pog.functions.round(round_id).call()[8] != seed:
+        if self.pog.functions.round(round_id).call().seed != seed:
             raise SeedNotFixed(f"round {round_id}: the seed on-chain is not the one we computed")
 
     def _wait_committed(self, round_id: int) -> None:
         """Polls for the roots until the commit deadline, by chain time or, on a chain that makes
         blocks only for transactions, by wall time (commit window plus a margin)."""
-        deadline = self.pog.functions.round(round_id).call()[4]
+        deadline = self.pog.functions.round(round_id).call().commitDeadline
         give_up = time.monotonic() + self.pog.functions.commitWindow().call() + _WALL_MARGIN_S
-        while self.pog.functions.round(round_id).call()[7] == _REQUESTED:
+        while self.pog.functions.round(round_id).call().status == RoundStatus.REQUESTED:
             if self.chain.now() > deadline or time.monotonic() > give_up:
                 raise ProverUnreachable(f"round {round_id}: no roots on-chain by the commit deadline {deadline}")
             time.sleep(self.poll_s)
@@ -269,8 +267,8 @@ class OnchainPog:
 
     def _fail(self, provider: str, round_id: int, verdict: RoundVerdict | None,
               gpus: Sequence[int], detail: str) -> RoundOutcome:
-        status = self.pog.functions.round(round_id).call()[7]
-        if status == _COMMITTED:  # attest the failure, then make the roots answer on-chain
+        status = self.pog.functions.round(round_id).call().status
+        if status == RoundStatus.COMMITTED:  # attest the failure, then make the roots answer on-chain
             self.chain.send(self.pog.functions.attest(round_id, 0, _bytes32(""), 0, False))
             return self._escalate(provider, round_id, verdict, gpus, detail)
         # Nothing committed: the round fails by itself at its commit deadline (markFailed).
@@ -290,10 +288,10 @@ class OnchainPog:
         logger.warning("PoG round %s for %s failed (%s); on-chain challenges %s", round_id, provider, detail, ids)
         return RoundOutcome(provider, round_id, verdict, tuple(ids), detail)
 
-    def _find_fraud(self, challenge_id: int, c: list) -> tuple[int, bytes, list[bytes], int] | None:
+    def _find_fraud(self, challenge_id: int, c: Struct) -> tuple[int, bytes, list[bytes], int] | None:
         """A wrong element among the chunks the provider revealed on-chain, if any."""
-        round_id, gpu_index, root = c[9], c[8], c[10]
-        n = self.pog.functions.round(round_id).call()[2]
+        round_id, gpu_index, root = c.subject, c.gpuIndex, c.root
+        n = self.pog.functions.round(round_id).call().n
         seed = self.pog.functions.gpuSeedOf(round_id, gpu_index).call()
         leaves, proofs = self._revealed(challenge_id)
         indices = self.challenges.functions.challengeIndices(challenge_id).call()
@@ -306,12 +304,10 @@ class OnchainPog:
 
     def _revealed(self, challenge_id: int) -> tuple[list[bytes], list[list[bytes]]]:
         """The answer's leaves and proofs, read back from the respond transaction's calldata."""
-        event = self.challenges.events.ChallengeAnswered()
-        since = self.chain.deployment.contract("ChallengeManager").block
-        logs = event.get_logs(from_block=since, argument_filters={"challengeId": challenge_id})
-        if not logs:
+        answers = answer_events(self.chain, challenge_id)
+        if not answers:
             raise VerifierError(f"challenge {challenge_id} is answered but its answer event is missing")
-        tx = self.chain.web3.eth.get_transaction(logs[-1].transactionHash)
+        tx = self.chain.web3.eth.get_transaction(answers[-1].tx_hash)
         _, args = self.challenges.decode_function_input(tx["input"])
         return list(args["leaves"]), [list(p) for p in args["proofs"]]
 

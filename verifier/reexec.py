@@ -1,13 +1,14 @@
 """Re-executes sampled job items in the sandboxed model executor of `client.sandbox`.
 
 A job's model is the renter's code, untrusted by the verifier as much as by the provider: it
-runs in the same sandboxed child the provider's jobs run in (allowlisted environment, memory,
-CPU and wall-clock limits, its own session, a parent-death signal), computing with
+runs in the same warm sandbox the provider's jobs run in (namespaces, allowlisted environment,
+memory, CPU and wall-clock limits, a fresh forked child per run), computing with
 `protocol.inference` over the whole batches that hold the sampled items (same neighbours, same
 batch size), so an honest provider's outputs are reproduced bit for bit.
 
-Files only cross the boundary: the verifier writes the model, the inputs and a request, the
-child writes one encoded output per item (or `error.json`); they are decoded here as untrusted.
+Files only cross the boundary: the verifier writes the model and the inputs, the sandbox
+copies them into its job directory and returns one encoded output per item; they are decoded
+here as untrusted.
 """
 
 from __future__ import annotations
@@ -76,8 +77,7 @@ def reexecute(job_id: int, model: bytes, model_format: str, batches: list[Batch]
     started = time.monotonic()
     try:
         run = run_model(work_dir / "model.bin", model_format, item_batches,
-                        Limits(limits.memory_bytes, limits.timeout_s, limits.threads), work_dir,
-                        label=f"job {job_id} re-execution")
+                        Limits(limits.memory_bytes, limits.timeout_s, limits.threads), label=f"job {job_id} re-execution")
     except SandboxFailed as exc:
         raise (ReexecTimedOut if exc.kind == "timeout" else ReexecFailed)(job_id, exc.message) from None
     outputs: dict[int, np.ndarray] = {}

@@ -2,8 +2,8 @@
 every on-chain challenge it opened to its end.
 
 Everything it needs to resume is on the chain: providers come from registry events, its own open
-challenges from ChallengeManager events filtered by challenger, so a restarted verifier finishes
-what a crashed one started.
+challenges from ChallengeManager events filtered by challenger, followed with a cursor in its
+state file (verifier.watch), so a restarted verifier finishes what a crashed one started.
 """
 
 from __future__ import annotations
@@ -14,19 +14,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
+from web3 import Web3
 
+from client.errors import NodeUnavailable, TransactionReverted
+from client.watched_ids import WatchedIds
+from protocol.enums import ChallengeStatus
 from verifier.backend_client import Decision, VerifierBackend
-from verifier.chain import ChainUnavailable, TransactionReverted, VerifierChain
+from verifier.chain import VerifierChain
 from verifier.committee import CommitteeMember
 from verifier.job_audit import JobAuditor
 from verifier.pog_onchain import ChallengeState, LinkDown, OnchainPog, ProverLink, SeedNotFixed
 from verifier.pog_scheduler import Outcome, PogScheduler, ProviderState, TransientRoundError
 from verifier.settings import Settings
+from verifier.watch import POG_CHALLENGE, PROVIDER, watch_chain
 
 logger = logging.getLogger(__name__)
-
-# IChallengeManager.Status
-_OPEN, _ANSWERED = 1, 2
 
 
 @dataclass
@@ -52,8 +54,11 @@ class VerifierService:
     metrics: VerifierMetrics = field(default_factory=VerifierMetrics)
     auditor: JobAuditor | None = None  # job audits and our job challenges (needs the backend)
     committee: CommitteeMember | None = None  # votes in job disputes opened by others
+    watch: WatchedIds | None = None  # default: kept in settings.state_db
 
     def __post_init__(self) -> None:
+        if self.watch is None:
+            self.watch = watch_chain(self.chain, self.settings.state_db)
         self.staking = self.chain.contract("Staking")
         self.registry = self.chain.contract("ProviderRegistry")
         self.leases = self.chain.contract("LeaseManager")
@@ -62,6 +67,7 @@ class VerifierService:
         for part in (self.auditor, self.committee):
             if part is not None:
                 part.record = lambda event: self.metrics.jobs.labels(event).inc()
+                part.watch = self.watch  # one cursor for every part
         s = self.settings
         self.scheduler = PogScheduler(self._round, interval_s=s.pog_interval_s, jitter_s=s.pog_jitter_s,
                                       max_concurrent=s.pog_concurrency, max_retries=s.pog_retries,
@@ -78,23 +84,25 @@ class VerifierService:
         return stake
 
     def providers(self) -> list[ProviderState]:
-        since = self.chain.deployment.contract("ProviderRegistry").block
-        logs = self.registry.events.ProviderRegistered().get_logs(from_block=since)
-        addresses = sorted({log.args.provider for log in logs})
+        assert self.watch is not None
+        self.watch.refresh()
+        addresses = sorted(Web3.to_checksum_address(a) for a in self.watch.ids(PROVIDER))
         self.metrics.providers.set(len(addresses))
         # A provider with no round on record (pogStatusOf's timestamp is zero) is benchmarked on
         # the next tick: it cannot take jobs before. One that failed waits its interval.
         return [ProviderState(a, self.registry.functions.isActive(a).call(), self.leases.functions.isLeased(a).call(),
-                              self.registry.functions.pogStatusOf(a).call()[4] != 0)
+                              self.registry.functions.pogStatusOf(a).call().timestamp != 0)
                 for a in addresses if a != self.chain.address]
 
     def open_challenges(self) -> list[int]:
         """PoG challenges this verifier opened that are not resolved yet."""
-        since = self.chain.deployment.contract("ChallengeManager").block
-        logs = self.challenges.events.PogChallenged().get_logs(
-            from_block=since, argument_filters={"challenger": self.chain.address})
-        ids = sorted({log.args.challengeId for log in logs})
-        return [i for i in ids if self.challenges.functions.challenge(i).call()[3] in (_OPEN, _ANSWERED)]
+        assert self.watch is not None
+        self.watch.refresh()
+        ids = self.watch.ids(POG_CHALLENGE)
+        live = [i for i in ids if self.challenges.functions.challenge(i).call().status
+                in (ChallengeStatus.OPEN, ChallengeStatus.ANSWERED)]
+        self.watch.forget(POG_CHALLENGE, set(ids) - set(live))
+        return live
 
     def tick(self) -> None:
         """One pass: due rounds, then every open challenge moved towards its end. Each provider's
@@ -105,7 +113,7 @@ class VerifierService:
         for challenge_id in self.open_challenges():
             try:
                 state = self._pog().follow_up(challenge_id)
-            except ChainUnavailable:
+            except NodeUnavailable:
                 raise  # nothing else can move either
             except Exception:
                 logger.exception("challenge %s: follow-up failed; retried next tick", challenge_id)
@@ -138,7 +146,7 @@ class VerifierService:
         while True:
             try:
                 self.tick()
-            except ChainUnavailable as exc:
+            except NodeUnavailable as exc:
                 logger.warning("chain unavailable, retrying: %s", exc)
             except Exception:  # e.g. another verifier won a race for the same challenge: the chain holds the state, retry from it
                 logger.exception("tick failed; the next tick starts again from the chain")
@@ -151,7 +159,7 @@ class VerifierService:
     def _round(self, provider: str) -> bool:
         try:
             outcome = self._pog(self.link_for(provider)).run_round(provider)
-        except (LinkDown, ChainUnavailable, SeedNotFixed) as exc:
+        except (LinkDown, NodeUnavailable, SeedNotFixed) as exc:
             raise TransientRoundError(str(exc)) from exc
         except Exception as exc:  # one provider's round must never stop the others' (or the follow-ups)
             logger.exception("provider %s: PoG round failed unexpectedly; retried with backoff", provider)
@@ -175,7 +183,7 @@ class VerifierService:
         backend = self._backend()
         if decision is None or backend is None:
             return
-        round_id = self.challenges.functions.challenge(challenge_id).call()[9]
+        round_id = self.challenges.functions.challenge(challenge_id).call().subject
         backend.report("pog", round_id, decision, challenge_id=challenge_id, detail=state.value)
 
 

@@ -35,6 +35,9 @@ class Settings(BaseModel):
     poll_s: float = Field(default=2.0, gt=0)
     metrics_port: int | None = 9102  # Prometheus /metrics; None: off
     work_dir: Path = Path("verifier-data")  # models and inputs of re-executed samples
+    # The log follower's cursor and the ids it follows (verifier.watch); None: kept in memory
+    # and read again from the deployment block at start (`verifier run` uses work_dir/state.sqlite).
+    state_db: Path | None = None
     reexec_memory_bytes: int = Field(default=4 << 30, gt=0)  # address-space limit of the model's child
     reexec_timeout_s: float = Field(default=120.0, gt=0)
     audit_attempts: int = Field(default=5, ge=1)  # tries before a transiently failing audit is given up

@@ -5,7 +5,7 @@ Amounts in wei are decimal strings (uint256 does not fit a JSON number safely)."
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_serializer
 
@@ -32,6 +32,14 @@ class WeiModel(BaseModel):
 
 def _wei(value: int | None) -> str | None:
     return None if value is None else str(value)
+
+
+class DeploymentPublic(BaseModel):
+    """Where the contracts live, for a browser wallet: the chain to be on and the addresses to
+    read from and send to (the ABIs are in deployments/<chainId>.json)."""
+
+    chain_id: int
+    contracts: dict[str, str] = Field(description="contract name -> address")
 
 
 class Health(BaseModel):
@@ -219,10 +227,32 @@ class LeasePublic(WeiModel):
     ended_by: str | None
     provider_earned: int | None
     renter_refund: int | None
+    ssh_public_key: str | None = None  # EIP-712 LeaseKey signed by the renter (key_signature)
+    key_signature: str | None = None
+    access: dict[str, Any] | None = None  # EIP-712 LeaseAccess signed by the provider (access_signature)
+    access_signature: str | None = None
 
     @field_serializer("paid", "provider_earned", "renter_refund")
     def _amounts(self, v: int | None) -> str | None:
         return _wei(v)
+
+
+SignatureStr = Annotated[str, Field(pattern=r"^0x[0-9a-fA-F]{130}$")]
+
+
+class LeaseKeyIn(BaseModel):
+    """The renter's SSH public key for a lease, signed by the renter's wallet (protocol.lease_access.LeaseKey)."""
+    sshPublicKey: str = Field(max_length=8192)
+    signature: SignatureStr
+
+
+class LeaseAccessIn(BaseModel):
+    """Where the lease's machine answers, signed by the provider (protocol.lease_access.LeaseAccess)."""
+    host: str = Field(max_length=253)
+    port: int = Field(gt=0, lt=65536)
+    user: str = Field(max_length=32)
+    hostKeyFingerprint: str = Field(max_length=64)
+    signature: SignatureStr
 
 
 ReportDecision = Literal["passed", "challenged", "escalated", "voted_fault", "voted_no_fault",

@@ -3,8 +3,8 @@ pragma solidity ^0.8.24;
 
 /// @title Escrow of renters' payments for jobs
 /// @notice A renter funds a job in ETH or an ERC-20 (plain tokens only: no fee on transfer, no
-/// rebasing); the provider accepts it and commits a Merkle root of its outputs before the
-/// deadline; after the challenge window the provider is paid (minus the protocol fee). A job with
+/// rebasing); the provider accepts it (explicitly, or implicitly by its first commit) and commits
+/// a Merkle root of its outputs before the deadline; after the challenge window the provider is paid (minus the protocol fee). A job with
 /// no commit by the deadline, a cancelled one, or one lost in a dispute refunds the renter in
 /// full. All payouts are pull balances per token (address(0) = ETH). Accepting needs the
 /// registry's minimum provider stake bonded, and locks it in Staking (no unbonding) until the job
@@ -85,6 +85,8 @@ interface IJobEscrow {
     error JobEscrowInvalidMaxDuration(uint256 maxJobDuration);
     error JobEscrowDeadlineTooFar(uint64 deadline, uint256 latest);
     error JobEscrowProviderUnderstaked(address provider, uint256 stake, uint256 minStake);
+    error JobEscrowBadBatchSize(uint256 length, uint256 maxLength);
+    error JobEscrowBatchLengthMismatch();
 
     /// Hooks used by other Unchained contracts (stable):
 
@@ -104,10 +106,11 @@ interface IJobEscrow {
 
     /// Public API:
 
-    /// @notice Funds a job for an active `provider` with msg.value == `price` wei.
+    /// @notice Funds a job for an active `provider` with msg.value == `price` wei (1..MAX_PRICE).
     /// @param specHash keccak256 of the canonical job spec
     /// @param deadline unix time by which the result must be committed (in the future, at most
-    /// maxJobDuration from now)
+    /// maxJobDuration from now and at most JobEscrow.MAX_DEADLINE, early 2106, so it packs into
+    /// 32 bits)
     /// @return jobId the new job's id (ids start at 1)
     function createJob(address provider, bytes32 specHash, uint256 price, uint64 deadline)
         external
@@ -124,13 +127,32 @@ interface IJobEscrow {
     function acceptJob(uint256 jobId) external;
 
     /// @notice The provider commits the Merkle root of its per-item output digests and the item
-    /// count before the deadline, opening the challenge window. Only while Accepted, with at least
-    /// the minimum provider stake bonded.
+    /// count (1..MAX_ITEM_COUNT) before the deadline, opening the challenge window. Only while
+    /// Accepted, with at least the minimum provider stake bonded; or while Funded, which accepts
+    /// the job on the way (JobAccepted is emitted and the stake locked as by acceptJob), so a
+    /// provider needs no separate accept transaction.
     function commitResult(uint256 jobId, bytes32 outputRoot, uint256 itemCount, bytes32 resultDigest) external;
+
+    /// @notice commitResult for up to MAX_BATCH_SIZE jobs in one transaction, entry i being
+    /// (jobIds[i], outputRoots[i], itemCounts[i], resultDigests[i]). All or nothing: an entry
+    /// that commitResult would refuse reverts the whole batch with commitResult's error (naming
+    /// the job), so no entry is silently skipped; the sender drops it and sends the rest again.
+    function commitResults(
+        uint256[] calldata jobIds,
+        bytes32[] calldata outputRoots,
+        uint256[] calldata itemCounts,
+        bytes32[] calldata resultDigests
+    ) external;
 
     /// @notice Pays a committed job once its challenge window has passed and it is not frozen:
     /// the provider is credited price - fee, the treasury the fee. Anyone may call.
     function finalize(uint256 jobId) external;
+
+    /// @notice finalize for up to MAX_BATCH_SIZE jobs of any providers, renters and tokens in one
+    /// transaction. All or nothing, like commitResults: an entry finalize would refuse (unknown,
+    /// not Committed, frozen, window open, or repeated in the batch) reverts the whole batch with
+    /// finalize's error. Anyone may call.
+    function finalizeJobs(uint256[] calldata jobIds) external;
 
     /// @notice Refunds the renter in full when the deadline passed with no commit (Funded or
     /// Accepted). Anyone may call.
@@ -151,6 +173,15 @@ interface IJobEscrow {
 
     /// @notice Pull balance of `account` in `token`.
     function owedTo(address token, address account) external view returns (uint256);
+
+    /// @notice Most entries in one commitResults or finalizeJobs call.
+    function MAX_BATCH_SIZE() external view returns (uint256);
+
+    /// @notice Highest job price (2^80 - 1, about 1.2 million ether), so it packs into storage.
+    function MAX_PRICE() external view returns (uint256);
+
+    /// @notice Highest item count of a committed result (2^32 - 1).
+    function MAX_ITEM_COUNT() external view returns (uint256);
 
     /// @notice Number of jobs created so far (the last job id).
     function jobCount() external view returns (uint256);

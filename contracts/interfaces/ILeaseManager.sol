@@ -7,6 +7,10 @@ pragma solidity ^0.8.24;
 /// elapsed seconds and the renter gets the rest back. A provider never has more GPUs leased at
 /// once than it registered. Payouts are pull balances in ETH. An active lease locks its provider's
 /// stake in Staking (no unbonding) until it ends.
+/// Delivery: within DELIVERY_WINDOW of the start the provider confirms on-chain that it handed the
+/// machine over (the EIP-712 hash of the connection details it signed for the renter). A lease
+/// still unconfirmed once that window has passed was never delivered: whoever ends it, the renter
+/// gets everything back and the provider earns nothing.
 interface ILeaseManager {
     enum LeaseStatus {
         None,
@@ -35,6 +39,7 @@ interface ILeaseManager {
     );
     event LeaseEnded(uint256 indexed leaseId, address indexed endedBy, uint256 providerEarned, uint256 renterRefund);
     event Withdrawn(address indexed account, uint256 amount);
+    event LeaseDelivered(uint256 indexed leaseId, address indexed provider, bytes32 accessHash);
 
     error LeaseManagerZeroGpuCount();
     error LeaseManagerZeroDuration();
@@ -48,6 +53,10 @@ interface ILeaseManager {
     error LeaseManagerNotRenter(address caller, uint64 endsAt);
     error LeaseManagerNothingOwed(address account);
     error LeaseManagerTransferFailed(address to, uint256 amount);
+    error LeaseManagerNotProvider(address caller, address provider);
+    error LeaseManagerZeroAccessHash();
+    error LeaseManagerAlreadyDelivered(uint256 leaseId);
+    error LeaseManagerDeliveryWindowClosed(uint256 leaseId, uint64 deadline);
 
     /// @notice Leases `gpuCount` GPUs of `provider` for `durationSeconds`, paying msg.value ==
     /// leaseCost(provider, gpuCount, durationSeconds).
@@ -58,8 +67,24 @@ interface ILeaseManager {
         returns (uint256 leaseId);
 
     /// @notice Ends an active lease: by its renter at any time, by anyone once it has run out.
-    /// Credits the provider the elapsed seconds (at most what was paid) and the renter the rest.
+    /// Credits the provider the elapsed seconds (at most what was paid) and the renter the rest;
+    /// a lease never delivered (no confirmDelivery by deliveryDeadline) refunds the renter in full.
     function endLease(uint256 leaseId) external;
+
+    /// @notice The lease's provider confirms it handed the machine over: `accessHash` is the
+    /// EIP-712 digest of the LeaseAccess message (host, port, user, host key) it signed for the
+    /// renter. Only once per lease, only while active and before deliveryDeadline(leaseId).
+    function confirmDelivery(uint256 leaseId, bytes32 accessHash) external;
+
+    /// @notice The confirmed access hash of `leaseId` (zero while undelivered).
+    function deliveryOf(uint256 leaseId) external view returns (bytes32);
+
+    /// @notice Last moment (exclusive) the provider may confirm delivery of `leaseId`: its start
+    /// plus DELIVERY_WINDOW, or its end if that comes first.
+    function deliveryDeadline(uint256 leaseId) external view returns (uint256);
+
+    /// @notice How long after its start a lease may remain unconfirmed before it counts as undelivered.
+    function DELIVERY_WINDOW() external view returns (uint256);
 
     /// @notice Pays the caller's pull balance.
     function withdraw() external;

@@ -14,6 +14,7 @@ from sqlalchemy import create_engine, text
 from web3 import Web3
 
 from backend.settings import Settings
+from protocol.enums import JobStatus
 from protocol.merkle import MerkleTree, keccak256, leaf_hash
 from unchained_cli.session import ChainSession
 
@@ -149,25 +150,21 @@ def disputed_job(s: ChainSession, p: Parties) -> int:
     s.send(challenges.functions.respond(challenge_id, [keccak256(outputs[i]) for i in indices],
                                         [list(tree.proof(i)) for i in indices]), p.provider)
     s.send(challenges.functions.escalate(challenge_id), p.verifier)
-    dispute_id = challenges.functions.challenge(challenge_id).call()[-1]
+    dispute_id = challenges.functions.challenge(challenge_id).call().disputeId
     for voter in s.accounts[5:7]:
         s.send(staking.functions.stake(), voter, value=2 * ETH)
         s.send(committee.functions.vote(dispute_id, True), voter)
     s.advance(committee.functions.voteWindow().call() + 1)
     s.send(committee.functions.resolve(dispute_id), p.renter)
-    assert escrow.functions.getJob(job_id).call()[8] == 5  # Refunded
+    assert escrow.functions.getJob(job_id).call().status == JobStatus.REFUNDED
     return job_id
-
-
-ANVIL_MNEMONIC = "test test test test test test test test test test test junk"
 
 
 def anvil_key(index: int) -> Any:
     """anvil's funded account `index` as a LocalAccount (its well-known development key)."""
-    from eth_account import Account
+    from tests.support.accounts import dev_account
 
-    Account.enable_unaudited_hdwallet_features()
-    return Account.from_mnemonic(ANVIL_MNEMONIC, account_path=f"m/44'/60'/0'/0/{index}")
+    return dev_account(index)
 
 
 class Tagged:

@@ -1,13 +1,11 @@
-"""Fixtures: anvil with the deployed contract set, SQLite and PostgreSQL databases, Redis."""
+"""Fixtures: the session chain with the deployed contract set, a served backend, SQLite and
+PostgreSQL databases (Redis: `redis_url` of tests/conftest.py)."""
 
 from __future__ import annotations
 
 import json
-import shutil
 import socket
-import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,17 +18,17 @@ from backend_support import private_schema
 from backend.api.app import create_app
 from client.keystore import PASSWORD_FILE_ENV
 from protocol.deployments import Deployment
+from tests.support.chain import SharedChains
+from tests.support.waiting import wait_until
 from unchained_cli.chain import LocalChain, free_port
-from unchained_cli.deploy import Deployer, deploy_all, write_deployment
 from unchained_cli.session import ChainSession
 
 
 @pytest.fixture(scope="module")
-def chain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalChain, Deployment, Path]]:
-    with LocalChain(port=free_port()) as local:
-        deployment = deploy_all(Deployer.connect(local.rpc_url))
-        path = write_deployment(deployment, tmp_path_factory.mktemp("deployments"))
-        yield local, deployment, path
+def chain(chains: SharedChains) -> tuple[LocalChain, Deployment, Path]:
+    """The session's instant chain as just deployed (tests/support/chain.py)."""
+    shared = chains.get()
+    return shared.local, shared.deployment, shared.deployment_file
 
 
 @pytest.fixture(scope="module")
@@ -54,9 +52,7 @@ def server(chain, market, tmp_path_factory) -> Iterator[str]:  # type: ignore[no
     srv = uvicorn.Server(config)
     thread = threading.Thread(target=srv.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 20
-    while not srv.started and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: srv.started, 20, f"the backend serves on port {port}")
     yield f"http://127.0.0.1:{port}"
     srv.should_exit = True
     thread.join(timeout=10)
@@ -76,29 +72,6 @@ def pg_url() -> Iterator[str]:
         pytest.skip("PostgreSQL is not running on 127.0.0.1:5432")
     with private_schema() as url:
         yield url
-
-
-@pytest.fixture(scope="session")
-def redis_url() -> Iterator[str]:
-    """A private redis-server on a free port (no persistence), so tests never see others' keys."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.skip("redis-server is not installed")
-    port = free_port()
-    proc = subprocess.Popen([binary, "--port", str(port), "--save", "", "--appendonly", "no"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                break
-        except OSError:
-            time.sleep(0.05)
-    try:
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=5)
 
 
 @pytest.fixture

@@ -241,6 +241,21 @@ def test_health_and_metrics(app_client) -> None:  # type: ignore[no-untyped-def]
     assert "/jobs/{job_id}/result" in app_client.get("/openapi.json").json()["paths"]
 
 
+def test_deployment_and_dashboard_scripts(app_client, chain) -> None:  # type: ignore[no-untyped-def]
+    _, deployment, _ = chain
+    served = app_client.get("/deployment").json()
+    assert served["chain_id"] == deployment.chain_id
+    assert served["contracts"]["JobEscrow"] == deployment.contract("JobEscrow").address
+    page = app_client.get("/").text
+    for name in ("keccak.js", "merkle.js", "eth.js", "dashboard.js"):
+        assert f'src="/static/{name}"' in page
+        script = app_client.get(f"/static/{name}")
+        assert script.status_code == 200 and script.headers["content-type"].startswith("text/javascript")
+    assert app_client.get("/static/missing.js").status_code == 404
+    for outside in ("..%2Fapp.py", "dashboard.html", "app.py"):  # only the folder's scripts
+        assert app_client.get(f"/static/{outside}").status_code in (404, 422)
+
+
 def test_blobs_serve_specs_and_public_models_openly_and_the_rest_to_the_jobs_provider(  # type: ignore[no-untyped-def]
         app_client, session, market) -> None:
     renter, provider, stranger = _as(app_client, 3), _as(app_client, 1), _as(app_client, UNSTAKED)

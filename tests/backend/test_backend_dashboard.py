@@ -1,22 +1,36 @@
 """The dashboard in headless Chromium (Debian's package, driven by Playwright) against a live
-backend and anvil: tables and the PoG chart render, and a job is funded by a test wallet
-injected into the page as an EIP-1193 provider (the key stays in the test process)."""
+backend and anvil, with a test wallet injected into the page as an EIP-1193 provider (the key
+stays in the test process): payments that cannot go wrong (a double click pays once, a wrong
+chain and a refused signature move nothing), live progress, and results checked in the page."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
+from datetime import datetime, timezone
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import backend_support as support
 import httpx
 import pytest
-from eth_account.messages import encode_defunct
+from eth_account.messages import encode_defunct, encode_typed_data
 from web3 import Web3
+
+import numpy as np
+
+from protocol.enums import JobStatus
+from protocol.jobs import encode_output
+from protocol.lease_access import (LeaseAccess, LeaseDomain, LeaseKey, LeaseMessageError, normalize_ssh_key, sign,
+                                    typed_hash, verify)
+from protocol.merkle import MerkleTree, keccak256, leaf_hash
 
 playwright = pytest.importorskip("playwright.sync_api")
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB4FtkBhVh9PV0c5uSNIk2ZNAcI0fwBVh7Zl8J4a1mV6 renter@laptop"
+FINGERPRINT = "SHA256:" + "Bq" * 21 + "w"
 
 WALLET_SHIM = """
 window.ethereum = {
@@ -31,15 +45,22 @@ window.ethereum = {
 
 
 class InjectedWallet:
-    """Answers the page's EIP-1193 requests with anvil's account 3, signing locally."""
+    """Answers the page's EIP-1193 requests with anvil's account 3, signing locally. It can
+    report another chain (as a wallet left on another network does) and refuse to sign."""
 
-    def __init__(self, rpc_url: str) -> None:
+    def __init__(self, rpc_url: str, chain_id: int | None = None, refuse_signing: bool = False,
+                 gas_percent: int = 150) -> None:
         self.web3 = Web3(Web3.HTTPProvider(rpc_url))
         self.account = support.anvil_key(3)
+        self.chain_id = chain_id or self.web3.eth.chain_id
+        self.refuse_signing = refuse_signing
+        self.gas_percent = gas_percent
         self.sent: list[str] = []
+        self.methods: list[str] = []
 
     def handle(self, raw: str) -> str:
         request = json.loads(raw)
+        self.methods.append(request["method"])
         try:
             return json.dumps({"result": self._answer(request["method"], request["params"])})
         except Exception as exc:  # reported to the page like a wallet error
@@ -48,15 +69,35 @@ class InjectedWallet:
     def _answer(self, method: str, params: list[Any]) -> Any:
         if method in ("eth_requestAccounts", "eth_accounts"):
             return [self.account.address.lower()]
+        if method == "eth_chainId":
+            return hex(self.chain_id)
+        if method == "wallet_switchEthereumChain":
+            if int(params[0]["chainId"], 16) != self.web3.eth.chain_id:
+                raise ValueError("Unrecognized chain ID")
+            self.chain_id = int(params[0]["chainId"], 16)
+            return None
         if method == "personal_sign":
+            if self.refuse_signing:
+                raise ValueError("User rejected the request.")
             message = bytes.fromhex(params[0][2:])
             return "0x" + self.account.sign_message(encode_defunct(primitive=message)).signature.hex()
+        if method == "eth_signTypedData_v4":
+            if self.refuse_signing:
+                raise ValueError("User rejected the request.")
+            if params[0].lower() != self.account.address.lower():
+                raise ValueError(f"unknown account {params[0]}")
+            signable = encode_typed_data(full_message=json.loads(params[1]))
+            return "0x" + self.account.sign_message(signable).signature.hex()
         if method == "eth_sendTransaction":
+            if self.chain_id != self.web3.eth.chain_id:
+                raise AssertionError("the page asked a wallet on the wrong chain to pay")
             tx = params[0]
             fields = {"from": self.account.address, "to": Web3.to_checksum_address(tx["to"]), "data": tx["data"],
                       "value": int(tx["value"], 16), "chainId": self.web3.eth.chain_id,
                       "nonce": self.web3.eth.get_transaction_count(self.account.address, "pending")}
-            fields["gas"] = self.web3.eth.estimate_gas(fields)
+            # A margin as real wallets add: the estimate runs at the pending block's timestamp and
+            # a lease's refund split (an extra storage write) depends on the second it is mined in.
+            fields["gas"] = self.web3.eth.estimate_gas(fields) * self.gas_percent // 100
             fields.update(maxFeePerGas=2 * self.web3.eth.gas_price + 10**9, maxPriorityFeePerGas=10**9)
             tx_hash = self.web3.eth.send_raw_transaction(self.account.sign_transaction(fields).raw_transaction)
             self.web3.eth.wait_for_transaction_receipt(tx_hash)
@@ -75,48 +116,454 @@ def browser():  # type: ignore[no-untyped-def]
         instance.close()
 
 
-def test_dashboard_renders_providers_pog_history_and_jobs(browser, server, market) -> None:  # type: ignore[no-untyped-def]
+def open_page(browser, server: str, wallet: InjectedWallet | None = None):  # type: ignore[no-untyped-def]
     page = browser.new_page()
+    if wallet is not None:
+        page.expose_function("__testWallet", wallet.handle)
+        page.add_init_script(WALLET_SHIM)
     page.goto(server + "/")
-    page.wait_for_selector(f'#providers tr[data-address="{market.provider.lower()}"]')
-    row = page.inner_text(f'#providers tr[data-address="{market.provider.lower()}"]')
-    assert "H100-SXM" in row and "710" in row
+    if wallet is not None:
+        page.click("#connect")
+        page.wait_for_function("document.getElementById('account').textContent.length > 0")
+    return page
+
+
+def token_for(server: str, key: Any) -> str:
+    """A session for `key` (Sign-In with Ethereum, as a CLI client does it)."""
+    message = httpx.get(f"{server}/auth/message", params={"address": key.address}).json()["message"]
+    signature = key.sign_message(encode_defunct(text=message)).signature.hex()
+    return httpx.post(f"{server}/auth/login", json={"message": message, "signature": signature}).json()["token"]
+
+
+@pytest.fixture(scope="module")
+def hub_model(server: str) -> str:
+    """A public TorchScript model (y = 2x + 0.25) the renter pushed to the hub."""
+    response = httpx.post(f"{server}/models", params={"name": "doubler"}, content=support.Tagged.torchscript(0.25),
+                          headers={"Authorization": f"Bearer {token_for(server, support.anvil_key(3))}"}, timeout=60)
+    assert response.status_code == 201, response.text
+    return response.json()["content_hash"]
+
+
+def fill_job(page, tmp_path: Path, model: str, items: int = 3, encoded: bool = True) -> None:  # type: ignore[no-untyped-def]
+    files = []
+    for i in range(items):
+        path = tmp_path / f"in-{i}.bin"
+        data = np.full(8, i, dtype=np.float32)
+        path.write_bytes(encode_output(data) if encoded else data.tobytes())
+        files.append(str(path))
+    page.fill("#model", model)
+    page.set_input_files("#inputs", files)
+
+
+def wait_status(page, pattern: str) -> str:  # type: ignore[no-untyped-def]
+    page.wait_for_function(f"/{pattern}/.test(document.getElementById('status').textContent)", timeout=20_000)
+    return page.inner_text("#status")
+
+
+def job_count(session) -> int:  # type: ignore[no-untyped-def]
+    return session.contract("JobEscrow").functions.jobCount().call()
+
+
+def test_dashboard_renders_providers_pog_history_and_jobs(browser, server, market) -> None:  # type: ignore[no-untyped-def]
+    page = open_page(browser, server)
+    provider_row = f'#providers tr[data-address="{market.provider.lower()}"]'
+    page.wait_for_selector(provider_row)
+    row = page.inner_text(provider_row)
+    assert "H100-SXM" in row and "710" in row and "0.009 ETH" in row  # price per job unit, in ETH
+    assert market.provider.lower() in row  # addresses in full
+    # A failed round's TFLOPS reads the same in both tables (no blank here and 0 there).
+    failed_row = page.inner_text(f'#providers tr[data-address="{market.provider2.lower()}"]')
+    assert "failed" in failed_row and "—" in failed_row
+    page.select_option("#pog-provider", market.provider2.lower())
+    page.wait_for_function("document.querySelector('#pog-rounds tbody td:nth-child(6)')?.textContent === 'failed'")
+    assert page.inner_text("#pog-rounds tbody tr td:nth-child(5)") == "—"
     page.select_option("#pog-provider", market.provider.lower())
     page.wait_for_function("document.querySelectorAll('#pog-chart .pog-point').length === 2")
     page.wait_for_selector('#jobs tr[data-job="1"]')
-    page.click('#jobs tr[data-job="1"]')
+    page.click('#jobs tr[data-job="1"] td:first-child')
     page.wait_for_selector("#job-detail h3")
     assert "finalized" in page.inner_text("#job-detail h3")
+    assert "0.1 ETH" in page.inner_text("#job-detail") and " UTC" in page.inner_text("#job-detail")
+    page.wait_for_function("document.querySelectorAll('#challenges tbody tr').length === 2")
+    assert "provider_at_fault" in page.inner_text("#disputes")
     page.close()
 
 
-def test_browser_wallet_funds_a_job(browser, server, chain, market, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_keccak_and_merkle_in_the_page_match_protocol(browser, server) -> None:  # type: ignore[no-untyped-def]
+    page = open_page(browser, server)
+    for size in (0, 1, 135, 136, 137, 1000):
+        data = bytes((i * 7 + 3) & 255 for i in range(size))
+        got = page.evaluate("(d) => merkle.bytesToHex(keccak256(Uint8Array.from(d)))", list(data))
+        assert got == "0x" + keccak256(data).hex()
+    for size in range(1, 10):
+        outputs = [b"item-%d" % i for i in range(size)]
+        tree = MerkleTree([leaf_hash(keccak256(o)) for o in outputs])
+        for index in range(size):
+            proof = ["0x" + bytes(h).hex() for h in tree.proof(index)]
+            args = [list(outputs[index]), index, size, proof, "0x" + bytes(tree.root).hex()]
+            digest = page.evaluate("([b, i, n, p, r]) => merkle.verifyItem(Uint8Array.from(b), i, n, p, r)", args)
+            assert digest == "0x" + keccak256(outputs[index]).hex()
+            # The same proof does not pass for a neighbour's position or for other bytes.
+            for bad in ([list(outputs[index]), (index + 1) % size, size, proof, args[4]],
+                        [list(b"tampered"), index, size, proof, args[4]]):
+                if bad[1] == index and bad[0] == args[0]:
+                    continue
+                with pytest.raises(playwright.Error):
+                    page.evaluate("([b, i, n, p, r]) => merkle.verifyItem(Uint8Array.from(b), i, n, p, r)", bad)
+    page.close()
+
+
+def test_empty_model_field_gives_a_readable_error(browser, server, chain, tmp_path) -> None:  # type: ignore[no-untyped-def]
     wallet = InjectedWallet(chain[0].rpc_url)
-    page = browser.new_page()
-    page.expose_function("__testWallet", wallet.handle)
-    page.add_init_script(WALLET_SHIM)
-    page.goto(server + "/")
-    page.click("#connect")
-    page.wait_for_function("document.getElementById('account').textContent.length > 0")
-    files = []
-    for i in range(3):
-        path = tmp_path / f"in-{i}.bin"
-        path.write_bytes(b"browser-input-%d" % i)
-        files.append(str(path))
-    page.fill("#model", "0x" + "ab" * 32)
-    page.set_input_files("#inputs", files)
+    page = open_page(browser, server, wallet)
+    # Connecting changes the button and shows the account in full with its balance.
+    assert page.inner_text("#connect") == "Wallet connected" and page.is_disabled("#connect")
+    assert wallet.account.address.lower() in page.inner_text("#account")
+    page.wait_for_function("document.getElementById('wallet-balance').textContent.endsWith(' ETH')")
+    fill_job(page, tmp_path, "")
     page.click("#submit")
-    page.wait_for_function("/job \\d+ funded|error:/.test(document.getElementById('status').textContent)",
-                           timeout=20_000)
-    status = page.inner_text("#status")
+    status = wait_status(page, "error:")
+    assert "choose a model" in status and "object" not in status
+    assert "personal_sign" not in wallet.methods and not wallet.sent
+    page.close()
+
+
+def test_double_click_pays_once(browser, server, chain, session, market, hub_model, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    wallet = InjectedWallet(chain[0].rpc_url)
+    page = open_page(browser, server, wallet)
+    before = job_count(session)
+    fill_job(page, tmp_path, hub_model)
+    page.dblclick("#submit")
+    page.wait_for_selector("#confirm-pay")
+    # The quote is shown before the wallet is asked: ETH, provider, class, reputation, time.
+    quote = page.inner_text("#quote")
+    assert "ETH" in quote and market.provider.lower() in quote and "H100-SXM" in quote
+    assert "reputation" in quote and "result due by" in quote
+    assert page.is_disabled("#submit") and not wallet.sent
+    page.dblclick("#confirm-pay")
+    status = wait_status(page, "job \\d+ funded|error:")
     assert "error" not in status, status
-    assert len(wallet.sent) == 1
+    assert len(wallet.sent) == 1 and job_count(session) == before + 1
     job_id = int(status.split("job ")[-1].split(" funded")[0])
-    page.wait_for_selector("#job-detail h3")
+    page.wait_for_function(f"document.querySelector('#job-detail h3')?.textContent.includes('job {job_id}')")
     detail = page.inner_text("#job-detail")
     assert wallet.sent[0] in detail and market.provider.lower() in detail
-    assert f"job {job_id}" in page.inner_text("#job-detail h3")
+    assert not page.is_disabled("#submit")  # enabled again once the submission ended
     page.close()
     job = httpx.get(f"{server}/jobs/{job_id}").json()  # what the chain recorded, via the indexer
     assert job["renter"] == wallet.account.address.lower() and job["funded_tx"] == wallet.sent[0]
     assert len(job["spec"]["inputs"]) == 3 and job["spec"]["priceWei"] == job["price"]
+
+
+def test_wrong_chain_is_refused_and_switch_is_offered(browser, server, chain, session, hub_model, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    wallet = InjectedWallet(chain[0].rpc_url, chain_id=1)
+    page = open_page(browser, server, wallet)
+    before = job_count(session)
+    fill_job(page, tmp_path, hub_model)
+    page.click("#submit")
+    status = wait_status(page, "error:")
+    assert "wrong network" in status and "chain 1" in status
+    assert page.is_visible("#switch-chain")
+    assert not wallet.sent and "personal_sign" not in wallet.methods and job_count(session) == before
+    page.click("#switch-chain")
+    wait_status(page, "wallet switched")
+    assert wallet.chain_id == chain[1].chain_id and page.is_hidden("#chain-warning")
+    page.close()
+
+
+def test_refused_signature_moves_nothing(browser, server, chain, session, hub_model, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    wallet = InjectedWallet(chain[0].rpc_url, refuse_signing=True)
+    page = open_page(browser, server, wallet)
+    before, balance = job_count(session), wallet.web3.eth.get_balance(wallet.account.address)
+    fill_job(page, tmp_path, hub_model)
+    page.click("#submit")
+    status = wait_status(page, "error:")
+    assert "sign-in refused" in status and "nothing was uploaded or paid" in status
+    assert not wallet.sent and job_count(session) == before
+    assert wallet.web3.eth.get_balance(wallet.account.address) == balance
+    assert not page.is_disabled("#submit") and page.is_hidden("#quote")
+    page.close()
+
+
+def test_a_reverted_payment_is_reported_not_confirmed(  # type: ignore[no-untyped-def]
+        browser, server, chain, session, hub_model, tmp_path) -> None:
+    wallet = InjectedWallet(chain[0].rpc_url, gas_percent=60)  # runs out of gas on-chain
+    page = open_page(browser, server, wallet)
+    before = job_count(session)
+    fill_job(page, tmp_path, hub_model)
+    page.click("#submit")
+    page.click("#confirm-pay")
+    status = wait_status(page, "error:|funded")
+    assert "reverted" in status and "confirmed" not in status and "funded" not in status, status
+    assert len(wallet.sent) == 1 and job_count(session) == before
+    page.close()
+
+
+def pay_from_page(page, tmp_path: Path, model: str) -> int:  # type: ignore[no-untyped-def]
+    fill_job(page, tmp_path, model)
+    page.click("#submit")
+    page.click("#confirm-pay")
+    status = wait_status(page, "job \\d+ funded|error:")
+    assert "error" not in status, status
+    return int(status.split("job ")[-1].split(" funded")[0])
+
+
+def in_eth(wei: int) -> str:
+    """What the page shows for an amount (exact, no trailing zeros)."""
+    return format(Decimal(wei).scaleb(-18).normalize(), "f") + " ETH"
+
+
+def test_model_upload_from_the_page_and_inputs_the_model_refuses(  # type: ignore[no-untyped-def]
+        browser, server, chain, session, tmp_path) -> None:
+    wallet = InjectedWallet(chain[0].rpc_url)
+    page = open_page(browser, server, wallet)
+    junk = tmp_path / "junk.pt"
+    junk.write_bytes(b"not a model")
+    page.set_input_files("#model-file", str(junk))
+    page.click("#model-upload")
+    status = wait_status(page, "stored and loads|error:")
+    assert "/models: 422" in status and "object" not in status, status
+    good = tmp_path / "tripler.pt"
+    good.write_bytes(support.Tagged.torchscript(0.75))
+    page.fill("#model-name", "tripler")
+    page.set_input_files("#model-file", str(good))
+    page.click("#model-upload")
+    status = wait_status(page, "stored and loads|error:")
+    assert "stored and loads as torchscript" in status, status
+    model = "0x" + keccak256(good.read_bytes()).hex()
+    assert page.input_value("#model") == model
+    page.wait_for_selector(f'#model-list option[value="{model}"]', state="attached")
+    assert "tripler" in page.inner_text("#models")
+    # Raw bytes instead of encoded arrays: the dry run refuses them before anything is paid.
+    before = job_count(session)
+    fill_job(page, tmp_path, model, encoded=False)
+    page.click("#submit")
+    status = wait_status(page, "error:")
+    assert "cannot run your inputs" in status and "nothing was paid" in status, status
+    assert not wallet.sent and job_count(session) == before
+    page.close()
+
+
+def test_refund_button_only_where_due(browser, server, chain, session, market, hub_model, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    wallet = InjectedWallet(chain[0].rpc_url)
+    page = open_page(browser, server, wallet)
+    job_id = pay_from_page(page, tmp_path, hub_model)
+    page.wait_for_function("document.getElementById('refund')?.textContent === 'Cancel and refund'")
+    escrow = session.contract("JobEscrow")
+    session.send(escrow.functions.acceptJob(job_id), market.provider)
+    page.wait_for_function("document.querySelector('#job-detail h3')?.textContent.endsWith('accepted')")
+    assert page.query_selector("#refund") is None  # accepted and before its deadline: nothing is due
+    session.advance(3600 + 1)
+    page.wait_for_function("document.getElementById('refund')?.textContent === 'Refund (deadline passed)'")
+    page.click("#refund")
+    page.wait_for_function("document.querySelector('#job-detail h3')?.textContent.endsWith('refunded')")
+    assert escrow.functions.getJob(job_id).call().status == JobStatus.REFUNDED
+    page.close()
+
+
+def test_failed_job_shows_its_reason_and_the_refund_is_withdrawn(  # type: ignore[no-untyped-def]
+        browser, server, chain, session, market, hub_model, tmp_path) -> None:
+    wallet = InjectedWallet(chain[0].rpc_url)
+    page = open_page(browser, server, wallet)
+    job_id = pay_from_page(page, tmp_path, hub_model)
+    escrow = session.contract("JobEscrow")
+    session.send(escrow.functions.acceptJob(job_id), market.provider)
+    session.send(escrow.functions.failJob(job_id, "model does not load: bad magic"), market.provider)
+    page.wait_for_function("document.querySelector('#job-detail h3')?.textContent.endsWith('refunded')")
+    assert "failed: model does not load: bad magic" in page.inner_text("#job-detail")
+    owed = escrow.functions.owedTo("0x" + "00" * 20, wallet.account.address).call()
+    page.wait_for_function(f"document.getElementById('owed-escrow').textContent === '{in_eth(owed)}'")
+    page.click("#withdraw-escrow")
+    page.wait_for_function("document.getElementById('owed-escrow').textContent === '0 ETH'")
+    assert escrow.functions.owedTo("0x" + "00" * 20, wallet.account.address).call() == 0 and len(wallet.sent) == 2
+    page.close()
+
+
+def test_lease_starts_shows_time_left_stops_and_is_withdrawn(browser, server, chain, session, market) -> None:  # type: ignore[no-untyped-def]
+    wallet = InjectedWallet(chain[0].rpc_url)
+    page = open_page(browser, server, wallet)
+    page.on("dialog", lambda dialog: dialog.accept())  # the page confirms the lease's cost
+    leases = session.contract("LeaseManager")
+    lease_id = leases.functions.leaseCount().call() + 1
+    page.wait_for_selector(f'#lease-provider option[value="{market.provider2.lower()}"]', state="attached")
+    page.select_option("#lease-provider", market.provider2.lower())
+    page.fill("#lease-hours", "2")
+    page.fill("#lease-key", SSH_KEY)
+    page.click("#lease-start")
+    row = f'#leases tr[data-lease="{lease_id}"]'
+    page.wait_for_selector(row, timeout=15_000)
+    text = page.inner_text(row)
+    assert "active" in text and re.search(r"1 h 59 min|2 h 0 min", text), text
+    page.click(f"{row} .stop-lease")
+    page.wait_for_function(f"document.querySelector('{row}')?.textContent.includes('ended') || "
+                           "document.getElementById('status').textContent.includes('error')", timeout=15_000)
+    assert "error" not in page.inner_text("#status"), page.inner_text("#status")
+    owed = leases.functions.owedTo(wallet.account.address).call()
+    assert owed > 0
+    page.wait_for_function(f"document.getElementById('owed-leases').textContent === '{in_eth(owed)}'")
+    page.click("#withdraw-leases")
+    page.wait_for_function("document.getElementById('owed-leases').textContent === '0 ETH'")
+    assert leases.functions.owedTo(wallet.account.address).call() == 0
+    page.close()
+
+
+def test_job_progresses_on_screen_and_results_verify_in_the_page(  # type: ignore[no-untyped-def]
+        browser, server, chain, session, market, hub_model, tmp_path) -> None:
+    wallet = InjectedWallet(chain[0].rpc_url)
+    page = open_page(browser, server, wallet)
+    fill_job(page, tmp_path, hub_model)
+    page.click("#submit")
+    page.click("#confirm-pay")
+    status = wait_status(page, "job \\d+ funded|error:")
+    assert "error" not in status, status
+    job_id = int(status.split("job ")[-1].split(" funded")[0])
+    heading = "document.querySelector('#job-detail h3')?.textContent"
+    page.wait_for_function(f"{heading}?.endsWith('funded')")
+    row_status = f"document.querySelector('#jobs tr[data-job=\"{job_id}\"] .job-status')?.textContent"
+
+    outputs = [b"browser-output-%d" % i for i in range(3)]
+    tree = support.commit_outputs(session, market.provider, job_id, outputs)
+    page.wait_for_function(f"{heading}?.endsWith('committed') && {row_status}?.startsWith('committed')",
+                           timeout=15_000)
+    token = token_for(server, support.anvil_key(1))  # the market's first provider
+    for index, data in enumerate(outputs):
+        proof = ",".join("0x" + bytes(h).hex() for h in tree.proof(index))
+        response = httpx.put(f"{server}/jobs/{job_id}/outputs/{index}", content=data,
+                             headers={"Authorization": f"Bearer {token}", "X-Merkle-Proof": proof})
+        assert response.status_code == 201, response.text
+    escrow = session.contract("JobEscrow")
+    session.advance(escrow.functions.challengeWindow().call() + 1)
+    session.send(escrow.functions.finalize(job_id), market.renter)
+    page.wait_for_function(f"{heading}?.endsWith('finalized') && {row_status}?.startsWith('finalized')",
+                           timeout=15_000)
+
+    checks = "Array.from(document.querySelectorAll('#result-items td.check'), (td) => td.textContent)"
+    page.wait_for_function(f"{checks}.length === 3 && {checks}.every((t) => t === 'not checked')")
+    page.click("#verify")
+    page.wait_for_function(f"{checks}.every((t) => t === 'verified')", timeout=15_000)
+    assert "root read from chain" in page.inner_text("#root-source")
+    assert "0x" + bytes(tree.root).hex() in page.inner_text("#root-source")
+
+    # A server (or anyone on the way) that alters one item's bytes: that item is not verified.
+    page.route(f"**/jobs/{job_id}/outputs/1", lambda route: route.fulfill(
+        status=200, body=b"tampered-output", headers={"Content-Type": "application/octet-stream"}))
+    page.click("#verify")
+    page.wait_for_function(f"{checks}[1].startsWith('NOT verified')", timeout=15_000)
+    verdicts = page.evaluate(checks)
+    assert verdicts[0] == verdicts[2] == "verified" and "do not rebuild the on-chain root" in verdicts[1]
+    page.close()
+
+
+
+def test_lease_messages_in_the_page_match_protocol(browser, server, chain) -> None:  # type: ignore[no-untyped-def]
+    page = open_page(browser, server)
+    domain = LeaseDomain(chain[1].chain_id, chain[1].contract("LeaseManager").address)
+    page_domain = f"lease.domain({domain.chain_id}, '{domain.lease_manager}')"
+    for what in (LeaseKey(7, SSH_KEY), LeaseKey(2**40, "ssh-rsa AAAAB3Nza== x@y"),
+                 LeaseAccess(3, "gpu.example.org", 40022, "root", FINGERPRINT)):
+        got = page.evaluate(f"(m) => lease.typedHash(lease.typedData('{type(what).__name__}', {page_domain}, m))",
+                            what.message())
+        assert got == "0x" + typed_hash(domain, what).hex()
+    for text in (SSH_KEY, f"  {SSH_KEY}\n", "ssh-ed25519 AAAA", "-----BEGIN OPENSSH PRIVATE KEY-----",
+                 f"{SSH_KEY}\n{SSH_KEY}", 'command="sh" ' + SSH_KEY, "ssh-ed25519 AAAA" + "A" * 9000, "ssh-dss AAAA"):
+        try:
+            expected: str | None = normalize_ssh_key(text)
+        except LeaseMessageError:
+            expected = None
+        got = page.evaluate("(t) => { try { return lease.normalizeSshKey(t); } catch (e) { return null; } }", text)
+        assert got == expected, text
+    page.close()
+
+
+def test_lease_from_the_page_binds_a_signed_key_and_shows_verified_connection_details(  # type: ignore[no-untyped-def]
+        browser, server, chain, session, market) -> None:
+    wallet = InjectedWallet(chain[0].rpc_url)
+    page = open_page(browser, server, wallet)
+    dialogs: list[str] = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.accept()))
+    leases = session.contract("LeaseManager")
+    domain = LeaseDomain(session.web3.eth.chain_id, leases.address)
+    page.wait_for_selector(f'#lease-provider option[value="{market.provider2.lower()}"]', state="attached")
+    page.select_option("#lease-provider", market.provider2.lower())
+
+    # A private key (or anything the provider would refuse) is refused before the wallet is asked.
+    page.fill("#lease-key", "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAA=")
+    page.click("#lease-start")
+    status = wait_status(page, "error:")
+    assert "private key" in status and "nothing was paid" in status, status
+    assert not dialogs and not wallet.sent and "eth_signTypedData_v4" not in wallet.methods
+
+    lease_id = leases.functions.leaseCount().call() + 1
+    page.fill("#lease-key", SSH_KEY + "\n")
+    page.click("#lease-start")
+    wait_status(page, f"lease {lease_id}: SSH key bound|error:(?!.*private key)")
+    assert f"lease {lease_id}: SSH key bound" in page.inner_text("#status"), page.inner_text("#status")
+    assert len(dialogs) == 1 and len(wallet.sent) == 1
+    row = httpx.get(f"{server}/leases/{lease_id}").json()
+    assert row["ssh_public_key"] == SSH_KEY
+    verify(domain, LeaseKey(lease_id, SSH_KEY), bytes.fromhex(row["key_signature"][2:]), wallet.account.address)
+
+    cell = f'#leases tr[data-lease="{lease_id}"] td.connection'
+    deadline = leases.functions.deliveryDeadline(lease_id).call()
+    page.wait_for_function(f"document.querySelector('{cell}')?.textContent.includes('not delivered yet: the provider must deliver by')")
+    assert eth_date(deadline) in page.inner_text(cell)
+
+    # The provider hands the machine over as provider_agent does: signed details, digest on-chain.
+    provider = support.anvil_key(2)
+    assert provider.address.lower() == market.provider2.lower()
+    access = LeaseAccess(lease_id, "gpu-7.example.org", 40022, "lease7", FINGERPRINT)
+    body = {**access.message(), "signature": "0x" + sign(domain, access, provider.key).hex()}
+    del body["leaseId"]
+    assert httpx.put(f"{server}/leases/{lease_id}/access", json=body).status_code == 204
+    session.send(leases.functions.confirmDelivery(lease_id, typed_hash(domain, access)), market.provider2)
+    page.wait_for_function(f"document.querySelector('{cell} .access-check')?.textContent.startsWith('verified in this page')",
+                           timeout=15_000)
+    assert page.inner_text(f"{cell} .delivery") == "delivered"
+    assert page.get_attribute(f"{cell} .ssh-command .copy", "data-copy") == "ssh -p 40022 lease7@gpu-7.example.org"
+    assert FINGERPRINT in page.inner_text(cell) and SSH_KEY in page.inner_text(cell)
+
+    # A backend (or anyone on the way) that swaps the host: the page does not call it verified.
+    def swapped(route):  # type: ignore[no-untyped-def]
+        rows = route.fetch().json()
+        for r in rows:
+            if r["lease_id"] == lease_id:
+                r["access"]["host"] = "evil.example.org"
+        route.fulfill(json=rows)
+    page.route("**/leases?renter=*", swapped)
+    page.wait_for_function(f"document.querySelector('{cell} .access-check')?.textContent.startsWith('NOT verified')",
+                           timeout=15_000)
+    page.unroute("**/leases?renter=*")
+    page.click(f'#leases tr[data-lease="{lease_id}"] .stop-lease')  # gives provider2's GPU back
+    page.wait_for_function(f"document.querySelector('#leases tr[data-lease=\"{lease_id}\"]')?.textContent.includes('ended')",
+                           timeout=15_000)
+    page.close()
+
+
+def eth_date(unix: int) -> str:
+    """What the page shows for a time (eth.date)."""
+    return datetime.fromtimestamp(unix, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def test_a_refused_key_signature_leaves_the_lease_paid_and_the_key_can_be_bound_from_its_row(  # type: ignore[no-untyped-def]
+        browser, server, chain, session, market) -> None:
+    wallet = InjectedWallet(chain[0].rpc_url, refuse_signing=True)
+    page = open_page(browser, server, wallet)
+    page.on("dialog", lambda dialog: dialog.accept())
+    leases = session.contract("LeaseManager")
+    lease_id = leases.functions.leaseCount().call() + 1
+    page.wait_for_selector(f'#lease-provider option[value="{market.provider2.lower()}"]', state="attached")
+    page.select_option("#lease-provider", market.provider2.lower())
+    page.fill("#lease-key", SSH_KEY)
+    page.click("#lease-start")
+    status = wait_status(page, "error:")
+    assert f"lease {lease_id}: the wallet did not sign the SSH key" in status and "bind the key from its row" in status
+    assert httpx.get(f"{server}/leases/{lease_id}").json()["ssh_public_key"] is None
+    wallet.refuse_signing = False  # the renter tries again
+    page.click(f'#leases tr[data-lease="{lease_id}"] .bind-key')
+    wait_status(page, f"lease {lease_id}: SSH key bound")
+    assert httpx.get(f"{server}/leases/{lease_id}").json()["ssh_public_key"] == SSH_KEY
+    page.wait_for_function(f"document.querySelector('#leases tr[data-lease=\"{lease_id}\"]')?.textContent.includes('key bound')")
+    page.click(f'#leases tr[data-lease="{lease_id}"] .stop-lease')  # gives provider2's GPU back
+    page.wait_for_function(f"document.querySelector('#leases tr[data-lease=\"{lease_id}\"]')?.textContent.includes('ended')",
+                           timeout=15_000)
+    page.close()

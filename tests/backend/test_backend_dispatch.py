@@ -4,21 +4,41 @@ from __future__ import annotations
 
 import base64
 import json
+import statistics
+import time
+
+from pathlib import Path
 
 import backend_support as support
+import pytest
 import redis
+from eth_account import Account
 
 from backend.runtime import Backend
 from protocol.merkle import keccak256
+from protocol.broker import provider_keyprefix
+from protocol.task_auth import HEADER
 from protocol.tasks import TASK_LEASE, TASK_RUN_JOB, provider_queue
+from unchained_cli.market import wait_for
 
 
 def _messages(client: redis.Redis, queue: str) -> list[dict]:  # type: ignore[type-arg]
-    return [json.loads(raw) for raw in client.lrange(queue, 0, -1)]
+    """The messages on a provider's queue, which lies under its key prefix (protocol.broker)."""
+    return [json.loads(raw) for raw in client.lrange(provider_keyprefix(queue.removeprefix("provider.")) + queue, 0, -1)]
 
 
-def test_confirmed_job_is_enqueued_once_on_the_provider_queue(chain, session, market, tmp_path, redis_url) -> None:  # type: ignore[no-untyped-def]
-    settings = support.make_settings(chain, tmp_path, dispatch=True, broker_url=redis_url, confirmations=2)
+@pytest.fixture
+def dispatch_key(tmp_path: Path) -> dict[str, Path]:
+    """The dispatch key of the test deployment: the deployer's, anvil #0 (client.task_auth.dispatcher_of)."""
+    path = tmp_path / "dispatcher.json"
+    path.write_text(json.dumps(Account.encrypt(support.anvil_key(0).key, "dispatch", kdf="scrypt", iterations=1 << 10)))
+    (tmp_path / "dispatch-password").write_text("dispatch\n")
+    return {"keystore": path, "password_file": tmp_path / "dispatch-password"}
+
+
+def test_confirmed_job_is_enqueued_once_on_the_provider_queue(chain, session, market, tmp_path, redis_url, dispatch_key) -> None:  # type: ignore[no-untyped-def]
+    settings = support.make_settings(chain, tmp_path, dispatch=True, broker_url=redis_url, confirmations=2,
+                                     **dispatch_key)
     backend = Backend.open(settings)
     try:
         indexer = backend.make_indexer()
@@ -35,6 +55,7 @@ def test_confirmed_job_is_enqueued_once_on_the_provider_queue(chain, session, ma
         assert len(messages) == before + 1
         message = messages[0]  # LPUSH: newest first
         assert message["headers"]["task"] == TASK_RUN_JOB and message["headers"]["id"] == f"run-job-{job_id}"
+        assert message["headers"][HEADER]["sender"] == support.anvil_key(0).address  # signed with the dispatch key
         args, _kwargs, _embed = json.loads(base64.b64decode(message["body"]))
         assert args == [job_id]
         # Re-reading the same blocks (a restart without the cursor) dispatches nothing again.
@@ -46,9 +67,10 @@ def test_confirmed_job_is_enqueued_once_on_the_provider_queue(chain, session, ma
         backend.close()
 
 
-def test_dispatch_survives_a_broker_outage(chain, session, market, tmp_path, redis_url) -> None:  # type: ignore[no-untyped-def]
+def test_dispatch_survives_a_broker_outage(chain, session, market, tmp_path, redis_url, dispatch_key) -> None:  # type: ignore[no-untyped-def]
     dead = "redis://127.0.0.1:1/0"
-    settings = support.make_settings(chain, tmp_path, dispatch=True, broker_url=dead, confirmations=0)
+    settings = support.make_settings(chain, tmp_path, dispatch=True, broker_url=dead, confirmations=0,
+                                     **dispatch_key)
     backend = Backend.open(settings)
     try:
         indexer = backend.make_indexer()
@@ -57,7 +79,7 @@ def test_dispatch_survives_a_broker_outage(chain, session, market, tmp_path, red
         indexer.sync()
         from backend.dispatch import make_celery
 
-        backend.dispatcher.celery = make_celery(redis_url)
+        backend.dispatcher.celery = make_celery(redis_url, backend.task_auth)
         sent = backend.dispatcher.retry_pending()
         assert sent >= 1
         queue = provider_queue(market.provider2)
@@ -67,8 +89,9 @@ def test_dispatch_survives_a_broker_outage(chain, session, market, tmp_path, red
         backend.close()
 
 
-def test_lease_start_and_end_are_told_to_the_provider(chain, session, market, tmp_path, redis_url) -> None:  # type: ignore[no-untyped-def]
-    settings = support.make_settings(chain, tmp_path, dispatch=True, broker_url=redis_url, confirmations=0)
+def test_lease_start_and_end_are_told_to_the_provider(chain, session, market, tmp_path, redis_url, dispatch_key) -> None:  # type: ignore[no-untyped-def]
+    settings = support.make_settings(chain, tmp_path, dispatch=True, broker_url=redis_url, confirmations=0,
+                                     **dispatch_key)
     backend = Backend.open(settings)
     try:
         indexer = backend.make_indexer()
@@ -84,5 +107,40 @@ def test_lease_start_and_end_are_told_to_the_provider(chain, session, market, tm
         indexer.sync()
         told = [m for m in _messages(broker, queue) if m["headers"]["task"] == TASK_LEASE]
         assert [json.loads(base64.b64decode(m["body"]))[0] for m in told[:2]] == [[lease_id], [lease_id]]
+    finally:
+        backend.close()
+
+
+@pytest.mark.parametrize("push", ["off", "new-heads"])
+def test_funded_jobs_are_dispatched_as_their_blocks_arrive(chain, session, market, tmp_path, redis_url, push,
+                                                          dispatch_key) -> None:  # type: ignore[no-untyped-def]
+    """The live indexer thread (default poll of 1 s), with and without blocks pushed over the
+    node's WebSocket: every funded job reaches its queue once; the funding -> dispatch latency
+    of each is printed (measured, not asserted)."""
+    settings = support.make_settings(chain, tmp_path, dispatch=True, broker_url=redis_url, confirmations=0,
+                                     run_indexer=True, ws_url="off" if push == "off" else "", **dispatch_key)
+    backend = Backend.open(settings)
+    broker = redis.Redis.from_url(redis_url)
+    queue = provider_queue(market.provider)
+    try:
+        backend.start_indexer()
+        assert wait_for(lambda: backend.indexer is not None and backend.indexer.cursor() >= session.web3.eth.block_number,
+                        timeout=30, interval=0.01)
+        if push != "off":
+            assert wait_for(lambda: backend.heads is not None and backend.heads.connected.is_set(), timeout=10,
+                            interval=0.01)
+        latencies, mine = [], []
+        for n in range(5):
+            job_id = support.funded_job(session, market.renter, market.provider, keccak256(b"latency%d" % n), 10**15)
+            funded_at = time.monotonic()  # the receipt is in: the job is funded
+            task_id = f"run-job-{job_id}"
+            mine.append(task_id)
+            assert wait_for(lambda: any(m["headers"]["id"] == task_id for m in _messages(broker, queue)),
+                            timeout=10, interval=0.002)
+            latencies.append(time.monotonic() - funded_at)
+        ids = [m["headers"]["id"] for m in _messages(broker, queue)]
+        assert all(ids.count(task_id) == 1 for task_id in mine)  # each job once
+        print(f"\nfunding -> dispatch ({push}, poll {settings.index_poll_seconds} s): "
+              f"median {statistics.median(latencies) * 1000:.0f} ms, max {max(latencies) * 1000:.0f} ms")
     finally:
         backend.close()

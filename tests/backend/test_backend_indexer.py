@@ -121,6 +121,7 @@ def test_rebuild_from_events_alone_gives_the_same_state(chain, market, tmp_path,
 
 
 def test_a_reorg_deeper_than_the_confirmations_is_detected_and_rebuilt(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # Its own chain: it forks with evm_revert, and the module's shared chain carries the market.
     with LocalChain(port=free_port()) as local:
         deployment = deploy_all(Deployer.connect(local.rpc_url))
         path = write_deployment(deployment, tmp_path)

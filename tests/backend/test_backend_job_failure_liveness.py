@@ -19,9 +19,11 @@ from backend.api.app import create_app
 from backend.cli import job_app
 from backend.client import ApiError, BackendClient
 from backend.matching import Candidate, Request, explain
+from protocol.enums import JobStatus
 from protocol.merkle import keccak256
+from unchained_cli.errors import GuardedGroup
 
-root = typer.Typer()
+root = typer.Typer(cls=GuardedGroup)  # errors end as `unchained` shows them: one line
 root.add_typer(job_app, name="job")
 runner = CliRunner()
 ZERO = "0x" + "00" * 20
@@ -91,7 +93,7 @@ def test_job_refund_cancels_waits_or_refunds_after_the_deadline(server, chain, s
     session.send(escrow.functions.acceptJob(accepted), market.provider)
     said = _said("job", "refund", str(accepted), *common, code=1)
     assert "not yet" in said and "refundable from" in said and "UTC" in said and "min" in said
-    assert escrow.functions.getJob(accepted).call()[8] == 2  # still Accepted: nothing sent
+    assert escrow.functions.getJob(accepted).call().status == JobStatus.ACCEPTED  # still Accepted: nothing sent
 
     session.advance(1801)
     said = _said("job", "refund", str(accepted), *common)

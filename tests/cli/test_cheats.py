@@ -10,14 +10,15 @@ import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
+from typing import NamedTuple
 
 import numpy as np
 import pytest
-from celery import Celery
 
 import client.sandbox
 import protocol.inference
 import provider_agent.pog_service as pog_service
+from protocol.enums import ChallengeKind, RoundStatus
 from protocol.errors import WrongElement
 from protocol.merkle import keccak256, leaf_hash, verify_inclusion
 from protocol.pog import check_chunk, decode_answers, gpu_seed, leaf_count, pog_round_seed, pog_secret_hash
@@ -25,8 +26,9 @@ from protocol.tasks import provider_queue
 from provider_agent.agent import Agent
 from provider_agent.gpus import Device
 from provider_agent.worker import TASK_ANSWER_CHALLENGE
-from tests.provider_agent.conftest import ETH, keystore, market, password_file, redis_url, settings_for  # noqa: F401
-from tests.e2e.test_market_job import Worker
+from tests.support.broker import signed_sender
+from tests.support.provider_market import ETH, keystore, market, password_file, settings_for  # noqa: F401
+from tests.support.worker import Worker
 from unchained_cli import cheats
 from unchained_cli.cheats import CheatPlan, CheatSpecError, PogCheat, SkippingProver, parse
 from verifier.chain import VerifierChain
@@ -69,6 +71,18 @@ def test_install_from_env_without_the_variable_plants_nothing():
     assert cheats.install_from_env({cheats.CHEAT_ENV: " "}) is None
 
 
+class FakeRound(NamedTuple):
+    """The IProofOfGpu.Round fields the provider's PoG service reads, by their Solidity names."""
+
+    provider: str
+    requestBlock: int
+    n: int
+    gpuCount: int
+    status: int
+    seed: bytes
+    secretHash: bytes
+
+
 class FakeChain:
     """What PogService reads from and sends to the chain, in memory: rounds requested for us,
     one challenge, and the response it gets."""
@@ -76,25 +90,26 @@ class FakeChain:
     address = PROVIDER
 
     def __init__(self) -> None:
-        self.rounds: dict[int, dict] = {}
+        self.rounds: dict[int, FakeRound] = {}
         self.responses: dict[int, tuple[list[bytes], list[list[bytes]]]] = {}
         self.indices: list[int] = []
 
     def request_round(self, round_id: int) -> tuple[bytes, bytes]:
         """A round requested for us with a committed secret: (its seed, the secret)."""
         secret = keccak256(f"round-secret-{round_id}".encode())
-        self.rounds[round_id] = {"provider": PROVIDER, "request_block": round_id, "n": N, "gpu_count": 1,
-                                 "status": 1, "seed": bytes(32), "secret_hash": pog_secret_hash(secret)}
+        self.rounds[round_id] = FakeRound(provider=PROVIDER, requestBlock=round_id, n=N, gpuCount=1,
+                                          status=RoundStatus.REQUESTED, seed=bytes(32),
+                                          secretHash=pog_secret_hash(secret))
         return pog_round_seed(self.block_hash(round_id), secret, round_id, bytes.fromhex(PROVIDER[2:])), secret
 
     def block_hash(self, number: int) -> bytes:
         return keccak256(f"block-{number}".encode())
 
-    def pog_round(self, round_id: int) -> dict:
+    def pog_round(self, round_id: int) -> FakeRound:
         return self.rounds[round_id]
 
-    def challenge(self, challenge_id: int) -> dict:
-        return {"kind": pog_service.POG_KIND, "subject": challenge_id, "gpu_index": 0}  # challenge i: round i
+    def challenge(self, challenge_id: int) -> SimpleNamespace:
+        return SimpleNamespace(kind=ChallengeKind.POG, subject=challenge_id, gpuIndex=0)  # challenge i: round i
 
     def challenge_indices(self, challenge_id: int) -> list[int]:
         return self.indices
@@ -112,6 +127,7 @@ def restore_targets(monkeypatch: pytest.MonkeyPatch) -> None:
     # Imported before any plant, so a plant patches it now (and is undone) rather than waiting
     # for a later import: a leftover cheat would make every later test's model child cheat.
     monkeypatch.setattr(client.sandbox, "child_environment", client.sandbox.child_environment)
+    monkeypatch.setattr(client.sandbox, "SANDBOX_PACKAGES", client.sandbox.SANDBOX_PACKAGES)
 
 
 def play_round(service: pog_service.PogService, chain: FakeChain, device: Device, round_id: int):
@@ -120,7 +136,7 @@ def play_round(service: pog_service.PogService, chain: FakeChain, device: Device
     checker = PogChecker(k=K, dtype="fp32", answer_window_s=60)
     checker.open_round(seed, [PogChecker.claim(device.uuid_hash, device.name, n=N)])
     checker.receive_commitment(service.compute(round_id, "0x" + round_secret.hex()).encode())
-    chain.rounds[round_id]["seed"] = seed  # the verifier's fixSeed mined
+    chain.rounds[round_id] = chain.rounds[round_id]._replace(seed=seed)  # the verifier's fixSeed mined
     secret = keccak256(f"secret-{round_id}".encode())
     checker.reveal(secret)
     raw = service.answer(round_id, "0x" + secret.hex(), K).encode()
@@ -144,7 +160,7 @@ def test_pog_cheat_is_honest_first_then_answers_off_and_on_chain_from_one_fake(r
     service.answer_challenge(2)
     leaves, proofs = chain.responses[2]
     assert leaves == [a.data for a in offchain[:8]]
-    seed, root = chain.rounds[2]["seed"], service._provers[2].work[0].tree.root
+    seed, root = chain.rounds[2].seed, service._provers[2].work[0].tree.root
     for index, data, siblings in zip(chain.indices, leaves, proofs):
         verify_inclusion(leaf_hash(data), index, leaf_count(N), siblings, root)  # a valid proof...
         with pytest.raises(WrongElement):  # ...of a wrong element: what proveFraud slashes
@@ -214,8 +230,7 @@ def test_real_worker_passes_round_one_cheats_in_round_two_and_is_slashed_by_a_fr
     s = market.session
     s.send(s.contract("Staking").functions.stake(), market.verifier, value=2 * ETH)
     verifier = VerifierChain.connect(market.chain.rpc_url, s.deployment, unlocked_sender=market.verifier)
-    client = Celery("verifier-test", broker=redis_url, backend=redis_url, set_as_current=False)
-    client.conf.update(task_serializer="json", result_serializer="json", accept_content=["json"])
+    client = signed_sender(redis_url, market, 4)  # the verifier's key: it requests the rounds
     queue, log = provider_queue(market.provider), tmp_path / "worker.log"
     worker = Worker(settings, queue, log, cheat="pog-from-round=2")
     try:
@@ -229,7 +244,9 @@ def test_real_worker_passes_round_one_cheats_in_round_two_and_is_slashed_by_a_fr
         assert pog.follow_up(challenge_id) is ChallengeState.WAITING
         stake = s.contract("Staking").functions.stakeOf(market.provider).call()
         # The worker answers from the fake it committed (as the agent's heartbeat would).
-        client.send_task(TASK_ANSWER_CHALLENGE, (challenge_id,), queue=queue).get(timeout=60)
+        # (an internal task: only the provider itself may send it, so it is signed with its key)
+        own = signed_sender(redis_url, market, 1)
+        own.for_provider(market.provider).send_task(TASK_ANSWER_CHALLENGE, (challenge_id,), queue=queue).get(timeout=60)
         assert pog.follow_up(challenge_id) is ChallengeState.SLASHED_FRAUD
     finally:
         worker.stop()
@@ -247,6 +264,7 @@ def test_the_cheating_agent_hands_its_job_cheat_to_its_model_child(restore_targe
     from provider_agent.runner import Limits, run_inference
 
     monkeypatch.setattr(client.sandbox, "child_environment", client.sandbox.child_environment)
+    monkeypatch.setattr(client.sandbox, "SANDBOX_PACKAGES", client.sandbox.SANDBOX_PACKAGES)
     cheats.install(CheatPlan(None, 3))
     env = client.sandbox.child_environment(1, tmp_path)
     assert env[cheats.CHEAT_ENV] == "job-every=3" and env["PYTHONPATH"].startswith(str(CHEATER_SITE))
@@ -257,7 +275,7 @@ def test_the_cheating_agent_hands_its_job_cheat_to_its_model_child(restore_targe
     for i, item in enumerate(items):
         inputs.append(tmp_path / f"{i}.in")
         inputs[-1].write_bytes(encode_output(item))
-    limits = Limits(3 << 30 | 12345, 60.0)  # limits no earlier test used: no honest warm child is reused
-    run = run_inference(1, model, "torchscript", inputs, 4, limits, tmp_path / "work")
+    # The planted environment differs from an honest one, so no honest warm template is reused.
+    run = run_inference(1, model, "torchscript", inputs, 4, Limits(3 << 30, 60.0))
     outputs = [decode_output(o) for o in run.outputs]
     assert [i for i, (o, item) in enumerate(zip(outputs, items)) if not np.array_equal(o, item)] == [0, 3, 6]

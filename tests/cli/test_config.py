@@ -79,14 +79,12 @@ def test_the_backend_database_lives_per_network(monkeypatch: pytest.MonkeyPatch,
         Settings().db_url  # noqa: B018  no directory shared between networks by accident
 
 
-def test_backend_serve_on_any_port_signs_users_in_without_a_public_url(tmp_path: Path, capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_backend_serve_on_any_port_signs_users_in_without_a_public_url(tmp_path: Path, capsys, monkeypatch, chains) -> None:  # type: ignore[no-untyped-def]
     import subprocess
     import sys
 
     import httpx
 
-    from unchained_cli.chain import LocalChain
-    from unchained_cli.deploy import Deployer, deploy_all, write_deployment
     import torch
 
     from tests.tiny_models import Tiny
@@ -96,32 +94,32 @@ def test_backend_serve_on_any_port_signs_users_in_without_a_public_url(tmp_path:
     for name in ("UNCHAINED_BACKEND_PUBLIC_URL", "UNCHAINED_BACKEND_SIWE_DOMAIN", "UNCHAINED_BACKEND_SIWE_URI"):
         os.environ.pop(name, None)
     port = free_port()
-    with LocalChain(port=free_port()) as chain:
-        deployment = write_deployment(deploy_all(Deployer.connect(chain.rpc_url)), tmp_path / "deployments")
-        server = subprocess.Popen(
-            [str(Path(sys.executable).with_name("unchained")), "backend", "serve", "--port", str(port),
-             "--rpc", chain.rpc_url, "--deployment", str(deployment), "--data-dir", str(tmp_path / "backend"),
-             "--broker", f"sqla+sqlite:///{tmp_path / 'broker.sqlite'}"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "HOME": str(tmp_path)})
-        try:
-            url = f"http://127.0.0.1:{port}"
+    shared = chains.get()
+    chain, deployment = shared.local, shared.deployment_file
+    server = subprocess.Popen(
+        [str(Path(sys.executable).with_name("unchained")), "backend", "serve", "--port", str(port),
+         "--rpc", chain.rpc_url, "--deployment", str(deployment), "--data-dir", str(tmp_path / "backend"),
+         "--broker", f"sqla+sqlite:///{tmp_path / 'broker.sqlite'}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "HOME": str(tmp_path)})
+    try:
+        url = f"http://127.0.0.1:{port}"
 
-            def healthy() -> bool:
-                assert server.poll() is None
-                try:
-                    return httpx.get(url + "/health", timeout=2).status_code == 200
-                except httpx.HTTPError:
-                    return False
+        def healthy() -> bool:
+            assert server.poll() is None
+            try:
+                return httpx.get(url + "/health", timeout=2).status_code == 200
+            except httpx.HTTPError:
+                return False
 
-            assert wait_for(healthy, 90, 0.3)
-            keystore, _ = write_keystore(tmp_path / "keys", 3)
-            model = tmp_path / "m.pt"
-            torch.jit.save(torch.jit.script(Tiny()), str(model))  # the hub loads what it accepts
-            os.environ["UNCHAINED_PASSWORD_FILE"] = str(tmp_path / "pw")
-            (tmp_path / "pw").write_text(KEYSTORE_PASSWORD + "\n")
-            code = run_guarded(_tree(), ["model", "push", str(model), "--keystore", str(keystore), "--backend", url])
-            out = capsys.readouterr()
-            assert code == 0 and "model 0x" in out.out, out
-        finally:
-            server.terminate()
-            server.wait(timeout=30)
+        assert wait_for(healthy, 90, 0.3)
+        keystore, _ = write_keystore(tmp_path / "keys", 3)
+        model = tmp_path / "m.pt"
+        torch.jit.save(torch.jit.script(Tiny()), str(model))  # the hub loads what it accepts
+        os.environ["UNCHAINED_PASSWORD_FILE"] = str(tmp_path / "pw")
+        (tmp_path / "pw").write_text(KEYSTORE_PASSWORD + "\n")
+        code = run_guarded(_tree(), ["model", "push", str(model), "--keystore", str(keystore), "--backend", url])
+        out = capsys.readouterr()
+        assert code == 0 and "model 0x" in out.out, out
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

@@ -17,10 +17,13 @@ from io import StringIO
 from pathlib import Path
 
 import psutil
+import pytest
 from rich.console import Console
 
 from unchained_cli.demo import DEMO_PLAN, run
 from unchained_cli.market import plan_from_env
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -44,6 +47,8 @@ def test_the_demo_pays_the_honest_provider_refunds_the_cheaters_renter_and_slash
     # The lease took the honest provider's GPU from its miner, which resumed after it.
     assert feed.state("lease", result.lease_id) == "ended" and feed.seen("mining", "leased")
     assert feed.state("mining", "honest") == "mining"
+    # The renter logged in to the leased machine over SSH and ran a command there.
+    assert "over SSH on the leased machine: lease" in text
     # Money: nothing lost, the renters of the cheater made whole, the honest side paid.
     accounts = result.accounts
     assert accounts.unaccounted == 0

@@ -12,14 +12,13 @@ import logging
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import typer
 
-from unchained_cli.chain import LocalChain, free_port
-from unchained_cli.deploy import Deployer, deploy_all, write_deployment
+from tests.support.chain import SharedChains
+from unchained_cli.chain import free_port
 from unchained_cli.errors import run_guarded
 from unchained_cli.market import KEYSTORE_PASSWORD, write_keystore
 
@@ -28,19 +27,18 @@ NOBODY = "0x" + "42" * 20
 
 
 @pytest.fixture(scope="module")
-def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+def net(tmp_path_factory: pytest.TempPathFactory, chains: SharedChains) -> dict[str, str]:
     root = tmp_path_factory.mktemp("errors")
-    with LocalChain(port=free_port()) as chain:
-        deployment = write_deployment(deploy_all(Deployer.connect(chain.rpc_url)), root / "deployments")
-        keystore, _address = write_keystore(root / "keys", 3)
-        password_file = root / "password"
-        password_file.write_text(KEYSTORE_PASSWORD + "\n")
-        inputs = root / "inputs"
-        inputs.mkdir()
-        (inputs / "a.bin").write_bytes(b"x")
-        yield {"rpc": chain.rpc_url, "deployment": str(deployment), "keystore": str(keystore),
-               "password_file": str(password_file), "inputs": str(inputs), "down": f"http://127.0.0.1:{free_port()}",
-               "root": str(root)}
+    chain = chains.get()
+    keystore, _address = write_keystore(root / "keys", 3)
+    password_file = root / "password"
+    password_file.write_text(KEYSTORE_PASSWORD + "\n")
+    inputs = root / "inputs"
+    inputs.mkdir()
+    (inputs / "a.bin").write_bytes(b"x")
+    return {"rpc": chain.rpc_url, "deployment": str(chain.deployment_file), "keystore": str(keystore),
+            "password_file": str(password_file), "inputs": str(inputs), "down": f"http://127.0.0.1:{free_port()}",
+            "root": str(root)}
 
 
 @pytest.fixture(autouse=True)
@@ -135,9 +133,17 @@ def test_an_unreachable_broker_is_refused_before_the_provider_stakes(capsys, net
 # -- impossible numbers and what the chain refuses ----------------------------------------------
 
 
-def test_lease_start_with_more_gpus_than_the_provider_has(capsys, net) -> None:  # type: ignore[no-untyped-def]
+@pytest.fixture
+def ssh_key(tmp_path: Path) -> str:
+    """A renter's SSH public key (`lease start` checks it before paying)."""
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "id")], check=True)
+    return str(tmp_path / "id.pub")
+
+
+def test_lease_start_with_more_gpus_than_the_provider_has(capsys, net, ssh_key) -> None:  # type: ignore[no-untyped-def]
     code, out = run(capsys, "lease", "start", "--provider", NOBODY, "--gpus", "1000000", "--hours", "1",
-                    "--keystore", net["keystore"], "--rpc", net["rpc"], "--deployment", net["deployment"])
+                    "--ssh-key", ssh_key, "--keystore", net["keystore"], "--rpc", net["rpc"],
+                    "--deployment", net["deployment"])
     assert_explained(code, out, "--gpus", "GPU(s) free", exit_code=1)
 
 
@@ -154,9 +160,10 @@ def test_bad_numbers_are_refused_with_the_flag_named(capsys, net, args, flag) ->
     assert_explained(code, out, flag, exit_code=2)
 
 
-def test_lease_of_an_address_that_is_not_one(capsys, net) -> None:  # type: ignore[no-untyped-def]
+def test_lease_of_an_address_that_is_not_one(capsys, net, ssh_key) -> None:  # type: ignore[no-untyped-def]
     code, out = run(capsys, "lease", "start", "--provider", "0x1234", "--gpus", "1", "--hours", "1",
-                    "--keystore", net["keystore"], "--rpc", net["rpc"], "--deployment", net["deployment"])
+                    "--ssh-key", ssh_key, "--keystore", net["keystore"], "--rpc", net["rpc"],
+                    "--deployment", net["deployment"])
     assert_explained(code, out, "--provider", "not an address", exit_code=1)
 
 

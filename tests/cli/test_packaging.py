@@ -15,8 +15,9 @@ from web3 import Web3
 
 from protocol.deployments import Deployment
 from unchained_cli import contract_artifacts
-from unchained_cli.chain import LocalChain, free_port
 from unchained_cli.deploy import DeployError, load_artifact
+
+pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOYED = {"Staking", "ProviderRegistry", "JobEscrow", "LeaseManager", "ProofOfGpu",
@@ -74,9 +75,9 @@ def test_no_wheel_is_built_from_stale_artifacts(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def chain():
-    with LocalChain(port=free_port()) as running:
-        yield running
+def chain(chains):
+    """The session chain (reverted afterwards): the wheel's deploy adds a contract set to it."""
+    return chains.get().local
 
 
 def test_wheel_installed_outside_the_checkout_deploys(chain, tmp_path):

@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import tomllib
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import httpx
 import psutil
 from web3 import Web3
 
+from tests.support.waiting import wait_until
 from unchained_cli.chain import free_port
 from unchained_cli.market import wait_for
 
@@ -54,5 +54,5 @@ def test_up_serves_a_network_with_a_block_time_and_sigterm_stops_everything(tmp_
     _gone, alive = psutil.wait_procs(children, timeout=15)
     assert not alive, [" ".join(p.cmdline()) for p in alive]
     assert "stopping every process" in log.read_text()
-    time.sleep(0.1)
-    assert not Web3(Web3.HTTPProvider(f"http://127.0.0.1:{rpc_port}")).is_connected()
+    wait_until(lambda: not Web3(Web3.HTTPProvider(f"http://127.0.0.1:{rpc_port}")).is_connected(), 10,
+               f"nothing answers on the chain's port {rpc_port} any more")

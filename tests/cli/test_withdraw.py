@@ -12,7 +12,6 @@ from typer.testing import CliRunner
 from web3 import Web3
 
 from client.keystore import PASSWORD_FILE_ENV, new_keystore
-from unchained_cli.chain import LocalChain, free_port
 from unchained_cli.deploy import DeployParams, Deployer, deploy_all, write_deployment
 from unchained_cli.main import app
 from unchained_cli.market import dev_account
@@ -24,11 +23,12 @@ runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
-def chain(tmp_path_factory):
-    with LocalChain(port=free_port()) as local:
-        deployment = deploy_all(Deployer.connect(local.rpc_url), DeployParams(unbonding_delay=DELAY))
-        path = write_deployment(deployment, tmp_path_factory.mktemp("deployments"))
-        yield ChainSession.connect(local.rpc_url, deployment), local.rpc_url, path
+def chain(tmp_path_factory, chains):
+    """The session chain, with a second contract set of its own unbonding delay deployed on it."""
+    local = chains.get().local
+    deployment = deploy_all(Deployer.connect(local.rpc_url), DeployParams(unbonding_delay=DELAY))
+    path = write_deployment(deployment, tmp_path_factory.mktemp("deployments"))
+    return ChainSession.connect(local.rpc_url, deployment), local.rpc_url, path
 
 
 def withdraw(rpc: str, deployment: Path, keystore: Path, password_file: Path) -> tuple[int, str]:
@@ -91,7 +91,7 @@ def test_withdraw_pays_every_owed_balance_once_then_nothing(chain, tmp_path: Pat
     assert token.functions.balanceOf(renter).call() == 5_000_000
     assert escrow.functions.owedTo("0x" + "00" * 20, renter).call() == 0
     assert escrow.functions.owedTo(token.address, renter).call() == 0
-    assert leases.functions.owedTo(renter).call() == 0 and staking.functions.unbondingOf(renter).call()[0] == 0
+    assert leases.functions.owedTo(renter).call() == 0 and staking.functions.unbondingOf(renter).call().amount == 0
 
     s.send(staking.functions.requestUnbond(ETH // 10), renter)
     code, out = withdraw(rpc, deployment, keystore, password)

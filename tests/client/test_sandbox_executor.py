@@ -8,7 +8,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from client import sandbox
 from client.sandbox import ItemBatch, Limits, run_model
 from protocol.jobs import decode_output, encode_output
 from provider_agent.runner import Limits as ProviderLimits
@@ -27,7 +26,7 @@ def test_provider_and_verifier_outputs_are_bit_identical(tmp_path: Path) -> None
         inputs.append(tmp_path / f"item-{i}")
         inputs[-1].write_bytes(encode_output(item))
     assert ProviderLimits is Limits  # one limits type for both
-    provider = run_inference(1, model, "torchscript", inputs, 3, Limits(2 << 30, 60.0), tmp_path / "provider")
+    provider = run_inference(1, model, "torchscript", inputs, 3, Limits(2 << 30, 60.0))
     verifier = reexecute(1, model.read_bytes(), "torchscript",
                          [Batch(3, tuple(encode_output(x) for x in ITEMS[3:6])), Batch(6, (encode_output(ITEMS[6]),))],
                          ReexecLimits(2 << 30, 60.0), tmp_path / "verifier")
@@ -36,15 +35,7 @@ def test_provider_and_verifier_outputs_are_bit_identical(tmp_path: Path) -> None
         assert encode_output(output) == provider.outputs[index], index
 
 
-def test_outputs_are_keyed_by_item_index_and_the_private_home_is_removed(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    homes: list[Path] = []
-
-    def recorded_home() -> Path:
-        homes.append(tmp_path / f"home-{len(homes)}")
-        homes[-1].mkdir(mode=0o700)
-        return homes[-1]
-
-    monkeypatch.setattr(sandbox, "private_home", recorded_home)
+def test_outputs_are_keyed_by_item_index(tmp_path: Path) -> None:
     model = tmp_path / "identity.pt"
     torch.jit.save(torch.jit.script(torch.nn.Identity()), str(model))
     paths = []
@@ -52,7 +43,6 @@ def test_outputs_are_keyed_by_item_index_and_the_private_home_is_removed(tmp_pat
         paths.append(tmp_path / f"{i}.in")
         paths[-1].write_bytes(encode_output(np.full(2, i, np.float32)))
     run = run_model(model, "torchscript", [ItemBatch(10, tuple(paths[:2]), 2), ItemBatch(20, tuple(paths[2:]), 2)],
-                    Limits(2 << 30, 60.0), tmp_path / "work")
+                    Limits(2 << 30, 60.0))
     assert sorted(run.outputs) == [10, 11, 20, 21, 22]
     assert [float(decode_output(run.outputs[i])[0]) for i in (10, 11, 20, 21, 22)] == [0, 1, 2, 3, 4]
-    assert len(homes) == 1 and not homes[0].exists()  # one child, its HOME removed once it finished

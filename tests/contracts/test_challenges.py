@@ -5,6 +5,7 @@ import brownie
 import pytest
 from brownie import chain
 from brownie.test import strategy
+from protocol.enums import ChallengeStatus, JobStatus
 from conftest import (
     BOND_FEE_BPS,
     ESCALATION_WINDOW,
@@ -23,7 +24,6 @@ from eth_utils import keccak
 import proofs_support as ref
 
 BOND = MIN_BOND
-OPEN, ANSWERED, ESCALATED, PROVIDER_FAULTED, CHALLENGER_FAULTED, SETTLED, DISMISSED = 1, 2, 3, 4, 5, 6, 7
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +54,7 @@ def test_pog_challenge_records_root_and_leaf_count(challenge_manager, pog_round,
         staked_verifier, provider, 40, 1, round_id
     )
     assert bytes(c["root"]) == commitments[1].root and c["leafCount"] == 64 * 64 // 64
-    assert c["bond"] == BOND and c["status"] == OPEN and c["anchorBlock"] == tx.block_number
+    assert c["bond"] == BOND and c["status"] == ChallengeStatus.OPEN and c["anchorBlock"] == tx.block_number
     assert c["responseDeadline"] == chain[tx.block_number].timestamp + RESPONSE_WINDOW
 
 
@@ -105,7 +105,7 @@ def test_honest_answer_then_settle_pays_bond_minus_fee_to_provider(
     cid = _challenge_pog(challenge_manager, round_id, 2, staked_verifier, k=64)
     tx = _respond(challenge_manager, cid, commitments[2], provider)
     assert tx.events["ChallengeAnswered"]["challengeId"] == cid
-    assert challenge_manager.challenge(cid)["status"] == ANSWERED
+    assert challenge_manager.challenge(cid)["status"] == ChallengeStatus.ANSWERED
     window_end = challenge_manager.challenge(cid)["answeredAt"] + FRAUD_WINDOW
     with brownie.reverts(custom_error("ChallengeWindowOpen", cid, window_end)):
         challenge_manager.settle(cid, {"from": stranger})
@@ -115,7 +115,7 @@ def test_honest_answer_then_settle_pays_bond_minus_fee_to_provider(
     assert challenge_manager.owedTo(provider) == BOND - fee
     assert challenge_manager.owedTo(treasury) == fee
     assert challenge_manager.owedTo(staked_verifier) == 0
-    assert challenge_manager.challenge(cid)["status"] == SETTLED
+    assert challenge_manager.challenge(cid)["status"] == ChallengeStatus.SETTLED
     balance = provider.balance()
     tx = challenge_manager.withdraw({"from": provider})
     assert provider.balance() == balance + BOND - fee - tx.gas_used * tx.gas_price
@@ -137,7 +137,7 @@ def test_pog_timeout_slashes_provider_and_returns_bond(
     assert staking.stakeOf(provider) == MIN_PROVIDER_STAKE - PROVIDER_SLASH
     assert staking.owedTo(staked_verifier) == PROVIDER_SLASH * SLASH_REWARD_BPS // 10_000
     assert challenge_manager.owedTo(staked_verifier) == BOND
-    assert challenge_manager.challenge(cid)["status"] == PROVIDER_FAULTED
+    assert challenge_manager.challenge(cid)["status"] == ChallengeStatus.PROVIDER_FAULTED
 
 
 def test_job_challenge_freezes_escrow_and_honest_answer_unfreezes_it(
@@ -155,7 +155,7 @@ def test_job_challenge_freezes_escrow_and_honest_answer_unfreezes_it(
     assert challenge_manager.activeJobChallenge(job_id) == 0
     chain.sleep(24 * 3600)
     escrow.finalize(job_id, {"from": stranger})  # the provider gets paid after an unfounded challenge
-    assert escrow.getJob(job_id)["status"] == 4
+    assert escrow.getJob(job_id)["status"] == JobStatus.FINALIZED
 
 
 def test_job_timeout_refunds_renter_and_slashes_provider(
@@ -168,7 +168,7 @@ def test_job_timeout_refunds_renter_and_slashes_provider(
     chain.sleep(RESPONSE_WINDOW + 1)
     challenge_manager.claimTimeout(cid, {"from": stranger})
     j = escrow.getJob(job_id)
-    assert j["status"] == 5 and not j["frozen"]  # Refunded
+    assert j["status"] == JobStatus.REFUNDED and not j["frozen"]
     assert escrow.owedTo(brownie.ZERO_ADDRESS, renter) == JOB_PRICE
     assert staking.stakeOf(provider) == MIN_PROVIDER_STAKE - PROVIDER_SLASH
     assert challenge_manager.owedTo(renter) == BOND
@@ -253,7 +253,7 @@ def test_silent_provider_is_slashed_however_late_after_the_anchor_expired(
     chain.sleep(RESPONSE_WINDOW + 1)
     _mine_past_horizon()  # and claimed late, long after the deadline
     tx = challenge_manager.claimTimeout(cid, {"from": stranger})
-    assert tx.events["ChallengeClosed"]["status"] == PROVIDER_FAULTED
+    assert tx.events["ChallengeClosed"]["status"] == ChallengeStatus.PROVIDER_FAULTED
     assert tx.events["OffenderSlashed"]["slashed"] == PROVIDER_SLASH
     assert staking.stakeOf(provider) == MIN_PROVIDER_STAKE - PROVIDER_SLASH
     assert challenge_manager.owedTo(staked_verifier) == BOND
@@ -270,8 +270,8 @@ def test_silent_provider_of_a_job_is_slashed_and_renter_refunded_after_the_ancho
     _mine_past_horizon()
     chain.sleep(RESPONSE_WINDOW + 1)
     tx = challenge_manager.claimTimeout(cid, {"from": stranger})
-    assert tx.events["ChallengeClosed"]["status"] == PROVIDER_FAULTED
-    assert escrow.getJob(job_id)["status"] == 5  # Refunded
+    assert tx.events["ChallengeClosed"]["status"] == ChallengeStatus.PROVIDER_FAULTED
+    assert escrow.getJob(job_id)["status"] == JobStatus.REFUNDED
     assert escrow.owedTo(brownie.ZERO_ADDRESS, renter) == JOB_PRICE
     assert staking.stakeOf(provider) == MIN_PROVIDER_STAKE - PROVIDER_SLASH
 
@@ -295,7 +295,7 @@ def test_honest_provider_answers_after_the_anchor_expired_by_reanchoring(
     answered = challenge_manager.respond(cid, leaves, proofs, {"from": provider})
     assert answered.block_number == tx.block_number + 1
     assert bytes(answered.events["ChallengeRandomnessFixed"]["randomness"]) == bytes(chain[tx.block_number].hash)
-    assert challenge_manager.challenge(cid)["status"] == ANSWERED
+    assert challenge_manager.challenge(cid)["status"] == ChallengeStatus.ANSWERED
 
 
 def test_job_provider_answers_after_the_anchor_expired(challenge_manager, job, renter, provider, stranger):
@@ -307,7 +307,7 @@ def test_job_provider_answers_after_the_anchor_expired(challenge_manager, job, r
     challenge_manager.fixRandomness(cid, {"from": stranger})  # anyone may re-anchor an expired one
     leaves, proofs = ref.answer(challenge_manager, cid, commitment)
     challenge_manager.respond(cid, leaves, proofs, {"from": provider})
-    assert challenge_manager.challenge(cid)["status"] == ANSWERED
+    assert challenge_manager.challenge(cid)["status"] == ChallengeStatus.ANSWERED
 
 
 def test_a_readable_anchor_cannot_be_moved(
@@ -344,7 +344,7 @@ def test_randomness_of_a_closed_challenge_is_not_touched(
     cid = _challenge_pog(challenge_manager, pog_round[0], 0, staked_verifier)
     chain.sleep(RESPONSE_WINDOW + 1)
     challenge_manager.claimTimeout(cid, {"from": stranger})
-    with brownie.reverts(custom_error("ChallengeWrongStatus", cid, PROVIDER_FAULTED)):
+    with brownie.reverts(custom_error("ChallengeWrongStatus", cid, ChallengeStatus.PROVIDER_FAULTED)):
         challenge_manager.fixRandomness(cid, {"from": stranger})
 
 
@@ -364,7 +364,7 @@ def test_gas_of_k32_pog_answer_at_depth_20(
     tokens = data.count(0) + 4 * (len(data) - data.count(0))
     print(f"\nGAS PoG respond k=32, depth 20 (256-byte chunks): {tx.gas_used}; calldata {len(data)} bytes, "
           f"EIP-7623 floor 21000 + 10*{tokens} = {21000 + 10 * tokens}")
-    assert challenge_manager.challenge(cid)["status"] == ANSWERED
+    assert challenge_manager.challenge(cid)["status"] == ChallengeStatus.ANSWERED
 
 
 class ChallengeMachine:
@@ -401,18 +401,20 @@ class ChallengeMachine:
             return
         tx = self.cm.challengePog(self.round_id, gpu, st_k, {"from": self.verifier, "value": BOND})
         cid = tx.events["PogChallenged"]["challengeId"]
-        self.pending[cid] = {"status": OPEN, "gpu": gpu, "deadline": tx.events["PogChallenged"]["responseDeadline"]}
+        self.pending[cid] = {"status": ChallengeStatus.OPEN, "gpu": gpu,
+                             "deadline": tx.events["PogChallenged"]["responseDeadline"]}
 
     def rule_respond(self, st_pick):
-        cid = self._pick(st_pick, OPEN)
+        cid = self._pick(st_pick, ChallengeStatus.OPEN)
         if cid is None or chain.time() > self.pending[cid]["deadline"] - self.MARGIN:
             return
         leaves, proofs = ref.answer(self.cm, cid, self.commitments[self.pending[cid]["gpu"]])
         tx = self.cm.respond(cid, leaves, proofs, {"from": self.provider})
-        self.pending[cid].update(status=ANSWERED, window_end=chain[tx.block_number].timestamp + FRAUD_WINDOW)
+        self.pending[cid].update(status=ChallengeStatus.ANSWERED,
+                                 window_end=chain[tx.block_number].timestamp + FRAUD_WINDOW)
 
     def rule_claim_timeout(self, st_pick):
-        cid = self._pick(st_pick, OPEN)
+        cid = self._pick(st_pick, ChallengeStatus.OPEN)
         if cid is None or chain.time() < self.pending[cid]["deadline"] + self.MARGIN:
             return
         chain.mine()
@@ -423,7 +425,7 @@ class ChallengeMachine:
         self.owed[self.verifier.address] += BOND
 
     def rule_settle(self, st_pick):
-        cid = self._pick(st_pick, ANSWERED)
+        cid = self._pick(st_pick, ChallengeStatus.ANSWERED)
         if cid is None or chain.time() < self.pending[cid]["window_end"] + self.MARGIN:
             return
         self.pending.pop(cid)

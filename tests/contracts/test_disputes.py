@@ -4,6 +4,7 @@ each verdict's payouts and slashes, on anvil with the real Staking and JobEscrow
 import brownie
 import pytest
 from brownie import chain
+from protocol.enums import ChallengeStatus, JobStatus, Verdict
 from conftest import (
     BOND_FEE_BPS,
     ESCALATION_WINDOW,
@@ -20,8 +21,6 @@ from conftest import (
 import proofs_support as ref
 
 BOND = MIN_BOND
-ANSWERED, ESCALATED, PROVIDER_FAULTED, CHALLENGER_FAULTED, DISMISSED = 2, 3, 4, 5, 7
-NO_FAULT, PROVIDER_AT_FAULT, CHALLENGER_WRONG = 1, 2, 3
 
 
 @pytest.fixture
@@ -55,7 +54,7 @@ def test_escalation_opens_committee_dispute_and_keeps_escrow_frozen(
 ):
     job_id, cid, dispute_id = escalated
     c = challenge_manager.challenge(cid)
-    assert c["status"] == ESCALATED and c["disputeId"] == dispute_id
+    assert c["status"] == ChallengeStatus.ESCALATED and c["disputeId"] == dispute_id
     d = dispute_committee.dispute(dispute_id)
     assert (d["opener"], d["ref"], d["challenger"], d["provider"]) == (challenge_manager, cid, staked_verifier, provider)
     assert escrow.getJob(job_id)["frozen"]
@@ -67,10 +66,10 @@ def test_committee_finds_provider_at_fault(
 ):
     job_id, cid, dispute_id = escalated
     tx = _vote_and_resolve(dispute_committee, dispute_id, [True, True, False], voters, stranger)
-    assert tx.events["DisputeResolved"]["verdict"] == PROVIDER_AT_FAULT
-    assert challenge_manager.challenge(cid)["status"] == PROVIDER_FAULTED
+    assert tx.events["DisputeResolved"]["verdict"] == Verdict.PROVIDER_AT_FAULT
+    assert challenge_manager.challenge(cid)["status"] == ChallengeStatus.PROVIDER_FAULTED
     assert staking.stakeOf(provider) == MIN_PROVIDER_STAKE - PROVIDER_SLASH
-    assert escrow.getJob(job_id)["status"] == 5  # Refunded
+    assert escrow.getJob(job_id)["status"] == JobStatus.REFUNDED
     assert escrow.owedTo(brownie.ZERO_ADDRESS, renter) == JOB_PRICE
     assert challenge_manager.owedTo(staked_verifier) == BOND
     assert staking.stakeOf(staked_verifier) == MIN_VERIFIER_STAKE
@@ -82,8 +81,8 @@ def test_committee_finds_challenger_wrong(
 ):
     job_id, cid, dispute_id = escalated
     tx = _vote_and_resolve(dispute_committee, dispute_id, [False, False, True], voters, stranger)
-    assert tx.events["DisputeResolved"]["verdict"] == CHALLENGER_WRONG
-    assert challenge_manager.challenge(cid)["status"] == CHALLENGER_FAULTED
+    assert tx.events["DisputeResolved"]["verdict"] == Verdict.CHALLENGER_WRONG
+    assert challenge_manager.challenge(cid)["status"] == ChallengeStatus.CHALLENGER_FAULTED
     fee = BOND * BOND_FEE_BPS // 10_000
     assert challenge_manager.owedTo(provider) == BOND - fee
     assert challenge_manager.owedTo(treasury) == fee
@@ -93,7 +92,7 @@ def test_committee_finds_challenger_wrong(
     assert not escrow.getJob(job_id)["frozen"]
     chain.sleep(24 * 3600)
     escrow.finalize(job_id, {"from": stranger})
-    assert escrow.getJob(job_id)["status"] == 4  # Finalized: the provider is paid
+    assert escrow.getJob(job_id)["status"] == JobStatus.FINALIZED  # the provider is paid
 
 
 def test_no_quorum_returns_bond_and_slashes_nobody(
@@ -101,8 +100,8 @@ def test_no_quorum_returns_bond_and_slashes_nobody(
 ):
     job_id, cid, dispute_id = escalated
     tx = _vote_and_resolve(dispute_committee, dispute_id, [True], voters[:1], stranger)
-    assert tx.events["DisputeResolved"]["verdict"] == NO_FAULT
-    assert challenge_manager.challenge(cid)["status"] == DISMISSED
+    assert tx.events["DisputeResolved"]["verdict"] == Verdict.NO_FAULT
+    assert challenge_manager.challenge(cid)["status"] == ChallengeStatus.DISMISSED
     assert challenge_manager.owedTo(staked_verifier) == BOND
     assert staking.stakeOf(provider) == MIN_PROVIDER_STAKE
     assert staking.stakeOf(staked_verifier) == MIN_VERIFIER_STAKE
@@ -112,8 +111,8 @@ def test_no_quorum_returns_bond_and_slashes_nobody(
 def test_tie_finds_no_fault(challenge_manager, dispute_committee, escalated, voters, stranger):
     _, cid, dispute_id = escalated
     tx = _vote_and_resolve(dispute_committee, dispute_id, [True, False], voters[:2], stranger)
-    assert tx.events["DisputeResolved"]["verdict"] == NO_FAULT
-    assert challenge_manager.challenge(cid)["status"] == DISMISSED
+    assert tx.events["DisputeResolved"]["verdict"] == Verdict.NO_FAULT
+    assert challenge_manager.challenge(cid)["status"] == ChallengeStatus.DISMISSED
 
 
 def test_vote_weight_is_stake_at_vote_time(dispute_committee, staking, escalated, voters):
@@ -162,7 +161,7 @@ def test_only_opener_role_opens_and_only_committee_delivers_verdicts(
     with brownie.reverts():
         dispute_committee.open(1, stranger, stranger, {"from": stranger})
     with brownie.reverts(custom_error("ChallengeNotCommittee", stranger)):
-        challenge_manager.onDisputeResolved(cid, PROVIDER_AT_FAULT, {"from": stranger})
+        challenge_manager.onDisputeResolved(cid, Verdict.PROVIDER_AT_FAULT, {"from": stranger})
 
 
 def test_escalation_only_by_challenger_inside_window(
@@ -193,7 +192,7 @@ def test_escalated_challenge_cannot_be_settled_or_timed_out(
 ):
     _, cid, _ = escalated
     chain.sleep(ESCALATION_WINDOW + 1)
-    with brownie.reverts(custom_error("ChallengeWrongStatus", cid, ESCALATED)):
+    with brownie.reverts(custom_error("ChallengeWrongStatus", cid, ChallengeStatus.ESCALATED)):
         challenge_manager.settle(cid, {"from": stranger})
-    with brownie.reverts(custom_error("ChallengeWrongStatus", cid, ESCALATED)):
+    with brownie.reverts(custom_error("ChallengeWrongStatus", cid, ChallengeStatus.ESCALATED)):
         challenge_manager.claimTimeout(cid, {"from": stranger})

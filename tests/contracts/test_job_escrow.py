@@ -5,9 +5,9 @@ import brownie
 import pytest
 from brownie import ZERO_ADDRESS, chain
 
+from protocol.enums import JobStatus
 from conftest import CHALLENGE_WINDOW, DAY, ETHER, MAX_JOB_DURATION, PROTOCOL_FEE_BPS, WEEK
 
-FUNDED, ACCEPTED, COMMITTED, FINALIZED, REFUNDED = 1, 2, 3, 4, 5
 PRICE = ETHER // 10
 FEE = PRICE * PROTOCOL_FEE_BPS // 10_000
 SPEC = b"\x11" * 32
@@ -78,7 +78,7 @@ def test_create_job_escrows_eth_and_records_the_job(escrow, active_provider, ren
     }
     job = escrow.getJob(job_id)
     assert (job["renter"], job["provider"], job["token"]) == (renter, active_provider, ZERO_ADDRESS)
-    assert (job["price"], job["deadline"], job["status"], job["frozen"]) == (PRICE, deadline, FUNDED, False)
+    assert (job["price"], job["deadline"], job["status"], job["frozen"]) == (PRICE, deadline, JobStatus.FUNDED, False)
     assert escrow.balance() == PRICE
 
 
@@ -130,11 +130,12 @@ def test_create_job_with_token_reverts_on_zero_token(escrow, active_provider, re
         escrow.createJobWithToken(active_provider, ZERO_ADDRESS, SPEC, 1, _deadline(), {"from": renter})
 
 
-def test_create_job_with_token_reverts_on_price_beyond_uint128(
+def test_create_job_with_token_reverts_on_price_beyond_max_price(
     escrow, stablecoin, active_provider, renter, custom_error
 ):
-    with brownie.reverts(custom_error("JobEscrowPriceTooLarge", 2**128)):
-        escrow.createJobWithToken(active_provider, stablecoin, SPEC, 2**128, _deadline(), {"from": renter})
+    assert escrow.MAX_PRICE() == 2**80 - 1
+    with brownie.reverts(custom_error("JobEscrowPriceTooLarge", 2**80)):
+        escrow.createJobWithToken(active_provider, stablecoin, SPEC, 2**80, _deadline(), {"from": renter})
 
 
 # --- accept -----------------------------------------------------------------------------------
@@ -143,7 +144,7 @@ def test_create_job_with_token_reverts_on_price_beyond_uint128(
 def test_accept_job_by_provider_moves_to_accepted(escrow, job_id, active_provider):
     tx = escrow.acceptJob(job_id, {"from": active_provider})
     assert tx.events["JobAccepted"] == {"jobId": job_id, "provider": active_provider}
-    assert _status(escrow, job_id) == ACCEPTED
+    assert _status(escrow, job_id) == JobStatus.ACCEPTED
 
 
 def test_accept_job_reverts_for_other_caller(escrow, job_id, renter, custom_error):
@@ -152,7 +153,7 @@ def test_accept_job_reverts_for_other_caller(escrow, job_id, renter, custom_erro
 
 
 def test_accept_job_reverts_twice(escrow, accepted, active_provider, custom_error):
-    with brownie.reverts(custom_error("JobEscrowWrongStatus", accepted, ACCEPTED)):
+    with brownie.reverts(custom_error("JobEscrowWrongStatus", accepted, JobStatus.ACCEPTED)):
         escrow.acceptJob(accepted, {"from": active_provider})
 
 
@@ -182,7 +183,7 @@ def test_commit_result_records_root_and_opens_window(escrow, accepted, active_pr
         "challengeWindowEnd": window_end,
     }
     job = escrow.getJob(accepted)
-    assert job["status"] == COMMITTED
+    assert job["status"] == JobStatus.COMMITTED
     assert (job["committedAt"], job["challengeWindowEnd"]) == (tx.timestamp, window_end)
     assert (job["outputRoot"], job["itemCount"], job["resultDigest"]) == ("0x" + ROOT.hex(), ITEMS, "0x" + DIGEST.hex())
 
@@ -196,13 +197,28 @@ def test_provider_cannot_commit_for_someone_elses_job(
         escrow.commitResult(accepted, ROOT, ITEMS, DIGEST, {"from": provider2})
 
 
-def test_commit_result_reverts_before_accept(escrow, job_id, active_provider, custom_error):
-    with brownie.reverts(custom_error("JobEscrowWrongStatus", job_id, FUNDED)):
+def test_commit_result_accepts_a_funded_job_implicitly(escrow, staking, job_id, active_provider):
+    tx = escrow.commitResult(job_id, ROOT, ITEMS, DIGEST, {"from": active_provider})
+    assert tx.events["JobAccepted"] == {"jobId": job_id, "provider": active_provider}
+    assert tx.events["StakeLocked"]["openWork"] == 1 and staking.openWorkOf(active_provider) == 1
+    job = escrow.getJob(job_id)
+    assert job["status"] == JobStatus.COMMITTED and job["committedAt"] == tx.timestamp
+
+
+def test_implicit_accept_requires_the_minimum_stake(escrow, staking, job_id, active_provider, slasher, custom_error):
+    staking.slash(active_provider, 1, ZERO_ADDRESS, {"from": slasher})
+    with brownie.reverts(custom_error("StakingBelowMinimum", active_provider, ETHER - 1, ETHER)):
+        escrow.commitResult(job_id, ROOT, ITEMS, DIGEST, {"from": active_provider})
+
+
+def test_commit_result_reverts_on_a_cancelled_job(escrow, job_id, renter, active_provider, custom_error):
+    escrow.cancel(job_id, {"from": renter})
+    with brownie.reverts(custom_error("JobEscrowWrongStatus", job_id, JobStatus.REFUNDED)):
         escrow.commitResult(job_id, ROOT, ITEMS, DIGEST, {"from": active_provider})
 
 
 def test_commit_result_reverts_twice(escrow, committed, active_provider, custom_error):
-    with brownie.reverts(custom_error("JobEscrowWrongStatus", committed, COMMITTED)):
+    with brownie.reverts(custom_error("JobEscrowWrongStatus", committed, JobStatus.COMMITTED)):
         escrow.commitResult(committed, ROOT, ITEMS, DIGEST, {"from": active_provider})
 
 
@@ -219,9 +235,12 @@ def test_commit_result_reverts_on_empty_result(escrow, accepted, active_provider
         escrow.commitResult(accepted, root, items, DIGEST, {"from": active_provider})
 
 
-def test_commit_result_reverts_on_item_count_beyond_uint128(escrow, accepted, active_provider, custom_error):
-    with brownie.reverts(custom_error("JobEscrowItemCountTooLarge", 2**128)):
-        escrow.commitResult(accepted, ROOT, 2**128, DIGEST, {"from": active_provider})
+def test_commit_result_reverts_on_item_count_beyond_max(escrow, accepted, active_provider, custom_error):
+    assert escrow.MAX_ITEM_COUNT() == 2**32 - 1
+    with brownie.reverts(custom_error("JobEscrowItemCountTooLarge", 2**32)):
+        escrow.commitResult(accepted, ROOT, 2**32, DIGEST, {"from": active_provider})
+    escrow.commitResult(accepted, ROOT, 2**32 - 1, DIGEST, {"from": active_provider})
+    assert escrow.getJob(accepted)["itemCount"] == 2**32 - 1
 
 
 # --- finalize ---------------------------------------------------------------------------------
@@ -236,7 +255,7 @@ def test_finalize_after_window_credits_provider_and_fee(escrow, committed, activ
         "providerAmount": PRICE - FEE,
         "fee": FEE,
     }
-    assert _status(escrow, committed) == FINALIZED
+    assert _status(escrow, committed) == JobStatus.FINALIZED
     assert escrow.owedTo(ZERO_ADDRESS, active_provider) == PRICE - FEE
     assert escrow.owedTo(ZERO_ADDRESS, treasury) == FEE
 
@@ -248,7 +267,7 @@ def test_finalize_reverts_inside_window(escrow, committed, stranger, custom_erro
 
 
 def test_finalize_reverts_before_commit(escrow, accepted, stranger, custom_error):
-    with brownie.reverts(custom_error("JobEscrowWrongStatus", accepted, ACCEPTED)):
+    with brownie.reverts(custom_error("JobEscrowWrongStatus", accepted, JobStatus.ACCEPTED)):
         escrow.finalize(accepted, {"from": stranger})
 
 
@@ -264,7 +283,7 @@ def test_second_finalize_pays_nothing_more(escrow, committed, active_provider, c
     """Attack: finalize the same job twice to be credited twice."""
     chain.sleep(CHALLENGE_WINDOW)
     escrow.finalize(committed, {"from": active_provider})
-    with brownie.reverts(custom_error("JobEscrowWrongStatus", committed, FINALIZED)):
+    with brownie.reverts(custom_error("JobEscrowWrongStatus", committed, JobStatus.FINALIZED)):
         escrow.finalize(committed, {"from": active_provider})
     assert escrow.owedTo(ZERO_ADDRESS, active_provider) == PRICE - FEE
 
@@ -279,7 +298,7 @@ def test_refund_expired_credits_renter_in_full(escrow, job_id, active_provider, 
     _sleep_past_deadline()
     tx = escrow.refundExpired(job_id, {"from": stranger})
     assert tx.events["JobExpired"] == {"jobId": job_id, "renter": renter, "refund": PRICE}
-    assert _status(escrow, job_id) == REFUNDED
+    assert _status(escrow, job_id) == JobStatus.REFUNDED
     assert escrow.owedTo(ZERO_ADDRESS, renter) == PRICE
 
 
@@ -292,14 +311,14 @@ def test_refund_expired_reverts_before_deadline(escrow, job_id, stranger, custom
 def test_refund_after_commit_is_refused(escrow, committed, renter, custom_error):
     """Attack: the renter waits past the deadline and claims a refund for a delivered job."""
     chain.sleep(3 * DAY)
-    with brownie.reverts(custom_error("JobEscrowWrongStatus", committed, COMMITTED)):
+    with brownie.reverts(custom_error("JobEscrowWrongStatus", committed, JobStatus.COMMITTED)):
         escrow.refundExpired(committed, {"from": renter})
 
 
 def test_cancel_by_renter_refunds_unaccepted_job(escrow, job_id, renter):
     tx = escrow.cancel(job_id, {"from": renter})
     assert tx.events["JobCancelled"] == {"jobId": job_id, "renter": renter, "refund": PRICE}
-    assert _status(escrow, job_id) == REFUNDED
+    assert _status(escrow, job_id) == JobStatus.REFUNDED
     assert escrow.owedTo(ZERO_ADDRESS, renter) == PRICE
 
 
@@ -309,14 +328,14 @@ def test_cancel_reverts_for_other_caller(escrow, job_id, active_provider, custom
 
 
 def test_cancel_reverts_after_accept(escrow, accepted, renter, custom_error):
-    with brownie.reverts(custom_error("JobEscrowWrongStatus", accepted, ACCEPTED)):
+    with brownie.reverts(custom_error("JobEscrowWrongStatus", accepted, JobStatus.ACCEPTED)):
         escrow.cancel(accepted, {"from": renter})
 
 
 def test_cancelled_job_cannot_also_expire(escrow, job_id, renter, custom_error):
     escrow.cancel(job_id, {"from": renter})
     chain.sleep(3 * DAY)
-    with brownie.reverts(custom_error("JobEscrowWrongStatus", job_id, REFUNDED)):
+    with brownie.reverts(custom_error("JobEscrowWrongStatus", job_id, JobStatus.REFUNDED)):
         escrow.refundExpired(job_id, {"from": renter})
     assert escrow.owedTo(ZERO_ADDRESS, renter) == PRICE
 
@@ -336,7 +355,7 @@ def test_freeze_reverts_without_dispute_role(escrow, committed, renter, custom_e
 
 
 def test_freeze_reverts_before_commit(escrow, accepted, disputer, custom_error):
-    with brownie.reverts(custom_error("JobEscrowWrongStatus", accepted, ACCEPTED)):
+    with brownie.reverts(custom_error("JobEscrowWrongStatus", accepted, JobStatus.ACCEPTED)):
         escrow.freeze(accepted, {"from": disputer})
 
 
@@ -358,10 +377,10 @@ def test_resolve_freeze_with_provider_at_fault_refunds_renter(escrow, committed,
     tx = escrow.resolveFreeze(committed, True, {"from": disputer})
     assert tx.events["JobUnfrozen"] == {"jobId": committed, "providerAtFault": True, "renterRefund": PRICE}
     job = escrow.getJob(committed)
-    assert (job["status"], job["frozen"]) == (REFUNDED, False)
+    assert (job["status"], job["frozen"]) == (JobStatus.REFUNDED, False)
     assert escrow.owedTo(ZERO_ADDRESS, renter) == PRICE
     chain.sleep(CHALLENGE_WINDOW)
-    with brownie.reverts(custom_error("JobEscrowWrongStatus", committed, REFUNDED)):
+    with brownie.reverts(custom_error("JobEscrowWrongStatus", committed, JobStatus.REFUNDED)):
         escrow.finalize(committed, {"from": renter})
 
 
@@ -376,7 +395,7 @@ def test_resolve_freeze_in_providers_favour_allows_finalize_after_window(
         escrow.finalize(committed, {"from": active_provider})
     chain.sleep(CHALLENGE_WINDOW)
     escrow.finalize(committed, {"from": active_provider})
-    assert _status(escrow, committed) == FINALIZED
+    assert _status(escrow, committed) == JobStatus.FINALIZED
 
 
 def test_resolve_freeze_after_window_allows_finalize_at_once(escrow, committed, disputer, active_provider):
@@ -527,7 +546,7 @@ def test_refund_of_an_accepted_job_releases_the_lock(
         escrow.commitResult(job_id, ROOT, ITEMS, DIGEST, {"from": active_provider})
         escrow.freeze(job_id, {"from": disputer})
         escrow.resolveFreeze(job_id, True, {"from": disputer})
-    assert _status(escrow, job_id) == REFUNDED
+    assert _status(escrow, job_id) == JobStatus.REFUNDED
     assert staking.openWorkOf(active_provider) == 0
 
 
@@ -562,14 +581,14 @@ def test_commit_requires_the_minimum_stake(escrow, staking, accepted, active_pro
 
 
 def test_gas_of_a_job_life(escrow, active_provider, renter, treasury, stranger):
-    """Measures (asserts nothing about) the gas of each step of an ETH job's life; run with -s."""
+    """Measures (asserts nothing about) the gas of each step of an ETH job's life, the commit
+    accepting it implicitly; run with -s."""
     steps = {}
     # Warm the treasury's and provider's balances as on a live deployment with earlier jobs.
     for _ in range(2):
         tx = escrow.createJob(active_provider, SPEC, PRICE, _deadline(), {"from": renter, "value": PRICE})
         steps["create"] = tx.gas_used
         job_id = tx.return_value
-        steps["accept"] = escrow.acceptJob(job_id, {"from": active_provider}).gas_used
         steps["commit"] = escrow.commitResult(job_id, ROOT, ITEMS, DIGEST, {"from": active_provider}).gas_used
         chain.sleep(CHALLENGE_WINDOW)
         steps["finalize"] = escrow.finalize(job_id, {"from": stranger}).gas_used

@@ -6,10 +6,10 @@ import brownie
 import pytest
 from brownie import ZERO_ADDRESS, chain
 
+from protocol.enums import JobStatus
 from conftest import DAY, ETHER
 from test_money_invariants import SETTINGS, EscrowMachine, _attempt
 
-FUNDED, ACCEPTED, COMMITTED, FINALIZED, REFUNDED = 1, 2, 3, 4, 5
 PRICE = ETHER // 10
 SPEC = b"\x11" * 32
 ROOT = b"\x22" * 32
@@ -39,7 +39,7 @@ def test_fail_job_refunds_the_renter_in_the_same_transaction(escrow, job_id, act
     # Failing an accepted job also releases the stake lock its acceptance took.
     assert len(tx.events) == (2 if accept else 1)
     assert ("StakeUnlocked" in tx.events) == accept
-    assert escrow.getJob(job_id)["status"] == REFUNDED
+    assert escrow.getJob(job_id)["status"] == JobStatus.REFUNDED
     assert escrow.owedTo(ZERO_ADDRESS, renter) == PRICE
     assert escrow.owedTo(ZERO_ADDRESS, active_provider) == 0
     assert escrow.balance() == held  # credited, not sent: the renter pulls it with withdraw
@@ -61,14 +61,14 @@ def test_only_the_jobs_provider_can_fail_it(escrow, job_id, renter, stranger, pr
     caller = {"renter": renter, "stranger": stranger, "provider2": provider2}[who]
     with brownie.reverts(custom_error("JobEscrowNotProvider", caller)):
         escrow.failJob(job_id, REASON, {"from": caller})
-    assert escrow.getJob(job_id)["status"] == FUNDED
+    assert escrow.getJob(job_id)["status"] == JobStatus.FUNDED
 
 
 def test_a_committed_job_cannot_be_failed(escrow, accepted, active_provider, renter, custom_error):
     """Attack: a provider that committed a result (and a renter that would like its money back)
     cannot turn a delivered job into a refund."""
     escrow.commitResult(accepted, ROOT, 8, DIGEST, {"from": active_provider})
-    with brownie.reverts(custom_error("JobEscrowWrongStatus", accepted, COMMITTED)):
+    with brownie.reverts(custom_error("JobEscrowWrongStatus", accepted, JobStatus.COMMITTED)):
         escrow.failJob(accepted, REASON, {"from": active_provider})
     assert escrow.owedTo(ZERO_ADDRESS, renter) == 0
 
@@ -77,7 +77,7 @@ def test_a_frozen_job_cannot_be_failed(escrow, accepted, active_provider, disput
     """A job under challenge is frozen: failing it would bypass the dispute's verdict."""
     escrow.commitResult(accepted, ROOT, 8, DIGEST, {"from": active_provider})
     escrow.freeze(accepted, {"from": disputer})
-    with brownie.reverts(custom_error("JobEscrowWrongStatus", accepted, COMMITTED)):
+    with brownie.reverts(custom_error("JobEscrowWrongStatus", accepted, JobStatus.COMMITTED)):
         escrow.failJob(accepted, REASON, {"from": active_provider})
     assert escrow.getJob(accepted)["frozen"] is True
 
@@ -92,7 +92,7 @@ def test_a_refunded_job_cannot_be_failed_again(escrow, job_id, active_provider, 
     else:
         chain.sleep(2 * DAY)
         escrow.refundExpired(job_id, {"from": stranger})
-    with brownie.reverts(custom_error("JobEscrowWrongStatus", job_id, REFUNDED)):
+    with brownie.reverts(custom_error("JobEscrowWrongStatus", job_id, JobStatus.REFUNDED)):
         escrow.failJob(job_id, REASON, {"from": active_provider})
     assert escrow.owedTo(ZERO_ADDRESS, renter) == PRICE
 
@@ -100,10 +100,10 @@ def test_a_refunded_job_cannot_be_failed_again(escrow, job_id, active_provider, 
 def test_a_failed_job_cannot_expire_or_be_cancelled_afterwards(escrow, job_id, active_provider, renter, stranger,
                                                                custom_error):
     escrow.failJob(job_id, REASON, {"from": active_provider})
-    with brownie.reverts(custom_error("JobEscrowWrongStatus", job_id, REFUNDED)):
+    with brownie.reverts(custom_error("JobEscrowWrongStatus", job_id, JobStatus.REFUNDED)):
         escrow.cancel(job_id, {"from": renter})
     chain.sleep(2 * DAY)
-    with brownie.reverts(custom_error("JobEscrowWrongStatus", job_id, REFUNDED)):
+    with brownie.reverts(custom_error("JobEscrowWrongStatus", job_id, JobStatus.REFUNDED)):
         escrow.refundExpired(job_id, {"from": stranger})
     assert escrow.owedTo(ZERO_ADDRESS, renter) == PRICE
 
@@ -143,7 +143,7 @@ class FailingEscrowMachine(EscrowMachine):
             return
         job_id, job = picked
         caller = job.provider if st_flag else job.renter
-        allowed = job.status in (FUNDED, ACCEPTED) and not job.frozen and caller == job.provider
+        allowed = job.status in (JobStatus.FUNDED, JobStatus.ACCEPTED) and not job.frozen and caller == job.provider
         if _attempt(allowed, self.escrow.failJob, job_id, "cannot run it", {"from": caller}):
             self._refund(job)
 

@@ -1,14 +1,16 @@
-"""LeaseManager: prepaid GPU leases settled per second, GPU accounting per provider, and pull
-payments."""
+"""LeaseManager: prepaid GPU leases settled per second, GPU accounting per provider, pull
+payments, and delivery: a lease its provider never confirmed handing over refunds in full."""
 
 import brownie
 import pytest
 from brownie import chain
 
+from protocol.enums import LeaseStatus
 from conftest import PRICE_PER_GPU_HOUR
 
 HOUR = 3600
-ACTIVE, ENDED = 1, 2
+WINDOW = 5 * 60
+ACCESS_HASH = "0x" + "ab" * 32  # stands for the EIP-712 digest of the provider's signed LeaseAccess
 
 
 def _cost(gpus: int, seconds: int, price: int = PRICE_PER_GPU_HOUR) -> int:
@@ -17,10 +19,14 @@ def _cost(gpus: int, seconds: int, price: int = PRICE_PER_GPU_HOUR) -> int:
 
 @pytest.fixture
 def start(leases, active_provider, renter):
-    """Starts a lease of `gpus` GPUs of `active_provider` for `seconds`; returns the tx."""
+    """Starts a lease of `gpus` GPUs of `active_provider` for `seconds` and, unless told not to,
+    has the provider confirm its delivery; returns the start tx."""
 
-    def start_lease(gpus: int = 2, seconds: int = HOUR, sender=renter):
-        return leases.startLease(active_provider, gpus, seconds, {"from": sender, "value": _cost(gpus, seconds)})
+    def start_lease(gpus: int = 2, seconds: int = HOUR, sender=renter, deliver: bool = True):
+        tx = leases.startLease(active_provider, gpus, seconds, {"from": sender, "value": _cost(gpus, seconds)})
+        if deliver:
+            leases.confirmDelivery(tx.return_value, ACCESS_HASH, {"from": active_provider})
+        return tx
 
     return start_lease
 
@@ -40,7 +46,7 @@ def test_start_lease_records_lease_and_counts_gpus(leases, start, active_provide
     lease = leases.getLease(1)
     assert (lease["renter"], lease["provider"], lease["gpuCount"]) == (renter, active_provider, 2)
     assert (lease["startedAt"], lease["endsAt"], lease["endedAt"]) == (tx.timestamp, tx.timestamp + HOUR, 0)
-    assert (lease["status"], lease["paid"]) == (ACTIVE, paid)
+    assert (lease["status"], lease["paid"]) == (LeaseStatus.ACTIVE, paid)
     assert leases.leasedGpusOf(active_provider) == 2
     assert leases.availableGpusOf(active_provider) == 2
     assert leases.isLeased(active_provider)
@@ -115,7 +121,7 @@ def test_renter_ending_early_pays_elapsed_seconds_and_gets_the_rest(leases, star
     assert leases.owedTo(active_provider) == earned
     assert leases.owedTo(renter) == paid - earned
     lease = leases.getLease(1)
-    assert (lease["status"], lease["endedAt"]) == (ENDED, tx.timestamp)
+    assert (lease["status"], lease["endedAt"]) == (LeaseStatus.ENDED, tx.timestamp)
     assert leases.leasedGpusOf(active_provider) == 0
     assert not leases.isLeased(active_provider)
 
@@ -219,3 +225,81 @@ def test_provider_cannot_unbond_while_a_lease_is_active(leases, staking, start, 
     leases.endLease(second, {"from": active_provider})
     assert staking.openWorkOf(active_provider) == 0
     staking.requestUnbond(staking.stakeOf(active_provider), {"from": active_provider})
+
+
+# ---- delivery ----
+
+
+def test_confirm_delivery_records_the_access_hash(leases, start, active_provider):
+    tx = start(1, HOUR, deliver=False)
+    assert leases.deliveryOf(1) == "0x" + "00" * 32
+    assert leases.deliveryDeadline(1) == tx.timestamp + WINDOW
+    confirmed = leases.confirmDelivery(1, ACCESS_HASH, {"from": active_provider})
+    assert confirmed.events["LeaseDelivered"] == {"leaseId": 1, "provider": active_provider, "accessHash": ACCESS_HASH}
+    assert leases.deliveryOf(1) == ACCESS_HASH
+
+
+def test_confirm_delivery_reverts_for_anyone_but_the_provider(leases, start, active_provider, renter, custom_error):
+    """Attack: the renter (or anyone) confirms delivery to make an undelivered lease payable."""
+    start(1, HOUR, deliver=False)
+    with brownie.reverts(custom_error("LeaseManagerNotProvider", renter, active_provider)):
+        leases.confirmDelivery(1, ACCESS_HASH, {"from": renter})
+
+
+def test_confirm_delivery_reverts_twice_and_on_zero_hash(leases, start, active_provider, custom_error):
+    start(1, HOUR, deliver=False)
+    with brownie.reverts(custom_error("LeaseManagerZeroAccessHash")):
+        leases.confirmDelivery(1, "0x" + "00" * 32, {"from": active_provider})
+    leases.confirmDelivery(1, ACCESS_HASH, {"from": active_provider})
+    with brownie.reverts(custom_error("LeaseManagerAlreadyDelivered", 1)):
+        leases.confirmDelivery(1, "0x" + "cd" * 32, {"from": active_provider})
+
+
+def test_confirm_delivery_reverts_after_the_window(leases, start, active_provider, custom_error):
+    """Attack: a provider that missed the window confirms late to turn a refund into earnings."""
+    tx = start(1, HOUR, deliver=False)
+    chain.sleep(WINDOW)
+    chain.mine()
+    with brownie.reverts(custom_error("LeaseManagerDeliveryWindowClosed", 1, tx.timestamp + WINDOW)):
+        leases.confirmDelivery(1, ACCESS_HASH, {"from": active_provider})
+
+
+def test_confirm_delivery_reverts_for_unknown_or_ended_lease(leases, start, active_provider, renter, custom_error):
+    with brownie.reverts(custom_error("LeaseManagerUnknownLease", 7)):
+        leases.confirmDelivery(7, ACCESS_HASH, {"from": active_provider})
+    start(1, HOUR, deliver=False)
+    leases.endLease(1, {"from": renter})
+    with brownie.reverts(custom_error("LeaseManagerNotActive", 1)):
+        leases.confirmDelivery(1, ACCESS_HASH, {"from": active_provider})
+
+
+def test_delivery_deadline_is_the_end_of_a_lease_shorter_than_the_window(leases, start):
+    tx = start(1, 120, deliver=False)
+    assert leases.deliveryDeadline(1) == tx.timestamp + 120
+
+
+def test_undelivered_lease_refunds_the_renter_in_full_at_once(leases, start, active_provider, renter):
+    start(2, HOUR, deliver=False)
+    chain.sleep(WINDOW + 1)
+    tx = leases.endLease(1, {"from": renter})
+    assert tx.events["LeaseEnded"] == {"leaseId": 1, "endedBy": renter, "providerEarned": 0,
+                                       "renterRefund": _cost(2, HOUR)}
+    assert leases.owedTo(renter) == _cost(2, HOUR) and leases.owedTo(active_provider) == 0
+    assert leases.leasedGpusOf(active_provider) == 0
+
+
+def test_provider_cannot_collect_an_undelivered_expired_lease(leases, start, active_provider, renter):
+    """Attack: the provider never hands the machine over, waits for the end and ends the lease itself."""
+    start(1, HOUR, deliver=False)
+    chain.sleep(2 * HOUR)
+    tx = leases.endLease(1, {"from": active_provider})
+    assert tx.events["LeaseEnded"]["providerEarned"] == 0
+    assert leases.owedTo(renter) == _cost(1, HOUR) and leases.owedTo(active_provider) == 0
+
+
+def test_renter_ending_inside_the_window_pays_the_elapsed_seconds(leases, start, active_provider, renter):
+    started = start(1, HOUR, deliver=False)
+    chain.sleep(60)
+    tx = leases.endLease(1, {"from": renter})
+    earned = _cost(1, HOUR) * (tx.timestamp - started.timestamp) // HOUR
+    assert 0 < earned == tx.events["LeaseEnded"]["providerEarned"]

@@ -10,7 +10,8 @@ exactly when the model says it may. After every step:
 - Staking: balance == bonded + unbonding + owed in the contract's totals, which match the model,
   no slash ever took more than the offender held, and unbonding is refused while work is open;
 - LeaseManager: balance == owed + what active leases prepaid; no provider ever has more GPUs
-  leased than it registered; a provider never earns more than a lease paid.
+  leased than it registered; a provider never earns more than a lease paid, and nothing for a
+  lease it did not confirm delivering within the delivery window.
 Every withdrawal must pay exactly the modelled balance, and at the end of each example every
 account's balances must match the model (so no job is ever paid twice).
 """
@@ -22,6 +23,7 @@ from brownie import ZERO_ADDRESS, chain
 from brownie.test import strategy
 from hypothesis import HealthCheck
 
+from protocol.enums import JobStatus
 from conftest import (
     CHALLENGE_WINDOW,
     DAY,
@@ -41,7 +43,7 @@ SETTINGS = {
     "deadline": None,
     "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large],
 }
-FUNDED, ACCEPTED, COMMITTED, FINALIZED, REFUNDED = 1, 2, 3, 4, 5
+LEASE_DELIVERY_WINDOW = 5 * 60
 MARGIN = 30  # seconds around a time boundary where the block time cannot be predicted
 ROOT = b"\x22" * 32
 
@@ -65,7 +67,7 @@ class JobModel:
     provider: object
     price: int
     deadline: int
-    status: int = FUNDED
+    status: int = JobStatus.FUNDED
     frozen: bool = False
     window_end: int = 0
 
@@ -112,7 +114,8 @@ class EscrowMachine:
             self.jobs[tx.return_value] = JobModel(renter, provider, st_price, deadline)
 
     def _open_work(self, provider) -> int:
-        return sum(1 for j in self.jobs.values() if j.provider == provider and j.status in (ACCEPTED, COMMITTED))
+        return sum(1 for j in self.jobs.values()
+                   if j.provider == provider and j.status in (JobStatus.ACCEPTED, JobStatus.COMMITTED))
 
     def rule_unbond(self, st_pick):
         """Attack: a provider tries to unbond all its stake, which only works with no open work."""
@@ -131,46 +134,63 @@ class EscrowMachine:
         """Moves a job one step along the honest path (accept, commit, finalize)."""
         if (picked := self._job(st_pick)) is None:
             return
-        {FUNDED: self.rule_accept, ACCEPTED: self.rule_commit, COMMITTED: self.rule_finalize}.get(
-            picked[1].status, lambda _: None
-        )(st_pick)
+        rules = {JobStatus.FUNDED: self.rule_accept, JobStatus.ACCEPTED: self.rule_commit,
+                 JobStatus.COMMITTED: self.rule_finalize}
+        rules.get(picked[1].status, lambda _: None)(st_pick)
 
     def rule_accept(self, st_pick):
         if (picked := self._job(st_pick)) is None or _near(picked[1].deadline):
             return
         job_id, job = picked
         staked = self.bonded[job.provider.address] >= MIN_PROVIDER_STAKE
-        allowed = job.status == FUNDED and chain.time() < job.deadline and staked
+        allowed = job.status == JobStatus.FUNDED and chain.time() < job.deadline and staked
         if _attempt(allowed, self.escrow.acceptJob, job_id, {"from": job.provider}):
-            job.status = ACCEPTED
+            job.status = JobStatus.ACCEPTED
 
     def rule_commit(self, st_pick):
         if (picked := self._job(st_pick)) is None or _near(picked[1].deadline):
             return
         job_id, job = picked
         staked = self.bonded[job.provider.address] >= MIN_PROVIDER_STAKE
-        allowed = job.status == ACCEPTED and chain.time() < job.deadline and staked
+        # A Funded job is accepted by its first commit (the same stake rule as acceptJob).
+        allowed = job.status in (JobStatus.FUNDED, JobStatus.ACCEPTED) and chain.time() < job.deadline and staked
         tx = _attempt(allowed, self.escrow.commitResult, job_id, ROOT, 4, ROOT, {"from": job.provider})
         if tx:
-            job.status = COMMITTED
+            job.status = JobStatus.COMMITTED
             job.window_end = tx.timestamp + CHALLENGE_WINDOW
 
     def rule_finalize(self, st_pick):
         if (picked := self._job(st_pick)) is None or _near(picked[1].window_end):
             return
         job_id, job = picked
-        allowed = job.status == COMMITTED and not job.frozen and chain.time() >= job.window_end
+        allowed = job.status == JobStatus.COMMITTED and not job.frozen and chain.time() >= job.window_end
         if _attempt(allowed, self.escrow.finalize, job_id, {"from": job.renter}):
             fee = job.price * PROTOCOL_FEE_BPS // 10_000
             self.owed[job.provider.address] += job.price - fee
             self.owed[self.treasury.address] += fee
-            job.status = FINALIZED
+            job.status = JobStatus.FINALIZED
+
+    def rule_finalize_batch(self, st_pick):
+        """finalizeJobs over every third job from the pick: all or nothing."""
+        if not self.jobs:
+            return
+        ids = sorted(self.jobs)[st_pick % len(self.jobs)::3][:8]
+        jobs = [self.jobs[i] for i in ids]
+        if any(_near(j.window_end) for j in jobs):
+            return
+        allowed = all(j.status == JobStatus.COMMITTED and not j.frozen and chain.time() >= j.window_end for j in jobs)
+        if _attempt(allowed, self.escrow.finalizeJobs, ids, {"from": self.treasury}):
+            for job in jobs:
+                fee = job.price * PROTOCOL_FEE_BPS // 10_000
+                self.owed[job.provider.address] += job.price - fee
+                self.owed[self.treasury.address] += fee
+                job.status = JobStatus.FINALIZED
 
     def rule_refund_expired(self, st_pick):
         if (picked := self._job(st_pick)) is None or _near(picked[1].deadline):
             return
         job_id, job = picked
-        allowed = job.status in (FUNDED, ACCEPTED) and chain.time() >= job.deadline
+        allowed = job.status in (JobStatus.FUNDED, JobStatus.ACCEPTED) and chain.time() >= job.deadline
         if _attempt(allowed, self.escrow.refundExpired, job_id, {"from": job.provider}):
             self._refund(job)
 
@@ -178,14 +198,14 @@ class EscrowMachine:
         if (picked := self._job(st_pick)) is None:
             return
         job_id, job = picked
-        if _attempt(job.status == FUNDED, self.escrow.cancel, job_id, {"from": job.renter}):
+        if _attempt(job.status == JobStatus.FUNDED, self.escrow.cancel, job_id, {"from": job.renter}):
             self._refund(job)
 
     def rule_freeze(self, st_pick):
         if (picked := self._job(st_pick)) is None or _near(picked[1].window_end):
             return
         job_id, job = picked
-        allowed = job.status == COMMITTED and not job.frozen and chain.time() < job.window_end
+        allowed = job.status == JobStatus.COMMITTED and not job.frozen and chain.time() < job.window_end
         if _attempt(allowed, self.escrow.freeze, job_id, {"from": self.disputer}):
             job.frozen = True
 
@@ -212,10 +232,11 @@ class EscrowMachine:
 
     def _refund(self, job: JobModel) -> None:
         self.owed[job.renter.address] += job.price
-        job.status = REFUNDED
+        job.status = JobStatus.REFUNDED
 
     def invariant_balance_is_owed_plus_locked(self):
-        locked = sum(j.price for j in self.jobs.values() if j.status in (FUNDED, ACCEPTED, COMMITTED))
+        locked = sum(j.price for j in self.jobs.values()
+                     if j.status in (JobStatus.FUNDED, JobStatus.ACCEPTED, JobStatus.COMMITTED))
         assert self.escrow.balance() == sum(self.owed.values()) + locked
 
     def invariant_open_work_locks_stake(self):
@@ -346,7 +367,7 @@ class StakingMachine:
         """Per-account state, checked once per example (each read costs an RPC call)."""
         for account in self.stakers:
             assert self.staking.stakeOf(account) == self.bonded[account.address]
-            assert self.staking.unbondingOf(account)[0] == self.unbonding[account.address][0]
+            assert self.staking.unbondingOf(account)["amount"] == self.unbonding[account.address][0]
             assert self.staking.openWorkOf(account) == self.open_work[account.address]
         for account in self.accounts:
             assert self.staking.owedTo(account) == self.owed[account.address]
@@ -369,6 +390,11 @@ class LeaseModel:
     started: int
     ends: int
     active: bool = True
+    delivered: bool = False
+
+    @property
+    def deadline(self) -> int:
+        return min(self.started + LEASE_DELIVERY_WINDOW, self.ends)
 
 
 class LeaseMachine:
@@ -405,19 +431,32 @@ class LeaseMachine:
                 renter, provider, st_gpus, cost, tx.timestamp, tx.timestamp + st_seconds
             )
 
+    def rule_deliver(self, st_pick):
+        if not self.items:
+            return
+        lease_id = sorted(self.items)[st_pick % len(self.items)]
+        lease = self.items[lease_id]
+        if _near(lease.deadline):
+            return
+        allowed = lease.active and not lease.delivered and chain.time() < lease.deadline
+        if _attempt(allowed, self.leases.confirmDelivery, lease_id, "0x" + "ab" * 32, {"from": lease.provider}):
+            lease.delivered = True
+
     def rule_end(self, st_pick):
         if not self.items:
             return
         lease_id = sorted(self.items)[st_pick % len(self.items)]
         lease = self.items[lease_id]
         caller = lease.renter if st_pick % 2 else self.renters[(st_pick // 2) % len(self.renters)]
-        if _near(lease.ends) and caller != lease.renter:
+        if _near(lease.ends) and caller != lease.renter or not lease.delivered and _near(lease.deadline):
             return
         allowed = lease.active and (caller == lease.renter or chain.time() >= lease.ends)
         tx = _attempt(allowed, self.leases.endLease, lease_id, {"from": caller})
         if tx:
             elapsed = min(tx.timestamp, lease.ends) - lease.started
             earned = lease.paid * elapsed // (lease.ends - lease.started)
+            if not lease.delivered and tx.timestamp >= lease.deadline:
+                earned = 0  # never handed over: the renter gets everything back
             assert tx.events["LeaseEnded"]["providerEarned"] == earned <= lease.paid
             self.owed[lease.provider.address] += earned
             self.owed[lease.renter.address] += lease.paid - earned

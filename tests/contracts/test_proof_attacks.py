@@ -5,6 +5,7 @@ fraud claims, unstaked challengers, double slashing and a verifier's false claim
 import brownie
 import pytest
 from brownie import ProofLibrariesHarness, chain
+from protocol.enums import ChallengeStatus
 from conftest import (
     BOND_FEE_BPS,
     FALSE_CLAIM_SLASH,
@@ -21,7 +22,6 @@ from conftest import (
 import proofs_support as ref
 
 BOND = MIN_BOND
-ANSWERED, PROVIDER_FAULTED, CHALLENGER_FAULTED, SETTLED, DISMISSED = 2, 4, 5, 6, 7
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +95,7 @@ def test_replayed_answer_is_rejected(challenge_manager, pog_round, staked_verifi
     cid = _challenge_pog(challenge_manager, round_id, 0, staked_verifier)
     leaves, proofs = ref.answer(challenge_manager, cid, commitments[0])
     challenge_manager.respond(cid, leaves, proofs, {"from": provider})
-    with brownie.reverts(custom_error("ChallengeWrongStatus", cid, ANSWERED)):
+    with brownie.reverts(custom_error("ChallengeWrongStatus", cid, ChallengeStatus.ANSWERED)):
         challenge_manager.respond(cid, leaves, proofs, {"from": provider})
     # The same answer for a new challenge of the same root: other indices, so it fails.
     second = _challenge_pog(challenge_manager, round_id, 0, staked_verifier)
@@ -134,7 +134,7 @@ def test_wrong_element_is_caught_by_prove_fraud(
     event = tx.events["FraudProven"]
     assert event["expected"] == flat[index * 64 + offset]
     assert event["claimed"] == ref.element_of_chunk(leaves[0], offset)
-    assert challenge_manager.challenge(cid)["status"] == PROVIDER_FAULTED
+    assert challenge_manager.challenge(cid)["status"] == ChallengeStatus.PROVIDER_FAULTED
     assert staking.stakeOf(active_provider) == MIN_PROVIDER_STAKE - PROVIDER_SLASH
     assert staking.owedTo(stranger) == PROVIDER_SLASH * SLASH_REWARD_BPS // 10_000
     assert challenge_manager.owedTo(staked_verifier) == BOND
@@ -154,7 +154,7 @@ def test_single_flipped_element_anywhere_under_the_root_is_caught(
     answer_leaves, proofs = ref.answer(challenge_manager, cid, forged)
     challenge_manager.respond(cid, answer_leaves, proofs, {"from": active_provider})
     challenge_manager.proveFraud(cid, 41, leaves[41], forged.tree.siblings(41), 17, {"from": stranger})
-    assert challenge_manager.challenge(cid)["status"] == PROVIDER_FAULTED
+    assert challenge_manager.challenge(cid)["status"] == ChallengeStatus.PROVIDER_FAULTED
     assert staking.stakeOf(active_provider) == MIN_PROVIDER_STAKE - PROVIDER_SLASH
 
 
@@ -204,7 +204,7 @@ def test_timeout_cannot_be_claimed_twice(
     chain.sleep(RESPONSE_WINDOW + 1)
     chain.mine()
     challenge_manager.claimTimeout(cid, {"from": stranger})
-    with brownie.reverts(custom_error("ChallengeWrongStatus", cid, PROVIDER_FAULTED)):
+    with brownie.reverts(custom_error("ChallengeWrongStatus", cid, ChallengeStatus.PROVIDER_FAULTED)):
         challenge_manager.claimTimeout(cid, {"from": stranger})
     assert staking.stakeOf(provider) == MIN_PROVIDER_STAKE - PROVIDER_SLASH
     assert challenge_manager.owedTo(staked_verifier) == BOND
@@ -220,9 +220,9 @@ def test_fraud_cannot_be_proven_after_settle(
     chain.sleep(FRAUD_WINDOW + 1)
     challenge_manager.settle(cid, {"from": stranger})
     index = challenge_manager.challengeIndices(cid)[0]
-    with brownie.reverts(custom_error("ChallengeWrongStatus", cid, SETTLED)):
+    with brownie.reverts(custom_error("ChallengeWrongStatus", cid, ChallengeStatus.SETTLED)):
         challenge_manager.proveFraud(cid, index, leaves[0], proofs[0], 0, {"from": stranger})
-    with brownie.reverts(custom_error("ChallengeWrongStatus", cid, SETTLED)):
+    with brownie.reverts(custom_error("ChallengeWrongStatus", cid, ChallengeStatus.SETTLED)):
         challenge_manager.settle(cid, {"from": stranger})
     assert staking.stakeOf(active_provider) == MIN_PROVIDER_STAKE
 
@@ -242,11 +242,11 @@ def test_fraud_proven_twice_or_on_two_challenges_of_one_root_slashes_once(
     index = challenge_manager.challengeIndices(first)[0]
     offset = next(e for e in range(64) if ref.element_of_chunk(leaves[0], e) != flat[index * 64 + e])
     challenge_manager.proveFraud(first, index, leaves[0], proofs[0], offset, {"from": stranger})
-    with brownie.reverts(custom_error("ChallengeWrongStatus", first, PROVIDER_FAULTED)):
+    with brownie.reverts(custom_error("ChallengeWrongStatus", first, ChallengeStatus.PROVIDER_FAULTED)):
         challenge_manager.proveFraud(first, index, leaves[0], proofs[0], offset, {"from": stranger})
     # The same fault through the other open challenge: dismissed, bond back, no second slash.
     tx = challenge_manager.proveFraud(second, index, leaves[0], proofs[0], offset, {"from": stranger})
-    assert challenge_manager.challenge(second)["status"] == DISMISSED
+    assert challenge_manager.challenge(second)["status"] == ChallengeStatus.DISMISSED
     assert "OffenderSlashed" not in tx.events
     assert staking.stakeOf(active_provider) == MIN_PROVIDER_STAKE - PROVIDER_SLASH
     assert challenge_manager.owedTo(staked_verifier) == 2 * BOND
@@ -271,7 +271,7 @@ def test_verifier_false_claim_loses_bond_in_the_vote(
     chain.sleep(VOTE_WINDOW + 1)
     dispute_committee.resolve(dispute_id, {"from": stranger})
     fee = BOND * BOND_FEE_BPS // 10_000
-    assert challenge_manager.challenge(cid)["status"] == CHALLENGER_FAULTED
+    assert challenge_manager.challenge(cid)["status"] == ChallengeStatus.CHALLENGER_FAULTED
     assert challenge_manager.owedTo(provider) == BOND - fee
     assert challenge_manager.owedTo(treasury) == fee
     assert challenge_manager.owedTo(staked_verifier) == 0
@@ -281,7 +281,7 @@ def test_verifier_false_claim_loses_bond_in_the_vote(
     # The verdict is final: no second delivery, no timeout, no settle.
     with brownie.reverts():
         dispute_committee.resolve(dispute_id, {"from": stranger})
-    with brownie.reverts(custom_error("ChallengeWrongStatus", cid, CHALLENGER_FAULTED)):
+    with brownie.reverts(custom_error("ChallengeWrongStatus", cid, ChallengeStatus.CHALLENGER_FAULTED)):
         challenge_manager.settle(cid, {"from": stranger})
 
 
@@ -301,4 +301,4 @@ def test_gas_of_prove_fraud_at_n4096(
     index = challenge_manager.challengeIndices(cid)[0]
     tx = challenge_manager.proveFraud(cid, index, chunk, proofs[0], 63, {"from": stranger})
     print(f"\nGAS proveFraud n=4096 (depth 18 proof + one element): {tx.gas_used}")
-    assert challenge_manager.challenge(cid)["status"] == PROVIDER_FAULTED
+    assert challenge_manager.challenge(cid)["status"] == ChallengeStatus.PROVIDER_FAULTED

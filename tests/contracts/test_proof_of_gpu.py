@@ -5,6 +5,7 @@ registry, failure after the commit deadline, and a round voided when the secret 
 import brownie
 import pytest
 from brownie import chain
+from protocol.enums import RoundStatus
 from conftest import MIN_VERIFIER_STAKE, POG_COMMIT_WINDOW
 from eth_utils import keccak
 
@@ -35,7 +36,7 @@ def test_request_records_round_and_snapshots_gpus(proof_of_gpu, registry, provid
     assert bytes(r["secretHash"]) == keccak(b"secret") and bytes(r["seed"]) == bytes(32)
     assert r["requestBlock"] == tx.block_number
     assert r["commitDeadline"] == chain[tx.block_number].timestamp + POG_COMMIT_WINDOW
-    assert r["status"] == 1  # Requested
+    assert r["status"] == RoundStatus.REQUESTED
     for g in range(4):
         assert proof_of_gpu.uuidHashOf(round_id, g) == registry.uuidHashOf(provider, g)
 
@@ -129,7 +130,7 @@ def test_seed_cannot_be_fixed_after_256_blocks_and_the_round_is_voided(
     chain.mine()
     tx = proof_of_gpu.markFailed(round_id, {"from": stranger})
     assert tx.events["RoundVoided"]["roundId"] == round_id and "RoundFailed" not in tx.events
-    assert proof_of_gpu.round(round_id)["status"] == 5  # Voided
+    assert proof_of_gpu.round(round_id)["status"] == RoundStatus.VOIDED
     assert registry.pogStatusOf(provider) == before  # nothing recorded against the provider
 
 
@@ -148,7 +149,7 @@ def test_commit_stores_one_root_per_gpu(proof_of_gpu, provider, verifier):
     tx = proof_of_gpu.commitRoots(round_id, roots, {"from": provider})
     assert "RootsCommitted" in tx.events
     r = proof_of_gpu.round(round_id)
-    assert r["status"] == 2 and r["committedAt"] == chain[tx.block_number].timestamp
+    assert r["status"] == RoundStatus.COMMITTED and r["committedAt"] == chain[tx.block_number].timestamp
     assert [bytes(proof_of_gpu.rootOf(round_id, g)) for g in range(4)] == roots
 
 
@@ -183,7 +184,7 @@ def test_commit_after_deadline_reverts_and_round_can_be_failed(
     assert tx.events["RoundFailed"]["roundId"] == round_id
     status = registry.pogStatusOf(provider)
     assert status["roundId"] == round_id and not status["passed"]
-    assert proof_of_gpu.round(round_id)["status"] == 4
+    assert proof_of_gpu.round(round_id)["status"] == RoundStatus.FAILED
 
 
 def test_attest_records_result_in_registry(proof_of_gpu, registry, provider, verifier, stranger, custom_error):

@@ -13,8 +13,8 @@ def _balance_invariant_holds(staking) -> bool:
 
 
 def _unbonding(staking, account) -> tuple[int, int]:
-    amount, release_at = staking.unbondingOf(account)
-    return int(amount), int(release_at)
+    unbonding = staking.unbondingOf(account)
+    return int(unbonding["amount"]), int(unbonding["releaseAt"])
 
 
 def test_stake_adds_to_bonded_stake_and_totals(staking, verifier):
@@ -150,7 +150,7 @@ def test_slashing_more_than_the_stake_takes_only_the_stake(staking, provider, ve
     tx = staking.slash(provider, 10 * ETHER, verifier, {"from": slasher})
     assert tx.events["Slashed"]["slashed"] == 2 * ETHER
     assert staking.stakeOf(provider) == 0
-    assert staking.unbondingOf(provider)[0] == 0
+    assert staking.unbondingOf(provider)["amount"] == 0
     assert staking.owedTo(verifier) + staking.owedTo(treasury) == 2 * ETHER
     again = staking.slash(provider, ETHER, verifier, {"from": slasher})
     assert again.events["Slashed"]["slashed"] == 0

@@ -15,19 +15,20 @@ from pathlib import Path
 import pytest
 from web3 import Web3
 
-import backend.wallet
-import provider_agent.chain
 from backend.chain import Chain
 from backend.db import make_engine, migrate, session_factory
 from backend.indexer import Indexer
 from backend.settings import Settings as BackendSettings
-from backend.wallet import Wallet, WalletError
+from backend.wallet import Wallet
+from client.errors import ClientError, TransactionNotMined
 from protocol.deployments import Deployment
-from provider_agent.chain import ChainTimeout, ProviderChain
-from unchained_cli.chain import LocalChain, free_port
-from unchained_cli.deploy import Deployer, deploy_all, write_deployment
+from provider_agent.chain import ProviderChain
+from tests.support.chain import SharedChains
+from unchained_cli.chain import LocalChain
 from unchained_cli.market import ETH, dev_account, wait_for
 from unchained_cli.session import ChainSession
+
+pytestmark = pytest.mark.e2e
 
 
 @dataclass
@@ -39,12 +40,12 @@ class Node:
 
 
 @pytest.fixture(scope="module")
-def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
-    """anvil that mines a block per transaction and none otherwise (what `chain up --block-time 0` runs)."""
-    with LocalChain(port=free_port()) as local:
-        deployment = deploy_all(Deployer.connect(local.rpc_url))
-        path = write_deployment(deployment, tmp_path_factory.mktemp("deployments"))
-        yield Node(local, deployment, path, ChainSession.connect(local.rpc_url, deployment))
+def node(chains: SharedChains) -> Node:
+    """anvil that mines a block per transaction and none otherwise (what `chain up --block-time 0`
+    runs): the session's instant chain, as just deployed."""
+    shared = chains.get()
+    return Node(shared.local, shared.deployment, shared.deployment_file,
+                ChainSession.connect(shared.rpc_url, shared.deployment))
 
 
 @pytest.fixture
@@ -85,18 +86,16 @@ def test_indexer_says_why_confirmations_never_come_on_a_chain_that_mines_only_on
     engine.dispose()
 
 
-def test_renter_transaction_never_mined_is_one_error_naming_it(node: Node, no_mining: None,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(backend.wallet, "RECEIPT_TIMEOUT_S", 1.0)
+def test_renter_transaction_never_mined_is_one_error_naming_it(node: Node, no_mining: None) -> None:
     wallet = Wallet(node.chain.rpc_url, dev_account(6), node.deployment_file)
-    with pytest.raises(WalletError, match=r"stake: tx 0x[0-9a-f]{64} was sent but not mined within 1s"):
+    wallet.sender.receipt_timeout_s = 1.0
+    with pytest.raises(TransactionNotMined, match=r"stake: tx 0x[0-9a-f]{64} was sent but not mined within 1s"):
         wallet.send(wallet.contract("Staking").functions.stake(), value=ETH)
 
 
-def test_provider_transaction_never_mined_raises_a_chain_error(node: Node, no_mining: None,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(provider_agent.chain, "RECEIPT_TIMEOUT_S", 1.0)
+def test_provider_transaction_never_mined_raises_a_client_error(node: Node, no_mining: None) -> None:
     provider = ProviderChain(Web3(Web3.HTTPProvider(node.chain.rpc_url)), dev_account(5), node.deployment)
-    with pytest.raises(ChainTimeout, match=r"stake 1 wei: tx 0x[0-9a-f]{64} not mined within 1s") as raised:
+    provider.sender.receipt_timeout_s = 1.0
+    with pytest.raises(TransactionNotMined, match=r"stake 1 wei: tx 0x[0-9a-f]{64} was sent but not mined within 1s") as raised:
         provider.stake(1)
-    assert isinstance(raised.value, provider_agent.chain.ChainError)  # what the agent's callers handle
+    assert isinstance(raised.value, ClientError)  # what the agent's callers handle

@@ -10,8 +10,9 @@ contracts hold).
 
 One market serves the module: starting it (anvil, contracts, broker, backend, two agents that stake
 and pass a Proof-of-GPU round) costs most of a minute. Its verifier runs one PoG round per
-provider when it starts and no more for an hour (a round mid-fault would only add noise), and the
-challenge window is short, so that a job settles in seconds of real time.
+provider when it starts and no more for an hour (a round mid-fault would only add noise). A
+job's challenge window stays open until the verifier has audited the job, then the test ends it
+on the chain's clock (wait_settled), so that a job settles in seconds of real time.
 """
 
 from __future__ import annotations
@@ -30,13 +31,14 @@ import torch
 from backend.client import BackendClient
 from backend.renter import FundedJob, submit_job
 from backend.wallet import Wallet
+from protocol.enums import JobStatus
 from protocol.jobs import encode_output
-from provider_agent.chain import JobStatus
 from tests.tiny_models import Slow, Tiny
 from unchained_cli.market import (ETH, FAST_PARAMS, ZERO_ADDRESS, Ledger, LocalMarket, MarketPlan, ProviderPlan,
                                   dev_account, plan_from_env, wait_for)
 
-pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server is not installed")
+pytestmark = [pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server is not installed"),
+              pytest.mark.e2e, pytest.mark.slow]
 
 CHALLENGE_WINDOW = 30  # long enough for a restarted verifier (its start-up takes seconds) to audit a job
 # UNCHAINED_TEST_BLOCK_TIME=1: anvil with a block a second, every transaction waiting for it.
@@ -46,7 +48,7 @@ PLAN = plan_from_env(MarketPlan(
     pog_interval_s=3600.0))
 ITEMS = [np.random.default_rng(i).standard_normal(8).astype(np.float32) for i in range(4)]
 MAX_PRICE = ETH // 20
-SETTLE_TIMEOUT = CHALLENGE_WINDOW + 90  # run, commit, window, the agent's next heartbeat; on a busy CI box
+SETTLE_TIMEOUT = 90  # run and commit, or audit, or the agent's next heartbeat; on a busy CI box
 
 
 @dataclass
@@ -112,7 +114,7 @@ def submit(market: LocalMarket, renter: str, provider: str, model_hash: str) -> 
 
 
 def chain_status(market: LocalMarket, job_id: int) -> JobStatus:
-    return JobStatus(market.session.contract("JobEscrow").functions.getJob(job_id).call()[8])
+    return JobStatus(market.session.contract("JobEscrow").functions.getJob(job_id).call().status)
 
 
 def events(market: LocalMarket, contract: str, event: str, **filters: object) -> list:
@@ -129,7 +131,19 @@ def settlements(market: LocalMarket, job_id: int) -> int:
 
 
 def wait_settled(market: LocalMarket, job_id: int, provider: str) -> None:
-    assert wait_for(lambda: chain_status(market, job_id) == JobStatus.FINALIZED, SETTLE_TIMEOUT, 1), \
+    """The job committed and audited by the verifier inside its challenge window; then the window
+    ends on the chain's clock (evm_increaseTime: the agent and the contract read chain time)
+    instead of being waited out, and the provider's agent finalizes at its next heartbeat."""
+    assert wait_for(lambda: chain_status(market, job_id) == JobStatus.COMMITTED or
+                    chain_status(market, job_id) == JobStatus.FINALIZED, SETTLE_TIMEOUT, 0.2), \
+        f"job {job_id} is {chain_status(market, job_id).name}:\n{market.services[provider].tail()}"
+    verifier = market.services["verifier-1"]
+    assert wait_for(lambda: f"job {job_id}: audited items" in verifier.log_path.read_text(errors="replace"),
+                    SETTLE_TIMEOUT, 0.2), f"job {job_id} was not audited:\n{verifier.tail()}"
+    window_end = market.session.contract("JobEscrow").functions.getJob(job_id).call().challengeWindowEnd
+    if market.session.now() <= window_end:
+        market.session.advance(window_end - market.session.now() + 1)
+    assert wait_for(lambda: chain_status(market, job_id) == JobStatus.FINALIZED, SETTLE_TIMEOUT, 0.2), \
         f"job {job_id} is {chain_status(market, job_id).name}:\n{market.services[provider].tail()}"
 
 
@@ -175,7 +189,7 @@ def test_provider_killed_mid_job_resumes_and_commits_and_is_paid_once(faults: Fa
     market = faults.market
     job = submit(market, "renter-1", "provider-a", faults.models["slow"])
     outputs = market.provider_data("provider-a") / "outputs" / str(job.job_id)
-    running = f"job {job.job_id}: model child pid"
+    running = f"job {job.job_id}: model child of sandbox"
     assert wait_for(lambda: provider_log_count(market, "provider-a", running), 60, 0.1), \
         market.services["provider-a"].tail()
 
@@ -217,7 +231,7 @@ ON_CHAIN_ONLY = {"jobs": {"spec", "dispatched_to", "failure"},
 
 
 def provider_of(market: LocalMarket, job_id: int) -> str:
-    address = market.session.contract("JobEscrow").functions.getJob(job_id).call()[1]
+    address = market.session.contract("JobEscrow").functions.getJob(job_id).call().provider
     return next(p.name for p in market.providers() if p.address == address)
 
 
@@ -244,7 +258,7 @@ def test_backend_database_deleted_is_rebuilt_from_the_chain_without_paying_twice
 
     # Every job is on the chain as the index says, and no redelivered job ran or was paid again.
     for job_id, row in zip(earlier, sorted(before["jobs"], key=lambda r: r["job_id"]), strict=True):
-        root = escrow.functions.getJob(job_id).call()[10]
+        root = escrow.functions.getJob(job_id).call().outputRoot
         assert (row["status"], row["output_root"]) == ("finalized", "0x" + root.hex())
     pog = market.session.contract("ProofOfGpu")
     assert len(before["pog/rounds"]) == pog.functions.roundCount().call()
@@ -284,7 +298,7 @@ def test_verifier_offline_in_a_challenge_window_resumes_from_the_chain(faults: F
         market.services["provider-a"].tail()
 
     market.services["verifier-1"].stop(kill=True)  # a crash inside the job's challenge window
-    window_end = market.session.contract("JobEscrow").functions.getJob(job.job_id).call()[7]
+    window_end = market.session.contract("JobEscrow").functions.getJob(job.job_id).call().challengeWindowEnd
     assert market.session.now() < window_end
     service = market.start_verifier("verifier-1")
     # Back, it finds the job from the chain's events and audits it inside the window (the only

@@ -35,6 +35,8 @@ from unchained_cli.chain import free_port
 from unchained_cli.market import dev_account, wait_for
 from unchained_cli.up import LOCAL_PARAMS
 
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
 BIN = Path(sys.executable).parent

@@ -14,7 +14,7 @@ from eth_account.messages import encode_defunct
 
 from protocol.siwe import SiweMessage
 from provider_agent.backend_client import BackendClient, BackendRefused
-from tests.provider_agent.conftest import PROVIDER_KEY
+from tests.support.accounts import PROVIDER_KEY
 
 
 class Server:

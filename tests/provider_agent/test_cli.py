@@ -7,16 +7,17 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import httpx
 import numpy as np
-from celery import Celery
 from typer.testing import CliRunner
 
 from protocol.tasks import TASK_RUN_JOB, provider_queue
 from provider_agent.cli import provider_app
-from tests.provider_agent.conftest import REPO, save_torchscript
+from tests.support.broker import signed_result, signed_sender
+from tests.support.models import save_torchscript
+from tests.support.waiting import wait_until
+from unchained_cli.chain import REPO_ROOT as REPO
 from tests.tiny_models import Tiny
 from unchained_cli.chain import free_port
 
@@ -43,27 +44,33 @@ def test_provider_run_registers_mines_takes_a_job_and_reports_status(settings_fo
         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         status_url = f"http://127.0.0.1:{port}/status"
-        end = time.monotonic() + 60
-        while (_get(status_url) is None or _get(status_url).status_code != 200) and time.monotonic() < end:
+
+        def serving() -> httpx.Response | None:
             assert proc.poll() is None, proc.stdout.read().decode()
-            time.sleep(0.2)
-        status = _get(status_url).json()
+            response = _get(status_url)
+            return response if response is not None and response.status_code == 200 else None
+
+        # It registers and stakes before it serves: on a loaded machine that takes a while.
+        status = wait_until(serving, 180, "`provider run` serves /status").json()
         assert status["registered"] and status["active"] and status["address"] == market.provider
 
         content = settings.content_dir
         job_id, _ = market.create_job(content, save_torchscript(Tiny(), content),
                                       [np.ones(8, np.float32)] * 4)
-        client = Celery("test-client", broker=redis_url, backend=redis_url, set_as_current=False)
-        result = client.send_task(TASK_RUN_JOB, args=[job_id], queue=provider_queue(market.provider))
-        assert result.get(timeout=60)["status"] == "committed"
-        time.sleep(1.5)  # the cooldown passes; mining resumes
+        client = signed_sender(redis_url, market, 0)  # the dispatcher's key
+        result = client.for_provider(market.provider).send_task(TASK_RUN_JOB, args=[job_id],
+                                                                queue=provider_queue(market.provider))
+        assert signed_result(client, market.provider, result, 60)["status"] == "committed"
+        mining = 'unchained_provider_mining_state{provider="%s",state="mining"} 1.0' % market.provider.lower()
 
-        metrics = _get(f"http://127.0.0.1:{port}/metrics").text
+        def resumed() -> str | None:  # the cooldown passed, mining resumed and its hash rate measured again
+            response = _get(f"http://127.0.0.1:{port}/metrics")
+            text = response.text if response is not None else ""
+            rate = [line for line in text.splitlines() if line.startswith("unchained_provider_hashrate_hps{")]
+            return text if mining in text and rate and float(rate[0].split()[-1]) > 0 else None
+
+        metrics = wait_until(resumed, 60, "mining resumed after the job, with a hash rate")
         assert 'unchained_provider_jobs{provider="%s",status="committed"} 1.0' % market.provider.lower() in metrics
-        rate = float(next(line for line in metrics.splitlines()
-                          if line.startswith("unchained_provider_hashrate_hps{")).split()[-1])
-        assert rate > 0
-        assert 'unchained_provider_mining_state{provider="%s",state="mining"} 1.0' % market.provider.lower() in metrics
 
         shown = CliRunner().invoke(provider_app, ["status", "--url", status_url], terminal_width=120)
         assert shown.exit_code == 0, shown.output

@@ -7,12 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from protocol.enums import ChallengeStatus, JobStatus
 from protocol.jobs import decode_output, encode_output, output_digest
 from protocol.merkle import MerkleTree
 from provider_agent.agent import Agent
 from client import WrongPassword
-from provider_agent.chain import JobStatus
-from tests.provider_agent.conftest import ETH, put, save_onnx, save_torchscript
+from tests.support.models import put, save_onnx, save_torchscript
+from tests.support.provider_market import ETH
 from tests.tiny_models import Hangs, Hogs, Raises, Tiny
 
 ITEMS = [np.random.default_rng(i).standard_normal(8).astype(np.float32) for i in range(10)]
@@ -72,7 +73,7 @@ def test_job_runs_commits_root_answers_challenge_and_gets_paid(agent, market, fm
     challenge_id = challenges.functions.challengeCount().call()
     s.mine(2)
     agent.jobs.answer_challenge(challenge_id)
-    assert challenges.functions.challenge(challenge_id).call()[3] == 2  # Answered
+    assert challenges.functions.challenge(challenge_id).call().status == ChallengeStatus.ANSWERED
     s.advance(escrow.functions.challengeWindow().call() + 1)
     assert agent.jobs.finalize_due() == []  # the answered challenge still holds the escrow
     s.advance(challenges.functions.escalationWindow().call() + 1)

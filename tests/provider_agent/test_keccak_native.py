@@ -15,10 +15,10 @@ from protocol.errors import InvalidParameter
 from protocol.merkle import hash_messages
 from protocol.pog.workload import WorkloadKeys
 from provider_agent import ProviderAgentError, keccak_native
-from provider_agent.cli import pog_app
 from provider_agent.gpus import resolve
 from provider_agent.keccak_native import NativeKeccakMissing, native_hasher
 from provider_agent.pog_prover import compute_device
+from unchained_cli.main import app
 
 
 def test_extension_is_compiled_not_built_at_run_time():
@@ -127,6 +127,6 @@ def test_missing_extension_is_an_error_not_a_slow_fallback(extension_missing):
 
 def test_pog_run_says_the_native_keccak_is_missing(extension_missing):
     result = CliRunner(env={"COLUMNS": "300"}).invoke(
-        pog_app, ["run", "--n", "64", "--device", "cpu", "--k", "32"])
+        app, ["pog", "run", "--n", "64", "--device", "cpu", "--k", "32"])  # through the CLI's one boundary
     assert result.exit_code == 2, result.output
     assert "native keccak" in result.output and "TFLOPS" not in result.output

@@ -15,6 +15,7 @@ import pytest
 
 from provider_agent.miner_apis import LolMiner, TrexMiner, XmrigMiner
 from provider_agent.mining import MiningError, MiningPolicy, MiningSupervisor
+from tests.support.waiting import wait_until
 
 TOKEN = "s3cret"
 
@@ -150,5 +151,5 @@ def test_supervisor_drives_an_external_miner(stand_in):
     supervisor.job_started(1)
     assert all(state.paused.values()) and supervisor.state == "paused"
     supervisor.job_finished(1, 10, 1.0)
-    time.sleep(0.4)
-    assert supervisor.state == "mining" and not any(state.paused.values())
+    wait_until(lambda: supervisor.state == "mining" and not any(state.paused.values()), 10,
+               "the external miner resumed after the cooldown")

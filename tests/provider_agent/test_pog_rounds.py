@@ -7,10 +7,11 @@ import os
 
 import pytest
 
+from protocol.enums import ChallengeStatus, RoundStatus
 from protocol.pog import pog_secret_hash
 from provider_agent.agent import Agent
 from provider_agent.pog_service import PogRoundError
-from tests.provider_agent.conftest import ETH
+from tests.support.provider_market import ETH
 
 N = 64
 K = 32
@@ -28,10 +29,10 @@ def test_agent_commits_pog_roots_and_answers_challenge(settings_for, market):
     # the secret and the request block's hash, without waiting for any block.
     commitment = agent.pog.compute(round_id, "0x" + secret.hex())
     assert '"root"' in commitment
-    assert pog.functions.round(round_id).call()[7] == 1  # the message comes first...
+    assert pog.functions.round(round_id).call().status == RoundStatus.REQUESTED  # the message comes first...
     s.send(pog.functions.fixSeed(round_id, secret), market.verifier)
     agent.pog.commit_onchain(round_id)
-    assert pog.functions.round(round_id).call()[7] == 2  # ...then the same roots on-chain
+    assert pog.functions.round(round_id).call().status == RoundStatus.COMMITTED  # ...then the same roots on-chain
     assert agent.pog.commit_onchain(round_id) == "already committed"
     root = pog.functions.rootOf(round_id, 0).call()
     assert root == agent.pog._provers[round_id].work[0].tree.root
@@ -43,10 +44,10 @@ def test_agent_commits_pog_roots_and_answers_challenge(settings_for, market):
     fresh = Agent.build(settings_for())
     assert len(fresh.answer_open_challenges()) == 1
     assert fresh.answer_open_challenges() == []
-    assert challenges.functions.challenge(challenge_id).call()[3] == 2  # Answered
+    assert challenges.functions.challenge(challenge_id).call().status == ChallengeStatus.ANSWERED
     s.advance(challenges.functions.fraudWindow().call() + 1)
     s.send(challenges.functions.settle(challenge_id), market.verifier)
-    assert challenges.functions.challenge(challenge_id).call()[3] == 6  # Settled
+    assert challenges.functions.challenge(challenge_id).call().status == ChallengeStatus.SETTLED
     assert challenges.functions.owedTo(market.provider).call() > 0
 
 
@@ -65,7 +66,7 @@ def test_agent_answers_the_verifiers_secret_off_chain_with_checkable_chunks(sett
     agent.pog.commit_onchain(round_id)
     secret = bytes(range(32))
     answers = decode_answers(agent.pog.answer(round_id, "0x" + secret.hex(), K).encode(), 1, K)
-    seed = pog.functions.round(round_id).call()[8]
+    seed = pog.functions.round(round_id).call().seed
     root = pog.functions.rootOf(round_id, 0).call()
     got = answers.gpus[0].answers
     assert [a.index for a in got] == challenge_indices(secret, root, N * N // 64, K)

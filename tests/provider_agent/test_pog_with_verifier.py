@@ -7,12 +7,12 @@ on-chain and the agent answers the challenge by itself from chain state."""
 
 from __future__ import annotations
 
-from celery import Celery
-
 from protocol.tasks import provider_queue
 from provider_agent.agent import Agent
-from tests.provider_agent.conftest import ETH
-from tests.provider_agent.test_worker import Worker
+from tests.support.accounts import dev_account
+from tests.support.broker import signed_sender
+from tests.support.provider_market import ETH
+from tests.support.worker import Worker
 from verifier.chain import VerifierChain
 from verifier.links import CeleryProverLink
 from verifier.pog_onchain import ChallengeState, OnchainPog, ProverUnreachable
@@ -34,14 +34,14 @@ def test_round_over_celery_passes_and_an_escalation_is_answered_on_chain(setting
     s = market.session
     s.send(s.contract("Staking").functions.stake(), market.verifier, value=2 * ETH)
     verifier = VerifierChain.connect(market.chain.rpc_url, s.deployment, unlocked_sender=market.verifier)
-    client = Celery("verifier-test", broker=redis_url, backend=redis_url, set_as_current=False)
-    client.conf.update(task_serializer="json", result_serializer="json", accept_content=["json"])
+    client = signed_sender(redis_url, market, 4)  # the verifier's key: it requests the rounds
+    assert dev_account(4).address == market.verifier
     worker = Worker(settings, provider_queue(market.provider))
     try:
         link = CeleryProverLink(client, market.provider, commit_timeout_s=120, answer_timeout_s=60)
         outcome = OnchainPog(verifier, link, dtype="fp32", n=N).run_round(market.provider)
         assert outcome.passed, outcome.verdict
-        assert s.contract("ProviderRegistry").functions.pogStatusOf(market.provider).call()[3] is True
+        assert s.contract("ProviderRegistry").functions.pogStatusOf(market.provider).call().passed is True
 
         lossy = OnchainPog(verifier, LostAnswers(client, market.provider, commit_timeout_s=120), dtype="fp32", n=N)
         escalated = lossy.run_round(market.provider)

@@ -9,10 +9,10 @@ import os
 import pytest
 from typer.testing import CliRunner
 
-from provider_agent.cli import provider_app
 from provider_agent.preflight import PreflightFailed, check_backend, check_broker
-from tests.provider_agent.conftest import PASSWORD
+from tests.support.provider_market import PASSWORD
 from unchained_cli.chain import free_port
+from unchained_cli.main import app
 
 
 @pytest.fixture
@@ -48,7 +48,7 @@ def test_a_dead_broker_and_a_dead_backend_are_named(redis_url):
 
 @pytest.mark.parametrize("broker,backend,words", [
     ("redis://[bad", None, "is not a usable broker URL"),
-    (None, "dead", "does not answer GET /health"),
+    (None, "dead", "refused the connection: is the backend running"),  # the CLI boundary names the cause
 ])
 def test_provider_run_checks_before_it_stakes(market, keystore, redis_url, tmp_path, clean_env, broker, backend, words):
     """Attack on the renter's trust: a provider that cannot take jobs must not stake, register
@@ -62,7 +62,7 @@ def test_provider_run_checks_before_it_stakes(market, keystore, redis_url, tmp_p
         args += ["--backend", f"http://127.0.0.1:{free_port()}"]
     else:
         args += ["--content-dir", str(tmp_path)]
-    result = CliRunner().invoke(provider_app, args, terminal_width=300)
+    result = CliRunner().invoke(app, ["provider", *args], terminal_width=300)  # through the CLI's one boundary
     assert result.exit_code == 1, result.output
     said = " ".join(result.output.split())  # rich wraps at 80 columns
     assert words in said and "Traceback" not in said and len(said) < 300, result.output

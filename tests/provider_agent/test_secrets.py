@@ -16,7 +16,8 @@ import time
 
 from client.sandbox import ALLOWED
 from tests.client.procfs import children, environ_of
-from tests.provider_agent.conftest import PASSWORD, REPO
+from tests.support.provider_market import PASSWORD
+from unchained_cli.chain import REPO_ROOT as REPO
 from unchained_cli.chain import free_port
 
 SECRET = "provider-secret-93ab"

@@ -27,15 +27,15 @@ def register(s, account, uuid_hash):
 def seed_from_secret(s, round_id, secret):
     """The provider's derivation: checks the secret against the round's secretHash."""
     r = s.contract("ProofOfGpu").functions.round(round_id).call()
-    assert pog_secret_hash(secret) == r[9], "secret does not match the round's secretHash"
-    block_hash = bytes(s.web3.eth.get_block(r[1])["hash"])
-    return pog_round_seed(block_hash, secret, round_id, bytes.fromhex(r[0][2:]))
+    assert pog_secret_hash(secret) == r.secretHash, "secret does not match the round's secretHash"
+    block_hash = bytes(s.web3.eth.get_block(r.requestBlock)["hash"])
+    return pog_round_seed(block_hash, secret, round_id, bytes.fromhex(r.provider[2:]))
 
 
 def wait_seed_fixed(s, round_id, timeout_s=WAIT_S):
     pog = s.contract("ProofOfGpu")
     deadline = time.monotonic() + timeout_s
-    while pog.functions.round(round_id).call()[8] == bytes(32):
+    while pog.functions.round(round_id).call().seed == bytes(32):
         assert time.monotonic() < deadline, f"round {round_id}: seed not fixed within {timeout_s}s"
         time.sleep(0.05)
 
@@ -72,8 +72,8 @@ class HonestLink:
 def challenge_indices_now(s, challenge_id):
     """Indices as the agent derives them: stored R, else the anchor block's hash."""
     c = s.contract("ChallengeManager").functions.challenge(challenge_id).call()
-    randomness = c[12] if c[12] != bytes(32) else bytes(s.web3.eth.get_block(c[1])["hash"])
-    return challenge_indices(randomness, c[10], c[11], c[4])
+    randomness = c.randomness if c.randomness != bytes(32) else bytes(s.web3.eth.get_block(c.anchorBlock)["hash"])
+    return challenge_indices(randomness, c.root, c.leafCount, c.k)
 
 
 def provider_responds_on_chain(s, provider, prover, challenge_id):

@@ -11,56 +11,45 @@ child (a `sitecustomize` on its path that corrupts every fifth item before it is
 from __future__ import annotations
 
 import logging
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
-from eth_account import Account
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
-
-import test_market_job as e2e  # noqa: E402
-from test_market_job import (  # noqa: E402,F401  (fixtures)
-    ANVIL_MNEMONIC,
+from protocol.enums import ChallengeStatus, JobStatus
+from protocol.jobs import JobSpec
+from protocol.merkle import keccak256
+from provider_agent.agent import Agent
+from tests.support.accounts import dev_account
+from tests.support.e2e_market import (  # noqa: F401  (market: a fixture)
     ETH,
     ITEMS,
     Market,
     all_uploaded,
     market,
-    redis_url,
     renter_cli,
     running_provider,
     submit,
-    wait_for,
 )
+from tests.support.waiting import wait_until
+from unchained_cli.chain import free_port
+from verifier.backend_client import BackendRefused, BackendUnavailable, VerifierBackend
+from verifier.chain import VerifierChain
+from verifier.committee import CommitteeMember
+from verifier.job_audit import JobAuditor, JobReexecutor
+from verifier.reexec import ReexecLimits
+from verifier.service import VerifierService
+from verifier.settings import Settings
 
-from protocol.jobs import JobSpec  # noqa: E402
-from protocol.merkle import keccak256  # noqa: E402
-from provider_agent.agent import Agent  # noqa: E402
-from unchained_cli.chain import free_port  # noqa: E402
-from verifier.backend_client import BackendRefused, BackendUnavailable, VerifierBackend  # noqa: E402
-from verifier.chain import VerifierChain  # noqa: E402
-from verifier.committee import CommitteeMember  # noqa: E402
-from verifier.job_audit import ESCALATED, OPEN, JobAuditor, JobReexecutor  # noqa: E402
-from verifier.reexec import ReexecLimits  # noqa: E402
-from verifier.service import VerifierService  # noqa: E402
-from verifier.settings import Settings  # noqa: E402
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 AUDITOR, VOTER, LIAR, UNSTAKED = 5, 6, 7, 8  # anvil account indices
-PROVIDER_FAULTED, CHALLENGER_WRONG = 4, 5  # IChallengeManager.Status
-REFUNDED = 5  # IJobEscrow.JobStatus
-
-
-def verifier_account(index: int):  # type: ignore[no-untyped-def]
-    Account.enable_unaudited_hdwallet_features()
-    return Account.from_mnemonic(ANVIL_MNEMONIC, account_path=f"m/44'/60'/0'/0/{index}")
 
 
 def staked_verifier(market: Market, index: int, tmp_path: Path) -> tuple[VerifierChain, VerifierBackend, JobReexecutor]:
-    account = verifier_account(index)
+    account = dev_account(index)
     chain = VerifierChain.connect(market.chain.rpc_url, market.deployment, account)
     staking = chain.contract("Staking")
     if staking.functions.stakeOf(account.address).call() < 2 * ETH:
@@ -94,7 +83,7 @@ def end_vote(market: Market, member: CommitteeMember, dispute_id: int) -> None:
     committee = market.session.contract("DisputeCommittee")
     market.session.advance(committee.functions.voteWindow().call() + 1)
     member.tick()
-    assert committee.functions.dispute(dispute_id).call()[2], "the dispute was not resolved"
+    assert committee.functions.dispute(dispute_id).call().resolved, "the dispute was not resolved"
 
 
 @dataclass(frozen=True)
@@ -113,7 +102,7 @@ def honest_job(market: Market, tmp_path_factory: pytest.TempPathFactory) -> Hone
         job, _ = renter_cli(market, tmp_path, monkeypatch)
         with running_provider(market, tmp_path) as provider:
             job_id = submit(market, tmp_path, job, provider.address)
-            assert wait_for(lambda: all_uploaded(api, job_id), 45), provider.worker.log.read_text()[-4000:]
+            wait_until(lambda: all_uploaded(api, job_id), 45, f"job {job_id} committed and uploaded")
     return HonestJob(job_id, provider.address, provider.settings)
 
 
@@ -135,8 +124,8 @@ def test_honest_job_passes_its_audit_once_without_a_challenge(
 
 def test_backend_serves_private_inputs_and_outputs_to_staked_verifiers_only(
         market: Market, honest_job: HonestJob, tmp_path: Path) -> None:
-    spec_hash = market.session.contract("JobEscrow").functions.getJob(honest_job.job_id).call()[4]
-    stranger = VerifierBackend(market.backend_url, verifier_account(UNSTAKED))
+    spec_hash = market.session.contract("JobEscrow").functions.getJob(honest_job.job_id).call().specHash
+    stranger = VerifierBackend(market.backend_url, dev_account(UNSTAKED))
     spec = JobSpec.parse(stranger.content(spec_hash))  # specs are public
     first_input = bytes.fromhex(spec.inputs[0][2:])
     with pytest.raises(BackendUnavailable, match="404"):  # someone else's input: as if missing
@@ -151,7 +140,7 @@ def test_backend_serves_private_inputs_and_outputs_to_staked_verifiers_only(
 def test_audit_with_the_backend_down_is_retried_then_given_up_without_a_bond(
         market: Market, honest_job: HonestJob, tmp_path: Path) -> None:
     chain, _, _ = staked_verifier(market, AUDITOR, tmp_path)
-    down = VerifierBackend(f"http://127.0.0.1:{free_port()}", verifier_account(AUDITOR))
+    down = VerifierBackend(f"http://127.0.0.1:{free_port()}", dev_account(AUDITOR))
     audit = JobAuditor(chain, down, JobReexecutor(down, ReexecLimits(), tmp_path), max_attempts=3, backoff_s=0.01)
     balance = market.session.balance(chain.address)
     for _ in range(3):
@@ -177,40 +166,26 @@ def test_false_claim_against_an_honest_job_loses_the_committee_vote(
     member = committee_member(market, tmp_path)
     provider_stake, liar_stake = (staking.functions.stakeOf(a).call() for a in (honest_job.provider, liar))
     member.tick()
-    dispute_id = manager.functions.challenge(challenge_id).call()[14]
+    dispute_id = manager.functions.challenge(challenge_id).call().disputeId
     committee = s.contract("DisputeCommittee")
     assert committee.functions.hasVoted(dispute_id, member.chain.address).call()
-    assert committee.functions.dispute(dispute_id).call()[8] > 0  # weight on "challenger wrong"
+    assert committee.functions.dispute(dispute_id).call().weightChallengerWrong > 0
     end_vote(market, member, dispute_id)
-    assert manager.functions.challenge(challenge_id).call()[3] == CHALLENGER_WRONG
+    assert manager.functions.challenge(challenge_id).call().status == ChallengeStatus.CHALLENGER_FAULTED
     assert staking.functions.stakeOf(liar).call() == liar_stake - manager.functions.falseClaimSlash().call()
     assert staking.functions.stakeOf(honest_job.provider).call() == provider_stake
 
 
-class CheatingWorker(e2e.Worker):
-    """The provider's worker with the job cheat planted (played in its model child)."""
-
-    def __init__(self, settings, queue, log) -> None:  # type: ignore[no-untyped-def]
-        super().__init__(settings, queue, log, cheat="job-every=5")
-
-
-@pytest.fixture
-def cheating_workers(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`running_provider` starts the cheating worker in this test."""
-    monkeypatch.setattr(e2e, "Worker", CheatingWorker)
-
-
 def test_provider_with_garbage_items_is_challenged_escalated_voted_at_fault_and_slashed(
-        market: Market, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
-        cheating_workers: None) -> None:
+        market: Market, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="verifier")
     job, renter = renter_cli(market, tmp_path, monkeypatch)
     s = market.session
     escrow, manager, staking = s.contract("JobEscrow"), s.contract("ChallengeManager"), s.contract("Staking")
     api = httpx.Client(base_url=market.backend_url, timeout=10)
-    with running_provider(market, tmp_path) as provider:
+    with running_provider(market, tmp_path, cheat="job-every=5") as provider:
         job_id = submit(market, tmp_path, job, provider.address)
-        assert wait_for(lambda: all_uploaded(api, job_id), 45), provider.worker.log.read_text()[-4000:]
+        wait_until(lambda: all_uploaded(api, job_id), 45, f"job {job_id} committed and uploaded")
 
         audit = auditor(market, tmp_path)
         audit.tick()
@@ -226,21 +201,21 @@ def test_provider_with_garbage_items_is_challenged_escalated_voted_at_fault_and_
     restarted.record = events.append
     restarted.tick()  # judges the revealed items and escalates
     assert events == ["escalated"]
-    assert manager.functions.challenge(challenge_id).call()[3] == ESCALATED
+    assert manager.functions.challenge(challenge_id).call().status == ChallengeStatus.ESCALATED
 
     member = committee_member(market, tmp_path)
     provider_stake = staking.functions.stakeOf(provider.address).call()
     renter_owed = escrow.functions.owedTo("0x" + "00" * 20, renter).call()
     member.tick()
-    dispute_id = manager.functions.challenge(challenge_id).call()[14]
-    assert s.contract("DisputeCommittee").functions.dispute(dispute_id).call()[7] > 0  # "provider at fault"
+    dispute_id = manager.functions.challenge(challenge_id).call().disputeId
+    assert s.contract("DisputeCommittee").functions.dispute(dispute_id).call().weightProviderAtFault > 0
     end_vote(market, member, dispute_id)
-    assert manager.functions.challenge(challenge_id).call()[3] == PROVIDER_FAULTED
+    assert manager.functions.challenge(challenge_id).call().status == ChallengeStatus.PROVIDER_FAULTED
     assert staking.functions.stakeOf(provider.address).call() == \
         provider_stake - manager.functions.slashAmount().call()
     funded = escrow.functions.getJob(job_id).call()
-    assert funded[8] == REFUNDED
-    assert escrow.functions.owedTo("0x" + "00" * 20, renter).call() == renter_owed + funded[3]
+    assert funded.status == JobStatus.REFUNDED
+    assert escrow.functions.owedTo("0x" + "00" * 20, renter).call() == renter_owed + funded.price
     # Every decision reached the backend with its evidence: indices, digests, transactions.
     reports = {r["decision"]: r for r in api.get("/disputes/reports", params={"subject": job_id, "kind": "job"}).json()}
     assert {"challenged", "escalated", "voted_fault"} <= set(reports)
@@ -251,14 +226,14 @@ def test_provider_with_garbage_items_is_challenged_escalated_voted_at_fault_and_
 
 
 def test_provider_silent_after_committing_garbage_is_slashed_at_the_response_deadline(
-        market: Market, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cheating_workers: None) -> None:
+        market: Market, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     job, renter = renter_cli(market, tmp_path, monkeypatch)
     s = market.session
     escrow, manager, staking = s.contract("JobEscrow"), s.contract("ChallengeManager"), s.contract("Staking")
     api = httpx.Client(base_url=market.backend_url, timeout=10)
-    with running_provider(market, tmp_path) as provider:
+    with running_provider(market, tmp_path, cheat="job-every=5") as provider:
         job_id = submit(market, tmp_path, job, provider.address)
-        assert wait_for(lambda: all_uploaded(api, job_id), 45), provider.worker.log.read_text()[-4000:]
+        wait_until(lambda: all_uploaded(api, job_id), 45, f"job {job_id} committed and uploaded")
     audit = auditor(market, tmp_path)
     audit.tick()
     [challenged] = job_challenges(market, job_id)
@@ -266,17 +241,18 @@ def test_provider_silent_after_committing_garbage_is_slashed_at_the_response_dea
     provider_stake = staking.functions.stakeOf(provider.address).call()
     renter_owed = escrow.functions.owedTo("0x" + "00" * 20, renter).call()
     audit.tick()  # inside the response window: it waits
-    assert manager.functions.challenge(challenge_id).call()[3] == OPEN
+    assert manager.functions.challenge(challenge_id).call().status == ChallengeStatus.OPEN
     s.advance(manager.functions.responseWindow().call() + 1)  # the provider never answers
     s.mine()  # a live chain's blocks keep coming: the challenge's randomness becomes readable
     events: list[str] = []
     audit.record = events.append
     audit.tick()
     assert events == ["timeout-claimed"]
-    assert manager.functions.challenge(challenge_id).call()[3] == PROVIDER_FAULTED
+    assert manager.functions.challenge(challenge_id).call().status == ChallengeStatus.PROVIDER_FAULTED
     assert staking.functions.stakeOf(provider.address).call() < provider_stake
-    assert escrow.functions.getJob(job_id).call()[8] == REFUNDED
-    assert escrow.functions.owedTo("0x" + "00" * 20, renter).call() == renter_owed + escrow.functions.getJob(job_id).call()[3]
+    assert escrow.functions.getJob(job_id).call().status == JobStatus.REFUNDED
+    refunded = escrow.functions.getJob(job_id).call().price
+    assert escrow.functions.owedTo("0x" + "00" * 20, renter).call() == renter_owed + refunded
     audit.tick()  # one fault, one slash: nothing more happens
     assert events == ["timeout-claimed"]
 

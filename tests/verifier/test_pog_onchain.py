@@ -12,12 +12,11 @@ import itertools
 import pytest
 
 from pog_support import ETH, HonestLink, provider_responds_on_chain, register
+from protocol.enums import ChallengeStatus
 from protocol.merkle import keccak256
 from provider_agent.gpus import cpu_device
 from provider_agent.pog_prover import PogProver
-from unchained_cli.chain import LocalChain, free_port
 from unchained_cli.cheats import SkippingProver
-from unchained_cli.deploy import Deployer, deploy_all
 from unchained_cli.session import ChainSession
 from verifier.chain import VerifierChain
 from verifier.pog_onchain import ChallengeState, OnchainPog
@@ -27,15 +26,14 @@ _accounts = itertools.count(1)
 
 
 @pytest.fixture(scope="module", params=[None, 1], ids=["instant", "block-time-1s"])
-def market(request):
+def market(request, chains):
     global _accounts
     _accounts = itertools.count(1)  # each chain has its own provider accounts 1..18 (19 is the verifier)
-    with LocalChain(port=free_port(), block_time=request.param, accounts=20) as chain:
-        deployment = deploy_all(Deployer.connect(chain.rpc_url))
-        s = ChainSession.connect(chain.rpc_url, deployment)
-        verifier = s.accounts[19]
-        s.send(s.contract("Staking").functions.stake(), verifier, value=5 * ETH)
-        yield s, VerifierChain.connect(chain.rpc_url, deployment, unlocked_sender=verifier)
+    shared = chains.get(request.param, accounts=20)
+    s = ChainSession.connect(shared.rpc_url, shared.deployment)
+    verifier = s.accounts[19]
+    s.send(s.contract("Staking").functions.stake(), verifier, value=5 * ETH)
+    return s, VerifierChain.connect(shared.rpc_url, shared.deployment, unlocked_sender=verifier)
 
 
 def test_honest_provider_passes_and_the_verdict_is_attested_on_chain(market):
@@ -45,8 +43,8 @@ def test_honest_provider_passes_and_the_verdict_is_attested_on_chain(market):
     link = HonestLink(s, provider, PogProver([device], dtype="fp32"))
     outcome = OnchainPog(chain, link, dtype="fp32", n=N).run_round(provider)
     assert outcome.passed and outcome.challenge_ids == ()
-    _round, gpu_class, _tflops, passed, _at = s.contract("ProviderRegistry").functions.pogStatusOf(provider).call()
-    assert passed and gpu_class.rstrip(b"\0") == b"CPU"
+    pog_status = s.contract("ProviderRegistry").functions.pogStatusOf(provider).call()
+    assert pog_status.passed and pog_status.gpuClass.rstrip(b"\0") == b"CPU"
 
 
 def test_skipped_work_is_escalated_and_slashed_by_an_onchain_fraud_proof(market):
@@ -93,7 +91,7 @@ def test_a_provider_silent_after_committing_is_slashed_after_the_response_deadli
     assert not outcome.passed and "silent" in outcome.detail
     challenge_id = outcome.challenge_ids[0]
     assert verifier.follow_up(challenge_id) is ChallengeState.WAITING
-    s.advance(s.contract("ChallengeManager").functions.challenge(challenge_id).call()[6] - s.now() + 1)
+    s.advance(s.contract("ChallengeManager").functions.challenge(challenge_id).call().responseDeadline - s.now() + 1)
     stake_before = s.contract("Staking").functions.stakeOf(provider).call()
     assert verifier.follow_up(challenge_id) is ChallengeState.SLASHED_TIMEOUT
     assert s.contract("Staking").functions.stakeOf(provider).call() < stake_before
@@ -144,7 +142,8 @@ def test_the_clock_starts_before_the_seed_is_knowable(market, monkeypatch):
         def open_round(self, round_seed, claims):
             times["clock started"] = time.monotonic()
             # What a provider could read from the chain at this moment: no seed, only a hash.
-            times["seed on-chain when the clock started"] = pog.functions.round(pog.functions.roundCount().call()).call()[8]
+            latest = pog.functions.roundCount().call()
+            times["seed on-chain when the clock started"] = pog.functions.round(latest).call().seed
             super().open_round(round_seed, claims)
 
     real_broadcast = chain.broadcast
@@ -168,12 +167,12 @@ def test_a_silent_provider_is_slashed_even_after_256_blocks_and_the_verifier_say
     verifier = OnchainPog(chain, HonestLink(s, provider, SkippingProver(uuid), answers=False), dtype="fp32", n=N)
     challenge_id = verifier.run_round(provider).challenge_ids[0]
     manager = s.contract("ChallengeManager")
-    assert manager.functions.challenge(challenge_id).call()[12] != bytes(32)  # fixed at once by the verifier
+    assert manager.functions.challenge(challenge_id).call().randomness != bytes(32)  # fixed at once by the verifier
     _anvil_mine(s, 300)
-    s.advance(manager.functions.challenge(challenge_id).call()[6] - s.now() + 1)
+    s.advance(manager.functions.challenge(challenge_id).call().responseDeadline - s.now() + 1)
     stake_before = s.contract("Staking").functions.stakeOf(provider).call()
     assert verifier.follow_up(challenge_id) is ChallengeState.SLASHED_TIMEOUT
-    assert manager.functions.challenge(challenge_id).call()[3] == 4  # ProviderFaulted
+    assert manager.functions.challenge(challenge_id).call().status == ChallengeStatus.PROVIDER_FAULTED
     assert s.contract("Staking").functions.stakeOf(provider).call() < stake_before
 
 
@@ -193,11 +192,11 @@ def test_an_expired_unfixed_challenge_is_reanchored_and_the_honest_answer_settle
     _anvil_mine(s, 300)
     assert verifier.follow_up(challenge_id) is ChallengeState.WAITING  # it re-anchors the expired R
     c = manager.functions.challenge(challenge_id).call()
-    assert c[1] > s.web3.eth.block_number - 10 and c[12] == bytes(32)
+    assert c.anchorBlock > s.web3.eth.block_number - 10 and c.randomness == bytes(32)
     provider_responds_on_chain(s, provider, prover, challenge_id)
     s.advance(manager.functions.fraudWindow().call() + 1)
     assert verifier.follow_up(challenge_id) is ChallengeState.SETTLED
-    assert manager.functions.challenge(challenge_id).call()[3] == 6  # Settled
+    assert manager.functions.challenge(challenge_id).call().status == ChallengeStatus.SETTLED
 
 
 def test_follow_up_reports_a_dismissal_not_a_slash(market):
@@ -212,8 +211,8 @@ def test_follow_up_reports_a_dismissal_not_a_slash(market):
     manager = s.contract("ChallengeManager")
     chain.send(manager.functions.challengePog(outcome.round_id, 0, 32), value=manager.functions.minBond().call())
     second = manager.functions.challengeCount().call()
-    s.advance(manager.functions.challenge(second).call()[6] - s.now() + 1)
+    s.advance(manager.functions.challenge(second).call().responseDeadline - s.now() + 1)
     assert verifier.follow_up(first) is ChallengeState.SLASHED_TIMEOUT
     assert verifier.follow_up(second) is ChallengeState.DISMISSED
-    assert manager.functions.challenge(second).call()[3] == 7  # Dismissed
+    assert manager.functions.challenge(second).call().status == ChallengeStatus.DISMISSED
     assert verifier.follow_up(second) is ChallengeState.CLOSED

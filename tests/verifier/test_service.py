@@ -5,12 +5,11 @@ state alone; one provider's misbehaviour during a tick never stops the work for 
 import pytest
 
 from pog_support import ETH, HonestLink, provider_responds_on_chain, register
+from protocol.enums import ChallengeStatus
 from protocol.merkle import keccak256
 from provider_agent.gpus import cpu_device
 from provider_agent.pog_prover import PogProver
-from unchained_cli.chain import LocalChain, free_port
 from unchained_cli.cheats import SkippingProver
-from unchained_cli.deploy import Deployer, deploy_all
 from unchained_cli.session import ChainSession
 from verifier.chain import VerifierChain
 from verifier.service import VerifierService
@@ -18,10 +17,9 @@ from verifier.settings import Settings
 
 
 @pytest.fixture(scope="module", params=[None, 1], ids=["instant", "block-time-1s"])
-def market(request):
-    with LocalChain(port=free_port(), block_time=request.param) as chain:
-        deployment = deploy_all(Deployer.connect(chain.rpc_url))
-        yield ChainSession.connect(chain.rpc_url, deployment), chain.rpc_url
+def market(request, chains):
+    shared = chains.get(request.param)
+    return ChainSession.connect(shared.rpc_url, shared.deployment), shared.rpc_url
 
 
 def test_service_stakes_runs_rounds_and_finishes_a_fraud_case_after_restart(market):
@@ -47,8 +45,8 @@ def test_service_stakes_runs_rounds_and_finishes_a_fraud_case_after_restart(mark
     first.tick()  # plans both providers (jitter 0: due at once)
     first.tick()  # runs both rounds
     registry = s.contract("ProviderRegistry")
-    assert registry.functions.pogStatusOf(honest).call()[3] is True
-    assert registry.functions.pogStatusOf(skipper).call()[3] is False
+    assert registry.functions.pogStatusOf(honest).call().passed is True
+    assert registry.functions.pogStatusOf(skipper).call().passed is False
     [challenge_id] = first.open_challenges()
     assert first.metrics.rounds.labels("failed")._value.get() == 1
 
@@ -86,10 +84,10 @@ def test_one_providers_misbehaviour_does_not_stop_anothers_follow_up_in_the_same
     links[leaver] = LeavesMidTick(s, leaver, SkippingProver(leaver_uuid))
     service.tick()  # plans the leaver; the silent provider's challenge is not due yet
     manager = s.contract("ChallengeManager")
-    s.advance(manager.functions.challenge(challenge_id).call()[6] - s.now() + 1)
+    s.advance(manager.functions.challenge(challenge_id).call().responseDeadline - s.now() + 1)
     stake = s.contract("Staking").functions.stakeOf(silent).call()
     service.tick()  # the leaver's request reverts here; the silent provider is slashed all the same
-    assert manager.functions.challenge(challenge_id).call()[3] == 4  # ProviderFaulted
+    assert manager.functions.challenge(challenge_id).call().status == ChallengeStatus.PROVIDER_FAULTED
     assert s.contract("Staking").functions.stakeOf(silent).call() < stake
     assert service.metrics.challenges.labels("slashed_timeout")._value.get() == 1
     assert service.metrics.rounds.labels("retry")._value.get() >= 1  # the leaver's round, retried later

@@ -6,7 +6,7 @@ from sqlalchemy import text
 
 from backend import models as m
 from backend.api.deps import BackendDep, DbDep
-from backend.api.schemas import Health
+from backend.api.schemas import DeploymentPublic, Health
 from backend.errors import ChainUnavailable
 
 router = APIRouter(tags=["operations"])
@@ -27,6 +27,15 @@ def health(backend: BackendDep, db: DbDep) -> Health:
     except (ChainUnavailable, OSError, ValueError):
         status = "degraded: chain unreachable"
     return Health(status=status, database="ok", chain_id=chain_id, head_block=head, indexed_block=indexed)
+
+
+@router.get("/deployment", response_model=DeploymentPublic, responses={503: {}})
+def deployment(backend: BackendDep) -> DeploymentPublic:
+    """The deployment this backend indexes: the dashboard checks the wallet's chain against it
+    and reads the escrow and lease balances from the chain itself."""
+    deployed = backend.chain().deployment
+    return DeploymentPublic(chain_id=deployed.chain_id,
+                            contracts={name: c.address for name, c in deployed.contracts.items()})
 
 
 @router.get("/metrics", response_class=Response, responses={200: {"content": {"text/plain": {}}}})

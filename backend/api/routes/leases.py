@@ -1,16 +1,20 @@
 from __future__ import annotations
 
+import logging
 from typing import Annotated
 
 from fastapi import APIRouter, Path
 from sqlalchemy import select
 
 from backend import models as m
-from backend.api.deps import DbDep, PartyFilterDep
-from backend.api.schemas import LeasePublic
-from backend.errors import NotFound
+from backend.api.deps import BackendDep, DbDep, PartyFilterDep
+from backend.api.schemas import LeaseAccessIn, LeaseKeyIn, LeasePublic
+from backend.errors import Conflict, Forbidden, NotFound
+from protocol.lease_access import LeaseAccess, LeaseDomain, LeaseKey, LeaseMessageError, verify
 
+log = logging.getLogger(__name__)
 router = APIRouter(prefix="/leases", tags=["leases"])
+LeaseIdPath = Annotated[int, Path(ge=0, le=2**63 - 1)]
 
 
 @router.get("", response_model=list[LeasePublic])
@@ -20,8 +24,55 @@ def list_leases(db: DbDep, filters: PartyFilterDep) -> list[LeasePublic]:
 
 
 @router.get("/{lease_id}", response_model=LeasePublic, responses={404: {}})
-def get_lease(lease_id: Annotated[int, Path(ge=0, le=2**63 - 1)], db: DbDep) -> LeasePublic:
+def get_lease(lease_id: LeaseIdPath, db: DbDep) -> LeasePublic:
     row = db.get(m.Lease, lease_id)
     if row is None:
         raise NotFound("lease", lease_id)
     return LeasePublic.model_validate(row)
+
+
+def _active_lease(db: DbDep, lease_id: int) -> m.Lease:
+    row = db.get(m.Lease, lease_id)
+    if row is None:
+        raise NotFound("lease", lease_id)  # also while the indexer has not seen LeaseStarted yet
+    if row.status != "active":
+        raise Conflict(f"lease {lease_id} has ended")
+    return row
+
+
+def _domain(backend: BackendDep) -> LeaseDomain:
+    chain = backend.chain()
+    return LeaseDomain(chain.deployment.chain_id, chain.contract("LeaseManager").address)
+
+
+@router.put("/{lease_id}/key", status_code=204, responses={403: {}, 404: {}, 409: {}})
+def put_key(lease_id: LeaseIdPath, body: LeaseKeyIn, backend: BackendDep, db: DbDep) -> None:
+    """The renter binds its SSH public key to its lease (EIP-712 LeaseKey signed by the renter's
+    wallet); the provider re-checks the signature against the chain before accepting the key.
+    Once bound, the key stays: a second, different key is refused."""
+    row = _active_lease(db, lease_id)
+    try:
+        key = LeaseKey(lease_id, body.sshPublicKey.strip())
+        verify(_domain(backend), key, bytes.fromhex(body.signature[2:]), row.renter)
+    except LeaseMessageError as exc:
+        raise Forbidden(str(exc)) from exc
+    if row.ssh_public_key is not None and row.ssh_public_key != key.ssh_public_key:
+        raise Conflict(f"lease {lease_id} already has an SSH key")
+    row.ssh_public_key, row.key_signature = key.ssh_public_key, body.signature
+    db.commit()
+    log.info("lease %s: SSH key bound by renter %s", lease_id, row.renter)
+
+
+@router.put("/{lease_id}/access", status_code=204, responses={403: {}, 404: {}, 409: {}})
+def put_access(lease_id: LeaseIdPath, body: LeaseAccessIn, backend: BackendDep, db: DbDep) -> None:
+    """The provider publishes where the lease's machine answers (EIP-712 LeaseAccess signed by the
+    lease's provider); the renter checks the signature and pins the host key."""
+    row = _active_lease(db, lease_id)
+    try:
+        access = LeaseAccess(lease_id, body.host, body.port, body.user, body.hostKeyFingerprint)
+        verify(_domain(backend), access, bytes.fromhex(body.signature[2:]), row.provider)
+    except LeaseMessageError as exc:
+        raise Forbidden(str(exc)) from exc
+    row.access, row.access_signature = access.message(), body.signature
+    db.commit()
+    log.info("lease %s: connection details from provider %s (port %s)", lease_id, row.provider, access.port)

@@ -1,0 +1,556 @@
+// The renter's dashboard: reads the JSON API, pays and withdraws through the browser wallet
+// (EIP-1193), and checks results against the chain in the page. No build step.
+"use strict";
+const $ = (id) => document.getElementById(id);
+const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
+// Every hash and address in full, selectable, with a copy button.
+const hash = (h) => h ? `<span class="hash"><code>${esc(h)}</code><button class="copy" data-copy="${esc(h)}" title="copy">⧉</button></span>` : "—";
+const POLL_MS = 2000;
+const BATCH_SIZE = 8;  // the CLI's default; the dry run takes the first batch
+
+document.addEventListener("click", (e) => {
+  const text = e.target.dataset?.copy;
+  if (text) navigator.clipboard?.writeText(text).then(() => { e.target.textContent = "✓"; }, () => {});
+});
+
+// FastAPI answers 422 with a list of {loc, msg}; say which field and why.
+function detailText(body) {
+  const detail = body?.detail ?? body;
+  if (Array.isArray(detail)) return detail.map((d) => `${(d.loc || []).filter((p) => p !== "body").join(".") || "request"}: ${d.msg}`).join("; ");
+  return typeof detail === "string" ? detail : JSON.stringify(detail);
+}
+async function api(path, options = {}) {
+  const response = await fetch(path, options);
+  if (response.status === 204) return null;  // no content (FastAPI still labels it JSON)
+  const body = response.headers.get("content-type")?.includes("json") ? await response.json() : await response.text();
+  if (!response.ok) {
+    throw Object.assign(new Error(`${path.split("?")[0]}: ${response.status} ${detailText(body)}`), { status: response.status });
+  }
+  return body;
+}
+// Polls re-render a table only when its content changed, so a button is not replaced under a click.
+const shown = new WeakMap();
+function render(element, html) {
+  if (shown.get(element) === html) return false;
+  shown.set(element, html);
+  element.innerHTML = html;
+  return true;
+}
+function say(text) { $("status").textContent += text + "\n"; }
+
+// ---- state ----
+const state = { deployment: null, account: null, token: null, providers: new Map(), openJob: null,
+                shownJob: "", checks: new Map(), busy: false, chainNow: null };
+
+async function wallet(method, params = []) {
+  if (!window.ethereum) throw new Error("no browser wallet found (EIP-1193 window.ethereum)");
+  return window.ethereum.request({ method, params });
+}
+async function call(contract, signature, args = []) {
+  const to = state.deployment.contracts[contract];
+  return wallet("eth_call", [{ to, data: eth.encode(signature, args) }, "latest"]);
+}
+function authHeaders(extra = {}) { return { ...extra, Authorization: `Bearer ${state.token}` }; }
+
+// ---- network and sign-in: both refuse before anything is paid ----
+async function checkChain() {
+  const walletChain = Number(BigInt(await wallet("eth_chainId")));
+  const wanted = state.deployment.chain_id;
+  if (walletChain === wanted) { $("chain-warning").hidden = true; return; }
+  $("chain-warning").hidden = false;
+  $("chain-text").textContent = `Your wallet is on chain ${walletChain}; this marketplace settles on chain ${wanted}.`;
+  throw new Error(`wrong network: wallet on chain ${walletChain}, deployment on chain ${wanted}; nothing was sent`);
+}
+$("switch-chain").onclick = async () => {
+  try {
+    await wallet("wallet_switchEthereumChain", [{ chainId: "0x" + state.deployment.chain_id.toString(16) }]);
+    await checkChain();
+    say(`wallet switched to chain ${state.deployment.chain_id}`);
+    await showWallet();
+  } catch (e) { say(`error: ${e.message}`); }
+};
+
+async function signIn() {
+  const { message } = await api(`/auth/message?address=${state.account}`);
+  const hex = merkle.bytesToHex(new TextEncoder().encode(message));
+  let signature;
+  try {
+    signature = await wallet("personal_sign", [hex, state.account]);
+  } catch (e) { throw new Error(`sign-in refused by the wallet (${e.message}); nothing was uploaded or paid`); }
+  state.token = (await api("/auth/login", { method: "POST", headers: { "Content-Type": "application/json" },
+                                          body: JSON.stringify({ message, signature }) })).token;
+  say(`signed in as ${state.account}`);
+  await loadModels();
+}
+
+$("connect").onclick = async () => {
+  try {
+    [state.account] = await wallet("eth_requestAccounts");
+    state.account = state.account.toLowerCase();
+    $("connect").textContent = "Wallet connected";
+    $("connect").disabled = true;
+    $("submit").disabled = false;
+    await showWallet();
+    await refresh();
+  } catch (e) { say(`error: ${e.message}`); }
+};
+
+// A wallet that changes account or network mid-session: a new account needs its own sign-in;
+// a new network is checked again before anything is sent.
+window.ethereum?.on?.("accountsChanged", (accounts) => {
+  state.account = accounts[0]?.toLowerCase() ?? null;
+  state.token = null;
+  if (state.account) showWallet().catch((e) => say(`error: ${e.message}`));
+});
+window.ethereum?.on?.("chainChanged", () => { if (state.account) showWallet().catch((e) => say(`error: ${e.message}`)); });
+
+async function showWallet() {
+  $("account").innerHTML = hash(state.account);
+  const onChain = await checkChain().then(() => true, () => false);
+  const balance = await wallet("eth_getBalance", [state.account, "latest"]);
+  $("wallet-balance").textContent = eth.format(BigInt(balance)) + (onChain ? "" : " (on another network)");
+  if (onChain) await loadBalances();
+}
+
+// ---- providers and PoG ----
+async function loadProviders() {
+  const providers = await api("/providers");
+  state.providers = new Map(providers.map((p) => [p.address, p]));
+  // TFLOPS: a figure only for a passed round, in both tables; a failed or missing one is "—".
+  render($("providers").tBodies[0], providers.map((p) => `<tr data-address="${esc(p.address)}">
+    <td>${hash(p.address)}</td><td>${esc(p.gpu_model)} ×${p.gpu_count}</td>
+    <td class="${p.pog_passed ? "ok" : "bad"}">${esc(p.gpu_class ?? (p.pog_passed === false ? "failed" : "unverified"))}</td>
+    <td>${p.tflops ?? "—"}</td><td>${eth.format(p.price_per_job_unit)}</td><td>${eth.format(p.price_per_gpu_hour)}</td>
+    <td>${p.mining_floor_wei_per_hour == null ? "—" : eth.format(p.mining_floor_wei_per_hour) + "/GPU-h"}</td>
+    <td>${p.reputation.toFixed(2)} (${p.challenges_won} won, ${p.challenges_lost} lost)</td><td>${p.jobs_finalized}</td>
+    <td>${p.available ? "yes" : "no"}</td></tr>`).join(""));
+  for (const select of [$("pog-provider"), $("lease-provider")]) {
+    const current = select.value;
+    const options = providers.map((p) => `<option value="${esc(p.address)}">${esc(p.address)} (${esc(p.gpu_class ?? p.gpu_model)})</option>`).join("");
+    if (render(select, options) && current) select.value = current;
+  }
+  if (providers.length) await loadPog($("pog-provider").value);
+}
+
+async function loadPog(address) {
+  const rounds = (await api(`/providers/${address}/pog`)).reverse();
+  const tflops = (r) => r.passed && r.tflops_milli != null ? r.tflops_milli / 1000 : null;
+  render($("pog-rounds").tBodies[0], rounds.map((r) => `<tr><td>${r.round_id}</td><td>${esc(r.status)}</td><td>${r.n}</td>
+    <td>${esc(r.gpu_class || "—")}</td><td>${tflops(r) ?? "—"}</td>
+    <td class="${r.passed ? "ok" : "bad"}">${r.passed == null ? "pending" : r.passed ? "passed" : "failed"}</td></tr>`).join(""));
+  const svg = $("pog-chart"), w = 640, h = 180, pad = 30;
+  const values = rounds.map((r) => tflops(r) ?? 0), top = Math.max(1, ...values);
+  const x = (i) => pad + (rounds.length < 2 ? (w - 2 * pad) / 2 : i * (w - 2 * pad) / (rounds.length - 1));
+  const y = (v) => h - pad - v / top * (h - 2 * pad);
+  render(svg, `<line x1="${pad}" y1="${h - pad}" x2="${w - pad}" y2="${h - pad}" stroke="#999"/>
+    <text x="4" y="${pad}" font-size="11">${top} TFLOPS</text>
+    <polyline points="${values.map((v, i) => `${x(i)},${y(v)}`).join(" ")}" fill="none" stroke="#0969da" stroke-width="2"/>` +
+    rounds.map((r, i) => `<circle class="pog-point" cx="${x(i)}" cy="${y(values[i])}" r="4" fill="${r.passed ? "#1a7f37" : "#cf222e"}">
+      <title>round ${r.round_id}: ${tflops(r) ?? "no passed measurement"}</title></circle>`).join(""));
+}
+
+// ---- models ----
+async function loadModels() {
+  const models = await api("/models", state.token ? { headers: authHeaders() } : {});
+  render($("model-list"), models.map((m) =>
+    `<option value="${esc(m.content_hash)}">${esc(m.name)} (${esc(m.format)}, ${m.private ? "private" : "public"}${m.owner === state.account ? ", yours" : ""})</option>`).join(""));
+  render($("models").tBodies[0], models.map((m) => `<tr><td>${esc(m.name)}</td><td>${hash(m.content_hash)}</td>
+    <td>${esc(m.format)}</td><td>${hash(m.owner)}</td><td>${m.private ? "private" : "public"}</td>
+    <td>${m.size} B</td><td>${esc(m.created_at.replace("T", " ").replace(/\.\d+/, ""))}</td></tr>`).join(""));
+}
+
+$("model-upload").onclick = async () => {
+  const button = $("model-upload");
+  button.disabled = true;
+  $("status").textContent = "";
+  try {
+    const file = $("model-file").files[0], name = $("model-name").value.trim() || file?.name;
+    if (!file) throw new Error("choose a model file to upload");
+    if (!state.account) throw new Error("connect your wallet first (uploads are signed in)");
+    if (!state.token) await signIn();
+    const query = new URLSearchParams({ name, format: $("model-format").value, private: $("model-private").checked });
+    const model = await api(`/models?${query}`, { method: "POST", body: await file.arrayBuffer(),
+      headers: authHeaders({ "Content-Type": "application/octet-stream" }) });
+    say(`model ${model.name} stored and loads as ${model.format}: ${model.content_hash}`);
+    $("model").value = model.content_hash;
+    await loadModels();
+  } catch (e) { say(`error: ${e.message}`); } finally { button.disabled = false; }
+};
+
+// ---- submitting a job: quote, confirm, then the wallet ----
+function askConfirmation(quote, provider, items, deadline) {
+  $("quote").hidden = false;
+  $("quote").innerHTML = `<h3>Quote</h3><table>
+    <tr><th>price</th><td id="quote-price">${eth.format(quote.price_wei)}</td></tr>
+    <tr><th>provider</th><td>${hash(quote.provider)}</td></tr>
+    <tr><th>GPU class</th><td>${esc(quote.gpu_class ?? "unverified")} ${provider?.tflops ? `(${provider.tflops} TFLOPS)` : ""}</td></tr>
+    <tr><th>reputation</th><td>${provider ? `${provider.reputation.toFixed(2)} (${provider.challenges_won} challenges won, ${provider.challenges_lost} lost, ${provider.jobs_finalized} jobs)` : "—"}</td></tr>
+    <tr><th>items</th><td>${items}</td></tr>
+    <tr><th>time</th><td>result due by ${eth.date(deadline)} (within ${eth.duration(deadline - state.chainNow)}; or the escrow refunds you in full)${provider?.latency_ms != null ? `, provider latency ${provider.latency_ms} ms` : ""}</td></tr>
+    </table><p><button id="confirm-pay">Pay ${eth.format(quote.price_wei)} from my wallet</button> <button id="cancel-pay">Cancel</button></p>`;
+  return new Promise((resolve) => {
+    $("confirm-pay").onclick = () => { $("confirm-pay").disabled = $("cancel-pay").disabled = true; resolve(true); };
+    $("cancel-pay").onclick = () => { $("confirm-pay").disabled = $("cancel-pay").disabled = true; resolve(false); };
+  });
+}
+
+$("submit").onclick = async () => {
+  // Disabled from the first click until this submission ends: a second click cannot pay again.
+  if (state.busy) return;
+  state.busy = true;
+  $("submit").disabled = true;
+  $("status").textContent = "";
+  try {
+    const model = $("model").value.trim(), files = Array.from($("inputs").files);
+    if (!state.account) throw new Error("connect your wallet first");
+    if (!model) throw new Error("choose a model: pick one from the list or upload a model file");
+    if (!/^0x[0-9a-f]{64}$/.test(model)) throw new Error(`model must be a content hash (0x and 64 hex digits), got "${model}"`);
+    if (!files.length) throw new Error("choose at least one input file");
+    const maxPrice = eth.parse($("max-price").value);
+    await checkChain();
+    if (!state.token) await signIn();
+    // As `unchained job submit`: the model must be in the hub (its format comes from there) and
+    // must run the renter's inputs in a dry run before anything is paid.
+    const entry = await api(`/models/${model}`, { headers: authHeaders() }).catch((e) => {
+      throw e.status === 404 ? new Error(`model ${model} is not in the hub (or is someone else's private model): upload it above first`) : e;
+    });
+    const inputs = [];
+    for (const file of files) {
+      const stored = await api("/inputs", { method: "POST", body: await file.arrayBuffer(),
+        headers: authHeaders({ "Content-Type": "application/octet-stream" }) });
+      inputs.push(stored.content_hash);
+    }
+    say(`uploaded ${inputs.length} inputs; checking that ${entry.name} runs them (dry run on the backend)`);
+    const verdict = await api(`/models/${model}/check`, { method: "POST", headers: authHeaders({ "Content-Type": "application/json" }),
+                                                        body: JSON.stringify({ inputs: inputs.slice(0, BATCH_SIZE) }) });
+    if (!verdict.ok) throw new Error(`the model cannot run your inputs: ${verdict.stage} failed: ${verdict.error}; nothing was paid`);
+    const request = JSON.stringify({ model, items: inputs.length, max_price_wei: maxPrice.toString() });
+    const quotes = await api("/quotes", { method: "POST", headers: { "Content-Type": "application/json" }, body: request });
+    if (!quotes.length) {
+      const why = await api("/quotes/explain", { method: "POST", headers: { "Content-Type": "application/json" }, body: request });
+      throw new Error(`no provider can take this job: ${why.message ?? why.reason}`);
+    }
+    const best = quotes[0];
+    // The deadline counts from the chain's clock (a test chain's may run ahead of this one's).
+    const latest = await wallet("eth_getBlockByNumber", ["latest", false]);
+    state.chainNow = Number(BigInt(latest.timestamp));
+    const deadline = state.chainNow + 3600;
+    if (!await askConfirmation(best, state.providers.get(best.provider), inputs.length, deadline)) {
+      say("cancelled: nothing was paid");
+      return;
+    }
+    const spec = { version: 1, model, modelFormat: entry.format, inputs, batchSize: BATCH_SIZE, tolerancePpm: 0, deadline, priceWei: best.price_wei, provider: best.provider };
+    const stored = await api("/jobs/specs", { method: "POST", headers: { "Content-Type": "application/json" },
+                                              body: JSON.stringify(spec) });
+    const tx = await api(`/jobs/specs/${stored.spec_hash}/funding-tx`);
+    await checkChain();  // the wallet may have changed network while the quote was open
+    const txHash = await wallet("eth_sendTransaction", [{ from: state.account, to: tx.to, data: tx.data,
+                                                         value: "0x" + BigInt(tx.value).toString(16) }]);
+    await mined(txHash);
+    say(`funding transaction confirmed: ${txHash}`);
+    for (let i = 0; i < 100; i++) {  // bounded wait for the indexer
+      const mine = (await api(`/jobs?renter=${state.account}`)).find((j) => j.spec_hash === stored.spec_hash);
+      if (mine) { say(`job ${mine.job_id} funded (${mine.status})`); await loadJobs(); await openJob(mine.job_id); return; }
+      await new Promise((r) => setTimeout(r, 300));
+    }
+    say("the indexer has not seen the job yet; it will appear in the list once confirmed");
+  } catch (e) {
+    say(`error: ${e.message}`);
+  } finally {
+    $("quote").hidden = true;
+    state.busy = false;
+    $("submit").disabled = !state.account;
+    showWallet().catch(() => {});
+  }
+};
+
+// ---- jobs: list and detail refreshed together ----
+function statusCell(j) {
+  return `${esc(j.status)}${j.frozen ? " (frozen: challenged)" : ""}${j.failure ? ` <span class="bad">failed: ${esc(j.failure)}</span>` : ""}`;
+}
+async function loadJobs() {
+  const mine = $("only-mine").checked && state.account;
+  const jobs = await api(mine ? `/jobs?renter=${state.account}` : "/jobs");
+  render($("jobs").tBodies[0], jobs.map((j) => `<tr data-job="${j.job_id}" style="cursor:pointer">
+    <td>${j.job_id}</td><td class="job-status">${statusCell(j)}</td><td>${hash(j.provider)}</td>
+    <td>${eth.format(j.price)}</td><td>${j.item_count ?? j.spec?.inputs?.length ?? ""}</td><td>${eth.date(j.deadline)}</td></tr>`).join(""));
+}
+
+async function openJob(id) { state.openJob = Number(id); state.shownJob = ""; await renderJob(); }
+
+// Re-rendered only when the job or its checks change, so buttons stay put between polls.
+async function renderJob() {
+  if (state.openJob == null) return;
+  const job = await api(`/jobs/${state.openJob}`);
+  const result = job.output_root ? await api(`/jobs/${job.job_id}/result`) : null;
+  const checks = state.checks.get(job.job_id) || {};
+  const refund = refundAction(job);
+  const key = JSON.stringify([job, result, checks, refund]);
+  if (key === state.shownJob) return;
+  state.shownJob = key;
+  const row = (k, v) => `<tr><th>${k}</th><td>${v}</td></tr>`;
+  let html = `<h3>job ${job.job_id}: ${esc(job.status)}</h3><table>` +
+    row("status", statusCell(job)) + row("renter", hash(job.renter)) + row("provider", hash(job.provider)) +
+    row("price", eth.format(job.price)) + row("deadline", eth.date(job.deadline)) +
+    row("spec hash", hash(job.spec_hash)) + row("funding transaction", hash(job.funded_tx)) +
+    row("output root", hash(job.output_root)) + row("items", job.item_count ?? "—") +
+    row("challenge window ends", eth.date(job.challenge_window_end)) +
+    row("paid to provider", eth.format(job.provider_amount)) + row("protocol fee", eth.format(job.fee)) +
+    row("refunded to you", eth.format(job.refund)) + "</table>";
+  if (refund) html += `<p><button id="refund" data-fn="${refund.fn}">${refund.label}</button></p>`;
+  if (result) {
+    html += `<h4>Results</h4><p><button id="verify">Download and verify all items</button>
+      <span id="root-source">${esc(checks.rootSource ?? "")}</span></p><table id="result-items">
+      <thead><tr><th>item</th><th>digest</th><th>size</th><th>check</th><th>file</th></tr></thead><tbody>` +
+      result.items.map((i) => {
+        const c = checks[i.index];
+        const verdict = !i.digest ? "not uploaded yet" : !c ? "not checked" : c.ok ? "verified" : `NOT verified: ${c.error}`;
+        return `<tr data-item="${i.index}"><td>${i.index}</td><td>${hash(i.digest)}</td><td>${i.size ?? "—"}</td>
+          <td class="check ${c ? (c.ok ? "ok" : "bad") : ""}">${esc(verdict)}</td>
+          <td>${c?.url ? `<a href="${c.url}" download="job${job.job_id}-item${i.index}.bin">save</a>` : ""}</td></tr>`;
+      }).join("") + "</tbody></table>";
+  }
+  $("job-detail").innerHTML = html;
+  if (refund) $("refund").onclick = () => { $("refund").disabled = true; sendTx("JobEscrow", refund.fn, [job.job_id], "refund"); };
+  if (result) $("verify").onclick = () => verifyResults(job, result);
+}
+
+function refundAction(job) {
+  if (job.renter !== state.account || !["funded", "accepted"].includes(job.status) || job.frozen) return null;
+  if (job.status === "funded") return { fn: "cancel(uint256)", label: "Cancel and refund" };
+  const now = state.chainNow ?? Date.now() / 1000;
+  return now > job.deadline ? { fn: "refundExpired(uint256)", label: "Refund (deadline passed)" } : null;
+}
+
+// The root comes from the chain through the wallet when one is connected: the backend is not
+// trusted for it. Each item is downloaded and hashed here; "verified" only if it rebuilds it.
+async function verifyResults(job, result) {
+  const button = $("verify");
+  button.disabled = true;
+  const checks = { rootSource: "" };
+  state.checks.set(job.job_id, checks);
+  try {
+    let root = result.output_root, size = result.item_count;
+    if (state.account) {
+      await checkChain();
+      const words = eth.words(await call("JobEscrow", "getJob(uint256)", [job.job_id]));
+      root = words[10]; size = Number(BigInt(words[11]));  // IJobEscrow.Job: outputRoot, itemCount
+      checks.rootSource = `root read from chain ${state.deployment.chain_id}: ${root}`;
+    } else {
+      checks.rootSource = "root as the backend indexed it (connect a wallet to read it from the chain)";
+    }
+    if (!state.token && state.account) await signIn();
+    for (const item of result.items.filter((i) => i.digest)) {
+      try {
+        const response = await fetch(`/jobs/${job.job_id}/outputs/${item.index}`, { headers: authHeaders() });
+        if (!response.ok) throw new Error(`download: ${response.status} ${detailText(await response.json().catch(() => ""))}`);
+        const bytes = new Uint8Array(await response.arrayBuffer());
+        merkle.verifyItem(bytes, item.index, size, item.proof, root);
+        checks[item.index] = { ok: true, url: URL.createObjectURL(new Blob([bytes])) };
+      } catch (e) { checks[item.index] = { ok: false, error: e.message }; }
+    }
+  } catch (e) { checks.rootSource = `error: ${e.message}`; }
+  state.shownJob = "";
+  await renderJob();
+}
+
+// A sent transaction is reported by its receipt: a reverted one says so instead of "sent".
+async function mined(txHash) {
+  for (let i = 0; i < 120; i++) {  // bounded: about a minute
+    const receipt = await wallet("eth_getTransactionReceipt", [txHash]);
+    if (receipt) {
+      if (BigInt(receipt.status) !== 1n) throw new Error(`transaction ${txHash} reverted in block ${BigInt(receipt.blockNumber)}`);
+      return receipt;
+    }
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  throw new Error(`transaction ${txHash} is not mined after a minute; check your wallet`);
+}
+
+async function sendTx(contract, fn, args, what, value = 0n) {
+  try {
+    await checkChain();
+    const txHash = await wallet("eth_sendTransaction", [{ from: state.account, to: state.deployment.contracts[contract],
+      data: eth.encode(fn, args), value: "0x" + value.toString(16) }]);
+    await mined(txHash);
+    say(`${what}: transaction ${txHash} confirmed`);
+    await refresh();
+  } catch (e) { say(`error: ${what}: ${e.message}`); }
+}
+
+// ---- leases ----
+// What the chain says about an active lease's hand-over, read through the wallet (the backend is
+// not trusted for it): the delivery deadline and the LeaseAccess digest the provider confirmed.
+async function leaseChainView(l) {
+  if (!state.account || $("chain-warning").hidden === false) return null;
+  const [deadline, delivered] = await Promise.all([
+    call("LeaseManager", "deliveryDeadline(uint256)", [l.lease_id]), call("LeaseManager", "deliveryOf(uint256)", [l.lease_id])]);
+  return { deadline: Number(BigInt(deadline)), delivered: BigInt(delivered) === 0n ? null : delivered.toLowerCase() };
+}
+const leaseDomain = () => lease.domain(state.deployment.chain_id, state.deployment.contracts.LeaseManager);
+
+// The connection cell says what was checked and by whom: the backend accepted the details only
+// with the provider's EIP-712 signature; the page checks them against the digest the provider
+// confirmed on-chain (confirmDelivery, a transaction only the lease's provider can send).
+function connectionCell(l, view, now) {
+  const missed = view && !view.delivered && now >= view.deadline;
+  const delivery = !view ? "" : view.delivered ? `<div class="delivery ok">delivered</div>`
+    : missed ? `<div class="delivery bad">not delivered by ${eth.date(view.deadline)}: stopping refunds the whole lease</div>`
+    : `<div class="delivery">not delivered yet: the provider must deliver by ${eth.date(view.deadline)}</div>`;
+  if (!l.access) return delivery || "no connection details yet";
+  let check;
+  if (!view) check = `<span>signature checked by the backend only; connect your wallet on chain ${state.deployment.chain_id} to check against the chain</span>`;
+  else if (!view.delivered) check = `<span class="bad">not verified: signed, but not confirmed on-chain</span>`;
+  else if (view.delivered === lease.typedHash(lease.typedData("LeaseAccess", leaseDomain(), l.access))) {
+    check = `<span class="ok">verified in this page: the provider confirmed exactly these details on-chain</span>`;
+  } else check = `<span class="bad">NOT verified: these details differ from what the provider confirmed on-chain; do not connect</span>`;
+  return `${delivery}<div class="ssh-command">${hash(lease.sshCommand(l.access))}</div>
+    <div>host key ${hash(l.access.hostKeyFingerprint)}</div><div class="access-check">${check}</div>`;
+}
+
+async function loadLeases() {
+  const leases = await api(state.account ? `/leases?renter=${state.account}` : "/leases");
+  const now = state.chainNow ?? Date.now() / 1000;
+  const views = await Promise.all(leases.map((l) => l.status === "active" ? leaseChainView(l).catch(() => null) : null));
+  render($("leases").tBodies[0], leases.map((l, i) => {
+    const active = l.status === "active", mine = l.renter === state.account;
+    const key = l.ssh_public_key ? `key bound ${hash(l.ssh_public_key)}`
+      : active && mine ? `<button class="bind-key" data-lease="${l.lease_id}">Bind the SSH key above</button>` : "no key";
+    return `<tr data-lease="${l.lease_id}"><td>${l.lease_id}</td><td>${hash(l.provider)}</td><td>${l.gpu_count}</td>
+      <td>${eth.date(l.ends_at)}</td><td>${active ? eth.duration(l.ends_at - now) : "—"}</td><td>${eth.format(l.paid)}</td>
+      <td>${esc(l.status)}${l.ended_by ? ` by ${hash(l.ended_by)}` : ""}</td><td>${eth.format(l.renter_refund)}</td>
+      <td class="connection">${active ? connectionCell(l, views[i], now) : "—"}<div>${key}</div></td>
+      <td>${active && mine ? `<button class="stop-lease" data-lease="${l.lease_id}">Stop (refund unused time)</button>` : ""}</td></tr>`;
+  }).join(""));
+}
+
+// Signs the key (EIP-712 LeaseKey, as `unchained lease start` does) and hands it to the backend,
+// waiting a bounded time for the indexer to have seen the lease.
+async function bindKey(leaseId, sshKey) {
+  const data = lease.typedData("LeaseKey", leaseDomain(), { leaseId: Number(leaseId), sshPublicKey: sshKey });
+  let signature;
+  try {
+    signature = await wallet("eth_signTypedData_v4", [state.account, JSON.stringify(data)]);
+  } catch (e) {
+    throw new Error(`lease ${leaseId}: the wallet did not sign the SSH key (${e.message}); ` +
+                    "the lease is paid: bind the key from its row, or stop it for a refund");
+  }
+  for (let i = 0; ; i++) {
+    try {
+      await api(`/leases/${leaseId}/key`, { method: "PUT", headers: { "Content-Type": "application/json" },
+                                            body: JSON.stringify({ sshPublicKey: sshKey, signature }) });
+      say(`lease ${leaseId}: SSH key bound`);
+      return;
+    } catch (e) {
+      if (e.status !== 404 || i >= 100) throw e;  // 404 while the indexer has not seen the lease
+    }
+    await new Promise((r) => setTimeout(r, 300));
+  }
+}
+
+const LEASE_STARTED = merkle.bytesToHex(keccak256(new TextEncoder().encode("LeaseStarted(uint256,address,address,uint256,uint64,uint256)")));
+function startedLeaseId(receipt) {
+  const manager = state.deployment.contracts.LeaseManager.toLowerCase();
+  const log = receipt.logs.find((g) => g.address.toLowerCase() === manager && g.topics[0] === LEASE_STARTED);
+  if (!log) throw new Error(`transaction ${receipt.transactionHash} started no lease`);
+  return BigInt(log.topics[1]).toString();
+}
+
+$("leases").onclick = async (e) => {
+  const stop = e.target.closest(".stop-lease"), bind = e.target.closest(".bind-key");
+  if (stop) {
+    stop.disabled = true;
+    sendTx("LeaseManager", "endLease(uint256)", [stop.dataset.lease], `stop lease ${stop.dataset.lease}`);
+  } else if (bind) {
+    bind.disabled = true;
+    try { await checkChain(); await bindKey(bind.dataset.lease, lease.normalizeSshKey($("lease-key").value)); await refresh(); }
+    catch (err) { say(`error: ${err.message}`); bind.disabled = false; }
+  }
+};
+$("jobs").onclick = (e) => {
+  const row = e.target.closest("tr[data-job]");
+  if (row && !e.target.dataset.copy) openJob(row.dataset.job);
+};
+$("lease-start").onclick = async () => {
+  const button = $("lease-start");
+  button.disabled = true;
+  try {
+    if (!state.account) throw new Error("connect your wallet first");
+    const provider = $("lease-provider").value, gpus = Number($("lease-gpus").value);
+    const seconds = Math.round(Number($("lease-hours").value) * 3600);
+    if (!(gpus >= 1 && seconds >= 1)) throw new Error("a lease needs at least one GPU and a positive duration");
+    // Checked before paying: the provider would refuse this key and leave a paid lease nobody can enter.
+    let sshKey;
+    try { sshKey = lease.normalizeSshKey($("lease-key").value); } catch (e) { throw new Error(`${e.message}; nothing was paid`); }
+    await checkChain();
+    const cost = BigInt(await call("LeaseManager", "leaseCost(address,uint256,uint256)", [provider, gpus, seconds]));
+    if (!confirm(`Lease ${gpus} GPU(s) of ${provider} for ${eth.duration(seconds)} at ${eth.format(cost)}?`)) return;
+    const txHash = await wallet("eth_sendTransaction", [{ from: state.account, to: state.deployment.contracts.LeaseManager,
+      data: eth.encode("startLease(address,uint256,uint256)", [provider, gpus, seconds]), value: "0x" + cost.toString(16) }]);
+    const leaseId = startedLeaseId(await mined(txHash));
+    say(`lease ${leaseId} started: transaction ${txHash} confirmed`);
+    await bindKey(leaseId, sshKey);
+    await refresh();
+  } catch (e) { say(`error: ${e.message}`); } finally { button.disabled = false; }
+};
+
+// ---- challenges, disputes, balances ----
+async function loadDisputes() {
+  const [challenges, disputes] = await Promise.all([api("/challenges"), api("/disputes")]);
+  render($("challenges").tBodies[0], challenges.map((c) => `<tr><td>${c.challenge_id}</td><td>${esc(c.kind)} ${c.subject}</td>
+    <td>${hash(c.challenger)}</td><td>${hash(c.provider)}</td><td>${c.k}</td><td>${eth.format(c.bond)}</td>
+    <td>${eth.date(c.response_deadline)}</td><td>${esc(c.status)}</td><td>${c.dispute_id ?? "—"}</td></tr>`).join(""));
+  render($("disputes").tBodies[0], disputes.map((d) => `<tr><td>${d.dispute_id}</td><td>${d.ref}</td><td>${hash(d.provider)}</td>
+    <td>${hash(d.challenger)}</td><td>${d.votes}</td><td>${eth.date(d.vote_end)}</td>
+    <td class="${d.verdict ? "bad" : ""}">${esc(d.verdict ?? "voting")}</td></tr>`).join(""));
+}
+
+async function loadBalances() {
+  if (!state.account || $("chain-warning").hidden === false) return;
+  const [escrow, leases] = await Promise.all([
+    call("JobEscrow", "owedTo(address,address)", ["0x0", state.account]),
+    call("LeaseManager", "owedTo(address)", [state.account])]);
+  $("owed-escrow").textContent = eth.format(BigInt(escrow));
+  $("owed-leases").textContent = eth.format(BigInt(leases));
+  $("withdraw-escrow").disabled = BigInt(escrow) === 0n;
+  $("withdraw-leases").disabled = BigInt(leases) === 0n;
+}
+$("withdraw-escrow").onclick = () => { $("withdraw-escrow").disabled = true; sendTx("JobEscrow", "withdraw(address)", ["0x0"], "withdraw from the job escrow"); };
+$("withdraw-leases").onclick = () => { $("withdraw-leases").disabled = true; sendTx("LeaseManager", "withdraw()", [], "withdraw from leases"); };
+
+// ---- refresh loop: one poll every POLL_MS, never two at once ----
+async function loadHealth() {
+  try {
+    const h = await api("/health");
+    $("health").textContent = `${h.status} · chain ${h.chain_id ?? "?"} · block ${h.indexed_block ?? "?"}/${h.head_block ?? "?"}`;
+  } catch (e) { $("health").textContent = "backend unreachable"; }
+}
+async function chainClock() {
+  if (!state.account || $("chain-warning").hidden === false) return;
+  const latest = await wallet("eth_getBlockByNumber", ["latest", false]);
+  state.chainNow = Number(BigInt(latest.timestamp));
+}
+async function loadDeals() {
+  // The chain's clock only dates "time left" and refund eligibility; without it the browser's stands in.
+  await chainClock().catch(() => { state.chainNow = null; });
+  await Promise.all([loadJobs(), renderJob(), loadLeases()]);
+}
+let refreshing = null;
+function refresh() {
+  if (document.hidden) return Promise.resolve();  // a background tab does not poll
+  refreshing ??= Promise.allSettled([loadHealth(), loadDeals(), loadProviders(), loadDisputes(), loadBalances()])
+    .then((results) => {
+      const failed = results.filter((r) => r.status === "rejected").map((r) => r.reason.message);
+      $("refresh-error").textContent = failed.length ? `refresh: ${failed.join("; ")}` : "";
+    }).finally(() => { refreshing = null; });
+  return refreshing;
+}
+
+$("pog-provider").onchange = (e) => loadPog(e.target.value);
+$("only-mine").onchange = () => loadJobs();
+document.addEventListener("visibilitychange", () => { if (!document.hidden) refresh(); });
+(async () => {
+  try { state.deployment = await api("/deployment"); } catch (e) { say(`error: ${e.message}`); }
+  await Promise.all([refresh(), loadModels()]);
+  setInterval(refresh, POLL_MS);
+})();

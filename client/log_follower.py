@@ -1,0 +1,308 @@
+"""One log follower for every party: the deployment's events after a cursor, in bounded ranges.
+
+- The cursor is the last block whose events the caller has fully processed, with that block's
+  hash. The caller's own store keeps it (`CursorStore`: the backend's database, the provider's and
+  the verifier's SQLite state: client.watched_ids). It moves only after the caller handled a batch, so a restart
+  resumes right after the last handled batch: nothing is delivered twice, nothing is skipped. A
+  store that shares the caller's database saves the cursor inside the handler's own transaction
+  (the backend's session, `SqliteCursorStore` inside the caller's `with db:`), so effects and
+  cursor commit together even across a crash; the follower's own save after the handler then
+  writes the same cursor again.
+- Only blocks `confirmations` deep are read, so a reorg shallower than that never reaches a
+  delivered block. A deeper one shows as a changed hash of the cursor block and is raised as
+  `DeepReorg`; the caller decides (the backend rebuilds its tables, `WatchedIds` reads its ids
+  again).
+- `eth_getLogs` is asked for at most `max_range` blocks at once. A node that refuses a range
+  ("block range too large", "limit exceeded", ...) is asked for half of it, down to one block,
+  and the smaller range is kept. Once caught up a poll costs the same calls however long the
+  chain: the head, and for new blocks the cursor's hash, the logs and the new cursor's hash.
+- Logs are decoded against the deployment's ABIs into named `Event`s with plain arguments
+  (addresses lower-case, byte strings 0x-hex: one spelling for comparisons and JSON columns),
+  delivered in (block, log index) order.
+- `client.new_heads.NewHeads` wakes a follower when the node pushes a block (WebSocket
+  newHeads), so a service handles events as they arrive instead of at its next poll.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from eth_utils import event_abi_to_log_topic
+from hexbytes import HexBytes
+from web3 import Web3
+from web3.contract import Contract
+from web3.exceptions import Web3RPCError
+
+from client import contracts
+from client.errors import ClientError
+from protocol.deployments import Deployment
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_RANGE = 2000
+# What public nodes say when a getLogs range (or its result) is more than they serve at once:
+# Alchemy, Infura, QuickNode, Ankr, geth and erigon phrasings, lower-cased.
+_RANGE_REFUSALS = ("range", "limit exceeded", "too large", "too many", "exceed", "more than",
+                   "response size", "query timeout")
+
+
+class LogFollowerError(ClientError):
+    """Logs could not be read from the node (the message says which blocks)."""
+
+
+class DeepReorg(LogFollowerError):
+    """A block already delivered was replaced: a reorg deeper than the confirmations."""
+
+    def __init__(self, block: int, stored: str, current: str, confirmations: int) -> None:
+        super().__init__(f"block {block} is now {current}, was {stored} when delivered "
+                         f"(a reorg deeper than {confirmations} confirmations)")
+        self.block = block
+        self.stored = stored
+        self.current = current
+
+
+@dataclass(frozen=True)
+class Event:
+    """One decoded log of the deployment."""
+
+    contract: str
+    name: str
+    args: dict[str, Any]
+    block_number: int
+    tx_hash: str
+    log_index: int
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """The last block whose events were all handled, and its hash (0x-hex)."""
+
+    block: int
+    block_hash: str
+
+
+@dataclass(frozen=True)
+class Batch:
+    """The events of blocks (previous cursor, cursor.block], in (block, log index) order."""
+
+    events: list[Event]
+    cursor: Cursor
+
+
+class CursorStore(Protocol):
+    def load(self) -> Cursor | None: ...
+
+    def save(self, cursor: Cursor) -> None: ...
+
+    def clear(self) -> None: ...
+
+
+class MemoryCursorStore:
+    """A cursor kept for the life of the process (one-shot readers, the CLI's live feed)."""
+
+    def __init__(self, cursor: Cursor | None = None) -> None:
+        self.cursor = cursor
+
+    def load(self) -> Cursor | None:
+        return self.cursor
+
+    def save(self, cursor: Cursor) -> None:
+        self.cursor = cursor
+
+    def clear(self) -> None:
+        self.cursor = None
+
+
+def _plain(value: Any, address: bool) -> Any:
+    """An event argument as a JSON value: byte strings as 0x-hex, addresses lower-case."""
+    if isinstance(value, (bytes, bytearray, HexBytes)):
+        return "0x" + bytes(value).hex()
+    if isinstance(value, (list, tuple)):
+        return [_plain(v, address) for v in value]
+    return value.lower() if address else value
+
+
+class EventDecoder:
+    """Maps (contract address, topic0) to the deployment's contract name and event ABI.
+
+    `only` narrows it to some events ({"ChallengeManager": ["PogChallenged"]}); the node is then
+    asked for those topics only."""
+
+    def __init__(self, web3: Web3, deployment: Deployment, only: Mapping[str, Iterable[str]] | None = None) -> None:
+        self._by_topic: dict[tuple[str, bytes], tuple[str, Contract, str]] = {}
+        self._addresses: dict[tuple[str, str], set[str]] = {}  # address-typed arguments of each event
+        wanted = {name: set(events) for name, events in only.items()} if only is not None else None
+        for name, deployed in deployment.contracts.items():
+            if wanted is not None and name not in wanted:
+                continue
+            contract = contracts.bind(web3, deployed.address, deployed.abi)
+            for item in deployed.abi:
+                if item.get("type") != "event" or item.get("anonymous"):
+                    continue
+                if wanted is not None and item["name"] not in wanted[name]:
+                    continue
+                topic = bytes(event_abi_to_log_topic(item))  # type: ignore[arg-type]
+                self._by_topic[(contract.address.lower(), topic)] = (name, contract, item["name"])
+                self._addresses[(name, item["name"])] = {
+                    i["name"] for i in item["inputs"] if i["type"] in ("address", "address[]")}
+        if wanted is not None:
+            found = {(n, e) for n, _, e in self._by_topic.values()}
+            missing = sorted(f"{n}.{e}" for n, events in wanted.items() for e in events if (n, e) not in found)
+            if missing:
+                raise LogFollowerError(f"the deployment has no event {', '.join(missing)}")
+        self.narrowed = wanted is not None
+
+    def log_filter(self) -> dict[str, Any]:
+        """The address (and, when narrowed, topic0) part of an eth_getLogs filter."""
+        addresses = sorted({Web3.to_checksum_address(a) for a, _ in self._by_topic})
+        params: dict[str, Any] = {"address": addresses}
+        if self.narrowed:
+            params["topics"] = [sorted({"0x" + t.hex() for _, t in self._by_topic})]
+        return params
+
+    def decode(self, raw: Any) -> Event | None:
+        topics = raw["topics"]
+        if not topics:
+            return None
+        found = self._by_topic.get((raw["address"].lower(), bytes(topics[0])))
+        if found is None:
+            return None
+        name, contract, event_name = found
+        decoded = contract.events[event_name]().process_log(raw)
+        addresses = self._addresses[(name, event_name)]
+        return Event(contract=name, name=event_name,
+                     args={k: _plain(v, k in addresses) for k, v in decoded["args"].items()},
+                     block_number=int(raw["blockNumber"]), tx_hash="0x" + bytes(raw["transactionHash"]).hex(),
+                     log_index=int(raw["logIndex"]))
+
+
+def _refused_range(exc: Exception) -> bool:
+    """Whether the node refused a getLogs call for its size (not for being down or the filter)."""
+    if not isinstance(exc, (Web3RPCError, ValueError)):
+        return False
+    text = str(exc).lower()
+    return any(phrase in text for phrase in _RANGE_REFUSALS)
+
+
+class RangeReader:
+    """eth_getLogs over any block range, asked in pieces of at most `max_range` blocks, halving
+    the piece (and keeping it smaller) while the node refuses it for its size."""
+
+    def __init__(self, web3: Web3, decoder: EventDecoder, max_range: int = DEFAULT_MAX_RANGE) -> None:
+        if max_range < 1:
+            raise LogFollowerError(f"max_range must be at least 1 block, not {max_range}")
+        self.web3 = web3
+        self.decoder = decoder
+        self.max_range = max_range
+
+    def read_piece(self, start: int, end: int) -> tuple[list[Event], int]:
+        """Events of blocks start..e for the largest e <= end the node serves in one call; returns
+        (events in order, e)."""
+        while True:
+            last = min(end, start + self.max_range - 1)
+            params = {**self.decoder.log_filter(), "fromBlock": start, "toBlock": last}
+            try:
+                raw = self.web3.eth.get_logs(params)  # type: ignore[arg-type]
+            except Exception as exc:  # web3 raises Web3RPCError or ValueError by transport
+                if not _refused_range(exc):
+                    raise LogFollowerError(f"eth_getLogs for blocks {start}..{last} failed: {exc}") from exc
+                if last == start:
+                    raise LogFollowerError(f"the node refuses eth_getLogs even for block {start} alone: {exc}") from exc
+                self.max_range = max(1, (last - start + 1) // 2)
+                log.info("node refused eth_getLogs over %s blocks (%s); asking for %s at a time",
+                         last - start + 1, exc, self.max_range)
+                continue
+            events = [e for e in map(self.decoder.decode, raw) if e is not None]
+            events.sort(key=lambda e: (e.block_number, e.log_index))
+            return events, last
+
+    def read(self, start: int, end: int) -> list[Event]:
+        """Every event of blocks start..end (inclusive), in order."""
+        out: list[Event] = []
+        while start <= end:
+            events, last = self.read_piece(start, end)
+            out += events
+            start = last + 1
+        return out
+
+
+def events_between(web3: Web3, deployment: Deployment, only: Mapping[str, Iterable[str]], start: int,
+                   end: int | None = None, max_range: int = DEFAULT_MAX_RANGE) -> list[Event]:
+    """A one-off read of some events in a block range (end: the head), in bounded pieces."""
+    last = web3.eth.block_number if end is None else end
+    return RangeReader(web3, EventDecoder(web3, deployment, only), max_range).read(start, last)
+
+
+class LogFollower:
+    """Delivers every confirmed event after the stored cursor to a handler, batch by batch."""
+
+    def __init__(self, web3: Web3, decoder: EventDecoder, store: CursorStore, *, start_block: int,
+                 confirmations: int = 0, max_range: int = DEFAULT_MAX_RANGE) -> None:
+        if confirmations < 0:
+            raise LogFollowerError(f"confirmations must be 0 or more, not {confirmations}")
+        self.web3 = web3
+        self.store = store
+        self.start_block = start_block
+        self.confirmations = confirmations
+        self.reader = RangeReader(web3, decoder, max_range)
+        self.head: int | None = None  # the head seen by the last poll
+
+    @classmethod
+    def for_deployment(cls, web3: Web3, deployment: Deployment, store: CursorStore,
+                       only: Mapping[str, Iterable[str]] | None = None, **options: Any) -> LogFollower:
+        """A follower of the deployment's events (or `only` some), from the earliest contract's block."""
+        names = list(only) if only is not None else list(deployment.contracts)
+        start = min(deployment.contract(n).block for n in names)
+        return cls(web3, EventDecoder(web3, deployment, only), store, start_block=start, **options)
+
+    def position(self) -> int:
+        """The last block handled (the block before start_block when none was)."""
+        cursor = self.store.load()
+        return cursor.block if cursor is not None else self.start_block - 1
+
+    def target(self) -> int:
+        """The newest block with enough confirmations (reads the head)."""
+        self.head = int(self.web3.eth.block_number)
+        return self.head - self.confirmations
+
+    def poll(self, handle: Callable[[Batch], None]) -> int:
+        """Hands every confirmed block's events after the cursor to `handle`, one batch per range
+        read (also a batch without events, so the caller may save the cursor with its work); the
+        cursor is saved after each handled batch. Returns the number of events delivered."""
+        target = self.target()
+        cursor = self.store.load()
+        position = cursor.block if cursor is not None else self.start_block - 1
+        if cursor is not None and self.head is not None and cursor.block > self.head:
+            # The chain is shorter than what was delivered: replaced (a reorg, or a new chain
+            # on the same node address with the same contract addresses).
+            raise DeepReorg(cursor.block, cursor.block_hash, "missing", self.confirmations)
+        if position >= target:
+            return 0
+        if cursor is not None:
+            self._check_cursor(cursor)
+        delivered = 0
+        while position < target:
+            events, last = self.reader.read_piece(position + 1, target)
+            batch = Batch(events, Cursor(last, self._block_hash(last)))
+            handle(batch)
+            self.store.save(batch.cursor)
+            delivered += len(events)
+            position = last
+        return delivered
+
+    def _block_hash(self, number: int) -> str:
+        return "0x" + bytes(self.web3.eth.get_block(number)["hash"]).hex()
+
+    def _check_cursor(self, cursor: Cursor) -> None:
+        if not cursor.block_hash:  # saved by an older store without its hash: nothing to compare
+            return
+        current = self._block_hash(cursor.block)
+        if current != cursor.block_hash:
+            raise DeepReorg(cursor.block, cursor.block_hash, current, self.confirmations)
+
+
+__all__ = ["Batch", "Cursor", "CursorStore", "DeepReorg", "Event", "EventDecoder", "LogFollower",
+           "LogFollowerError", "MemoryCursorStore", "RangeReader", "events_between"]

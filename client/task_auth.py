@@ -1,0 +1,237 @@
+"""Signs every Celery task and reply a party sends, and checks every one it consumes.
+
+Hooked into Celery once, for every app built by `client.broker.party_celery`: `SigningAMQP`
+adds the sender's EIP-712 signature (protocol.task_auth) to the headers of each message it
+publishes, retries and follow-up tasks included; `SignedTask`, the base class of every task,
+checks the signature, its expiry, its nonce and the sender's role on the chain before the task
+runs, drops (rejects without requeue) and logs what fails, and signs the task's return value.
+Callers read a reply with `TaskAuth.open_reply`, which checks the worker's signature.
+
+A task whose sender cannot be checked because the chain does not answer is put back on the queue
+(after a pause), not lost. Nonces are remembered in the consuming process until they expire, and marked used when their
+task has run: a message redelivered because its worker died before finishing still runs (tasks
+are idempotent), a copy of one that ran is refused. A provider's worker is one process (solo
+pool); a worker of several processes would remember per process.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from celery import Task
+from celery.app.amqp import AMQP
+from celery.exceptions import Reject
+from eth_account import Account
+from eth_account.messages import encode_typed_data
+from eth_account.signers.local import LocalAccount
+from web3 import Web3
+from web3.exceptions import ContractCustomError, ContractLogicError
+
+from client import contracts
+from client.errors import TaskRefused
+from protocol.deployments import Deployment
+from protocol.tasks import provider_queue
+from protocol.task_auth import (HEADER, MAX_TTL_S, BadTaskAuth, Role, SignedReply, TaskDomain, TaskSignature,
+                                reply_typed_data, senders_of, task_typed_data)
+
+log = logging.getLogger(__name__)
+DEFAULT_TTL_S = 600
+REQUEUE_PAUSE_S = 1.0  # a task whose sender cannot be checked (node down) comes back at most this often
+
+
+def domain_of(deployment: Deployment) -> TaskDomain:
+    return TaskDomain(deployment.chain_id, deployment.contract("ProviderRegistry").address)
+
+
+def dispatcher_of(deployment: Deployment) -> str:
+    """The backend's dispatch key: the one the operator recorded in the deployment document
+    (`operator.dispatcher`), else the deployer's."""
+    return str(deployment.operator.get("dispatcher") or deployment.deployer)
+
+
+def _recover(typed: dict[str, Any], signature: bytes) -> str:
+    try:
+        return Account.recover_message(encode_typed_data(full_message=typed), signature=signature)
+    except Exception as exc:  # eth-keys raises BadSignature, ValueError, ...
+        raise TaskRefused(f"unreadable signature: {exc}") from None
+
+
+class ChainRoles:
+    """A consumer's view, from the chain, of which role an address holds."""
+
+    def __init__(self, web3: Web3, deployment: Deployment, own_address: str) -> None:
+        self.own = own_address.lower()
+        self.dispatcher = dispatcher_of(deployment).lower()
+        self.pog = contracts.deployed(web3, deployment, "ProofOfGpu")
+
+    def holds(self, role: Role, address: str, args: Any) -> bool:
+        if role is Role.SELF:
+            return address.lower() == self.own
+        if role is Role.DISPATCHER:
+            return address.lower() == self.dispatcher
+        if role is Role.ROUND_VERIFIER:
+            if not (isinstance(args, (list, tuple)) and args and isinstance(args[0], int) and 0 < args[0] < 2**64):
+                return False
+            try:
+                found = self.pog.functions.round(args[0]).call()
+            except (ContractCustomError, ContractLogicError):  # no such round
+                return False
+            return found.verifier.lower() == address.lower() and found.provider.lower() == self.own
+        return False
+
+
+@dataclass
+class TaskAuth:
+    """One party's signing key and, where it consumes tasks, its view of who may send them."""
+
+    domain: TaskDomain
+    account: LocalAccount
+    roles: ChainRoles | None = None  # None: this party only sends
+    ttl_s: int = DEFAULT_TTL_S
+    clock: Callable[[], float] = time.time
+    _used: dict[bytes, int] = field(default_factory=dict)  # nonce -> expiry, of tasks that ran
+    _sent: dict[str, tuple[bytes, int]] = field(default_factory=dict)  # task id -> (nonce, expiry)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    # -- sending ---------------------------------------------------------------------------
+
+    def sign_task(self, task_id: str, name: str, queue: str, args: Any, kwargs: Any,
+                  eta: str | None = None) -> dict[str, Any]:
+        start = datetime.fromisoformat(eta).timestamp() if eta else self.clock()
+        expiry = int(max(start, self.clock())) + self.ttl_s
+        nonce = os.urandom(32)
+        typed = task_typed_data(self.domain, name, queue, args, kwargs, expiry, nonce)
+        signature = self.account.sign_message(encode_typed_data(full_message=typed)).signature
+        with self._lock:
+            self._forget_expired()
+            self._sent[task_id] = (nonce, expiry + self.ttl_s)
+        return TaskSignature(self.account.address, expiry, nonce, bytes(signature)).to_json()
+
+    def open_reply(self, task_id: str, reply: Any, signers: Iterable[str]) -> Any:
+        """The result of a task this party sent, if the worker signed it for this very task and
+        is one of `signers`; raises TaskRefused otherwise."""
+        try:
+            signed = SignedReply.from_json(reply)
+        except BadTaskAuth as exc:
+            raise TaskRefused(f"reply to {task_id}: {exc}") from None
+        with self._lock:
+            sent = self._sent.get(task_id)
+        if sent is None:
+            raise TaskRefused(f"reply to {task_id}: no such task was sent from here")
+        if signed.expiry < self.clock():
+            raise TaskRefused(f"reply to {task_id}: expired")
+        typed = reply_typed_data(self.domain, task_id, sent[0], signed.result, signed.expiry)
+        signer = _recover(typed, signed.signature)
+        if signer.lower() != signed.signer.lower() or signer.lower() not in {s.lower() for s in signers}:
+            raise TaskRefused(f"reply to {task_id}: signed by {signer}, not by whom it was sent to")
+        return signed.result
+
+    # -- consuming -------------------------------------------------------------------------
+
+    def check_task(self, name: str, queue: str, args: Any, kwargs: Any, header: Any) -> TaskSignature:
+        """The signature of a task about to run, if it holds; raises TaskRefused otherwise."""
+        if self.roles is None:
+            raise TaskRefused("this party consumes no tasks")
+        try:
+            sig = TaskSignature.from_json(header)
+        except BadTaskAuth as exc:
+            raise TaskRefused(str(exc)) from None
+        now = self.clock()
+        if sig.expiry < now:
+            raise TaskRefused(f"expired {now - sig.expiry:.0f} s ago")
+        if sig.expiry > now + MAX_TTL_S:
+            raise TaskRefused("expiry too far ahead")
+        signer = _recover(task_typed_data(self.domain, name, queue, args, kwargs, sig.expiry, sig.nonce),
+                          sig.signature)
+        if signer.lower() != sig.sender.lower():
+            raise TaskRefused(f"signed by {signer}, claims {sig.sender} (or another task, queue or arguments)")
+        with self._lock:
+            self._forget_expired()
+            if sig.nonce in self._used:
+                raise TaskRefused("replayed: its nonce was used")
+        allowed = senders_of(name)
+        if not any(self.roles.holds(role, signer, args) for role in sorted(allowed, key=lambda r: r.value)):
+            raise TaskRefused(f"{signer} may not send {name} (needs {', '.join(sorted(r.value for r in allowed))})")
+        return sig
+
+    def mark_used(self, sig: TaskSignature) -> None:
+        with self._lock:
+            self._used[sig.nonce] = sig.expiry
+
+    def sign_reply(self, task_id: str, nonce: bytes, result: Any) -> dict[str, Any]:
+        expiry = int(self.clock()) + self.ttl_s
+        typed = reply_typed_data(self.domain, task_id, nonce, result, expiry)
+        signature = self.account.sign_message(encode_typed_data(full_message=typed)).signature
+        return SignedReply(result, self.account.address, expiry, bytes(signature)).to_json()
+
+    def _forget_expired(self) -> None:
+        now = self.clock()
+        for nonce in [n for n, expiry in self._used.items() if expiry < now]:
+            del self._used[nonce]
+        for task_id in [t for t, (_, keep_until) in self._sent.items() if keep_until < now]:
+            del self._sent[task_id]
+
+
+def auth_of(app: Any) -> TaskAuth:
+    """The app's TaskAuth (built on first use: a provider's key is opened after its app exists)."""
+    factory = getattr(app, "unchained_auth", None)
+    if factory is None:
+        raise TaskRefused(f"Celery app {app.main!r} has no signing key (build it with client.broker.party_celery)")
+    return factory()
+
+
+class SigningAMQP(AMQP):
+    """Celery's message builder with the sender's signature added to every task it publishes."""
+
+    def _create_task_sender(self):  # type: ignore[no-untyped-def]
+        send = super()._create_task_sender()
+        queues = self.queues
+
+        def signed_send(producer, name, message, exchange=None, routing_key=None, queue=None, **kwargs):  # type: ignore[no-untyped-def]
+            headers, _, body, _ = message
+            if routing_key is None and queue is not None:
+                routing_key = (queues[queue] if isinstance(queue, str) else queue).routing_key
+            args, kw = body[0], body[1]
+            if kwargs.get("headers"):  # a retry carries its request's headers, the old signature too
+                kwargs["headers"] = {k: v for k, v in kwargs["headers"].items() if k != HEADER}
+            headers[HEADER] = auth_of(self.app).sign_task(headers["id"], name, routing_key or "", args, kw,
+                                                         headers.get("eta"))
+            return send(producer, name, message, exchange=exchange, routing_key=routing_key, queue=queue, **kwargs)
+
+        return signed_send
+
+
+class SignedTask(Task):
+    """Base class of every task: runs only what a party allowed to send it signed, and signs
+    what it returns."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        request = self.request
+        if request.called_directly:  # a plain function call in this process: no message to check
+            return super().__call__(*args, **kwargs)
+        auth = auth_of(self.app)
+        # The queue this worker consumes, not the routing key the message claims: a task signed
+        # for another provider's queue and copied into ours must not pass.
+        queue = provider_queue(auth.account.address)
+        try:
+            sig = auth.check_task(self.name, queue, args, kwargs, getattr(request, HEADER, None))
+        except TaskRefused as exc:
+            log.warning("task %s %s on %s dropped: %s", self.name, request.id, queue, exc)
+            raise Reject(str(exc), requeue=False) from None
+        except Exception as exc:  # the chain did not answer who the sender is: ask again later
+            log.warning("task %s %s on %s requeued: its sender could not be checked: %s", self.name, request.id,
+                        queue, exc)
+            time.sleep(REQUEUE_PAUSE_S)
+            raise Reject(str(exc), requeue=True) from None
+        try:
+            result = super().__call__(*args, **kwargs)
+        finally:  # it ran (or raised, or asked for a retry, which is a new message): no second run
+            auth.mark_used(sig)
+        return auth.sign_reply(request.id, sig.nonce, result)

@@ -1,0 +1,220 @@
+"""One transaction sender per account, used by every party (provider, verifier, renter, deployer).
+
+As go-livepeer's eth client does, the sender owns what every transaction needs, so the services
+above it only ask for an action (`sender.send(contract.functions.stake(), value=...)`):
+
+- the nonce, kept here under a lock (the provider's heartbeat thread and its Celery task send
+  at once) and checked against the node's pending count before each send: a higher count means
+  someone else used the account, a lower one with nothing of ours in flight means our
+  transactions were dropped (a reorg, a reverted snapshot); after "nonce too low" /
+  "replacement transaction underpriced" the send is tried once more with a fresh nonce;
+- fees: EIP-1559 from the node (twice the latest base fee plus its suggested priority fee,
+  enough for six full blocks of base-fee rise), or a legacy gas price on a node without a base fee;
+- gas: estimated on the pending block, where the transaction will run (on the latest block a
+  call reading that block's own hash, a round's or challenge's randomness, would be refused),
+  plus a fifth and one fresh storage write, since state and time may change between the
+  estimate and the block (ending a lease a second later credits the provider: a new slot);
+- the receipt, polled with a bound (a node with a block time mines it later, a stalled one never);
+- reverts, at the estimate or mined, decoded once against every contract's custom errors
+  (`client.reverts`) into `TransactionReverted(error=..., error_args=...)`.
+
+Keys: a `LocalAccount` (from `client.keystore`) signs here and the node only relays raw
+transactions. An address string instead means an account the node unlocks (anvil's funded
+dev accounts): `unchained deploy` without --keystore, the demo and the benchmarks act that way.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from eth_account.signers.local import LocalAccount
+from hexbytes import HexBytes
+from web3 import Web3
+from web3.contract.contract import ContractConstructor, ContractFunction
+from web3.exceptions import ContractLogicError, TimeExhausted, Web3RPCError
+from web3.types import TxParams, TxReceipt
+
+from client.errors import NodeUnavailable, TransactionNotMined, TransactionRefused, TransactionReverted
+from client.reverts import Revert, revert_of
+from protocol.deployments import Deployment
+
+logger = logging.getLogger(__name__)
+
+RECEIPT_TIMEOUT_S = 120.0  # many blocks on any chain; a transaction not mined by then is reported
+POLL_S = 0.05
+GAS_HEADROOM = 25_000  # one storage slot written from zero (22,100) that the estimate did not see
+# What nodes (geth, anvil, hardhat) say when the nonce we used is taken or queued already.
+_STALE_NONCE = ("nonce too low", "replacement transaction underpriced", "already known", "nonce has already been used")
+
+
+def connect(rpc_url: str, timeout_s: float = 60.0) -> Web3:
+    """A web3 connection to `rpc_url` that has answered once (its chain id)."""
+    web3 = Web3(Web3.HTTPProvider(rpc_url, request_kwargs={"timeout": timeout_s}))
+    try:
+        web3.eth.chain_id
+    except Exception as exc:  # connection refused, DNS, HTTP errors: all mean "no node"
+        raise NodeUnavailable(f"no JSON-RPC node answers at {rpc_url} ({type(exc).__name__}): "
+                              "start one (`unchained up`) or pass --rpc URL") from exc
+    return web3
+
+
+def _hex(tx_hash: bytes | str) -> str:
+    return "0x" + HexBytes(tx_hash).hex().removeprefix("0x")
+
+
+class TxSender:
+    """Sends the transactions of one account; thread-safe."""
+
+    def __init__(self, web3: Web3, account: LocalAccount | str, deployment: Deployment | None = None,
+                 receipt_timeout_s: float = RECEIPT_TIMEOUT_S) -> None:
+        self.web3 = web3
+        self.account = account
+        self.address = Web3.to_checksum_address(account if isinstance(account, str) else account.address)
+        # Deployed ABIs decode reverts beside the packaged ones (a deployment of another version).
+        self.abis = [c.abi for c in deployment.contracts.values()] if deployment else []
+        self.receipt_timeout_s = receipt_timeout_s
+        self._lock = threading.Lock()
+        self._nonce: int | None = None  # the next nonce to use; None: read the node's pending count
+        self._in_flight: set[str] = set()  # broadcast, receipt not seen yet
+        self._chain_id: int | None = None
+
+    def send(self, call: ContractFunction | ContractConstructor, value: int = 0, what: str | None = None) -> TxReceipt:
+        """Sends `call` (a bound contract function, or a constructor to deploy) and returns its
+        receipt once mined with success."""
+        what = what or _name(call)
+        return self.mined(self.broadcast(call, value, what), what)
+
+    def broadcast(self, call: ContractFunction | ContractConstructor, value: int = 0,
+                  what: str | None = None) -> HexBytes:
+        """Signs and sends `call` without waiting for it to be mined (for a reveal whose timing
+        matters: the caller does its part while the block is produced, then calls `mined`)."""
+        what = what or _name(call)
+        fields: TxParams = {"from": self.address, "value": value, "data": _data(call)}
+        if isinstance(call, ContractFunction):
+            fields["to"] = call.address
+        with self._lock:
+            try:
+                gas = self._estimate(fields, what)
+                try:
+                    return self._send_next(fields, gas)
+                except Web3RPCError as exc:
+                    if not any(s in str(exc).lower() for s in _STALE_NONCE):
+                        raise self._refused(what, exc) from exc
+                logger.info("%s: the nonce of %s was taken already (another sender); resynced from the node",
+                            what, self.address)
+                try:
+                    return self._send_next(fields, gas)
+                except Web3RPCError as exc:
+                    raise self._refused(what, exc) from exc
+            except OSError as exc:  # requests' connection errors are OSErrors
+                self._nonce = None
+                raise NodeUnavailable(f"{what}: the node does not answer ({type(exc).__name__}: {exc})") from exc
+
+    def mined(self, tx_hash: bytes | str, what: str) -> TxReceipt:
+        """The receipt of a broadcast transaction, polled for up to receipt_timeout_s; raises
+        TransactionReverted (decoded) when it was mined with status 0."""
+        try:
+            receipt = self.web3.eth.wait_for_transaction_receipt(tx_hash, timeout=self.receipt_timeout_s,
+                                                                 poll_latency=POLL_S)
+        except TimeExhausted as exc:
+            raise TransactionNotMined(what, _hex(tx_hash), self.receipt_timeout_s) from exc
+        except OSError as exc:
+            raise NodeUnavailable(f"{what}: the node does not answer while tx {_hex(tx_hash)} is pending "
+                                  f"({type(exc).__name__})") from exc
+        finally:
+            with self._lock:
+                self._in_flight.discard(_hex(tx_hash))
+        if receipt["status"] != 1:
+            revert = self._replay(tx_hash, receipt)
+            raise TransactionReverted(what, revert.error, revert.args, revert.text, _hex(tx_hash))
+        logger.info("%s: tx %s in block %s (gas %s) from %s", what, _hex(tx_hash), receipt["blockNumber"],
+                    receipt["gasUsed"], self.address)
+        return receipt
+
+    # -- the parts of a transaction -------------------------------------------------------
+
+    def _estimate(self, fields: TxParams, what: str) -> int:
+        try:
+            gas = self.web3.eth.estimate_gas(fields, "pending")
+        except ContractLogicError as exc:
+            revert = revert_of(exc, self.abis)
+            raise TransactionReverted(what, revert.error, revert.args, revert.text) from exc
+        except Web3RPCError as exc:  # e.g. insufficient funds for the value
+            raise self._refused(what, exc) from exc
+        return gas + gas // 5 + GAS_HEADROOM
+
+    def _send_next(self, fields: TxParams, gas: int) -> HexBytes:
+        """Sends with the next nonce (under the lock); any refusal makes the next send resync it."""
+        # Ours, unless the node knows better: a higher pending count means someone else used the
+        # account; a lower one with nothing of ours in flight means our transactions were dropped
+        # (a reorg, a restarted node): a nonce above the node's would wait in its queue forever.
+        pending = self.web3.eth.get_transaction_count(self.address, "pending")
+        if self._nonce is None or self._nonce < pending or (self._nonce > pending and not self._in_flight):
+            self._nonce = pending
+        try:
+            tx_hash = self._submit({**fields, "gas": gas, "nonce": self._nonce, "chainId": self._chain(),
+                                    **self._fees()})
+        except Exception:
+            self._nonce = None
+            raise
+        self._nonce += 1
+        self._in_flight.add(_hex(tx_hash))
+        return tx_hash
+
+    def _refused(self, what: str, exc: Web3RPCError) -> TransactionRefused:
+        return TransactionRefused(f"the node refused {what} from {self.address}: {_rpc_message(exc)}")
+
+    def _chain(self) -> int:
+        if self._chain_id is None:
+            self._chain_id = self.web3.eth.chain_id
+        return self._chain_id
+
+    def _fees(self) -> dict[str, int]:
+        base = self.web3.eth.get_block("latest").get("baseFeePerGas")
+        if base is None:  # a node before London: legacy pricing
+            return {"gasPrice": self.web3.eth.gas_price}
+        priority = self.web3.eth.max_priority_fee
+        return {"maxFeePerGas": 2 * base + priority, "maxPriorityFeePerGas": priority}
+
+    def _submit(self, tx: dict[str, Any]) -> HexBytes:
+        if isinstance(self.account, str):
+            return self.web3.eth.send_transaction(tx)  # type: ignore[arg-type]
+        return self.web3.eth.send_raw_transaction(self.account.sign_transaction(tx).raw_transaction)
+
+    def _replay(self, tx_hash: bytes | str, receipt: TxReceipt) -> Revert:
+        """Why a mined transaction reverted: the node keeps no reason, so the call is replayed on
+        the state after its block (where a race that made it fail, e.g. someone settling first,
+        is visible)."""
+        tx = self.web3.eth.get_transaction(tx_hash)
+        if receipt["gasUsed"] >= tx["gas"]:
+            return Revert(None, {}, f"out of gas (it used all of its limit, {tx['gas']})")
+        call: TxParams = {"from": tx["from"], "data": tx["input"], "value": tx["value"], "gas": tx["gas"]}
+        if tx.get("to"):
+            call["to"] = tx["to"]
+        try:
+            self.web3.eth.call(call, receipt["blockNumber"])
+        except ContractLogicError as exc:
+            return revert_of(exc, self.abis)
+        except Web3RPCError as exc:
+            return Revert(None, {}, f"status 0 ({_rpc_message(exc)})")
+        return Revert(None, {}, "status 0 (a replay on the state after its block does not revert)")
+
+
+def _name(call: ContractFunction | ContractConstructor) -> str:
+    return call.fn_name if isinstance(call, ContractFunction) else "deploy"
+
+
+def _data(call: ContractFunction | ContractConstructor) -> str:
+    if isinstance(call, ContractConstructor):
+        return call.data_in_transaction
+    return call._encode_transaction_data()  # web3 has no public name for a call's calldata
+
+
+def _rpc_message(exc: Web3RPCError) -> str:
+    error = exc.rpc_response.get("error") if isinstance(getattr(exc, "rpc_response", None), dict) else None
+    return str(error.get("message")) if isinstance(error, dict) and error.get("message") else str(exc)
+
+
+__all__ = ["POLL_S", "RECEIPT_TIMEOUT_S", "TxSender", "connect"]

@@ -1,0 +1,130 @@
+"""Guard: no contract's struct or multi-value return is read by position anywhere in the project.
+
+A struct field read as `job[3]` reads the wrong value without an error once the Solidity struct
+gains or moves a field; read by name (`job.provider` from client.contracts' views, `job["price"]`
+from brownie) it stays right or fails loudly. The functions guarded are taken from the ABIs in
+protocol/artifacts: every view whose output is a struct or more than one value. The scan flags,
+in every Python file of the project, an integer subscript of such a call's result (`.call()[3]`,
+brownie's `c.getJob(1)[3]`), of a name bound from one in the same scope, and unpacking one into a
+tuple (`a, b = c.unbondingOf(x)`, as positional as `[0]`). Array returns (`challengeIndices`)
+are not guarded: their positions are their meaning.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+SCANNED = ("backend", "client", "protocol", "provider_agent", "scripts", "tests", "unchained_cli", "verifier")
+
+
+def structured_views() -> frozenset[str]:
+    """Names of contract functions returning a struct or several named values, from the ABIs.
+
+    Several unnamed values (the test harness's `chunkPosition`) have no names to read them by.
+    """
+    found = set()
+    for path in (REPO / "protocol" / "artifacts").glob("*.json"):
+        for item in json.loads(path.read_text()).get("abi", []):
+            outputs = item.get("outputs", [])
+            if item.get("type") == "function" and (
+                    any(o["type"].startswith("tuple") for o in outputs)
+                    or len(outputs) > 1 and all(o["name"] for o in outputs)):
+                found.add(item["name"])
+    return frozenset(found)
+
+
+def _is_read(node: ast.AST, views: frozenset[str]) -> bool:
+    """`x.functions.view(...).call(...)` (web3) or `x.view(...)` (brownie) for a guarded view."""
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+        return False
+    if node.func.attr == "call" and isinstance(node.func.value, ast.Call):
+        return _is_read(node.func.value, views)
+    return node.func.attr in views
+
+
+def _int_index(node: ast.Subscript) -> bool:
+    index = node.slice
+    if isinstance(index, ast.UnaryOp) and isinstance(index.op, ast.USub):
+        index = index.operand
+    return isinstance(index, ast.Constant) and type(index.value) is int
+
+
+def positional_reads(source: str, views: frozenset[str], filename: str = "<source>") -> list[str]:
+    """`file:line: code` for every positional read of a guarded view's result in `source`."""
+    tree = ast.parse(source, filename)
+    found = []
+    scopes = [tree] + [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                                   ast.Lambda))]
+    for scope in scopes:
+        # Only this scope's own statements: nested functions are scopes of their own.
+        own = []
+        stack = list(ast.iter_child_nodes(scope))
+        while stack:
+            node = stack.pop()
+            own.append(node)
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                stack.extend(ast.iter_child_nodes(node))
+        bound = set()
+        for node in own:
+            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and node.value is not None \
+                    and _is_read(node.value, views):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    if isinstance(target, ast.Name):
+                        bound.add(target.id)
+                    elif isinstance(target, (ast.Tuple, ast.List)):
+                        found.append(node)
+        for node in own:
+            if isinstance(node, ast.Subscript) and _int_index(node) and (
+                    _is_read(node.value, views) or isinstance(node.value, ast.Name) and node.value.id in bound):
+                found.append(node)
+    lines = source.splitlines()
+    return sorted({f"{filename}:{n.lineno}: {lines[n.lineno - 1].strip()}" for n in found})
+
+
+def project_files() -> list[Path]:
+    return sorted(p for top in SCANNED for p in (REPO / top).rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def test_no_struct_or_multi_value_return_is_read_by_position():
+    views = structured_views()
+    assert {"getJob", "challenge", "round", "getLease", "dispute", "providerOf", "unbondingOf"} <= views
+    found = [hit for path in project_files()
+             for hit in positional_reads(path.read_text(), views, str(path.relative_to(REPO)))]
+    assert not found, "read these by field name instead:\n" + "\n".join(found)
+
+
+def test_the_guard_catches_a_reintroduced_positional_read():
+    views = structured_views()
+    web3_read = "def f(escrow):\n    job = escrow.functions.getJob(1).call()\n    return job[3]\n"
+    assert positional_reads(web3_read, views) == ["<source>:3: return job[3]"]
+    assert positional_reads("x = escrow.functions.getJob(1).call()[3]\n", views)
+    assert positional_reads("x = challenge_manager.challenge(cid)[-1]\n", views)  # brownie
+    assert positional_reads("amount, release_at = staking.functions.unbondingOf(a).call()\n", views)
+
+
+def test_the_guard_leaves_names_arrays_and_other_scopes_alone():
+    views = structured_views()
+    fine = (
+        "def f(escrow, manager, cid):\n"
+        "    job = escrow.functions.getJob(1).call()\n"
+        "    indices = manager.functions.challengeIndices(cid).call()\n"
+        "    return job.provider, job['price'], indices[0]\n"
+        "def g(job):\n"
+        "    return job[3]\n"  # another scope's `job`: not bound from a read here
+    )
+    assert positional_reads(fine, views) == []
+
+
+def test_contract_objects_are_made_only_by_client_contracts():
+    """`web3.eth.contract(...)` anywhere else would give plain tuples back, readable only by position."""
+    def makes_contracts(path: Path) -> list[int]:
+        return [n.lineno for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Attribute) and n.func.attr == "contract"
+                and isinstance(n.func.value, ast.Attribute) and n.func.value.attr == "eth"]
+
+    found = {str(p.relative_to(REPO)): lines for p in project_files() if (lines := makes_contracts(p))}
+    assert set(found) == {"client/contracts.py"}, found

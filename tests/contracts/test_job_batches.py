@@ -1,0 +1,133 @@
+"""JobEscrow batches: commitResults and finalizeJobs settle many jobs in one transaction, all or
+nothing, with the same checks, credits and stake locks as one job at a time."""
+
+import brownie
+import pytest
+from brownie import ZERO_ADDRESS, chain
+
+from protocol.enums import JobStatus
+from conftest import CHALLENGE_WINDOW, DAY, ETHER, PROTOCOL_FEE_BPS
+
+PRICE = ETHER // 10
+TOKEN_PRICE = 1_000_000
+ROOT = b"\x22" * 32
+DIGEST = b"\x33" * 32
+ITEMS = 64
+
+
+def _fee(price: int) -> int:
+    return price * PROTOCOL_FEE_BPS // 10_000
+
+
+@pytest.fixture
+def fund(escrow, stablecoin):
+    """Funds a job for `provider` from `renter`, in ETH or in the test stablecoin; returns its id."""
+
+    def fund_job(provider, renter, token: bool = False) -> int:
+        deadline = chain.time() + 2 * DAY
+        if not token:
+            return escrow.createJob(provider, ROOT, PRICE, deadline, {"from": renter, "value": PRICE}).return_value
+        stablecoin.mint(renter, TOKEN_PRICE, {"from": renter})
+        stablecoin.approve(escrow, TOKEN_PRICE, {"from": renter})
+        return escrow.createJobWithToken(provider, stablecoin, ROOT, TOKEN_PRICE, deadline, {"from": renter}).return_value
+
+    return fund_job
+
+
+def _commit_all(escrow, ids, provider):
+    n = len(ids)
+    return escrow.commitResults(ids, [ROOT] * n, [ITEMS] * n, [DIGEST] * n, {"from": provider})
+
+
+def test_a_batch_mixing_renters_tokens_and_providers_settles_every_job_once(
+    escrow, staking, stablecoin, fund, register_provider, active_provider, provider2, renter, stranger, treasury
+):
+    register_provider(provider2)
+    mine = [fund(active_provider, renter), fund(active_provider, stranger, token=True),
+            fund(active_provider, stranger), fund(active_provider, renter, token=True)]
+    theirs = [fund(provider2, renter), fund(provider2, stranger, token=True)]
+    escrow.acceptJob(mine[0], {"from": active_provider})  # explicit and implicit accepts mix
+    tx = _commit_all(escrow, mine, active_provider)
+    assert [e["jobId"] for e in tx.events["ResultCommitted"]] == mine
+    assert [e["jobId"] for e in tx.events["JobAccepted"]] == mine[1:]  # one lock per implicit accept
+    _commit_all(escrow, theirs, provider2)
+    assert (staking.openWorkOf(active_provider), staking.openWorkOf(provider2)) == (4, 2)
+
+    chain.sleep(CHALLENGE_WINDOW)
+    batch = [mine[0], theirs[0], mine[1], mine[2], theirs[1], mine[3]]
+    tx = escrow.finalizeJobs(batch, {"from": stranger})
+    assert [e["jobId"] for e in tx.events["JobFinalized"]] == batch
+    assert all(escrow.getJob(i)["status"] == JobStatus.FINALIZED for i in batch)
+    assert (staking.openWorkOf(active_provider), staking.openWorkOf(provider2)) == (0, 0)
+    owed = {
+        (ZERO_ADDRESS, active_provider): 2 * (PRICE - _fee(PRICE)),
+        (stablecoin.address, active_provider): 2 * (TOKEN_PRICE - _fee(TOKEN_PRICE)),
+        (ZERO_ADDRESS, provider2): PRICE - _fee(PRICE),
+        (stablecoin.address, provider2): TOKEN_PRICE - _fee(TOKEN_PRICE),
+        (ZERO_ADDRESS, treasury): 3 * _fee(PRICE),
+        (stablecoin.address, treasury): 3 * _fee(TOKEN_PRICE),
+    }
+    assert {key: escrow.owedTo(*key) for key in owed} == owed
+    assert escrow.balance() == 3 * PRICE and stablecoin.balanceOf(escrow) == 3 * TOKEN_PRICE
+    assert escrow.owedTo(ZERO_ADDRESS, renter) == escrow.owedTo(ZERO_ADDRESS, stranger) == 0
+
+
+def test_a_bad_id_reverts_the_whole_commit_batch(escrow, staking, fund, active_provider, renter, custom_error):
+    first, second = fund(active_provider, renter), fund(active_provider, renter)
+    unknown = second + 1
+    with brownie.reverts(custom_error("JobEscrowUnknownJob", unknown)):
+        _commit_all(escrow, [first, unknown, second], active_provider)
+    assert escrow.getJob(first)["status"] == JobStatus.FUNDED and staking.openWorkOf(active_provider) == 0
+
+
+def test_a_commit_batch_cannot_carry_another_providers_job(
+    escrow, fund, register_provider, active_provider, provider2, renter, custom_error
+):
+    """Attack: a provider slips a job it was not hired for into its own batch."""
+    register_provider(provider2)
+    ids = [fund(active_provider, renter), fund(provider2, renter)]
+    with brownie.reverts(custom_error("JobEscrowNotProvider", active_provider)):
+        _commit_all(escrow, ids, active_provider)
+
+
+def test_a_job_in_its_window_or_repeated_reverts_the_whole_finalize_batch(
+    escrow, fund, active_provider, renter, stranger, custom_error
+):
+    early = fund(active_provider, renter)
+    _commit_all(escrow, [early], active_provider)
+    chain.sleep(CHALLENGE_WINDOW)
+    late = fund(active_provider, renter)
+    tx = _commit_all(escrow, [late], active_provider)
+    window_end = tx.events["ResultCommitted"]["challengeWindowEnd"]
+    with brownie.reverts(custom_error("JobEscrowWindowOpen", late, window_end)):
+        escrow.finalizeJobs([early, late], {"from": stranger})
+    with brownie.reverts(custom_error("JobEscrowWrongStatus", early, JobStatus.FINALIZED)):
+        escrow.finalizeJobs([early, early], {"from": stranger})  # a job is never paid twice
+    assert escrow.getJob(early)["status"] == JobStatus.COMMITTED
+    escrow.finalizeJobs([early], {"from": stranger})
+    assert escrow.owedTo(ZERO_ADDRESS, active_provider) == PRICE - _fee(PRICE)
+
+
+def test_finalize_batch_reverts_on_a_frozen_job(escrow, fund, active_provider, renter, disputer, custom_error):
+    ids = [fund(active_provider, renter), fund(active_provider, renter)]
+    _commit_all(escrow, ids, active_provider)
+    escrow.freeze(ids[1], {"from": disputer})
+    chain.sleep(CHALLENGE_WINDOW)
+    with brownie.reverts(custom_error("JobEscrowFrozen", ids[1])):
+        escrow.finalizeJobs(ids, {"from": renter})
+
+
+@pytest.mark.parametrize("length", [0, 65])
+def test_batches_outside_the_bound_are_refused(escrow, active_provider, length, custom_error):
+    assert escrow.MAX_BATCH_SIZE() == 64
+    ids = list(range(1, length + 1))
+    with brownie.reverts(custom_error("JobEscrowBadBatchSize", length, 64)):
+        escrow.finalizeJobs(ids, {"from": active_provider})
+    with brownie.reverts(custom_error("JobEscrowBadBatchSize", length, 64)):
+        _commit_all(escrow, ids, active_provider)
+
+
+def test_commit_batch_with_unequal_lengths_is_refused(escrow, fund, active_provider, renter, custom_error):
+    ids = [fund(active_provider, renter), fund(active_provider, renter)]
+    with brownie.reverts(custom_error("JobEscrowBatchLengthMismatch")):
+        escrow.commitResults(ids, [ROOT], [ITEMS, ITEMS], [DIGEST, DIGEST], {"from": active_provider})
