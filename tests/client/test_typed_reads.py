@@ -13,6 +13,7 @@ are not guarded: their positions are their meaning.
 from __future__ import annotations
 
 import ast
+import gc
 import json
 from pathlib import Path
 
@@ -52,9 +53,23 @@ def _int_index(node: ast.Subscript) -> bool:
     return isinstance(index, ast.Constant) and type(index.value) is int
 
 
+def _parse(source: str, filename: str) -> ast.Module:
+    """ast.parse with the garbage collector held off: a collection inside the parser can run a
+    finalizer that logs a traceback (a Celery result left by an earlier test, its Redis gone), and
+    Python 3.11 formats tracebacks with the parser; that nested parse breaks the outer one
+    ("SystemError: AST constructor recursion depth mismatch", seen in CI)."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return ast.parse(source, filename)
+    finally:
+        if collecting:
+            gc.enable()
+
+
 def positional_reads(source: str, views: frozenset[str], filename: str = "<source>") -> list[str]:
     """`file:line: code` for every positional read of a guarded view's result in `source`."""
-    tree = ast.parse(source, filename)
+    tree = _parse(source, filename)
     found = []
     scopes = [tree] + [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef,
                                                                    ast.Lambda))]
