@@ -1,0 +1,119 @@
+"""A job's result as its provider signs it: the EIP-712 message that reaches the renter at once.
+
+The provider signs `JobResult(jobId, outputRoot, itemCount, resultDigest)` as soon as the job is
+computed and hands it (with the outputs) to the backend; the on-chain commit of the same four
+values follows later, in a batch. The signature binds the provider to what it will commit:
+JobEscrow slashes a provider whose commit differs from a result it signed, or who signed a
+result and never committed it before the job's deadline. The domain is JobEscrow's own (name,
+version, chain id, address), so the contract checks the very digest computed here. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from eth_account.messages import encode_typed_data
+from eth_utils import keccak
+
+from protocol.errors import ProtocolError
+
+DOMAIN_NAME = "Unchained JobEscrow"
+DOMAIN_VERSION = "1"
+MAX_ITEM_COUNT = 2**32 - 1  # JobEscrow.MAX_ITEM_COUNT
+
+_DOMAIN_TYPE = [{"name": "name", "type": "string"}, {"name": "version", "type": "string"},
+                {"name": "chainId", "type": "uint256"}, {"name": "verifyingContract", "type": "address"}]
+JOB_RESULT_TYPES = {
+    "JobResult": [
+        {"name": "jobId", "type": "uint256"},
+        {"name": "outputRoot", "type": "bytes32"},
+        {"name": "itemCount", "type": "uint256"},
+        {"name": "resultDigest", "type": "bytes32"},
+    ],
+}
+
+_HEX32 = re.compile(r"^0x[0-9a-fA-F]{64}$")
+_SIGNATURE = re.compile(r"^0x[0-9a-fA-F]{130}$")
+_ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}$")
+
+
+class JobResultError(ProtocolError):
+    """A signed job result that is malformed (before any signature is checked)."""
+
+
+@dataclass(frozen=True)
+class EscrowDomain:
+    """JobEscrow's EIP-712 domain on one chain."""
+
+    chain_id: int
+    escrow: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": DOMAIN_NAME, "version": DOMAIN_VERSION, "chainId": self.chain_id,
+                "verifyingContract": self.escrow}
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """What the provider commits for a job, as signed (roots and digest as 0x-hex)."""
+
+    job_id: int
+    output_root: str
+    item_count: int
+    result_digest: str
+
+    def __post_init__(self) -> None:
+        if not 0 < self.job_id < 2**256:
+            raise JobResultError(f"job id {self.job_id}: out of range")
+        for name in ("output_root", "result_digest"):
+            if not _HEX32.match(getattr(self, name)):
+                raise JobResultError(f"{name}: expected 0x and 64 hex digits")
+        if not 0 < self.item_count <= MAX_ITEM_COUNT:
+            raise JobResultError(f"item count {self.item_count}: outside 1..{MAX_ITEM_COUNT}")
+
+    def message(self) -> dict[str, Any]:
+        return {"jobId": self.job_id, "outputRoot": bytes.fromhex(self.output_root[2:]),
+                "itemCount": self.item_count, "resultDigest": bytes.fromhex(self.result_digest[2:])}
+
+    def typed_data(self, domain: EscrowDomain) -> dict[str, Any]:
+        """The full EIP-712 message (eth-account's `encode_typed_data(full_message=...)`)."""
+        return {"types": {"EIP712Domain": _DOMAIN_TYPE, **JOB_RESULT_TYPES}, "primaryType": "JobResult",
+                "domain": domain.to_json(), "message": self.message()}
+
+    def digest(self, domain: EscrowDomain) -> bytes:
+        """The EIP-712 digest: what is signed, and what JobEscrow recomputes."""
+        signable = encode_typed_data(full_message=self.typed_data(domain))
+        return keccak(b"\x19" + signable.version + signable.header + signable.body)
+
+
+@dataclass(frozen=True)
+class SignedJobResult:
+    """A JobResult with its provider's address and signature, as it travels in JSON."""
+
+    result: JobResult
+    provider: str
+    signature: str
+
+    def __post_init__(self) -> None:
+        if not _ADDRESS.match(self.provider):
+            raise JobResultError("provider: expected a 0x address")
+        if not _SIGNATURE.match(self.signature):
+            raise JobResultError("signature: expected 0x and 130 hex digits")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"jobId": self.result.job_id, "outputRoot": self.result.output_root,
+                "itemCount": self.result.item_count, "resultDigest": self.result.result_digest,
+                "provider": self.provider, "signature": self.signature}
+
+    @classmethod
+    def from_json(cls, doc: Any) -> SignedJobResult:
+        if not isinstance(doc, dict):
+            raise JobResultError("signed job result: expected a JSON object")
+        try:
+            result = JobResult(int(doc["jobId"]), str(doc["outputRoot"]), int(doc["itemCount"]),
+                               str(doc["resultDigest"]))
+            return cls(result, str(doc["provider"]), str(doc["signature"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise JobResultError(f"signed job result: missing or malformed field ({exc})") from exc

@@ -1,0 +1,46 @@
+"""The signed job result: what a provider signs is what anyone recovers, and junk is refused."""
+
+from __future__ import annotations
+
+import pytest
+from eth_account import Account
+from eth_account.messages import encode_typed_data
+
+from protocol.job_result import EscrowDomain, JobResult, JobResultError, SignedJobResult
+
+DOMAIN = EscrowDomain(31337, "0x" + "11" * 20)
+RESULT = JobResult(7, "0x" + "ab" * 32, 3, "0x" + "cd" * 32)
+
+
+def test_a_signed_result_recovers_its_provider_and_round_trips_through_json():
+    provider = Account.create()
+    signature = provider.sign_message(encode_typed_data(full_message=RESULT.typed_data(DOMAIN))).signature
+    signed = SignedJobResult(RESULT, provider.address, "0x" + signature.hex().removeprefix("0x"))
+    again = SignedJobResult.from_json(signed.to_json())
+    assert again == signed
+    recovered = Account._recover_hash(again.result.digest(DOMAIN), signature=again.signature)
+    assert recovered == provider.address
+
+
+def test_the_digest_binds_every_field_and_the_domain():
+    digests = {RESULT.digest(DOMAIN), JobResult(8, RESULT.output_root, 3, RESULT.result_digest).digest(DOMAIN),
+               JobResult(7, "0x" + "ac" * 32, 3, RESULT.result_digest).digest(DOMAIN),
+               JobResult(7, RESULT.output_root, 4, RESULT.result_digest).digest(DOMAIN),
+               JobResult(7, RESULT.output_root, 3, "0x" + "ce" * 32).digest(DOMAIN),
+               RESULT.digest(EscrowDomain(1, DOMAIN.escrow)), RESULT.digest(EscrowDomain(31337, "0x" + "12" * 20))}
+    assert len(digests) == 7
+
+
+@pytest.mark.parametrize("doc", [None, [], {}, {"jobId": 0, "outputRoot": "0x" + "ab" * 32, "itemCount": 1,
+                                                 "resultDigest": "0x" + "cd" * 32, "provider": "0x" + "11" * 20,
+                                                 "signature": "0x" + "00" * 65},
+                                 {"jobId": 1, "outputRoot": "0xab", "itemCount": 1, "resultDigest": "0x" + "cd" * 32,
+                                  "provider": "0x" + "11" * 20, "signature": "0x" + "00" * 65},
+                                 {"jobId": 1, "outputRoot": "0x" + "ab" * 32, "itemCount": 2**32,
+                                  "resultDigest": "0x" + "cd" * 32, "provider": "0x" + "11" * 20,
+                                  "signature": "0x" + "00" * 65},
+                                 {"jobId": 1, "outputRoot": "0x" + "ab" * 32, "itemCount": 1,
+                                  "resultDigest": "0x" + "cd" * 32, "provider": "nobody", "signature": "0x00"}])
+def test_malformed_signed_results_are_refused(doc):
+    with pytest.raises(JobResultError):
+        SignedJobResult.from_json(doc)
