@@ -6,7 +6,8 @@ from brownie) it stays right or fails loudly. The functions guarded are taken fr
 protocol/artifacts: every view whose output is a struct or more than one value. The scan flags,
 in every Python file of the project, an integer subscript of such a call's result (`.call()[3]`,
 brownie's `c.getJob(1)[3]`), of a name bound from one in the same scope, and unpacking one into a
-tuple (`a, b = c.unbondingOf(x)`, as positional as `[0]`). Array returns (`challengeIndices`)
+tuple (`a, b = c.unbondingOf(x)`, as positional as `[0]`), and a string key on a web3 result
+(`job["price"]`: web3's named tuples have none; brownie's values do). Array returns (`challengeIndices`)
 are not guarded: their positions are their meaning.
 """
 
@@ -37,13 +38,22 @@ def structured_views() -> frozenset[str]:
     return frozenset(found)
 
 
-def _is_read(node: ast.AST, views: frozenset[str]) -> bool:
-    """`x.functions.view(...).call(...)` (web3) or `x.view(...)` (brownie) for a guarded view."""
+def _read_kind(node: ast.AST, views: frozenset[str]) -> str | None:
+    """"web3" for `x.functions.view(...).call(...)`, "brownie" for `x.view(...)` of a guarded
+    view, else None."""
     if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
-        return False
+        return None
     if node.func.attr == "call" and isinstance(node.func.value, ast.Call):
-        return _is_read(node.func.value, views)
-    return node.func.attr in views
+        return "web3" if _read_kind(node.func.value, views) else None
+    return "brownie" if node.func.attr in views else None
+
+
+def _is_read(node: ast.AST, views: frozenset[str]) -> bool:
+    return _read_kind(node, views) is not None
+
+
+def _str_index(node: ast.Subscript) -> bool:
+    return isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str)
 
 
 def _int_index(node: ast.Subscript) -> bool:
@@ -82,19 +92,23 @@ def positional_reads(source: str, views: frozenset[str], filename: str = "<sourc
             own.append(node)
             if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
                 stack.extend(ast.iter_child_nodes(node))
-        bound = set()
+        bound: dict[str, str] = {}  # name -> the kind of read it was bound from
         for node in own:
             if isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and node.value is not None \
-                    and _is_read(node.value, views):
+                    and (kind := _read_kind(node.value, views)):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 for target in targets:
                     if isinstance(target, ast.Name):
-                        bound.add(target.id)
+                        bound[target.id] = kind
                     elif isinstance(target, (ast.Tuple, ast.List)):
                         found.append(node)
         for node in own:
-            if isinstance(node, ast.Subscript) and _int_index(node) and (
-                    _is_read(node.value, views) or isinstance(node.value, ast.Name) and node.value.id in bound):
+            if not isinstance(node, ast.Subscript):
+                continue
+            kind = _read_kind(node.value, views) or (
+                bound.get(node.value.id) if isinstance(node.value, ast.Name) else None)
+            # web3's named tuples have no string keys: `job["price"]` raises where brownie's works.
+            if kind and (_int_index(node) or kind == "web3" and _str_index(node)):
                 found.append(node)
     lines = source.splitlines()
     return sorted({f"{filename}:{n.lineno}: {lines[n.lineno - 1].strip()}" for n in found})
@@ -119,6 +133,9 @@ def test_the_guard_catches_a_reintroduced_positional_read():
     assert positional_reads("x = escrow.functions.getJob(1).call()[3]\n", views)
     assert positional_reads("x = challenge_manager.challenge(cid)[-1]\n", views)  # brownie
     assert positional_reads("amount, release_at = staking.functions.unbondingOf(a).call()\n", views)
+    # web3's named tuple read by string key: a TypeError at run time
+    assert positional_reads("job = escrow.functions.getJob(1).call()\nx = job['price']\n", views)
+    assert positional_reads("x = escrow.functions.getJob(1).call()['status']\n", views)
 
 
 def test_the_guard_leaves_names_arrays_and_other_scopes_alone():
@@ -127,7 +144,8 @@ def test_the_guard_leaves_names_arrays_and_other_scopes_alone():
         "def f(escrow, manager, cid):\n"
         "    job = escrow.functions.getJob(1).call()\n"
         "    indices = manager.functions.challengeIndices(cid).call()\n"
-        "    return job.provider, job['price'], indices[0]\n"
+        "    lease = manager.getLease(1)\n"  # brownie's return values have string keys
+        "    return job.provider, lease['renter'], indices[0]\n"
         "def g(job):\n"
         "    return job[3]\n"  # another scope's `job`: not bound from a read here
     )
