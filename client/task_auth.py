@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import logging
 import os
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from celery import Task
@@ -87,6 +89,40 @@ class ChainRoles:
         return False
 
 
+class UsedNonces:
+    """Nonces of tasks that ran, until their signatures expire: in memory (a sender, a test) or,
+    given a path, in an SQLite file, so that a task replayed after the worker restarts (its
+    signature still valid for up to MAX_TTL_S) is refused as well."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self._memory: dict[bytes, int] = {}
+        self._db: sqlite3.Connection | None = None
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            # One connection, used under TaskAuth's lock; autocommit: each nonce is durable at once.
+            self._db = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("CREATE TABLE IF NOT EXISTS used_nonces (nonce BLOB PRIMARY KEY, expiry INTEGER NOT NULL)")
+
+    def __contains__(self, nonce: bytes) -> bool:
+        if self._db is None:
+            return nonce in self._memory
+        return self._db.execute("SELECT 1 FROM used_nonces WHERE nonce = ?", (nonce,)).fetchone() is not None
+
+    def add(self, nonce: bytes, expiry: int) -> None:
+        if self._db is None:
+            self._memory[nonce] = expiry
+        else:
+            self._db.execute("INSERT OR REPLACE INTO used_nonces (nonce, expiry) VALUES (?, ?)", (nonce, expiry))
+
+    def forget_expired(self, now: float) -> None:
+        if self._db is None:
+            for nonce in [n for n, expiry in self._memory.items() if expiry < now]:
+                del self._memory[nonce]
+        else:
+            self._db.execute("DELETE FROM used_nonces WHERE expiry < ?", (int(now),))
+
+
 @dataclass
 class TaskAuth:
     """One party's signing key and, where it consumes tasks, its view of who may send them."""
@@ -96,7 +132,7 @@ class TaskAuth:
     roles: ChainRoles | None = None  # None: this party only sends
     ttl_s: int = DEFAULT_TTL_S
     clock: Callable[[], float] = time.time
-    _used: dict[bytes, int] = field(default_factory=dict)  # nonce -> expiry, of tasks that ran
+    used: UsedNonces = field(default_factory=UsedNonces)  # of tasks that ran
     _sent: dict[str, tuple[bytes, int]] = field(default_factory=dict)  # task id -> (nonce, expiry)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -154,7 +190,7 @@ class TaskAuth:
             raise TaskRefused(f"signed by {signer}, claims {sig.sender} (or another task, queue or arguments)")
         with self._lock:
             self._forget_expired()
-            if sig.nonce in self._used:
+            if sig.nonce in self.used:
                 raise TaskRefused("replayed: its nonce was used")
         allowed = senders_of(name)
         if not any(self.roles.holds(role, signer, args) for role in sorted(allowed, key=lambda r: r.value)):
@@ -163,7 +199,7 @@ class TaskAuth:
 
     def mark_used(self, sig: TaskSignature) -> None:
         with self._lock:
-            self._used[sig.nonce] = sig.expiry
+            self.used.add(sig.nonce, sig.expiry)
 
     def sign_reply(self, task_id: str, nonce: bytes, result: Any) -> dict[str, Any]:
         expiry = int(self.clock()) + self.ttl_s
@@ -173,8 +209,7 @@ class TaskAuth:
 
     def _forget_expired(self) -> None:
         now = self.clock()
-        for nonce in [n for n, expiry in self._used.items() if expiry < now]:
-            del self._used[nonce]
+        self.used.forget_expired(now)
         for task_id in [t for t, (_, keep_until) in self._sent.items() if keep_until < now]:
             del self._sent[task_id]
 

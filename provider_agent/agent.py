@@ -16,7 +16,7 @@ from eth_account.signers.local import LocalAccount
 from client.errors import ClientError
 from client.keystore import load_keystore
 from client.log_follower import Event
-from client.task_auth import ChainRoles, TaskAuth, domain_of
+from client.task_auth import ChainRoles, TaskAuth, UsedNonces, domain_of
 from client.watched_ids import WatchedIds, open_state
 from protocol.enums import ChallengeKind, ChallengeStatus
 from protocol.ids import ChallengeId
@@ -63,7 +63,8 @@ class Agent:
         """Signs what this agent sends through the broker and checks what it consumes."""
         deployment = self.chain.deployment
         return TaskAuth(domain_of(deployment), self.chain.account,
-                        ChainRoles(self.chain.web3, deployment, self.chain.address))
+                        ChainRoles(self.chain.web3, deployment, self.chain.address),
+                        used=UsedNonces(self.settings.task_nonces_db))
 
     @classmethod
     def build(cls, settings: Settings, account: LocalAccount | None = None) -> "Agent":

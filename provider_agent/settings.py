@@ -105,6 +105,11 @@ class Settings(BaseModel):
     def state_db(self) -> Path:
         return self.data_dir / "state.sqlite"
 
+    @property
+    def task_nonces_db(self) -> Path:
+        """Nonces of the broker tasks that ran here, kept across restarts (replay protection)."""
+        return self.data_dir / "task_nonces.sqlite"
+
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:

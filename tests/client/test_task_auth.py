@@ -11,10 +11,10 @@ from eth_account import Account
 from web3 import Web3
 
 from client.broker import split_tls, user_url
-from client.task_auth import ChainRoles, TaskAuth, TaskRefused
+from client.task_auth import ChainRoles, TaskAuth, TaskRefused, UsedNonces
 from protocol.broker import provider_acl_rules, provider_keyprefix
 from protocol.deployments import DeployedContract, Deployment
-from protocol.task_auth import MAX_TTL_S, TaskDomain
+from protocol.task_auth import MAX_TTL_S, TaskDomain, TaskSignature
 from protocol.tasks import BadBrokerUrl, TASK_RUN_JOB
 
 SENDER, WORKER = Account.create(), Account.create()
@@ -30,11 +30,12 @@ class Clock:
         return self.now
 
 
-def consumer(clock: Clock) -> TaskAuth:
+def consumer(clock: Clock, used: UsedNonces | None = None) -> TaskAuth:
     """A consumer whose roles are never reached by these tests (no node behind it)."""
     empty = DeployedContract("0x" + "22" * 20, [], 0)
     deployment = Deployment(31337, SENDER.address, {"ProofOfGpu": empty})
-    return TaskAuth(DOMAIN, WORKER, ChainRoles(Web3(), deployment, WORKER.address), clock=clock)
+    return TaskAuth(DOMAIN, WORKER, ChainRoles(Web3(), deployment, WORKER.address), clock=clock,
+                    used=used or UsedNonces())
 
 
 def test_an_expired_task_is_refused() -> None:
@@ -128,3 +129,16 @@ def test_a_providers_acl_names_its_own_prefix_only() -> None:
     assert prefix == f"provider.{address.lower()}:"
     patterns = [r for r in provider_acl_rules(address) if r[0] in "~&%"]
     assert patterns == [f"~{prefix}*", f"&{prefix}*"]
+
+
+def test_a_task_that_ran_is_refused_as_replayed_after_the_worker_restarts(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    clock = Clock(1_000_000.0)
+    header = TaskAuth(DOMAIN, SENDER, clock=clock, ttl_s=60).sign_task("id-1", TASK_RUN_JOB, QUEUE, [1], {})
+    before_restart = consumer(clock, UsedNonces(tmp_path / "nonces.sqlite"))
+    before_restart.mark_used(TaskSignature.from_json(header))  # it ran
+    after_restart = consumer(clock, UsedNonces(tmp_path / "nonces.sqlite"))
+    with pytest.raises(TaskRefused, match="replayed"):
+        after_restart.check_task(TASK_RUN_JOB, QUEUE, [1], {}, header)
+    clock.now += 61  # once its signature expired, the nonce is no longer kept (the expiry refuses it)
+    after_restart.used.forget_expired(clock.now)
+    assert TaskSignature.from_json(header).nonce not in UsedNonces(tmp_path / "nonces.sqlite")
