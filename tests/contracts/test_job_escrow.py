@@ -93,7 +93,10 @@ def test_create_job_reverts_on_zero_price(escrow, active_provider, renter, custo
 
 
 def test_create_job_reverts_on_past_deadline(escrow, active_provider, renter, custom_error):
-    deadline = chain.time() - 1
+    # The latest block's time, not brownie's clock: after blocks were mined ahead of the wall clock
+    # (anvil_mine), brownie's clock runs ahead of the next block's timestamp and `chain.time() - 1`
+    # can still be in the chain's future (seen in CI).
+    deadline = chain[-1].timestamp
     with brownie.reverts(custom_error("JobEscrowDeadlineInPast", deadline)):
         escrow.createJob(active_provider, SPEC, PRICE, deadline, {"from": renter, "value": PRICE})
 
