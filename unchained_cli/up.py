@@ -20,13 +20,16 @@ import signal
 import socket
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.console import Console
 
-from unchained_cli.deploy import DAY, HOUR, DeployParams
+from unchained_cli.deploy import DAY, DeployParams
 from unchained_cli.errors import BadOption, CliError
+
+if TYPE_CHECKING:
+    from unchained_cli.market import Broker
 
 console = Console()
 CHAIN_ID = 31337
@@ -36,6 +39,8 @@ LOCAL_PARAMS = DeployParams(challenge_window=10 * 60, pog_commit_window=2 * 60, 
                             response_window=5 * 60, fraud_window=5 * 60, vote_window=10 * 60,
                             escalation_window=5 * 60, unbonding_delay=2 * DAY)  # > the PoG windows (the contract checks)
 # Settings of a verifier on this network: rounds sized for a CPU, the first one within seconds.
+# The development accounts the printed walkthrough gives each party.
+PROVIDER_ACCOUNT, VERIFIER_ACCOUNT, RENTER_ACCOUNT = 1, 2, 3
 LOCAL_VERIFIER = {"pog_n": 256, "pog_dtype": "fp32", "pog_jitter": 5.0, "pog_interval": 600.0}
 
 
@@ -56,14 +61,31 @@ def _toml(value: object) -> str:
     return json.dumps(str(value)) if isinstance(value, Path) else json.dumps(value)
 
 
-def write_config(path: Path, rpc: str, backend: str, broker: str, deployment: Path) -> Path:
-    """The network's endpoints as a config file every other terminal points UNCHAINED_CONFIG at."""
+def write_config(path: Path, rpc: str, backend: str, deployment: Path, broker: Broker) -> Path:
+    """The network's endpoints as a config file every other terminal points UNCHAINED_CONFIG at.
+
+    On `up`'s own Redis every party connects as its own ACL user: the provider's and verifier's
+    runs get the users granted to development accounts #1 and #2 (the walkthrough's), and the
+    admin URL goes only to `unchained broker grant|revoke`, for parties with other accounts."""
     lines = ["# Written by `unchained up`: export UNCHAINED_CONFIG=" + str(path),
-             f"rpc = {_toml(rpc)}", f"backend = {_toml(backend)}", f"broker = {_toml(broker)}",
-             f"deployment = {_toml(deployment)}", "", '["verifier run"]']
+             f"rpc = {_toml(rpc)}", f"backend = {_toml(backend)}", f"deployment = {_toml(deployment)}"]
+    provider_url = broker.url_for("provider", dev_address(PROVIDER_ACCOUNT))
+    verifier_url = broker.url_for("verifier", dev_address(VERIFIER_ACCOUNT))
+    if provider_url == broker.url:  # no users on this broker (SQLite, or a URL given with --broker)
+        lines += [f"broker = {_toml(broker.url)}", "", '["verifier run"]']
+    else:
+        lines += ["", '["broker"]', f"admin_url = {_toml(broker.url)}",
+                  "", '["provider run"]', f"broker = {_toml(provider_url)}",
+                  "", '["verifier run"]', f"broker = {_toml(verifier_url)}"]
     lines += [f"{key} = {_toml(value)}" for key, value in LOCAL_VERIFIER.items()]
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def dev_address(index: int) -> str:
+    from unchained_cli.market import dev_account
+
+    return dev_account(index).address
 
 
 def write_dev_keys(directory: Path, count: int) -> list[tuple[int, str, Path]]:
@@ -130,8 +152,8 @@ def up(
     try:
         market.start_infrastructure(lambda line: console.print(f"[green]up[/green] {line}", soft_wrap=True))
         assert market.deployment_file is not None
-        config = write_config(root / "config.toml", market.chain.rpc_url, market.backend_url, market.broker.url,
-                              market.deployment_file)
+        config = write_config(root / "config.toml", market.chain.rpc_url, market.backend_url, market.deployment_file,
+                              market.broker)
         keys = write_dev_keys(root / "dev-keys", accounts)
         model, inputs = write_example(root / "example")
         _print_next(config, keys, model, inputs, market)
@@ -155,11 +177,13 @@ def _print_next(config: Path, keys: list[tuple[int, str, Path]], model: Path, in
     from unchained_cli.market import LocalMarket
 
     assert isinstance(market, LocalMarket)
+    users_note = ("  (its admin; each party gets its own user: config.toml, `unchained broker grant`)"
+                  if market.broker.users and market.broker.server is not None else "")
     print(f"""
 The network is up (chain id {CHAIN_ID}); Ctrl-C stops everything.
   RPC      {market.chain.rpc_url}  (a block every {market.plan.block_time:g} s)
   backend  {market.backend_url}  (API docs: {market.backend_url}/docs, dashboard: {market.backend_url}/)
-  broker   {market.broker.url}
+  broker   {market.broker.url}{users_note}
   contracts {market.deployment_file}
   logs     {market.root / 'logs'}
 
@@ -178,7 +202,7 @@ Funded development accounts (10,000 ETH each; public keys, for this local networ
     print("\nIn every other terminal first:\n"
           f"  export UNCHAINED_CONFIG={config}\n\n"
           "Then each party in its own terminal (README, \"Walkthrough\"):\n"
-          + party("provider", 1, "unchained provider run --keystore {ks} --password-file {pw}")
-          + party("verifier", 2, "unchained verifier run --keystore {ks} --password-file {pw}")
-          + party("renter", 3, f"unchained job submit --model {model} --inputs {inputs} --max-price 0.01 "
+          + party("provider", PROVIDER_ACCOUNT, "unchained provider run --keystore {ks} --password-file {pw}")
+          + party("verifier", VERIFIER_ACCOUNT, "unchained verifier run --keystore {ks} --password-file {pw}")
+          + party("renter", RENTER_ACCOUNT, f"unchained job submit --model {model} --inputs {inputs} --max-price 0.01 "
                                "--keystore {ks} --password-file {pw}"), flush=True)

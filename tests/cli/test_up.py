@@ -4,6 +4,7 @@ backend), prints what to run next, writes its config file, and SIGTERM stops eve
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -12,6 +13,8 @@ from pathlib import Path
 
 import httpx
 import psutil
+import pytest
+import redis
 from web3 import Web3
 
 from tests.support.waiting import wait_until
@@ -35,6 +38,14 @@ def test_up_serves_a_network_with_a_block_time_and_sigterm_stops_everything(tmp_
         config = tomllib.loads((tmp_path / "net" / "config.toml").read_text())
         assert config["rpc"] == f"http://127.0.0.1:{rpc_port}" and config["backend"] == f"http://127.0.0.1:{backend_port}"
         assert f"export UNCHAINED_CONFIG={tmp_path / 'net' / 'config.toml'}" in text
+        if shutil.which("redis-server"):  # up's own Redis: the parties connect as their own users
+            assert not isinstance(config["broker"], str), "the admin URL would reach every party"
+            assert config["provider run"]["broker"].startswith("redis://provider-0x70997970")
+            assert config["verifier run"]["broker"].startswith("redis://verifier-0x3c44cddd")
+            assert config["broker"]["admin_url"].startswith("redis://127.0.0.1:")
+            provider = redis.Redis.from_url(config["provider run"]["broker"])
+            with pytest.raises(redis.exceptions.NoPermissionError):
+                provider.keys("*")
         assert "0x70997970C51812dc3A010C7d01b50e0d17dc79C8" in text  # funded accounts, whole
         assert "unchained provider run --keystore" in text and "unchained job submit" in text
         web3 = Web3(Web3.HTTPProvider(config["rpc"]))
