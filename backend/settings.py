@@ -74,6 +74,11 @@ class Settings(BaseModel):
     # A provider whose last heartbeat is older than this is not offered to renters (crashed or
     # gone); agents beat every 15 s by default, so four beats may be missed.
     provider_stale_s: float = Field(default=60.0, gt=0)
+    # A staked verifier's access to job inputs and outputs is read from the chain (three calls)
+    # and then trusted for this long: an audit fetches ten or more files in a few seconds. A
+    # verifier that unbonds keeps reading for at most this long (its stake stays slashable for
+    # the far longer unbonding delay); 0 reads the chain every time.
+    verifier_check_ttl_s: float = Field(default=10.0, ge=0)
 
     @model_validator(mode="before")
     @classmethod
