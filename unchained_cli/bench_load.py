@@ -96,6 +96,8 @@ class LoadResult:
     providers: dict[str, str] = field(default_factory=dict)  # address -> name
     available: dict[int, float] = field(default_factory=dict)  # job id -> wall clock its result was available
     available_source: str = ""  # what marked it (the backend's stamp, or the bench's polling)
+    started_at: float = 0.0  # wall clock of the first submit
+    audited: set[int] = field(default_factory=set)  # jobs a verifier reported a decision on (passed or challenged)
     cpu: CpuUsage | None = None  # the market's CPU over the run, by process kind
 
     @property
@@ -221,7 +223,7 @@ def drive(market: LocalMarket, load: Load, model_hash: str, providers: list[Part
     submitted: list[Submitted] = []
     errors: list[str] = []
     lock = threading.Lock()
-    start = time.monotonic()
+    start, started_at = time.monotonic(), time.time()
 
     def renter_loop(index: int, renter: Party) -> None:
         account = load_keystore(renter.keystore, market.password_file)
@@ -232,8 +234,10 @@ def drive(market: LocalMarket, load: Load, model_hash: str, providers: list[Part
                 provider = providers[(index * load.jobs_per_renter + j) % len(providers)]
                 began = time.monotonic()
                 try:
+                    # Every job has the same model and input shape: like a renter scripting a
+                    # batch of jobs, each renter dry-runs its first job only.
                     job = submit_job(client, wallet, model_hash, job_inputs(index, j, load.items_per_job),
-                                     MAX_PRICE_WEI, provider=provider.address)
+                                     MAX_PRICE_WEI, provider=provider.address, check=j == 0)
                 except BackendError as exc:
                     with lock:
                         errors.append(f"{renter.name} job {j}: {exc}")
@@ -277,7 +281,20 @@ def drive(market: LocalMarket, load: Load, model_hash: str, providers: list[Part
     available, source = results.finish(ids)
     return LoadResult(load, sorted(submitted, key=lambda s: s.job_id), errors, events.created, events.committed,
                       events.finalized, refunded, wall, max((s.funded_s for s in submitted), default=0.0), 0,
-                      available=available, available_source=source)
+                      available=available, available_source=source, started_at=started_at,
+                      audited=audited_jobs(market) & ids)
+
+
+def audited_jobs(market: LocalMarket) -> set[int]:
+    """Jobs some verifier reported a decision on (it audits each job in its challenge window)."""
+    audited: set[int] = set()
+    page = 500
+    for offset in range(0, 1_000_000, page):
+        reports = market.api("/disputes/reports", kind="job", limit=page, offset=offset)
+        audited |= {int(r["subject"]) for r in reports if r["decision"] in ("passed", "challenged")}
+        if len(reports) < page:
+            return audited
+    return audited
 
 
 STAMP = "result_available_at"  # the backend's own stamp, where it has one (see the module docstring)
@@ -392,6 +409,8 @@ def section(result: LoadResult) -> str:
     settled = [s for s in jobs if s.job_id in result.finalized]
     items = sum(s.items for s in settled)
     funding_rate = len(jobs) / max(result.funding_s, 1e-9)
+    delivered_s = max(result.available.values(), default=result.started_at) - result.started_at
+    delivered_rate = len(result.available) / max(delivered_s, 1e-9)
     # A provider's service time: the gaps between its consecutive commits (its worker runs one job at a time).
     gaps: list[float] = []
     per_provider = []
@@ -428,8 +447,13 @@ def section(result: LoadResult) -> str:
         row("funded (JobCreated) -> finalized", to_final, "block time, s"),
         row(f"committed -> finalized (window {load.challenge_window_s} s)", final_lag, "block time, s"),
         "",
-        f"Throughput over the whole run ({result.wall_s:.0f} s from the first submit until all were settled): "
-        f"**{len(settled) / result.wall_s:.2f} jobs/s, {items / result.wall_s:.1f} items/s**.",
+        f"Throughput: results delivered **{delivered_rate:.2f} jobs/s** ({len(result.available)} results in "
+        f"{delivered_s:.0f} s from the first submit until the last result was available); settled "
+        f"{len(settled) / result.wall_s:.2f} jobs/s, {items / result.wall_s:.1f} items/s ({result.wall_s:.0f} s "
+        f"until all were settled, which includes the last job's {load.challenge_window_s} s challenge window).",
+        "",
+        f"Verifier audits: {len(result.audited)} of {len(jobs)} jobs were audited (re-executed and reported) "
+        "inside their challenge windows.",
         "",
         f"Where the time goes: funding: all {len(jobs)} jobs were funded in {result.funding_s:.0f} s "
         f"({funding_rate:.2f} jobs/s); a renter waits for each funding receipt before its next job (its wallet "
