@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import threading
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from web3 import Web3
@@ -28,6 +30,11 @@ def load_deployment(path: Path) -> Deployment:
 class Chain:
     web3: Web3
     deployment: Deployment
+    verifier_ttl_s: float = 0.0  # how long a staked verifier's verdict is trusted (Settings.verifier_check_ttl_s)
+    # Made once per name: building a web3 contract parses its whole ABI.
+    _contracts: dict[str, Contract] = field(default_factory=dict, repr=False)
+    _verifiers: dict[str, float] = field(default_factory=dict, repr=False)  # address -> when found staked
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
     def connect(cls, settings: Settings) -> Chain:
@@ -41,21 +48,35 @@ class Chain:
         deployment = load_deployment(path)
         if deployment.chain_id != chain_id:
             raise ChainUnavailable(f"{path} is for chain {deployment.chain_id}, the node is chain {chain_id}")
-        return cls(web3, deployment)
+        return cls(web3, deployment, settings.verifier_check_ttl_s)
 
     def contract(self, name: str) -> Contract:
-        return contracts.deployed(self.web3, self.deployment, name)
+        with self._lock:
+            if name not in self._contracts:
+                self._contracts[name] = contracts.deployed(self.web3, self.deployment, name)
+            return self._contracts[name]
 
     def is_staked_verifier(self, address: str) -> bool:
         """Whether `address` has bonded at least the verifiers' minimum stake and is not a
         registered provider: such an account audits jobs, so it may read their inputs, private
         models and outputs. Providers stake through the same contract; without the registry
-        check any provider could read its competitors' private models."""
+        check any provider could read its competitors' private models. A yes is kept for
+        `verifier_ttl_s` (an audit asks for every file it reads); a no is asked again each time,
+        so a verifier that has just staked is let in at once."""
+        key = address.lower()
+        found = self._verifiers.get(key)
+        if found is not None and time.monotonic() - found < self.verifier_ttl_s:
+            return True
         try:
             account = Web3.to_checksum_address(address)
             if self.contract("ProviderRegistry").functions.isRegistered(account).call():
                 return False
             required = self.contract("ProofOfGpu").functions.minVerifierStake().call()
-            return self.contract("Staking").functions.stakeOf(account).call() >= required
+            staked = self.contract("Staking").functions.stakeOf(account).call() >= required
         except Exception as exc:  # requests' connection errors vary by transport
             raise ChainUnavailable(f"cannot read the stake of {address}: {exc}") from exc
+        if staked:
+            self._verifiers[key] = time.monotonic()
+        else:
+            self._verifiers.pop(key, None)
+        return staked

@@ -36,6 +36,9 @@ class Dispatcher:
     def __init__(self, celery: QueueApps, factory: sessionmaker[Session]) -> None:
         self.celery = celery
         self.factory = factory
+        # Whether a row may wait without a task id: at start (a previous run may have left some)
+        # and after a refused send. The indexer asks after every pass; the table is read only then.
+        self._maybe_pending = True
 
     def on_new_events(self, events: Sequence[Event]) -> None:
         """Indexer hook: every newly confirmed JobCreated is a funded job to dispatch; a lease
@@ -82,6 +85,7 @@ class Dispatcher:
                                                                   task_id=f"run-job-{job_id}")
         except Exception:  # kombu raises OperationalError and friends: keep the row, retry later
             log.exception("job %s: broker unavailable, will retry dispatch to %s", job_id, queue)
+            self._maybe_pending = True
             return None
         with self.factory.begin() as session:
             row = session.get(m.Dispatch, job_id)
@@ -91,6 +95,10 @@ class Dispatcher:
         return result.id
 
     def retry_pending(self) -> int:
+        """Sends the dispatches the broker refused (or a previous run left unsent)."""
+        if not self._maybe_pending:
+            return 0
+        self._maybe_pending = False  # a send that fails again sets it back
         with self.factory() as session:
             pending = session.scalars(select(m.Dispatch).where(m.Dispatch.task_id.is_(None))).all()
         # the row keeps the queue's name, `provider.<address>` (protocol.tasks.provider_queue)

@@ -32,6 +32,7 @@ from client.log_follower import Batch, Cursor, DeepReorg, LogFollower
 log = logging.getLogger(__name__)
 
 NewEventsHook = Callable[[Sequence[Event]], None]
+SEEN_QUERY_HASHES = 500  # tx hashes per IN (...) list: well inside every database's parameter limit
 
 
 class DatabaseCursor:
@@ -138,8 +139,9 @@ class Indexer:
         new: list[Event] = []
         try:
             with transaction(self.factory) as session:
+                seen = self._seen(session, batch.events)
                 for event in batch.events:
-                    if self._seen(session, event):
+                    if (event.tx_hash, event.log_index) in seen:
                         continue
                     session.add(m.ChainEvent(block_number=event.block_number, tx_hash=event.tx_hash,
                                              log_index=event.log_index, contract=event.contract,
@@ -160,11 +162,16 @@ class Indexer:
             self.on_new_events(new)  # after the commit: consumers see what the database holds
 
     @staticmethod
-    def _seen(session: Session, event: Event) -> bool:
-        return session.scalar(
-            select(m.ChainEvent.id).where(m.ChainEvent.tx_hash == event.tx_hash,
-                                          m.ChainEvent.log_index == event.log_index)
-        ) is not None
+    def _seen(session: Session, events: Sequence[Event]) -> set[tuple[str, int]]:
+        """(tx hash, log index) of the batch's events already stored: one query per
+        SEEN_QUERY_HASHES transactions, not one per event."""
+        hashes = sorted({e.tx_hash for e in events})
+        seen: set[tuple[str, int]] = set()
+        for start in range(0, len(hashes), SEEN_QUERY_HASHES):
+            rows = session.execute(select(m.ChainEvent.tx_hash, m.ChainEvent.log_index)
+                                   .where(m.ChainEvent.tx_hash.in_(hashes[start:start + SEEN_QUERY_HASHES])))
+            seen.update((tx_hash, log_index) for tx_hash, log_index in rows)
+        return seen
 
 
 def rebuild(indexer: Indexer) -> int:

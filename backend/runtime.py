@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -105,6 +106,7 @@ class Backend:
 
     def _follow_until_closed(self, heads: NewHeads | None) -> None:
         while not self._stop.is_set():
+            began = time.monotonic()
             try:
                 indexer = self.make_indexer()
                 indexer.sync()
@@ -118,6 +120,7 @@ class Backend:
                 heads.wait(self.settings.index_poll_seconds)
             else:
                 self._stop.wait(self.settings.index_poll_seconds)
+            self._stop.wait(self.settings.index_min_interval_s - (time.monotonic() - began))
 
     def close(self) -> None:
         self._stop.set()

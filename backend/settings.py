@@ -41,6 +41,10 @@ class Settings(BaseModel):
     confirmations: int = Field(default=2, ge=0, le=1000)
     index_batch_blocks: int = Field(default=2000, ge=1, le=100_000)
     index_poll_seconds: float = Field(default=1.0, gt=0)
+    # At most one indexer pass per this many seconds: when blocks come fast (a node that mines
+    # each transaction at once, under load) one pass reads the burst together instead of paying
+    # its node calls and database transaction per block. Adds at most this much to dispatch.
+    index_min_interval_s: float = Field(default=0.1, ge=0, le=10)
     # Where the node pushes new blocks (eth_subscribe newHeads), so funded jobs are dispatched as
     # their blocks arrive instead of at the next poll; empty: rpc_url's own port over ws(s)://,
     # "off": poll only. Without a WebSocket endpoint the indexer polls every index_poll_seconds.
@@ -74,6 +78,11 @@ class Settings(BaseModel):
     # A provider whose last heartbeat is older than this is not offered to renters (crashed or
     # gone); agents beat every 15 s by default, so four beats may be missed.
     provider_stale_s: float = Field(default=60.0, gt=0)
+    # A staked verifier's access to job inputs and outputs is read from the chain (three calls)
+    # and then trusted for this long: an audit fetches ten or more files in a few seconds. A
+    # verifier that unbonds keeps reading for at most this long (its stake stays slashable for
+    # the far longer unbonding delay); 0 reads the chain every time.
+    verifier_check_ttl_s: float = Field(default=10.0, ge=0)
 
     @model_validator(mode="before")
     @classmethod

@@ -154,14 +154,14 @@ class EventDecoder:
             if missing:
                 raise LogFollowerError(f"the deployment has no event {', '.join(missing)}")
         self.narrowed = wanted is not None
+        # Built once: a follower asks for it on every poll, and checksumming hashes each address.
+        self._filter: dict[str, Any] = {"address": sorted({Web3.to_checksum_address(a) for a, _ in self._by_topic})}
+        if self.narrowed:
+            self._filter["topics"] = [sorted({"0x" + t.hex() for _, t in self._by_topic})]
 
     def log_filter(self) -> dict[str, Any]:
         """The address (and, when narrowed, topic0) part of an eth_getLogs filter."""
-        addresses = sorted({Web3.to_checksum_address(a) for a, _ in self._by_topic})
-        params: dict[str, Any] = {"address": addresses}
-        if self.narrowed:
-            params["topics"] = [sorted({"0x" + t.hex() for _, t in self._by_topic})]
-        return params
+        return {key: list(value) for key, value in self._filter.items()}
 
     def decode(self, raw: Any) -> Event | None:
         topics = raw["topics"]

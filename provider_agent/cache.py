@@ -96,14 +96,15 @@ class HttpSource:
                  auth: httpx.Auth | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.path_template = path_template
-        self.timeout = timeout
-        self.auth = auth
+        # One client for every fetch (it is thread-safe): a new one per fetch built a TLS context
+        # each time, which cost more CPU than the download itself.
+        self.http = httpx.Client(timeout=timeout, follow_redirects=True, auth=auth)
 
     def fetch(self, name: ContentHash, limit: int) -> bytes:
         url = self.base_url + self.path_template.format(hash=name)
         chunks, size = [], 0
         try:
-            with httpx.stream("GET", url, timeout=self.timeout, follow_redirects=True, auth=self.auth) as response:
+            with self.http.stream("GET", url) as response:
                 if response.status_code == 404:
                     raise ContentMissing(name, url)
                 if response.status_code >= 500 or response.status_code == 429:

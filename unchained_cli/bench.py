@@ -7,8 +7,12 @@ import os
 import platform
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from unchained_cli import bench_gas
+
+if TYPE_CHECKING:  # bench_load imports torch and the market: only the load section needs them
+    from unchained_cli.bench_load import Load
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS_MD = REPO_ROOT / "docs" / "BENCHMARKS.md"
@@ -41,24 +45,26 @@ def gas_section() -> str:
     return "\n".join(lines)
 
 
-def run(selected: list[str] | None = None, path: Path = BENCHMARKS_MD) -> str:
-    """Runs the selected sections (all by default). Only a full run rewrites `path`, so the
-    file always holds one consistent run of every benchmark."""
+def run(selected: list[str] | None = None, path: Path = BENCHMARKS_MD, load: Load | None = None) -> str:
+    """Runs the selected sections (all by default), the load section with `load` (the default
+    load when None). Only a full run rewrites `path`, so the file always holds one consistent
+    run of every benchmark."""
     names = selected or list(SECTIONS)
     unknown = [n for n in names if n not in SECTIONS]
     if unknown:
         raise ValueError(f"unknown benchmark(s) {unknown}; known: {sorted(SECTIONS)}")
+    sections = {**SECTIONS, "load": lambda: load_section(load)}
     header = [
         "# Benchmarks",
         "",
-        f"Command: `unchained bench{''.join(f' --only {n}' for n in selected or [])}`  ",
+        f"Command: `unchained bench{''.join(f' --only {n}' for n in selected or [])}{load_options(load) if load else ''}`  ",
         f"Date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC  ",
         f"Machine: {machine()}  ",
         f"Load average at the start (other work on the machine skews timings): {os.getloadavg()[0]:.2f}",
         "",
         "",
     ]
-    text = "\n".join(header) + "\n\n".join(SECTIONS[n]() for n in names) + "\n"
+    text = "\n".join(header) + "\n\n".join(sections[n]() for n in names) + "\n"
     if selected is None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
@@ -134,10 +140,21 @@ def colocation_section() -> str:
     return "\n".join(lines)
 
 
-def load_section() -> str:
+def load_options(load: Load) -> str:
+    """The command-line options that ask for `load` (none for the default load)."""
+    from unchained_cli.bench_load import Load
+
+    default = Load()
+    options = [("jobs", load.jobs, default.jobs), ("renters", load.renters, default.renters),
+               ("providers", load.providers, default.providers),
+               ("items", load.items_per_job, default.items_per_job)]
+    return "".join(f" --{name} {value}" for name, value, usual in options if value != usual)
+
+
+def load_section(load: Load | None = None) -> str:
     from unchained_cli import bench_load
 
-    return bench_load.load_section()
+    return bench_load.load_section(load or bench_load.Load())
 
 
 SECTIONS: dict[str, Callable[[], str]] = {

@@ -11,12 +11,24 @@ Clocks: a submit is timed on the renter's clock (uploads, quote, spec, funding t
 to its receipt); funded -> committed and funded -> finalized are block timestamps (JobCreated,
 ResultCommitted, JobFinalized), so they have a 1 s resolution; throughput is over the whole run
 on the local clock, from the first submit until every job is seen settled.
+
+Result available: when the backend holds the job's result for its renter, on the local clock
+from the funding receipt. A backend that stamps it (`result_available_at` on `GET /jobs/{id}`)
+is read once per job after the run; otherwise the run watches for it: a committed job's result
+counts as available when `GET /jobs/{id}/result` first shows every item's output uploaded
+(polled every POLL_S, so up to that much late).
+
+CPU: every market process's CPU time (children included, process_cpu) is read when the renters
+start and when the last job settles; the difference per job and per process kind says where
+the machine's cores went.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 import math
+import os
 import tempfile
 import threading
 import time
@@ -24,6 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import httpx
 import numpy as np
 import torch
 from rich.console import Console
@@ -38,6 +51,7 @@ from protocol.jobs import encode_output
 from unchained_cli.session import ChainSession
 from unchained_cli.market import (
     ETH, FAST_PARAMS, LocalMarket, MarketError, MarketPlan, Party, ProviderPlan, wait_for)
+from unchained_cli.process_cpu import CpuMeter, CpuUsage, Root
 
 MAX_PRICE_WEI = ETH // 20
 POLL_S = 1.0
@@ -64,6 +78,7 @@ class Submitted:
     items: int
     submit_s: float  # local clock, the whole submit_job call
     funded_s: float  # local clock, since the first submit
+    funded_at: float  # wall clock (Unix time) at the funding receipt
 
 
 @dataclass
@@ -79,6 +94,11 @@ class LoadResult:
     funding_s: float  # first submit until the last job was funded
     unaccounted: int  # Ledger after withdraw_all: wei lost or created, 0 when nothing is
     providers: dict[str, str] = field(default_factory=dict)  # address -> name
+    available: dict[int, float] = field(default_factory=dict)  # job id -> wall clock its result was available
+    available_source: str = ""  # what marked it (the backend's stamp, or the bench's polling)
+    started_at: float = 0.0  # wall clock of the first submit
+    audited: set[int] = field(default_factory=set)  # jobs a verifier reported a decision on (passed or challenged)
+    cpu: CpuUsage | None = None  # the market's CPU over the run, by process kind
 
     @property
     def unsettled(self) -> list[int]:
@@ -139,13 +159,45 @@ def run(load: Load, root: Path, console: Console) -> LoadResult:
                     f"{load.jobs} jobs of {load.items_per_job} items (challenge window {load.challenge_window_s} s)")
         ledger = market.ledger().open()
         model_hash = push_model(market, market.renters()[0])
+        meter = CpuMeter(market_processes(market)).start()
         result = drive(market, load, model_hash, providers, ledger.start_block, console)
+        result.cpu = meter.stop()
         market.withdraw_all()
         result.unaccounted = ledger.close().unaccounted
         result.providers = {p.address.lower(): p.name for p in providers}
         return result
     finally:
         market.stop()
+
+
+def market_processes(market: LocalMarket) -> dict[str, list[Root]]:
+    """The market's processes by kind for the CPU meter: each service's own process apart from
+    its sandboxed children (model runs: the provider's jobs, the verifier's re-executions, the
+    backend's model checks), and this process, whose threads are the renters and the observer."""
+    def own(name: str) -> Root:
+        proc = market.services[name].proc
+        assert proc is not None
+        return Root(proc.pid, tree=False)
+
+    def children(name: str) -> Root:
+        return replace(own(name), tree=True, without_root=True)
+
+    providers = [p.name for p in market.plan.providers]
+    verifiers = [f"verifier-{i + 1}" for i in range(len(market.plan.verifiers))]
+    assert market.chain.process is not None
+    groups = {"anvil": [Root(market.chain.process.pid)]}
+    if market.broker.server is not None and market.broker.server.proc is not None:
+        groups["redis (the market's broker)"] = [Root(market.broker.server.proc.pid)]
+    groups |= {
+        "backend (API, indexer and dispatcher: one process)": [own("backend")],
+        "backend model checks (renters' dry runs, sandboxed)": [children("backend")],
+        f"provider agents ({len(providers)}: worker, heartbeat, transactions)": [own(n) for n in providers],
+        "provider job runs (sandbox templates and job children)": [children(n) for n in providers],
+        f"verifiers ({len(verifiers)}: audits, PoG)": [own(n) for n in verifiers],
+        "verifier re-executions (sandboxed)": [children(n) for n in verifiers],
+        f"renters ({len(market.renters())} threads) and the bench's observer: this process": [Root(os.getpid(), tree=False)],
+    }
+    return groups
 
 
 def wait_pog(market: LocalMarket, providers: list[Party], timeout: float = 300.0) -> None:
@@ -171,7 +223,7 @@ def drive(market: LocalMarket, load: Load, model_hash: str, providers: list[Part
     submitted: list[Submitted] = []
     errors: list[str] = []
     lock = threading.Lock()
-    start = time.monotonic()
+    start, started_at = time.monotonic(), time.time()
 
     def renter_loop(index: int, renter: Party) -> None:
         account = load_keystore(renter.keystore, market.password_file)
@@ -182,20 +234,23 @@ def drive(market: LocalMarket, load: Load, model_hash: str, providers: list[Part
                 provider = providers[(index * load.jobs_per_renter + j) % len(providers)]
                 began = time.monotonic()
                 try:
+                    # Every job has the same model and input shape: like a renter scripting a
+                    # batch of jobs, each renter dry-runs its first job only.
                     job = submit_job(client, wallet, model_hash, job_inputs(index, j, load.items_per_job),
-                                     MAX_PRICE_WEI, provider=provider.address)
+                                     MAX_PRICE_WEI, provider=provider.address, check=j == 0)
                 except BackendError as exc:
                     with lock:
                         errors.append(f"{renter.name} job {j}: {exc}")
                     continue
-                now = time.monotonic()
+                now, funded_at = time.monotonic(), time.time()
                 with lock:
                     submitted.append(Submitted(job.job_id, job.provider, load.items_per_job,
-                                               now - began, now - start))
+                                               now - began, now - start, funded_at))
         finally:
             client.close()
 
     reader = EventReader(market.session, first_block)
+    results = ResultWatch(market.backend_url)
     with ThreadPoolExecutor(max_workers=load.renters, thread_name_prefix="renter") as pool:
         futures = [pool.submit(renter_loop, i, r) for i, r in enumerate(market.renters())]
         last_said = ""
@@ -206,6 +261,7 @@ def drive(market: LocalMarket, load: Load, model_hash: str, providers: list[Part
                 ids = {s.job_id for s in submitted}
                 failed = len(errors)
             settled = ids & (set(events.finalized) | set(events.refunded))
+            results.poll(ids & set(events.committed))
             said = (f"funded {len(ids)}/{load.jobs} (errors {failed}), committed {len(ids & set(events.committed))}, "
                     f"settled {len(settled)}")
             if said != last_said:
@@ -222,8 +278,74 @@ def drive(market: LocalMarket, load: Load, model_hash: str, providers: list[Part
     wall = time.monotonic() - start
     refunded = {j: f"{why}: {market.api(f'/jobs/{j}').get('failure') or 'no failure report'}"
                 for j, why in events.refunded.items() if j in ids}
+    available, source = results.finish(ids)
     return LoadResult(load, sorted(submitted, key=lambda s: s.job_id), errors, events.created, events.committed,
-                      events.finalized, refunded, wall, max((s.funded_s for s in submitted), default=0.0), 0)
+                      events.finalized, refunded, wall, max((s.funded_s for s in submitted), default=0.0), 0,
+                      available=available, available_source=source, started_at=started_at,
+                      audited=audited_jobs(market) & ids)
+
+
+def audited_jobs(market: LocalMarket) -> set[int]:
+    """Jobs some verifier reported a decision on (it audits each job in its challenge window)."""
+    audited: set[int] = set()
+    page = 500
+    for offset in range(0, 1_000_000, page):
+        reports = market.api("/disputes/reports", kind="job", limit=page, offset=offset)
+        audited |= {int(r["subject"]) for r in reports if r["decision"] in ("passed", "challenged")}
+        if len(reports) < page:
+            return audited
+    return audited
+
+
+STAMP = "result_available_at"  # the backend's own stamp, where it has one (see the module docstring)
+
+
+@dataclass
+class ResultWatch:
+    """When each job's result became available to its renter at the backend."""
+
+    backend_url: str
+    stamped: bool | None = None  # whether GET /jobs/{id} carries STAMP (asked once, of the first committed job)
+    seen: dict[int, float] = field(default_factory=dict)  # job id -> wall clock the bench saw every output
+
+    def __post_init__(self) -> None:
+        self.http = httpx.Client(base_url=self.backend_url, timeout=10)
+
+    def poll(self, committed: set[int]) -> None:
+        """Without the backend's stamp: looks at the results of committed jobs not yet complete."""
+        waiting = sorted(committed - self.seen.keys())
+        if not waiting:
+            return
+        if self.stamped is None:
+            self.stamped = STAMP in self.http.get(f"/jobs/{waiting[0]}").raise_for_status().json()
+        if self.stamped:
+            return
+        for job_id in waiting:
+            response = self.http.get(f"/jobs/{job_id}/result")
+            if response.status_code == 409:  # the backend has not indexed the commit yet
+                continue
+            items = response.raise_for_status().json()["items"]
+            if items and all(item["digest"] for item in items):
+                self.seen[job_id] = time.time()
+
+    def finish(self, ids: set[int]) -> tuple[dict[int, float], str]:
+        """Job id -> wall clock of availability, and what marked it."""
+        try:
+            if not self.stamped:
+                return dict(self.seen), ("the bench saw every output uploaded (GET /jobs/{id}/result, "
+                                         f"polled every {POLL_S:g} s)")
+            stamps = {j: self.http.get(f"/jobs/{j}").raise_for_status().json().get(STAMP) for j in sorted(ids)}
+            return {j: unix_time(v) for j, v in stamps.items() if v is not None}, f"the backend's `{STAMP}`"
+        finally:
+            self.http.close()
+
+
+def unix_time(value: float | str) -> float:
+    """A stamp as Unix time: a number already, or ISO 8601 (naive means UTC, as SQLite returns it)."""
+    if isinstance(value, (int, float)):
+        return float(value)
+    stamp = dt.datetime.fromisoformat(value)
+    return (stamp if stamp.tzinfo else stamp.replace(tzinfo=dt.timezone.utc)).timestamp()
 
 
 @dataclass
@@ -283,9 +405,12 @@ def section(result: LoadResult) -> str:
     to_final = [result.finalized[s.job_id][0] - created[s.job_id] for s in jobs if s.job_id in result.finalized]
     final_lag = [result.finalized[s.job_id][0] - committed[s.job_id] for s in jobs if s.job_id in result.finalized]
     submit_ms = [s.submit_s * 1000 for s in jobs]
+    to_result = [result.available[s.job_id] - s.funded_at for s in jobs if s.job_id in result.available]
     settled = [s for s in jobs if s.job_id in result.finalized]
     items = sum(s.items for s in settled)
     funding_rate = len(jobs) / max(result.funding_s, 1e-9)
+    delivered_s = max(result.available.values(), default=result.started_at) - result.started_at
+    delivered_rate = len(result.available) / max(delivered_s, 1e-9)
     # A provider's service time: the gaps between its consecutive commits (its worker runs one job at a time).
     gaps: list[float] = []
     per_provider = []
@@ -318,11 +443,17 @@ def section(result: LoadResult) -> str:
         "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
         row("submit (upload, quote, spec, funding tx to receipt)", submit_ms, "renter, ms"),
         row("funded (JobCreated) -> committed", to_commit, "block time, s"),
+        row("funded (renter's receipt) -> result available", to_result, "local, s"),
         row("funded (JobCreated) -> finalized", to_final, "block time, s"),
         row(f"committed -> finalized (window {load.challenge_window_s} s)", final_lag, "block time, s"),
         "",
-        f"Throughput over the whole run ({result.wall_s:.0f} s from the first submit until all were settled): "
-        f"**{len(settled) / result.wall_s:.2f} jobs/s, {items / result.wall_s:.1f} items/s**.",
+        f"Throughput: results delivered **{delivered_rate:.2f} jobs/s** ({len(result.available)} results in "
+        f"{delivered_s:.0f} s from the first submit until the last result was available); settled "
+        f"{len(settled) / result.wall_s:.2f} jobs/s, {items / result.wall_s:.1f} items/s ({result.wall_s:.0f} s "
+        f"until all were settled, which includes the last job's {load.challenge_window_s} s challenge window).",
+        "",
+        f"Verifier audits: {len(result.audited)} of {len(jobs)} jobs were audited (re-executed and reported) "
+        "inside their challenge windows.",
         "",
         f"Where the time goes: funding: all {len(jobs)} jobs were funded in {result.funding_s:.0f} s "
         f"({funding_rate:.2f} jobs/s); a renter waits for each funding receipt before its next job (its wallet "
@@ -332,6 +463,9 @@ def section(result: LoadResult) -> str:
         f"finalizes due jobs one receipt at a time. The slower of the two bounds the run: "
         f"**{'the providers' if capacity < funding_rate else 'funding'}**.",
     ]
+    lines += ["", f"Result available: {result.available_source or 'not measured'}."]
+    if result.cpu is not None:
+        lines += ["", *cpu_table(result.cpu, len(settled))]
     problems = result.submit_errors[:5] + [f"job {j} refunded: {why}" for j, why in sorted(result.refunded.items())[:5]]
     if result.unsettled:
         problems.append(f"unsettled jobs: {result.unsettled[:20]}")
@@ -339,6 +473,21 @@ def section(result: LoadResult) -> str:
         lines += ["", "Failures:", "", *(f"- {p}" for p in problems)]
     lines += ["", "Method: unchained_cli/bench_load.py (PoG once per provider before the run; no mining)."]
     return "\n".join(lines)
+
+
+def cpu_table(cpu: CpuUsage, jobs: int) -> list[str]:
+    """CPU seconds per settled job by process kind, and the total against what the cores offered."""
+    per_job = max(jobs, 1)
+    lines = ["| process kind | CPU s | CPU s per job | share |", "| --- | ---: | ---: | ---: |"]
+    for name, seconds in sorted(cpu.seconds.items(), key=lambda kv: -kv[1]):
+        lines.append(f"| {name} | {seconds:,.1f} | {seconds / per_job:.3f} | {seconds / max(cpu.total, 1e-9):.0%} |")
+    lines.append(f"| **all the market's processes** | {cpu.total:,.1f} | {cpu.total / per_job:.3f} | 100% |")
+    lines += ["", f"Over the {cpu.wall_s:.0f} s run the market used {cpu.total:,.0f} CPU s of the "
+              f"{cpu.wall_s * cpu.cores:,.0f} that {cpu.cores} cores offered ({cpu.utilisation:.0%}); "
+              f"the machine as a whole was {cpu.machine_busy:.0%} busy (other work included). At "
+              f"{cpu.total / per_job:.2f} CPU s per job these cores cap the market at "
+              f"{cpu.cores * per_job / max(cpu.total, 1e-9):.1f} jobs/s."]
+    return lines
 
 
 def load_section(load: Load = Load()) -> str:

@@ -161,13 +161,21 @@ def demo(
 @app.command()
 def bench(
     only: Annotated[Optional[list[str]], typer.Option(help="Run and print only these sections (gas, pog, dispatch, colocation, load); the file is left as it is.")] = None,
+    jobs: Annotated[int, typer.Option(min=1, help="Load section: jobs in all (a multiple of --renters).")] = 200,
+    renters: Annotated[int, typer.Option(min=1, help="Load section: renter wallets submitting at once.")] = 20,
+    providers: Annotated[int, typer.Option(min=1, help="Load section: provider agents.")] = 5,
+    items: Annotated[int, typer.Option(min=1, help="Load section: items per job.")] = 4,
 ) -> None:
     """Run every benchmark and rewrite docs/BENCHMARKS.md (machine, command and date included)."""
     from unchained_cli.bench import BENCHMARKS_MD, run
+    from unchained_cli.bench_load import Load
 
+    if jobs % renters:
+        raise BadOption("--jobs", f"{jobs} jobs do not split evenly over {renters} renters")
+    load = Load(providers=providers, renters=renters, jobs_per_renter=jobs // renters, items_per_job=items)
     try:
         with console.status("running benchmarks"):
-            text = run(only)
+            text = run(only, load=load)
     except ValueError as exc:  # a section name bench does not know
         raise BadOption("--only", str(exc)) from exc
     console.print(text, markup=False, soft_wrap=True)  # markdown tables, never wrapped

@@ -23,9 +23,11 @@ import logging
 import random
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 from hexbytes import HexBytes
@@ -131,9 +133,10 @@ class JobReexecutor:
         missing = sorted({i for i in indices if (spec.spec_hash, i) not in self._outputs})
         if missing:
             ranges = batches_holding(missing, spec.batch_size, len(spec.inputs))
-            model = self.backend.content(bytes.fromhex(spec.model[2:]))
-            batches = [Batch(r.start, tuple(self.backend.content(bytes.fromhex(spec.inputs[i][2:])) for i in r))
-                       for r in ranges]
+            names = [bytes.fromhex(spec.model[2:])] + [bytes.fromhex(spec.inputs[i][2:]) for r in ranges for i in r]
+            model, *inputs = fetch_all(self.backend.content, names)
+            fetched = iter(inputs)
+            batches = [Batch(r.start, tuple(next(fetched) for _ in r)) for r in ranges]
             outputs = reexecute(job_id, model, spec.model_format, batches, self.limits, self.work_dir / str(job_id))
             for i, output in outputs.items():
                 self._outputs[(spec.spec_hash, i)] = output
@@ -146,6 +149,20 @@ class JobReexecutor:
         return result
 
 
+FETCH_WORKERS = 8  # an audit's downloads in flight at once: each waits on the backend, not on this CPU
+T = TypeVar("T")
+
+
+def fetch_all(fetch: Callable[[T], bytes], keys: Sequence[T]) -> list[bytes]:
+    """fetch(key) for every key, up to FETCH_WORKERS at once, in the keys' order; the first
+    failure is raised, as a loop would raise it. One at a time, an audit's dozen round trips to a
+    busy backend took seconds and the verifier fell behind the committed jobs."""
+    if len(keys) < 2:
+        return [fetch(k) for k in keys]
+    with ThreadPoolExecutor(max_workers=min(FETCH_WORKERS, len(keys)), thread_name_prefix="audit-fetch") as pool:
+        return list(pool.map(fetch, keys))
+
+
 def check_outputs(backend: VerifierBackend, reexec: JobReexecutor, job_id: int, spec: JobSpec, root: bytes,
                   item_count: int, indices: list[int], revealed: dict[int, bytes] | None = None) -> Evidence:
     """Judges items of a committed job: each must have an uploaded output that hashes to its
@@ -153,13 +170,16 @@ def check_outputs(backend: VerifierBackend, reexec: JobReexecutor, job_id: int, 
     re-execution under the spec's tolerance."""
     result = backend.result(job_id)
     missing, unprovable, proven = [], [], {}
+    uploaded = []
     for index in sorted(set(indices)):
         item = result.items.get(index)
         digest = revealed.get(index) if revealed is not None else (item.digest if item else None)
         if item is None or item.digest is None or digest is None:
             missing.append(index)
             continue
-        data = backend.output(job_id, index)
+        uploaded.append((index, item, digest))
+    outputs = fetch_all(lambda found: backend.output(job_id, found[0]), uploaded)
+    for (index, item, digest), data in zip(uploaded, outputs):
         try:
             if output_digest(data) != digest:
                 raise ProtocolError(f"output hashes to 0x{output_digest(data).hex()}, not 0x{digest.hex()}")

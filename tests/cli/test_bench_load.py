@@ -29,5 +29,16 @@ def test_tiny_load_settles_every_job_exactly_once_and_loses_no_wei(tmp_path):
     # Finalization waits for the challenge window, which starts at the commit.
     assert all(result.finalized[j][0] - result.committed[j] >= load.challenge_window_s for j in ids)
     assert result.all_settled
+    # The renter can fetch every result, and not before its job was funded.
+    assert set(result.available) == ids, out.getvalue()
+    funded_at = {s.job_id: s.funded_at for s in result.submitted}
+    assert all(result.available[j] >= funded_at[j] for j in ids)
+    # Every kind of process that serves a job spent CPU on it.
+    cpu = result.cpu.seconds
+    for kind in ("anvil", "backend (", "provider agents", "provider job runs", "verifiers", "verifier re-executions",
+                 "renters"):
+        assert next(v for k, v in cpu.items() if k.startswith(kind)) > 0, cpu
+    assert result.cpu.total <= result.cpu.wall_s * result.cpu.cores
     text = section(result)
     assert "All settled: **yes**" in text and "6 of 6 jobs finalized" in text
+    assert "funded (renter's receipt) -> result available" in text and "CPU s per job" in text

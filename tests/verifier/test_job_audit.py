@@ -265,3 +265,26 @@ def test_provider_silent_after_committing_garbage_is_slashed_at_the_response_dea
     assert manager.functions.owedTo(audit.chain.address).call() == 0
     audit.record("passed")
     assert service.metrics.registry.get_sample_value("unchained_verifier_job_events_total", {"event": "passed"}) == 1
+
+
+def test_fetch_all_keeps_order_runs_at_once_and_raises_the_first_failure() -> None:
+    import threading
+
+    from verifier.job_audit import fetch_all
+
+    together = threading.Barrier(4, timeout=10)  # passes only if four fetches are in flight at once
+
+    def fetch(key: int) -> bytes:
+        together.wait()
+        return bytes([key])
+
+    assert fetch_all(fetch, [3, 1, 2, 0]) == [b"\x03", b"\x01", b"\x02", b"\x00"]
+
+    def failing(key: int) -> bytes:
+        if key == 2:
+            raise OSError("backend away")
+        return b""
+
+    with pytest.raises(OSError, match="backend away"):
+        fetch_all(failing, [1, 2, 3])
+    assert fetch_all(failing, []) == [] and fetch_all(failing, [5]) == [b""]
