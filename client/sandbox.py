@@ -247,13 +247,18 @@ class _Template:
         self.ready = False
 
     def reset(self) -> None:
-        """Empties the job directory (its contents only: the sandbox holds the directory itself)."""
+        """Empties the job directory (its contents only: the sandbox holds the directory itself).
+        The last job's files are moved out of it, one rename each, into a directory of the
+        template's outside the sandbox, and deleted there by a thread of their own: the job that
+        left them does not wait for the deletion (what cannot be deleted goes with the template)."""
         self.spool.mkdir(mode=0o700, exist_ok=True)
-        for entry in self.spool.iterdir():
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry)
-            else:
-                entry.unlink()
+        entries = list(self.spool.iterdir())
+        if entries:
+            done = Path(tempfile.mkdtemp(prefix="done-", dir=self.base))
+            for entry in entries:
+                entry.rename(done / entry.name)
+            threading.Thread(target=shutil.rmtree, args=(done,), kwargs={"ignore_errors": True},
+                             name="sandbox-discard", daemon=True).start()
         (self.spool / "home").mkdir()
         (self.spool / "out").mkdir()
 
