@@ -157,7 +157,8 @@ def dispatch(rounds: int, gap_s: float) -> dict:
     market_ms = statistics.median(market) * 1e3
     return {"ping_round_trip_ms": round(ping_ms, 2), "market_noop_job_ms": round(market_ms, 1),
             "ratio": round(market_ms / ping_ms, 1), "renter_funding_tx_ms": round(statistics.median(fund) * 1e3, 1),
-            "rounds": rounds, "gap_between_jobs_s": gap_s}
+            "rounds": rounds, "gap_between_jobs_s": gap_s,
+            "each_job_ms": [round(m * 1e3, 1) for m in market], "each_ping_ms": [round(p * 1e3, 2) for p in pings]}
 
 
 def _job_throughput(model_path: Path, inputs: list[Path]) -> float:
