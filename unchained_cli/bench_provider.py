@@ -14,6 +14,7 @@ model, each alone and then together under the policies (yield, co-run at full an
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import statistics
@@ -148,6 +149,9 @@ def dispatch(rounds: int, gap_s: float) -> dict:
                     fund.append(funded)
                     market.append(end - start)
         finally:
+            # Replies held in reference cycles would unsubscribe when collected, after Redis stops:
+            # each would log a lost connection and a retry failure.
+            gc.collect()
             client.close()
             worker.terminate()
             worker.wait()
