@@ -8,8 +8,8 @@ a child of its warm sandbox and replies), both through the same private Redis an
 both signed and checked both ways as every task is (client.task_auth): each span runs from
 sending the task to holding the worker's checked reply, which for a job comes as soon as the
 worker has its result (on a flow that commits before replying, the commit is in the span).
-Co-location: the reference miner and a compute-bound job
-model, each alone and then together under the policies (yield, co-run at full and reduced duty).
+Co-location: the reference miner and a compute-bound job model, each alone and then together
+under the policies (yield, co-run at full and reduced duty).
 """
 
 from __future__ import annotations
