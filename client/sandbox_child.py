@@ -126,21 +126,26 @@ def _fork_spare(job_dir: Path, warm_up: WarmUp) -> tuple[int, int, int]:
     return pid, order_w, report_r
 
 
+# An ONNX identity model over float [n, 4], as the onnx package writes it (importing that package
+# in the template would cost half a second at every start):
+#   x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4]); y: the same with "y"
+#   model = helper.make_model(helper.make_graph([helper.make_node("Identity", ["x"], ["y"])],
+#                                               "identity", [x], [y]), opset_imports=[helper.make_opsetid("", 13)])
+#   model.ir_version = 8; model.SerializeToString()
+ONNX_IDENTITY = bytes.fromhex(
+    "08083a480a100a017812017922084964656e7469747912086964656e746974795a140a0178120f0a0d080112090a0312016e0a"
+    "02080462140a0179120f0a0d080112090a0312016e0a02080442040a00100d")
+
+
 def _warm_up_models() -> WarmUp:
     """A TorchScript and an ONNX identity model of our own, as a job's model arrives: as bytes."""
     import io
 
     import torch
-    from onnx import TensorProto, helper
 
     scripted = io.BytesIO()
     torch.jit.save(torch.jit.script(torch.nn.Identity()), scripted)
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4])
-    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "identity", [x], [y])
-    identity_onnx = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    identity_onnx.ir_version = 8  # one every supported onnxruntime reads
-    return [(scripted.getvalue(), "torchscript"), (identity_onnx.SerializeToString(), "onnx")]
+    return [(scripted.getvalue(), "torchscript"), (ONNX_IDENTITY, "onnx")]
 
 
 def _exercise(warm_up: WarmUp) -> None:
