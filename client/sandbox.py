@@ -209,6 +209,27 @@ class _Spawner:
         return result.result()
 
 
+class _Discarder:
+    """Deletes finished jobs' files from one daemon thread, so that no job waits for the deletion
+    of the last one's (nor for a thread to start). One per process, as the spawner."""
+
+    def __init__(self) -> None:
+        self._directories: queue.SimpleQueue[Path] = queue.SimpleQueue()
+        threading.Thread(target=self._serve, name="sandbox-discard", daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            shutil.rmtree(self._directories.get(), onerror=self._not_deleted)
+
+    @staticmethod
+    def _not_deleted(_function: object, path: str, exc_info: tuple) -> None:
+        if not isinstance(exc_info[1], FileNotFoundError):  # gone with its template already
+            logger.warning("finished job's file %s not deleted (%s): it goes with its sandbox", path, exc_info[1])
+
+    def discard(self, directory: Path) -> None:
+        self._directories.put(directory)
+
+
 _generations = itertools.count(1)
 
 
@@ -217,7 +238,8 @@ class _Template:
 
     READY_TIMEOUT_S = 180.0  # importing torch on a loaded machine; the job's own budget starts after
 
-    def __init__(self, threads: int, spawner: _Spawner) -> None:
+    def __init__(self, threads: int, spawner: _Spawner, discarder: _Discarder) -> None:
+        self.discarder = discarder
         self.isolation = isolation()
         bwrap = bwrap_path() if self.isolation == "namespaces" else None
         self.generation = next(_generations)
@@ -247,13 +269,17 @@ class _Template:
         self.ready = False
 
     def reset(self) -> None:
-        """Empties the job directory (its contents only: the sandbox holds the directory itself)."""
+        """Empties the job directory (its contents only: the sandbox holds the directory itself).
+        The last job's files are moved out of it, one rename each, into a directory of the
+        template's outside the sandbox, and deleted there in the background: the job that left
+        them does not wait for the deletion (what cannot be deleted goes with the template)."""
         self.spool.mkdir(mode=0o700, exist_ok=True)
-        for entry in self.spool.iterdir():
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry)
-            else:
-                entry.unlink()
+        entries = list(self.spool.iterdir())
+        if entries:
+            done = Path(tempfile.mkdtemp(prefix="done-", dir=self.base))
+            for entry in entries:
+                entry.rename(done / entry.name)
+            self.discarder.discard(done)
         (self.spool / "home").mkdir()
         (self.spool / "out").mkdir()
 
@@ -334,6 +360,7 @@ class _Pool:
     def __init__(self) -> None:
         self.pid = os.getpid()
         self.spawner = _Spawner()
+        self.discarder = _Discarder()
         self.lock = threading.Lock()
         self.idle: list[tuple[tuple[object, ...], _Template]] = []
 
@@ -351,7 +378,7 @@ class _Pool:
                         return template
                     template.close()
                     break
-        return _Template(threads, self.spawner)
+        return _Template(threads, self.spawner, self.discarder)
 
     def give_back(self, threads: int, template: _Template) -> None:
         with self.lock:
@@ -366,7 +393,7 @@ class _Pool:
         with self.lock:
             if any(k == key and t.alive() for k, t in self.idle):
                 return
-        self.give_back(threads, _Template(threads, self.spawner))
+        self.give_back(threads, _Template(threads, self.spawner, self.discarder))
 
     def close(self) -> None:
         with self.lock:

@@ -2,13 +2,15 @@
 
 Started by `client.sandbox` (for the provider's jobs, the verifiers' re-executions and the
 backend's model checks alike, so all compute with the same code) inside bubblewrap's namespaces,
-with an allowlisted environment. It imports the inference libraries once, says `ready` on
-stdout, then for every order on stdin (one JSON line with the job's memory and CPU limits) hands
-it to a fresh child, forked ahead of the order, that applies the limits, reads `JOB_DIR/request.json` and only the files it names,
-writes one encoded output per item (`<index>.out`) or, on a failure it can still report,
-`error.json` with the error's kind and stage, and exits. The template itself never runs model
-code, so nothing a job does reaches the next one; it answers each order with the child's pid
-and exit status.
+with an allowlisted environment. It imports the inference libraries once, runs two tiny models of
+its own through a job's path (so what initialises on first use is done once, not per job), says
+`ready` on stdout, then for every order on stdin (one JSON line with the job's memory and CPU
+limits) hands it to a fresh child, forked ahead of the order, that applies the limits, reads
+`JOB_DIR/request.json` and only the files it names, writes one encoded output per item
+(`<index>.out`) or, on a failure it can still report, `error.json` with the error's kind and
+stage, and exits. The template itself never runs a job's model, so nothing a job does reaches
+the next one; it kills what the job left running in its session and answers each order with the
+child's pid and exit status.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import ctypes
 import json
 import os
 import resource
+import select
 import signal
 import sys
 import traceback
@@ -62,10 +65,14 @@ def run_job(job_dir: Path) -> int:
     return 0
 
 
-def _child(job_dir: Path, orders: int, report: int) -> None:
+WarmUp = list[tuple[bytes, str]]  # our own tiny models: (model bytes, format)
+
+
+def _child(job_dir: Path, orders: int, report: int, warm_up: WarmUp) -> None:
     """A forked job child, started ahead of its job: its own session, death with the template,
-    stdio away from the template's protocol pipes; then it waits for its order (the limits),
-    applies them, runs the job, reports its exit code on `report` and exits. Never returns."""
+    stdio away from the template's protocol pipes; it runs the warm-up models once more while it
+    waits (see `_exercise`), then takes its order (the limits), applies them, runs the job,
+    reports its exit code on `report` and exits. Never returns."""
     code = 1
     try:
         os.setsid()
@@ -73,6 +80,16 @@ def _child(job_dir: Path, orders: int, report: int) -> None:
         null = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(null, fd)
+        # A forked child pays a page fault and a page copy for every page of the template's it
+        # writes (Python's reference counts, torch's and the allocator's structures); a job's
+        # load and run write mostly the pages the warm-up models' do. Faulted in now, before the
+        # order, they cost the job nothing (about 3 ms a job, more on a loaded machine); an order
+        # that has come meanwhile waits for one warm-up model at most. Our code only: no job's
+        # model has been near this process.
+        for model in warm_up:
+            if select.select([orders], [], [], 0)[0]:
+                break
+            _exercise([model])
         order = b""
         while chunk := os.read(orders, 4096):
             order += chunk
@@ -94,7 +111,7 @@ def _child(job_dir: Path, orders: int, report: int) -> None:
         os._exit(code)
 
 
-def _fork_spare(job_dir: Path) -> tuple[int, int, int]:
+def _fork_spare(job_dir: Path, warm_up: WarmUp) -> tuple[int, int, int]:
     """Forks the next job's child ahead of its order (forking a process that holds torch takes
     tens of milliseconds): (pid, order pipe to write, report pipe to read)."""
     order_r, order_w = os.pipe()
@@ -103,47 +120,86 @@ def _fork_spare(job_dir: Path) -> tuple[int, int, int]:
     if pid == 0:
         os.close(order_w)
         os.close(report_r)
-        _child(job_dir, order_r, report_w)
+        _child(job_dir, order_r, report_w, warm_up)
     os.close(order_r)
     os.close(report_w)
     return pid, order_w, report_r
 
 
+# An ONNX identity model over float [n, 4], as the onnx package writes it (importing that package
+# in the template would cost half a second at every start):
+#   x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4]); y: the same with "y"
+#   model = helper.make_model(helper.make_graph([helper.make_node("Identity", ["x"], ["y"])],
+#                                               "identity", [x], [y]), opset_imports=[helper.make_opsetid("", 13)])
+#   model.ir_version = 8; model.SerializeToString()
+ONNX_IDENTITY = bytes.fromhex(
+    "08083a480a100a017812017922084964656e7469747912086964656e746974795a140a0178120f0a0d080112090a0312016e0a"
+    "02080462140a0179120f0a0d080112090a0312016e0a02080442040a00100d")
+
+
+def _warm_up_models() -> WarmUp:
+    """A TorchScript and an ONNX identity model of our own, as a job's model arrives: as bytes."""
+    import io
+
+    import torch
+
+    scripted = io.BytesIO()
+    torch.jit.save(torch.jit.script(torch.nn.Identity()), scripted)
+    return [(scripted.getvalue(), "torchscript"), (ONNX_IDENTITY, "onnx")]
+
+
+def _exercise(warm_up: WarmUp) -> None:
+    """Runs the warm-up models through a job's path: load, decode an item, batch, run, encode.
+    In the template this initialises what torch's JIT loader, inference mode, onnxruntime's
+    first session and numpy's array format set up lazily on first use (about 10 ms), so every
+    forked child inherits it instead of paying it; single-threaded, so no thread pool is started
+    before forking. (Not through `run_batches`, which stands for the model's own code in tests.)"""
+    import numpy as np
+
+    from protocol.inference import load_model
+    from protocol.jobs import decode_output, encode_output
+
+    batch = np.stack([decode_output(encode_output(np.zeros(4, np.float32)))])
+    for data, model_format in warm_up:
+        encode_output(np.ascontiguousarray(load_model(data, model_format)(batch)[0]))
+
+
 def serve(job_dir: Path) -> int:
     """The template: warm up, then one forked child per order until stdin closes."""
-    import numpy  # noqa: F401
-    import onnxruntime  # noqa: F401
-    import torch  # noqa: F401
-
     import protocol.inference
-    import protocol.jobs  # noqa: F401
 
     protocol.inference.deterministic()  # the switch once here; each job's own call then costs nothing
+    warm_up = _warm_up_models()
+    _exercise(warm_up)
     orders, replies = sys.stdin.buffer, sys.stdout.buffer
     # Forking is safe only while no thread pool of torch's runs: the count is in the log.
     replies.write(f"ready pid={os.getpid()} threads={len(os.listdir('/proc/self/task'))}\n".encode())
     replies.flush()
-    spare = _fork_spare(job_dir)
+    spare = _fork_spare(job_dir, warm_up)
+    finished = None  # the last job's child: killed, and reaped while the next job runs
     for line in orders:
         child, order, report = spare
         os.write(order, line)
         os.close(order)
+        if finished is not None:  # its exit (unmapping torch) took a few ms; none of them the job's
+            os.waitpid(finished, 0)
+            finished = None
         reported = os.read(report, 16)
         os.close(report)
-        reaped = not reported  # no report: it crashed or was killed; its exit status says how
-        if reaped:
+        if reported:
+            status, finished = int(reported), child
+        else:  # no report: it crashed or was killed; its exit status says how
             status = os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
-        else:
-            status = int(reported)
-        replies.write(json.dumps({"pid": child, "status": status}).encode() + b"\n")
-        replies.flush()
-        if not reaped:
-            os.waitpid(child, 0)
         try:
-            os.killpg(child, signal.SIGKILL)  # anything the job left running in its session
+            # Anything the job left running in its session, before the answer: once the parent has
+            # it, it empties the job directory for the next job, and nothing may write there then.
+            # Also before the next child is forked, so no process of this job's meets it.
+            os.killpg(child, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        spare = _fork_spare(job_dir)
+        replies.write(json.dumps({"pid": child, "status": status}).encode() + b"\n")
+        replies.flush()
+        spare = _fork_spare(job_dir, warm_up)
     return 0
 
 

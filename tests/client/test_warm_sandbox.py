@@ -84,17 +84,35 @@ def listener() -> Iterator[int]:
     server.close()
 
 
-@pytest.fixture
-def probed(tmp_path: Path, listener: int, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Every model child of this test runs the probe; returns the secret file it must not read."""
+# Leaves a process of its own running in the job's session that writes into the job directory
+# (the next job's, by then) and its HOME a moment later; reports what it found there on arrival.
+LINGERER = '''
+import json, os, time
+
+import protocol.inference as inference
+
+
+def linger(run, items, batch_size, first_index=0):
+    time.sleep(1.0)  # a process the last job left would write meanwhile
+    seen = {"job_files": sorted(os.listdir(".")), "home_files": sorted(os.listdir(os.environ["HOME"]))}
+    if os.fork() == 0:
+        time.sleep(0.3)
+        for target in ("late", os.path.join(os.environ["HOME"], "late")):
+            with open(target, "w") as out:
+                out.write("written after the job ended")
+        os._exit(0)
+    raise inference.InferenceError("PROBE " + json.dumps(seen))
+
+
+inference.run_batches = linger
+'''
+
+
+def _plant(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: str) -> Path:
+    """Makes every model child of this test run `code` as its sitecustomize; returns its directory."""
     site = tmp_path / "probe-site"
     site.mkdir()
-    (site / "sitecustomize.py").write_text(textwrap.dedent(PROBE))
-    secret_dir = tmp_path / "agent"  # as the agent's keystore sits beside its data
-    secret_dir.mkdir()
-    (secret_dir / "keystore.json").write_text("the agent's keystore")
-    (site / "probe.json").write_text(json.dumps({"port": listener, "secret": str(secret_dir / "keystore.json"),
-                                                 "outside_dir": str(tmp_path)}))
+    (site / "sitecustomize.py").write_text(textwrap.dedent(code))
     honest = client.sandbox.child_environment
 
     def with_probe(threads: int, home: Path, environ=None) -> dict[str, str]:  # type: ignore[no-untyped-def]
@@ -103,6 +121,18 @@ def probed(tmp_path: Path, listener: int, monkeypatch: pytest.MonkeyPatch) -> Pa
         return env
 
     monkeypatch.setattr(client.sandbox, "child_environment", with_probe)
+    return site
+
+
+@pytest.fixture
+def probed(tmp_path: Path, listener: int, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every model child of this test runs the probe; returns the secret file it must not read."""
+    site = _plant(tmp_path, monkeypatch, PROBE)
+    secret_dir = tmp_path / "agent"  # as the agent's keystore sits beside its data
+    secret_dir.mkdir()
+    (secret_dir / "keystore.json").write_text("the agent's keystore")
+    (site / "probe.json").write_text(json.dumps({"port": listener, "secret": str(secret_dir / "keystore.json"),
+                                                 "outside_dir": str(tmp_path)}))
     return secret_dir / "keystore.json"
 
 
@@ -140,6 +170,14 @@ def test_nothing_a_job_leaves_behind_reaches_the_next_one(identity, probed) -> N
     for seen in (first, second):  # job 1 set a global and wrote files in HOME and its directory
         assert seen["left_global"] is None, seen
         assert "left-behind" not in seen["home_files"] and "left-behind" not in seen["job_files"], seen
+
+
+def test_a_process_a_job_leaves_running_is_killed_before_the_next_job(identity, tmp_path,
+                                                                      monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    _plant(tmp_path, monkeypatch, LINGERER)
+    first, second = _probe(*identity), _probe(*identity)
+    for seen in (first, second):
+        assert "late" not in seen["job_files"] and "late" not in seen["home_files"], seen
 
 
 def test_a_job_past_its_time_is_killed_and_the_template_replaced(tmp_path, identity) -> None:  # type: ignore[no-untyped-def]
