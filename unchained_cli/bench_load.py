@@ -9,8 +9,9 @@ tiny load, by tests/cli/test_bench_load.py.
 
 Clocks: a submit is timed on the renter's clock (uploads, quote, spec, funding transaction up
 to its receipt); funded -> committed and funded -> finalized are block timestamps (JobCreated,
-ResultCommitted, JobFinalized), so they have a 1 s resolution; throughput is over the whole run
-on the local clock, from the first submit until every job is seen settled.
+ResultCommitted, JobFinalized), so they have a 1 s resolution; throughput is on the local clock
+from the first submit: until the last result is available (delivered) and until every job is
+seen settled (which adds the last job's challenge window).
 
 Result available: when the backend holds the job's result for its renter, on the local clock
 from the funding receipt. A backend that stamps it (`result_available_at` on `GET /jobs/{id}`)
