@@ -13,6 +13,7 @@ from backend.errors import ChainUnavailable
 from backend.settings import Settings
 from client import contracts
 from protocol.deployments import Deployment, DeploymentFormatError
+from protocol.job_result import EscrowDomain
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -45,6 +46,10 @@ class Chain:
 
     def contract(self, name: str) -> Contract:
         return contracts.deployed(self.web3, self.deployment, name)
+
+    def escrow_domain(self) -> EscrowDomain:
+        """JobEscrow's EIP-712 domain, under which providers sign job results (no chain read)."""
+        return EscrowDomain(self.deployment.chain_id, self.deployment.contract("JobEscrow").address)
 
     def is_staked_verifier(self, address: str) -> bool:
         """Whether `address` has bonded at least the verifiers' minimum stake and is not a

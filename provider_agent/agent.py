@@ -26,6 +26,7 @@ from provider_agent import ProviderAgentError
 from provider_agent.backend_client import BackendClient, BackendClientError
 from provider_agent.cache import ContentCache, ContentSource, DirectorySource, HttpSource
 from provider_agent.chain import ProviderChain
+from provider_agent.committer import Committer
 from provider_agent.gpus import Device, detect
 from provider_agent.jobs import Activity, JobService, OutputStore
 from provider_agent.mining import MiningPolicy, MiningSupervisor, ReferenceMiner, yield_floor_wei_per_gpu_hour
@@ -53,10 +54,13 @@ class Agent:
     backend: BackendClient | None = None
     challenges: WatchedIds | None = None  # challenges of our roots, from ChallengeManager's events
     leases: LeaseService | None = None
+    committer: Committer | None = None  # started by the worker (provider_agent.worker)
 
     def __post_init__(self) -> None:
         if self.challenges is None:
             self.challenges = watch_challenges(self.chain, self.settings.state_db)
+        if self.committer is None:
+            self.committer = Committer(self.jobs, self.settings.commit_interval_s)
 
     @functools.cached_property
     def task_auth(self) -> TaskAuth:
