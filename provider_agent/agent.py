@@ -183,7 +183,8 @@ class Agent:
             "pog_passed": info.get("pog_passed", False),
             "devices": [(d.spec, d.name) for d in self.devices],
             "jobs": {status: sum(r.status == status for r in records)
-                     for status in ("running", "computed", "committed", "finalized", "failed", "refunded")},
+                     for status in ("running", "computed", "signed", "committed", "finalized", "failed",
+                                    "rejected", "refunded")},
             "earnings_owed_wei": sum(owed.values()),
             "mining_state": mining.state if mining else "off",
             "hashrate": mining.miner.hashrate() if mining else 0.0,

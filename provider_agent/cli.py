@@ -262,6 +262,7 @@ def provider_status(
         ("devices", ", ".join(f"{spec} ({name})" for spec, name in status["devices"])),
         ("PoG class", f"{status['pog_class'] or '-'} ({'passed' if status['pog_passed'] else 'not passed'})"),
         ("jobs running", str(status["jobs"]["running"])),
+        ("jobs signed, commit queued", str(status["jobs"]["signed"])),
         ("jobs committed / finalized / failed / refunded",
          f"{status['jobs']['committed']} / {status['jobs']['finalized']} / {status['jobs']['failed']} / "
          f"{status['jobs']['refunded']}"),
