@@ -20,11 +20,11 @@ On the embedded SQLite broker (Celery's SQLAlchemy transport) there is no visibi
 a message a killed worker had taken is never handed out again, and the start-up re-enqueue
 above is what resumes its job.
 
-Output uploads that failed after a commit (`JobOutcome.uploaded` false) get a task of their
-own, `upload_outputs`, retried with a doubling countdown while the backend cannot take them
+Deliveries to the backend (the signed result, then the outputs) that failed after signing
+(`JobOutcome.uploaded` false) get a task of their own, `upload_outputs`, retried with a doubling countdown while the backend cannot take them
 (unreachable, or behind the chain); an upload the backend refuses outright fails its task (with
-the reason in the log). On start the worker also enqueues one for every committed job whose
-outputs the backend does not hold yet.
+the reason in the log). On start the worker also enqueues one for every signed or committed job
+whose outputs the backend does not hold yet.
 
 Run with `unchained provider run` or `celery -A provider_agent.worker:app worker -Q provider.<address>`.
 """
