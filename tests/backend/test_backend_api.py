@@ -16,7 +16,7 @@ from backend import models as m
 from backend.api.app import create_app
 from backend.client import ApiError, BackendClient
 from backend.errors import NotFound, Unauthenticated
-from protocol.job_result import EscrowDomain, JobResult, SignedJobResult
+from protocol.job_result import EscrowDomain, JobResult, JobResultError, SignedJobResult
 from protocol.jobs import JobSpec
 from protocol.merkle import InvalidProof, MerkleTree, keccak256, leaf_hash
 from protocol.siwe import SiweMessage
@@ -248,6 +248,10 @@ def test_signed_result_reaches_the_renter_before_the_commit_and_a_different_comm
     assert result["signed"] == shown and result["result_available_at"] is not None
     assert renter.download_verified(job_id) == outputs
     assert SignedJobResult.from_json(result["signed"]).signer(domain) == genuine["provider"]
+    # The renter's client checks the signature itself: a server showing another's signature is caught.
+    assert renter.verified_signed_result(job_id, result).result.output_root == "0x" + tree.root.hex()
+    with pytest.raises(JobResultError, match="not signed by its provider"):
+        renter.verified_signed_result(job_id, {**result, "signed": forged})
 
     # The provider commits something else: the commit is the root from now on, the difference
     # is recorded and shown (the renter slashes with the signature above).

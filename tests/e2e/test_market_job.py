@@ -149,6 +149,9 @@ def test_the_signed_result_reaches_the_renter_before_the_backend_sees_the_commit
         early = api.get(f"/jobs/{job_id}/result").json()
         assert early["committed"] is False and early["signed"]["provider"] == provider.address.lower()
         assert early["result_available_at"] is not None and early["commit_matches_signed"] is None
+        said = job("result", str(job_id), "--out", str(tmp_path / "early"))  # the renter, checking the signature
+        assert f"verified against output root {early['output_root']}" in said
+        assert "on-chain commit is pending" in said or api.get(f"/jobs/{job_id}/result").json()["committed"]
         # The committer puts it on-chain behind the delivery.
         assert wait_for(lambda: escrow.functions.getJob(job_id).call().status == JobStatus.COMMITTED, 60), \
             f"job {job_id} not committed; the worker's log:\n" + log.read_text()[-4000:]
