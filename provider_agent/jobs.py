@@ -200,7 +200,7 @@ class JobService:
         self._checks = ThreadPoolExecutor(max_workers=2, thread_name_prefix="job-check")
 
     def process(self, job: DispatchedJob) -> JobOutcome:
-        job_id = job.job_id
+        job_id, began = job.job_id, time.monotonic()
         if job.provider != self.chain.address.lower():
             raise NotOurJob(job_id, job.provider)
         check = self._checks.submit(self._read_chain, job_id)
@@ -231,8 +231,8 @@ class JobService:
                           signature=signed.signature)
         for hook in self.signed:
             hook(job_id)
-        logger.info("job %s: result signed (root %s over %d items); commit queued", job_id, result.output_root,
-                    result.item_count)
+        logger.info("job %s: result signed %.2f s after the dispatch arrived (root %s over %d items); commit queued",
+                    job_id, time.monotonic() - began, result.output_root, result.item_count)
         return JobOutcome(job_id, "signed", result.output_root, result.item_count, seconds=seconds,
                           uploaded=self._upload_if_pending(job_id))
 
