@@ -20,6 +20,7 @@ from eth_account.signers.local import LocalAccount
 from web3 import Web3
 from web3.contract import Contract
 from web3.exceptions import BlockNotFound
+from web3.logs import DISCARD
 from web3.types import TxReceipt
 
 from client import contracts
@@ -186,6 +187,12 @@ class ProviderChain:
                                             [r.item_count for r in results],
                                             [_raw32(r.result_digest) for r in results])
         return self.send(fn, f"commitResults {_ids(jobs)}")
+
+    def window_ends(self, receipt: TxReceipt) -> dict[int, int]:
+        """Job id -> challenge window end of every ResultCommitted in a mined commit."""
+        # DISCARD: the receipt also holds the implicit JobAccepted and Staking's logs
+        events = self.contract("JobEscrow").events.ResultCommitted().process_receipt(receipt, errors=DISCARD)
+        return {e.args.jobId: e.args.challengeWindowEnd for e in events}
 
     def finalize_jobs(self, jobs: Sequence[DispatchedJob]) -> TxReceipt:
         """One `finalizeJobs` for the batch (all or nothing on-chain)."""

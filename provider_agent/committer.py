@@ -106,7 +106,7 @@ class Committer:
                 return self._commit(batch[:half]) + self._commit(batch[half:])
             self._commit_refused(*batch[0], exc)
             return []
-        self.jobs.store.update_many(ids, COMMITTED)
+        self.jobs.store.update_many(ids, COMMITTED, self.jobs.chain.window_ends(receipt))
         logger.info("jobs %s: results committed (tx %s)", ids, receipt.transactionHash.hex())
         return ids
 
@@ -141,10 +141,14 @@ class Committer:
     def finalize_due(self) -> list[int]:
         """Finalizes (permissionless, but the provider is the one waiting for the money) every
         committed job whose challenge window is over and that no challenge holds, in batches;
-        records the jobs the chain has settled either way. Returns the jobs finalized now."""
+        records the jobs the chain has settled either way. Returns the jobs finalized now. Only
+        jobs whose recorded window is over (or unknown) are read from the chain: one read per job
+        due, not per job committed."""
         chain = self.jobs.chain
         now, due = chain.now(), []
         for record in self.jobs.store.with_status(COMMITTED):
+            if record.window_end is not None and now < record.window_end:
+                continue
             job = chain.job(JobId(record.job_id))
             if job.status == JobStatus.COMMITTED and not job.frozen and now >= job.challenge_window_end:
                 due.append(record.dispatched() or self._dispatched(record, job))

@@ -4,8 +4,9 @@ The chain is the authority on money (a job can be committed once); this record c
 chain cannot see: which process is running a job now, whether its outputs are already on disk
 (computed, not yet committed), what it signed and handed the renter before the commit (signed:
 the background committer's queue, so a restart resumes every signed-but-uncommitted job), the
-job as it was dispatched (the committer hands it to the chain calls), and why a job failed. Claims are taken in an IMMEDIATE
-transaction, so two deliveries of the same job never run it at once; a claim held by a process
+job as it was dispatched (the committer hands it to the chain calls), the end of its challenge
+window (read from the commit, so only jobs due are read from the chain), and why a job failed.
+Claims are taken in an IMMEDIATE transaction, so two deliveries of the same job never run it at once; a claim held by a process
 that no longer exists (a killed worker) is taken over.
 
 Writes are cheap: the database is in WAL mode with `synchronous=NORMAL` (a commit appends to the
@@ -33,9 +34,9 @@ FINALIZED = "finalized"  # paid after the challenge window
 SIGNED = "signed"  # computed and signed: the renter can have it; the on-chain commit is queued
 REJECTED = "rejected"  # dispatched, but the chain does not show it funded for us: nothing released
 _COLUMNS = ("job_id, status, pid, root, item_count, deadline, error, attempts, updated_at, result_digest, "
-            "signature, job")
+            "signature, job, window_end")
 # Added after the first release: (name, type), added to an older database on open.
-_ADDED_COLUMNS = (("result_digest", "BLOB"), ("signature", "TEXT"), ("job", "TEXT"))
+_ADDED_COLUMNS = (("result_digest", "BLOB"), ("signature", "TEXT"), ("job", "TEXT"), ("window_end", "INTEGER"))
 
 
 class JobBusy(ProviderAgentError):
@@ -61,6 +62,7 @@ class JobRecord:
     result_digest: bytes | None = None
     signature: str | None = None  # the provider's EIP-712 signature over the JobResult (0x-hex)
     job: str | None = None  # the DispatchedJob as JSON
+    window_end: int | None = None  # the challenge window's end (chain time), from the commit
 
     def dispatched(self) -> DispatchedJob | None:
         return DispatchedJob.from_json(json.loads(self.job)) if self.job else None
@@ -155,14 +157,17 @@ class JobStore:
         self._connect().execute(_UPSERT, (job_id, status, root, item_count, error, deadline, result_digest,
                                           signature, time.time(), status in (RUNNING, COMPUTED)))
 
-    def update_many(self, job_ids: list[int], status: str) -> None:
-        """Moves every job in `job_ids` (a mined batch) to `status` in one transaction."""
-        now = time.time()
+    def update_many(self, job_ids: list[int], status: str, window_ends: dict[int, int] | None = None) -> None:
+        """Moves every job in `job_ids` (a mined batch) to `status` in one transaction, with the
+        challenge window ends of a commit."""
+        now, ends = time.time(), window_ends or {}
         db = self._connect()
         db.execute("BEGIN")
         try:
             db.executemany(_UPSERT, [(job_id, status, None, None, None, None, None, None, now,
                                       status in (RUNNING, COMPUTED)) for job_id in job_ids])
+            db.executemany("UPDATE jobs SET window_end = ? WHERE job_id = ?",
+                           [(end, job_id) for job_id, end in ends.items() if job_id in job_ids])
             db.execute("COMMIT")
         except BaseException:
             if db.in_transaction:
