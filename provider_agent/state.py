@@ -6,8 +6,8 @@ chain cannot see: which process is running a job now, whether its outputs are al
 the background committer's queue, so a restart resumes every signed-but-uncommitted job), the
 job as it was dispatched (the committer hands it to the chain calls), the end of its challenge
 window (read from the commit, so only jobs due are read from the chain), and why a job failed.
-Claims are taken in an IMMEDIATE transaction, so two deliveries of the same job never run it at once; a claim held by a process
-that no longer exists (a killed worker) is taken over.
+Claims are taken in an IMMEDIATE transaction, so two deliveries of the same job never run it at
+once; a claim held by a process that no longer exists (a killed worker) is taken over.
 
 Writes are cheap: the database is in WAL mode with `synchronous=NORMAL` (a commit appends to the
 log and is synced at checkpoints, not one fsync per statement; a power cut may lose the last
