@@ -15,6 +15,7 @@ from backend.errors import ChainUnavailable
 from backend.settings import Settings
 from client import contracts
 from protocol.deployments import Deployment, DeploymentFormatError
+from protocol.job_result import EscrowDomain
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -55,6 +56,10 @@ class Chain:
             if name not in self._contracts:
                 self._contracts[name] = contracts.deployed(self.web3, self.deployment, name)
             return self._contracts[name]
+
+    def escrow_domain(self) -> EscrowDomain:
+        """JobEscrow's EIP-712 domain, under which providers sign job results (no chain read)."""
+        return EscrowDomain(self.deployment.chain_id, self.deployment.contract("JobEscrow").address)
 
     def is_staked_verifier(self, address: str) -> bool:
         """Whether `address` has bonded at least the verifiers' minimum stake and is not a

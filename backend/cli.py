@@ -300,9 +300,11 @@ def job_result(
     out: Annotated[Path, typer.Option(help="Directory for the item outputs.")] = Path("results"),
     backend: BackendUrl = DEFAULT_BACKEND,
 ) -> None:
-    """Download every item's output and verify each against the on-chain output root."""
+    """Download every item's output and verify each against the output root: on-chain once
+    committed; before that, the root its provider signed (the signature is checked here)."""
     client = BackendClient.connect(backend, load_keystore(keystore, password_file))
     result = client.get(f"/jobs/{job_id}/result")
+    signed = client.verified_signed_result(job_id, result)
     with _progress() as progress:
         task = progress.add_task("downloading and verifying",
                                  total=sum(i["size"] or 0 for i in result["items"]))
@@ -311,6 +313,9 @@ def job_result(
     for index, data in enumerate(outputs):
         (out / f"item-{index:06d}.out").write_bytes(data)
     console.print(f"{len(outputs)} items verified against output root {result['output_root']}; written to {out}")
+    if not result["committed"] and signed is not None:
+        console.print(f"signed by provider {signed.provider}; its on-chain commit is pending (the signature, "
+                      f"{signed.signature}, slashes it if the commit differs or never comes)", highlight=False)
 
 
 @job_app.command("challenge")

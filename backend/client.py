@@ -14,6 +14,7 @@ from eth_account.signers.local import LocalAccount
 from backend.errors import BackendError, NotFound, Unauthenticated
 from client.errors import SignInFailed
 from client.siwe import SiweSession
+from protocol.job_result import EscrowDomain, JobResultError, SignedJobResult
 from protocol.merkle import keccak256, leaf_hash, verify_inclusion
 
 SESSION_LIFETIME_S = 600  # a CLI command is short; a stolen token is worth little for long
@@ -117,6 +118,23 @@ class BackendClient:
     def upload_output(self, job_id: int, index: int, data: bytes, proof: list[bytes]) -> dict[str, Any]:
         headers = {"X-Merkle-Proof": ",".join("0x" + p.hex() for p in proof)}
         return self._call("PUT", f"/jobs/{job_id}/outputs/{index}", signed=True, content=data, headers=headers).json()
+
+    def verified_signed_result(self, job_id: int, result: dict[str, Any]) -> SignedJobResult | None:
+        """The provider's signed result that comes with `result` (GET /jobs/{id}/result), checked
+        here: it recovers, under the deployment's JobEscrow domain, to the job's provider, and
+        unless the chain already holds the result it names the root the items are checked
+        against. Raises JobResultError otherwise; None when none was delivered."""
+        if result.get("signed") is None:
+            return None
+        signed = SignedJobResult.from_json(result["signed"])
+        deployment = self.get("/deployment")
+        domain = EscrowDomain(deployment["chain_id"], deployment["contracts"]["JobEscrow"])
+        provider = self.get(f"/jobs/{job_id}")["provider"]
+        if signed.result.job_id != job_id or signed.signer(domain).lower() != provider.lower():
+            raise JobResultError(f"job {job_id}: the signed result is not signed by its provider {provider}")
+        if not result["committed"] and signed.result.output_root != result["output_root"]:
+            raise JobResultError(f"job {job_id}: the served root is not the one its provider signed")
+        return signed
 
     def download_verified(self, job_id: int, on_item: Callable[[int], object] | None = None) -> list[bytes]:
         """Every item's output, each checked against the output root (raises InvalidProof)."""

@@ -2,14 +2,15 @@
 
 The backend only produces: it sends tasks by name (protocol.tasks) and never imports the
 provider agent. A job is dispatched once: the Dispatch row is committed before the message is
-sent, and the message carries only the job id (the provider re-reads the job from the chain).
-If the broker is down the row stays without a task id and `retry_pending` sends it later.
+sent, and the message carries the job as JobCreated announced it (protocol.tasks.DispatchedJob),
+so the provider starts at once and checks the chain beside its work. If the broker is down the
+row stays without a task id and `retry_pending` sends it later, from the indexed job.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
@@ -20,7 +21,7 @@ from backend.auth import utcnow
 from backend.projections import Event
 from client.broker import QueueApps
 from client.task_auth import TaskAuth
-from protocol.tasks import TASK_LEASE, TASK_RUN_JOB, provider_queue
+from protocol.tasks import TASK_LEASE, TASK_RUN_JOB, DispatchedJob, provider_queue
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +46,7 @@ class Dispatcher:
         that starts or ends is told to its provider (its miner yields the GPUs, then resumes)."""
         for event in events:
             if event.contract == "JobEscrow" and event.name == "JobCreated":
-                self.dispatch(int(event.args["jobId"]), str(event.args["provider"]))
+                self.dispatch(dispatched_job(event.args))
             elif event.contract == "LeaseManager" and event.name == "LeaseStarted":
                 self.notify_lease(int(event.args["leaseId"]), str(event.args["provider"]))
             elif event.contract == "LeaseManager" and event.name == "LeaseEnded":
@@ -68,20 +69,21 @@ class Dispatcher:
             lease = session.get(m.Lease, lease_id)
             return lease.provider if lease is not None else None
 
-    def dispatch(self, job_id: int, provider: str) -> str | None:
-        queue = provider_queue(provider)
+    def dispatch(self, job: DispatchedJob) -> str | None:
+        queue = provider_queue(job.provider)
         try:
             with self.factory.begin() as session:
-                session.add(m.Dispatch(job_id=job_id, queue=queue))
+                session.add(m.Dispatch(job_id=job.job_id, queue=queue))
         except IntegrityError:
-            log.info("job %s already dispatched", job_id)
+            log.info("job %s already dispatched", job.job_id)
             return None
-        return self._send(job_id, provider)
+        return self._send(job)
 
-    def _send(self, job_id: int, provider: str) -> str | None:
+    def _send(self, job: DispatchedJob) -> str | None:
+        job_id, provider = job.job_id, job.provider
         queue = provider_queue(provider)
         try:
-            result = self.celery.for_provider(provider).send_task(TASK_RUN_JOB, args=[job_id], queue=queue,
+            result = self.celery.for_provider(provider).send_task(TASK_RUN_JOB, args=[job.to_json()], queue=queue,
                                                                   task_id=f"run-job-{job_id}")
         except Exception:  # kombu raises OperationalError and friends: keep the row, retry later
             log.exception("job %s: broker unavailable, will retry dispatch to %s", job_id, queue)
@@ -100,6 +102,15 @@ class Dispatcher:
             return 0
         self._maybe_pending = False  # a send that fails again sets it back
         with self.factory() as session:
-            pending = session.scalars(select(m.Dispatch).where(m.Dispatch.task_id.is_(None))).all()
-        # the row keeps the queue's name, `provider.<address>` (protocol.tasks.provider_queue)
-        return sum(self._send(row.job_id, row.queue.removeprefix("provider.")) is not None for row in pending)
+            pending = session.scalars(select(m.Job).join(m.Dispatch, m.Dispatch.job_id == m.Job.job_id)
+                                      .where(m.Dispatch.task_id.is_(None))).all()
+            jobs = [dispatched_job({"jobId": j.job_id, "renter": j.renter, "provider": j.provider, "token": j.token,
+                                    "price": j.price, "specHash": j.spec_hash, "deadline": j.deadline})
+                    for j in pending]
+        return sum(self._send(job) is not None for job in jobs)
+
+
+def dispatched_job(args: Mapping[str, object]) -> DispatchedJob:
+    """The TASK_RUN_JOB payload from JobCreated's arguments (or the job row indexed from them)."""
+    return DispatchedJob.from_json({k: args[k] for k in ("jobId", "renter", "provider", "token", "price",
+                                                          "specHash", "deadline")})

@@ -1,5 +1,12 @@
 """Jobs: specs by specHash, results with per-item proofs, and provider output uploads that are
-accepted only when they prove inclusion under the output root committed on-chain."""
+accepted only when they prove inclusion under the job's result root.
+
+The result reaches the renter before the chain has it: the provider hands over its signed
+JobResult (protocol.job_result) as soon as the job is computed, and its outputs with proofs
+against the signed root; the commit follows in a batch. A signed result is taken only from the
+job's provider, signed by that provider under JobEscrow's domain, and once per job. When the
+commit is indexed, the committed root is the one items are checked against, and whether it is
+the signed one is recorded (projections): a difference is what the renter slashes with."""
 
 from __future__ import annotations
 
@@ -18,6 +25,7 @@ from backend.errors import BadInput, Conflict, Forbidden, NotFound
 from backend.matching import Candidate, NoMatch, Ranked, Request, explain, mining_floor, rank
 from backend.storage import BlobStore, Upload
 from protocol.errors import ProtocolError
+from protocol.job_result import EscrowDomain, JobResultError, SignedJobResult
 from protocol.jobs import JobSpec, JobSpecError
 from protocol.merkle import MAX_PROOF_DEPTH, leaf_hash, verify_inclusion
 
@@ -62,14 +70,56 @@ class ItemResult:
     size: int | None
 
 
+def result_root(job: m.Job) -> tuple[str, int] | None:
+    """The root and item count items are checked against: the committed ones once the chain has
+    them (the authority), else the provider's signed ones; None when neither exists yet."""
+    if job.output_root is not None and job.item_count is not None:
+        return job.output_root, job.item_count
+    if job.signed_output_root is not None and job.signed_item_count is not None:
+        return job.signed_output_root, job.signed_item_count
+    return None
+
+
+def store_signed_result(session: Session, job_id: int, sender: str, doc: object, domain: EscrowDomain) -> m.Job:
+    """Keeps the provider's signed result for the renter (idempotent for the same result)."""
+    job = get_job(session, job_id)
+    if sender != job.provider:
+        raise Forbidden(f"only job {job_id}'s provider {job.provider} delivers its result")
+    try:
+        signed = SignedJobResult.from_json(doc)
+        signer = signed.signer(domain)
+    except JobResultError as exc:
+        raise BadInput(f"signed result: {exc}") from exc
+    if signed.result.job_id != job_id:
+        raise BadInput(f"signed result is for job {signed.result.job_id}, not {job_id}")
+    if signer.lower() != job.provider or signed.provider.lower() != job.provider:
+        raise Forbidden(f"job {job_id}'s result is signed by {signer.lower()}, not its provider {job.provider}")
+    r = signed.result
+    fields = (r.output_root.lower(), r.item_count, r.result_digest.lower())
+    if job.result_signature is not None:
+        if (job.signed_output_root, job.signed_item_count, job.signed_result_digest) != fields:
+            raise BadInput(f"job {job_id} already has a different signed result")
+        return job
+    job.signed_output_root, job.signed_item_count, job.signed_result_digest = fields
+    job.result_signature, job.result_available_at = signed.signature.lower(), utcnow()
+    if job.output_root is not None:  # the commit was indexed first
+        job.commit_matches_signed = job.commit_is_signed_result()
+    session.commit()
+    log.info("job %s: signed result %s over %s items from provider %s", job_id, r.output_root, r.item_count,
+             job.provider)
+    return job
+
+
 def result_items(session: Session, job: m.Job) -> list[ItemResult]:
-    if job.output_root is None or job.item_count is None:
-        raise Conflict(f"job {job.job_id} has no committed result yet (status {job.status})")
+    found = result_root(job)
+    if found is None:
+        raise Conflict(f"job {job.job_id} has no result yet (status {job.status})")
+    item_count = found[1]
     stored = {o.item_index: o for o in session.scalars(select(m.JobOutput).where(m.JobOutput.job_id == job.job_id))}
     return [
         ItemResult(i, stored[i].digest, stored[i].proof, stored[i].size) if i in stored
         else ItemResult(i, None, None, None)
-        for i in range(job.item_count)
+        for i in range(item_count)
     ]
 
 
@@ -95,16 +145,17 @@ def store_output(session: Session, job_id: int, index: int, uploader: str, uploa
     job = get_job(session, job_id)
     if uploader != job.provider:
         raise Forbidden(f"only job {job_id}'s provider {job.provider} uploads its outputs")
-    if job.output_root is None or job.item_count is None:
-        raise Conflict(f"job {job_id} has no result committed on-chain yet")
-    if not 0 <= index < job.item_count:
-        raise BadInput(f"item {index} is outside 0..{job.item_count - 1}")
+    found = result_root(job)
+    if found is None:
+        raise Conflict(f"job {job_id} has no signed or committed result yet")
+    root, item_count = found
+    if not 0 <= index < item_count:
+        raise BadInput(f"item {index} is outside 0..{item_count - 1}")
     digest = upload.digest
     try:
-        verify_inclusion(leaf_hash(bytes.fromhex(digest[2:])), index, job.item_count, siblings,
-                         bytes.fromhex(job.output_root[2:]))
+        verify_inclusion(leaf_hash(bytes.fromhex(digest[2:])), index, item_count, siblings, bytes.fromhex(root[2:]))
     except ProtocolError as exc:
-        raise BadInput(f"item {index} does not match the on-chain output root: {exc}") from exc
+        raise BadInput(f"item {index} does not match the result's output root: {exc}") from exc
     upload.keep()
     row = session.get(m.JobOutput, (job_id, index))
     if row is None:

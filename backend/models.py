@@ -135,6 +135,20 @@ class Job(Base):
     refund: Mapped[int | None] = mapped_column(Wei, nullable=True)
     # The provider's reason when it failed the job on-chain (JobFailed); the refund is `refund`.
     failure_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # The result as the provider signed it (protocol.job_result), held before the commit is mined:
+    # the renter has it from `result_available_at`. The signature is the renter's evidence: a
+    # commit that differs (`commit_matches_signed` false) or none by the deadline is slashable.
+    signed_output_root: Mapped[str | None] = mapped_column(Hex32, nullable=True)
+    signed_item_count: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    signed_result_digest: Mapped[str | None] = mapped_column(Hex32, nullable=True)
+    result_signature: Mapped[str | None] = mapped_column(String(132), nullable=True)
+    result_available_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    commit_matches_signed: Mapped[bool | None] = mapped_column(Boolean, nullable=True)  # None: not both known
+
+    def commit_is_signed_result(self) -> bool:
+        """Whether the committed result is the one the provider signed (both are known)."""
+        return (self.output_root, self.item_count, self.result_digest) == (
+            self.signed_output_root, self.signed_item_count, self.signed_result_digest)
 
 
 class Lease(Base):

@@ -221,6 +221,8 @@ def _result(s: Session, e: Event) -> None:
         j.item_count = e.args["itemCount"]
         j.result_digest = e.args["resultDigest"]
         j.challenge_window_end = e.args["challengeWindowEnd"]
+        if j.result_signature is not None:  # the renter's evidence if the commit is not what was signed
+            j.commit_matches_signed = j.commit_is_signed_result()
 
 
 @on("JobEscrow", "JobFinalized")

@@ -14,7 +14,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from eth_account import Account
 from eth_account.messages import encode_typed_data
+from eth_keys.exceptions import BadSignature
 from eth_utils import keccak
 
 from protocol.errors import ProtocolError
@@ -106,6 +108,21 @@ class SignedJobResult:
         return {"jobId": self.result.job_id, "outputRoot": self.result.output_root,
                 "itemCount": self.result.item_count, "resultDigest": self.result.result_digest,
                 "provider": self.provider, "signature": self.signature}
+
+    @classmethod
+    def sign(cls, result: JobResult, domain: EscrowDomain, account: Any) -> SignedJobResult:
+        """`account` (an eth-account LocalAccount: pure, the key never leaves it) signs `result`."""
+        signed = account.sign_message(encode_typed_data(full_message=result.typed_data(domain)))
+        return cls(result, account.address, "0x" + bytes(signed.signature).hex())
+
+    def signer(self, domain: EscrowDomain) -> str:
+        """The address that really signed (checksummed); raises JobResultError for a signature
+        that recovers to nobody. A caller compares it with the job's provider."""
+        try:
+            return Account.recover_message(encode_typed_data(full_message=self.result.typed_data(domain)),
+                                           signature=bytes.fromhex(self.signature[2:]))
+        except (ValueError, BadSignature) as exc:
+            raise JobResultError(f"job {self.result.job_id}: signature does not recover: {exc}") from exc
 
     @classmethod
     def from_json(cls, doc: Any) -> SignedJobResult:

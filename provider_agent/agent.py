@@ -26,6 +26,7 @@ from provider_agent import ProviderAgentError
 from provider_agent.backend_client import BackendClient, BackendClientError
 from provider_agent.cache import ContentCache, ContentSource, DirectorySource, HttpSource
 from provider_agent.chain import ProviderChain
+from provider_agent.committer import Committer
 from provider_agent.gpus import Device, detect
 from provider_agent.jobs import Activity, JobService, OutputStore
 from provider_agent.mining import MiningPolicy, MiningSupervisor, ReferenceMiner, yield_floor_wei_per_gpu_hour
@@ -53,10 +54,13 @@ class Agent:
     backend: BackendClient | None = None
     challenges: WatchedIds | None = None  # challenges of our roots, from ChallengeManager's events
     leases: LeaseService | None = None
+    committer: Committer | None = None  # started by the worker (provider_agent.worker)
 
     def __post_init__(self) -> None:
         if self.challenges is None:
             self.challenges = watch_challenges(self.chain, self.settings.state_db)
+        if self.committer is None:
+            self.committer = Committer(self.jobs, self.settings.commit_interval_s)
 
     @functools.cached_property
     def task_auth(self) -> TaskAuth:
@@ -180,7 +184,8 @@ class Agent:
             "pog_passed": info.get("pog_passed", False),
             "devices": [(d.spec, d.name) for d in self.devices],
             "jobs": {status: sum(r.status == status for r in records)
-                     for status in ("running", "computed", "committed", "finalized", "failed", "refunded")},
+                     for status in ("running", "computed", "signed", "committed", "finalized", "failed",
+                                    "rejected", "refunded")},
             "earnings_owed_wei": sum(owed.values()),
             "mining_state": mining.state if mining else "off",
             "hashrate": mining.miner.hashrate() if mining else 0.0,

@@ -77,13 +77,19 @@ class BackendClient:
         return _checked(response, what)
 
     def uploaded_items(self, job_id: int) -> set[int]:
-        """Items of a committed job the backend already holds (409 until it has indexed the commit)."""
+        """Items of a signed or committed job the backend already holds (409 until it has one)."""
         result = self._request(f"job {job_id} result", "GET", f"/jobs/{job_id}/result").json()
         return {item["index"] for item in result["items"] if item["digest"] is not None}
 
+    def deliver_result(self, signed: dict[str, Any]) -> None:
+        """The provider-signed JobResult (protocol.job_result.SignedJobResult JSON): the renter has
+        the result from this moment, before the commit is mined. Idempotent."""
+        self._request(f"job {signed['jobId']} signed result", "PUT", f"/jobs/{signed['jobId']}/signed-result",
+                      json=signed)
+
     def upload_output(self, job_id: int, index: int, data: bytes, proof: Sequence[bytes]) -> None:
         """One item's output bytes with its inclusion proof (`X-Merkle-Proof`: comma-separated
-        0x-hex siblings, bottom-up), checked by the backend against the on-chain root."""
+        0x-hex siblings, bottom-up), checked by the backend against the signed (or on-chain) root."""
         headers = {"X-Merkle-Proof": ",".join("0x" + bytes(p).hex() for p in proof),
                    "Content-Type": "application/octet-stream"}
         self._request(f"job {job_id} item {index} upload", "PUT", f"/jobs/{job_id}/outputs/{index}",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ from eth_account.signers.local import LocalAccount
 from web3 import Web3
 from web3.contract import Contract
 from web3.exceptions import BlockNotFound
+from web3.logs import DISCARD
 from web3.types import TxReceipt
 
 from client import contracts
@@ -29,8 +30,10 @@ from client.tx import TxSender, connect
 from protocol.deployments import Deployment, DeploymentFormatError
 from protocol.enums import ChallengeKind, ChallengeStatus, JobStatus, LeaseStatus
 from protocol.ids import ChallengeId, JobId, LeaseId, RoundId
+from protocol.job_result import EscrowDomain, JobResult
 from protocol.lease_access import LeaseDomain
 from protocol.pog.challenge import challenge_indices
+from protocol.tasks import DispatchedJob
 from protocol.units import Wei
 from provider_agent import ProviderAgentError
 
@@ -53,6 +56,7 @@ class OnChainJob:
     job_id: JobId
     renter: str
     provider: str
+    token: str
     price: Wei
     spec_hash: bytes
     deadline: int
@@ -165,23 +169,38 @@ class ProviderChain:
 
     def job(self, job_id: JobId) -> OnChainJob:
         j = self.contract("JobEscrow").functions.getJob(job_id).call()
-        return OnChainJob(job_id=job_id, renter=j.renter, provider=j.provider, price=Wei(j.price),
+        return OnChainJob(job_id=job_id, renter=j.renter, provider=j.provider, token=j.token, price=Wei(j.price),
                           spec_hash=j.specHash, deadline=j.deadline, challenge_window_end=j.challengeWindowEnd,
                           status=JobStatus(j.status), frozen=j.frozen, output_root=j.outputRoot,
                           item_count=j.itemCount)
 
-    def accept_job(self, job_id: JobId) -> TxReceipt:
-        return self.send(self.contract("JobEscrow").functions.acceptJob(job_id), f"acceptJob {job_id}")
+    def escrow_domain(self) -> EscrowDomain:
+        """JobEscrow's EIP-712 domain, under which job results are signed (no chain read)."""
+        return EscrowDomain(self.deployment.chain_id, self.contract("JobEscrow").address)
 
-    def commit_result(self, job_id: JobId, root: bytes, item_count: int, result_digest: bytes) -> TxReceipt:
-        return self.send(self.contract("JobEscrow").functions.commitResult(job_id, root, item_count, result_digest),
-                         f"commitResult {job_id}")
+    # The batch calls take the jobs as dispatched (not only their ids): a leaner escrow that keeps
+    # a hash per job takes the job's fields in calldata, and only these call sites change.
+    def commit_results(self, jobs: Sequence[DispatchedJob], results: Sequence[JobResult]) -> TxReceipt:
+        """One `commitResults` for the batch (all or nothing on-chain; commit accepts the job)."""
+        escrow = self.contract("JobEscrow")
+        fn = escrow.functions.commitResults([j.job_id for j in jobs], [_raw32(r.output_root) for r in results],
+                                            [r.item_count for r in results],
+                                            [_raw32(r.result_digest) for r in results])
+        return self.send(fn, f"commitResults {_ids(jobs)}")
+
+    def window_ends(self, receipt: TxReceipt) -> dict[int, int]:
+        """Job id -> challenge window end of every ResultCommitted in a mined commit."""
+        # DISCARD: the receipt also holds the implicit JobAccepted and Staking's logs
+        events = self.contract("JobEscrow").events.ResultCommitted().process_receipt(receipt, errors=DISCARD)
+        return {e.args.jobId: e.args.challengeWindowEnd for e in events}
+
+    def finalize_jobs(self, jobs: Sequence[DispatchedJob]) -> TxReceipt:
+        """One `finalizeJobs` for the batch (all or nothing on-chain)."""
+        return self.send(self.contract("JobEscrow").functions.finalizeJobs([j.job_id for j in jobs]),
+                         f"finalizeJobs {_ids(jobs)}")
 
     def refund_expired(self, job_id: JobId) -> TxReceipt:
         return self.send(self.contract("JobEscrow").functions.refundExpired(job_id), f"refundExpired {job_id}")
-
-    def finalize(self, job_id: JobId) -> TxReceipt:
-        return self.send(self.contract("JobEscrow").functions.finalize(job_id), f"finalize {job_id}")
 
     def now(self) -> int:
         return int(self.web3.eth.get_block("latest")["timestamp"])
@@ -295,6 +314,14 @@ class ProviderChain:
             self.send(fn, f"withdraw {amount} wei from {name}")
             total += amount
         return Wei(total)
+
+
+def _raw32(hex32: str) -> bytes:
+    return bytes.fromhex(hex32[2:])
+
+
+def _ids(jobs: Sequence[DispatchedJob]) -> str:
+    return "jobs " + ",".join(str(j.job_id) for j in jobs)
 
 
 def _bytes32(text: str) -> bytes:

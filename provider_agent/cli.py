@@ -210,7 +210,7 @@ def provider_run(
 
     def heartbeat() -> None:
         # Challenges must be answered before their deadlines; refunds for failed jobs fall due
-        # at their deadlines, payment for committed ones at the end of their challenge windows;
+        # at their deadlines (commits and payments are the committer's, started with the worker);
         # the yield floor follows the miner, published less often (each time is a transaction).
         published_at = float("-inf")
         while not stop.wait(settings.heartbeat_s):
@@ -219,7 +219,6 @@ def provider_run(
                 agent.answer_open_challenges()
                 agent.settle_answered()  # an answered challenge past its window frees our pay
                 agent.jobs.refund_failed()
-                agent.jobs.finalize_due()
                 if time.monotonic() - published_at >= settings.yield_publish_s:
                     agent.publish_yield()
                     published_at = time.monotonic()
@@ -263,6 +262,7 @@ def provider_status(
         ("devices", ", ".join(f"{spec} ({name})" for spec, name in status["devices"])),
         ("PoG class", f"{status['pog_class'] or '-'} ({'passed' if status['pog_passed'] else 'not passed'})"),
         ("jobs running", str(status["jobs"]["running"])),
+        ("jobs signed, commit queued", str(status["jobs"]["signed"])),
         ("jobs committed / finalized / failed / refunded",
          f"{status['jobs']['committed']} / {status['jobs']['finalized']} / {status['jobs']['failed']} / "
          f"{status['jobs']['refunded']}"),

@@ -1,12 +1,21 @@
-"""Taking a paid job from the escrow to a committed Merkle root, idempotently.
+"""Taking a dispatched job to a signed result in the renter's hands, with the chain work behind it.
 
-`JobService.process(job_id)` may be called any number of times for the same job (a redelivered
-Celery message, a restarted worker): the chain's job status and the local record decide what is
-left to do, and the escrow accepts one commit per job, so a job is committed at most once.
-Order of work: read the job on-chain; fetch and check the spec, the model and every input
-(before accepting, so a job we cannot run is never taken); accept; run the model in a limited
-child; write every output and the digests to disk; then commit. Outputs are on disk before the
-commit, so a worker killed after committing still answers challenges.
+`JobService.process(job)` takes the job as the backend dispatched it (protocol.tasks.DispatchedJob)
+and may be called any number of times for the same job (a redelivered Celery message, a
+restarted worker): the local record and the chain decide what is left to do, and the escrow
+accepts one commit per job, so a job is committed at most once.
+
+The critical path has no chain read and no transaction: fetch and check the spec, the model and
+every input; run the model in a limited child; write every output and the digests to disk; sign
+the result (protocol.job_result: EIP-712 under JobEscrow's domain); hand the backend the signed
+result and every output with its proof against the signed root. The chain is read beside the work
+(one concurrent read started with it): the operator is trusted for availability only, so nothing
+is released (no signed result, no outputs, no failure report) for a job the chain does not show
+funded and addressed to us with the dispatched spec; such a job is recorded `rejected` and its
+outputs deleted. The signed job joins the committer's queue (provider_agent.committer), which
+sends `commitResults` and `finalizeJobs` in batches from one thread; commit accepts implicitly,
+so no acceptJob is sent. The signature binds the provider: a commit that differs from it, or no
+commit by the deadline, can be slashed with it.
 
 A job that cannot be done (unknown model, a model that does not load, malformed inputs, a model
 that raises, hangs or runs out of memory) is recorded as failed with its reason, reported to the
@@ -15,12 +24,10 @@ in the same transaction, so nobody waits for the deadline. A job whose deadline 
 passed is refunded with `refundExpired` instead; `refund_failed` (every heartbeat) retries
 whichever applies for failed jobs whose refund did not go through yet.
 
-After the commit every item's output goes to the backend with its inclusion proof, signed in as
-the provider (`backend_client`). The backend accepts an item only once it has indexed the
-commit, so an upload is retried with backoff; if it still fails the job stays committed (the
-chain has the root, the outputs stay on disk for challenges) and the upload is left pending:
-`pending_uploads` lists such jobs and the worker retries them in a task of their own. An
-`uploaded` marker in the job's output directory records that the backend holds every item.
+The outputs go to the backend signed in as the provider (`backend_client`), after the signed
+result, retried with backoff; if they still fail, the upload is left pending: `pending_uploads`
+lists such jobs and the worker retries them in a task of their own. An `uploaded` marker in the
+job's output directory records that the backend holds every item.
 """
 
 from __future__ import annotations
@@ -29,20 +36,23 @@ import logging
 import shutil
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from client.errors import TransactionReverted
 from protocol.enums import ChallengeKind, JobStatus
 from protocol.ids import ChallengeId, JobId
+from protocol.job_result import JobResult, SignedJobResult
 from protocol.jobs import JobSpec, JobSpecError
 from protocol.merkle import MerkleTree, keccak256
 from provider_agent import ProviderAgentError
 from provider_agent.backend_client import BackendClient, BackendClientError, BackendRefused, BackendUnavailable
 from provider_agent.cache import ContentCache, ContentError, ContentUnavailable
-from provider_agent.chain import ProviderChain
+from protocol.tasks import DispatchedJob
+from provider_agent.chain import OnChainJob, ProviderChain
 from provider_agent.runner import BadJobInput, JobFailed, Limits, run_inference
-from provider_agent.state import COMMITTED, COMPUTED, FAILED, FINALIZED, REFUNDED, JobStore
+from provider_agent.state import COMMITTED, COMPUTED, FAILED, FINALIZED, REFUNDED, REJECTED, SIGNED, JobStore
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +79,14 @@ class UnknownJob(ProviderAgentError):
 class NotOurJob(ProviderAgentError):
     def __init__(self, job_id: int, provider: str) -> None:
         super().__init__(f"job {job_id} is for provider {provider}, not us")
+        self.job_id = job_id
+
+
+class DispatchMismatch(ProviderAgentError):
+    """A dispatched job that the chain does not show as dispatched (not funded, other terms)."""
+
+    def __init__(self, job_id: int, why: str) -> None:
+        super().__init__(f"job {job_id} as dispatched is not on-chain: {why}")
         self.job_id = job_id
 
 
@@ -99,7 +117,7 @@ class UploadRefused(ProviderAgentError):
 @dataclass(frozen=True)
 class JobOutcome:
     job_id: int
-    status: str  # committed | already-committed | failed | refunded | skipped
+    status: str  # signed | already-committed | failed | refunded
     root: str | None = None
     item_count: int | None = None
     error: str | None = None
@@ -156,6 +174,14 @@ class OutputStore:
         return (self.job_dir(job_id) / "uploaded").exists()
 
 
+@dataclass(frozen=True)
+class ChainView:
+    """The chain's word on a dispatched job, read beside the work: the job and the chain's time."""
+
+    job: OnChainJob
+    now: int
+
+
 class JobService:
     def __init__(self, chain: ProviderChain, cache: ContentCache, store: JobStore, outputs: OutputStore,
                  limits: Limits, backend: BackendClient | None = None,
@@ -169,55 +195,100 @@ class JobService:
         self.activity = activity or Activity()
         self.upload_attempts = upload_attempts
         self.upload_backoff_s = upload_backoff_s
+        self.signed: list[Callable[[int], None]] = []  # called with the job id once a result is signed
+        # The chain check runs here, beside the work (one at a time is enough: one job runs at a time).
+        self._checks = ThreadPoolExecutor(max_workers=2, thread_name_prefix="job-check")
 
-    def process(self, job_id: JobId) -> JobOutcome:
-        job = self.chain.job(job_id)
-        if job.status == JobStatus.NONE:
-            raise UnknownJob(job_id)
-        if job.provider.lower() != self.chain.address.lower():
+    def process(self, job: DispatchedJob) -> JobOutcome:
+        job_id, began = job.job_id, time.monotonic()
+        if job.provider != self.chain.address.lower():
             raise NotOurJob(job_id, job.provider)
-        if job.status in (JobStatus.COMMITTED, JobStatus.FINALIZED):
-            settled = FINALIZED if job.status == JobStatus.FINALIZED else COMMITTED
-            self.store.update(job_id, settled, root=job.output_root, item_count=job.item_count)
-            logger.info("job %s: already committed on-chain (root 0x%s)", job_id, job.output_root.hex())
-            # A redelivery may come from a backend that lost its outputs (a database rebuilt
-            # from events): ask it what it holds instead of trusting our "uploaded" marker, or
-            # verifiers find the items missing and challenge an honest result.
-            return JobOutcome(job_id, "already-committed", "0x" + job.output_root.hex(), job.item_count,
-                              uploaded=self._upload_if_pending(job_id, recheck=True))
-        if job.status == JobStatus.REFUNDED:
-            self.store.update(job_id, REFUNDED)
-            return JobOutcome(job_id, "refunded")
-        record = self.store.claim(job_id, job.deadline)
-        if self.chain.now() >= job.deadline:
-            return self._fail_and_refund(job_id, JobFailed(job_id, "the deadline passed before the result"))
+        check = self._checks.submit(self._read_chain, job_id)
+        record = self.store.claim(job_id, job.deadline, job)
+        if record.status in (SIGNED, COMMITTED, FINALIZED, REFUNDED):
+            return self._settle_known(job, record.status, check.result())
         try:
-            spec = self._spec(job_id, job.spec_hash)
-            if job.status == JobStatus.FUNDED:
-                self.chain.accept_job(job_id)
+            spec = self._spec(job_id, bytes.fromhex(job.spec_hash[2:]))
             digests = self.outputs.digests(job_id) if record.status == COMPUTED else None
             seconds = None
             if digests is None:
                 digests, seconds = self._compute(job_id, spec)
         except JobFailed as failure:
+            view = check.result()
+            self._require_funded_for_us(job, view)  # a failure report is a release too
             return self._fail_and_refund(job_id, failure)
         tree = MerkleTree.from_leaves(digests)
         self.store.update(job_id, COMPUTED, root=tree.root, item_count=len(digests))
-        try:
-            receipt = self.chain.commit_result(job_id, tree.root, len(digests), keccak256(b"".join(digests)))
-        except TransactionReverted:
-            # A commit that raced ours (an earlier attempt's transaction mined after all) is fine.
-            if self.chain.job(job_id).status in (JobStatus.COMMITTED, JobStatus.FINALIZED):
-                self.store.update(job_id, COMMITTED)
-                return JobOutcome(job_id, "already-committed", "0x" + tree.root.hex(), len(digests),
-                                  uploaded=self._upload_if_pending(job_id))
-            raise
-        self.store.update(job_id, COMMITTED)
-        logger.info("job %s: committed root 0x%s over %d items (tx %s)", job_id, tree.root.hex(), len(digests),
-                    receipt.transactionHash.hex())
-        return JobOutcome(job_id, "committed", "0x" + tree.root.hex(), len(digests),
-                          tx_hash=receipt.transactionHash.hex(), seconds=seconds,
+        view = check.result()
+        if view.job.status in (JobStatus.COMMITTED, JobStatus.FINALIZED, JobStatus.REFUNDED):
+            return self._settle_known(job, COMPUTED, view)
+        self._require_funded_for_us(job, view)
+        if view.now >= job.deadline:
+            return self._fail_and_refund(job_id, JobFailed(job_id, "the deadline passed before the result"))
+        result = JobResult(job_id, "0x" + tree.root.hex(), len(digests), "0x" + keccak256(b"".join(digests)).hex())
+        signed = SignedJobResult.sign(result, self.chain.escrow_domain(), self.chain.account)
+        self.store.update(job_id, SIGNED, result_digest=bytes.fromhex(result.result_digest[2:]),
+                          signature=signed.signature)
+        for hook in self.signed:
+            hook(job_id)
+        logger.info("job %s: result signed %.2f s after the dispatch arrived (root %s over %d items); commit queued",
+                    job_id, time.monotonic() - began, result.output_root, result.item_count)
+        return JobOutcome(job_id, "signed", result.output_root, result.item_count, seconds=seconds,
                           uploaded=self._upload_if_pending(job_id))
+
+    def _read_chain(self, job_id: JobId) -> ChainView:
+        return ChainView(self.chain.job(job_id), self.chain.now())
+
+    def _require_funded_for_us(self, job: DispatchedJob, view: ChainView) -> None:
+        """Releases nothing for a job the chain does not show funded, ours, with the dispatched
+        spec, price and deadline: records it rejected, deletes its outputs and raises."""
+        onchain = view.job
+        if onchain.status == JobStatus.NONE:
+            error: ProviderAgentError = UnknownJob(job.job_id)
+        elif onchain.provider.lower() != self.chain.address.lower():
+            error = NotOurJob(job.job_id, onchain.provider)
+        elif onchain.status not in (JobStatus.FUNDED, JobStatus.ACCEPTED):
+            error = DispatchMismatch(job.job_id, f"status {onchain.status.name} on-chain, not funded")
+        elif ("0x" + onchain.spec_hash.hex(), onchain.deadline, onchain.price) != (job.spec_hash, job.deadline,
+                                                                                   job.price):
+            error = DispatchMismatch(job.job_id, "spec hash, deadline or price differ from the chain's")
+        else:
+            return
+        self.store.update(job.job_id, REJECTED, error=str(error))
+        shutil.rmtree(self.outputs.job_dir(job.job_id), ignore_errors=True)
+        logger.error("job %s: nothing released: %s", job.job_id, error)
+        raise error
+
+    def _settle_known(self, job: DispatchedJob, local: str, view: ChainView) -> JobOutcome:
+        """A job found signed, settled or refunded (a redelivery, a restart): nothing is computed
+        again. A signed one waits for the committer; a settled one's outputs are offered to the
+        backend again: a backend that lost them (a database rebuilt from events) is asked what it
+        holds instead of trusting our "uploaded" marker, or verifiers would find them missing."""
+        job_id, onchain = job.job_id, view.job
+        if onchain.status in (JobStatus.COMMITTED, JobStatus.FINALIZED):
+            settled = FINALIZED if onchain.status == JobStatus.FINALIZED else COMMITTED
+            self.store.update(job_id, settled, root=onchain.output_root, item_count=onchain.item_count)
+            logger.info("job %s: already committed on-chain (root 0x%s)", job_id, onchain.output_root.hex())
+            return JobOutcome(job_id, "already-committed", "0x" + onchain.output_root.hex(), onchain.item_count,
+                              uploaded=self._upload_if_pending(job_id, recheck=True))
+        if onchain.status == JobStatus.REFUNDED:
+            self.store.update(job_id, REFUNDED)
+            return JobOutcome(job_id, "refunded")
+        self._require_funded_for_us(job, view)
+        record = self.store.get(job_id)
+        assert record is not None and record.root is not None
+        for hook in self.signed:  # the committer may have missed it (a restart)
+            hook(job_id)
+        return JobOutcome(job_id, "signed", "0x" + record.root.hex(), record.item_count,
+                          uploaded=self._upload_if_pending(job_id, recheck=True))
+
+    def signed_result(self, job_id: int) -> SignedJobResult | None:
+        """The result this agent signed for the job (None: none signed here)."""
+        record = self.store.get(job_id)
+        if record is None or record.signature is None or record.root is None or record.result_digest is None:
+            return None
+        result = JobResult(job_id, "0x" + record.root.hex(), record.item_count or 0, "0x" + record.result_digest.hex())
+        return SignedJobResult(result, self.chain.address, record.signature)
 
     def _spec(self, job_id: int, spec_hash: bytes) -> JobSpec:
         try:
@@ -230,7 +301,7 @@ class JobService:
             raise BadJobInput(job_id, f"malformed spec: {exc}") from exc
         if spec.provider != self.chain.address.lower():
             raise BadJobInput(job_id, f"the spec names provider {spec.provider}")
-        try:  # everything is fetched and hash-checked before the job is accepted
+        try:  # everything is fetched and hash-checked before the model runs
             self.cache.path(spec.model)
             for name in spec.inputs:
                 self.cache.path(name)
@@ -276,9 +347,7 @@ class JobService:
         chain now shows refunded."""
         now, done = self.chain.now(), []
         escrow = self.chain.contract("JobEscrow")
-        for record in self.store.all():
-            if record.status != FAILED:
-                continue
+        for record in self.store.with_status(FAILED):
             job = self.chain.job(JobId(record.job_id))
             if job.status in (JobStatus.FUNDED, JobStatus.ACCEPTED) and not job.frozen:
                 try:
@@ -297,30 +366,6 @@ class JobService:
                 continue
             self.store.update(record.job_id, REFUNDED)
             done.append(record.job_id)
-        return done
-
-    def finalize_due(self) -> list[int]:
-        """Calls finalize (permissionless, but the provider is the one waiting for the money) for
-        every committed job whose challenge window is over and no challenge holds; records the
-        jobs the chain has settled either way. Returns the jobs finalized now."""
-        now, done = self.chain.now(), []
-        for record in self.store.all():
-            if record.status != COMMITTED:
-                continue
-            job = self.chain.job(JobId(record.job_id))
-            if job.status == JobStatus.COMMITTED and not job.frozen and now >= job.challenge_window_end:
-                try:
-                    receipt = self.chain.finalize(JobId(record.job_id))
-                except TransactionReverted as exc:  # settled by someone else meanwhile: read again next time
-                    logger.info("job %s: finalize refused: %s", record.job_id, exc.reason)
-                    continue
-                logger.info("job %s: finalized (tx %s)", record.job_id, receipt.transactionHash.hex())
-                done.append(record.job_id)
-                self.store.update(record.job_id, FINALIZED)
-            elif job.status == JobStatus.FINALIZED:
-                self.store.update(record.job_id, FINALIZED)
-            elif job.status == JobStatus.REFUNDED:  # a challenge found the provider at fault
-                self.store.update(record.job_id, REFUNDED)
         return done
 
     def answer_challenge(self, challenge_id: ChallengeId) -> str:
@@ -343,14 +388,14 @@ class JobService:
         return receipt.transactionHash.hex()
 
     def pending_uploads(self) -> list[int]:
-        """Committed jobs whose outputs are kept here but not all held by the backend yet."""
+        """Signed or committed jobs whose outputs are kept here but not all held by the backend yet."""
         if self.backend is None:
             return []
-        return [r.job_id for r in self.store.all() if r.status == COMMITTED
-                and self.outputs.digests(r.job_id) is not None and not self.outputs.uploaded(r.job_id)]
+        return [r.job_id for r in self.store.with_status(SIGNED, COMMITTED)
+                if self.outputs.digests(r.job_id) is not None and not self.outputs.uploaded(r.job_id)]
 
     def _upload_if_pending(self, job_id: int, recheck: bool = False) -> bool | None:
-        """Uploads right after the commit (`recheck`: whatever the backend lacks, even if all was
+        """Uploads right after signing (`recheck`: whatever the backend lacks, even if all was
         sent once); a failure is logged and leaves the upload pending."""
         if self.backend is None or self.outputs.digests(job_id) is None:
             return None
@@ -364,9 +409,10 @@ class JobService:
         return True
 
     def upload_outputs(self, job_id: int, attempts: int | None = None) -> int:
-        """Uploads every item of a committed job that the backend does not hold yet, each with
-        its inclusion proof, trying `attempts` times with exponential backoff. Returns the
-        number of items sent; raises UploadFailed (transient) or UploadRefused."""
+        """Hands the backend the signed result (when this agent signed one) and every item it
+        does not hold yet, each with its inclusion proof under the signed (or committed) root,
+        trying `attempts` times with exponential backoff. Returns the number of items sent;
+        raises UploadFailed (transient) or UploadRefused."""
         if self.backend is None:
             return 0
         digests = self.outputs.digests(job_id)
@@ -377,6 +423,8 @@ class JobService:
         while True:
             try:
                 sent = 0
+                if (signed := self.signed_result(job_id)) is not None:
+                    self.backend.deliver_result(signed.to_json())
                 for index in sorted(set(range(len(digests))) - self.backend.uploaded_items(job_id)):
                     self.backend.upload_output(job_id, index, self.outputs.output(job_id, index), tree.proof(index))
                     sent += 1

@@ -80,6 +80,9 @@ class Settings(BaseModel):
     # Open challenges, refunds and payments due are checked this often: well inside the
     # contracts' response window (30 min by default), or an honest provider is slashed for silence.
     heartbeat_s: float = 15.0
+    # The committer (provider_agent.committer) commits as soon as a result is signed; it also looks
+    # for finalizations due and retries after an unreachable node this often.
+    commit_interval_s: float = 5.0
     yield_publish_s: float = 3600.0  # the mining yield floor goes on-chain this often (a transaction)
     metrics_port: int | None = Field(default=None, description="serve /metrics on this port")
 

@@ -1,8 +1,11 @@
 """The provider's Celery worker: consumes `provider.<address>` (protocol.tasks names).
 
-Tasks are thin: they pass ids, build the agent once per process (`get_agent`) and let
-`JobService` decide from the chain and the local record what is left to do, so a redelivered
-message never does work twice. Messages are acknowledged late (after the task returns) and
+Tasks are thin: they pass ids (a job: the job as dispatched, protocol.tasks.DispatchedJob), build
+the agent once per process (`get_agent`) and let `JobService` decide from the local record and
+the chain what is left to do, so a redelivered message never does work twice. A job payload that
+does not parse fails its task at once with the reason (the message is dropped, not retried).
+The agent's committer thread (provider_agent.committer) starts with the worker: it commits
+signed results and finalizes in batches, and picks up at start what a stopped worker signed. Messages are acknowledged late (after the task returns) and
 rejected back to the queue when the worker dies, so a killed worker loses nothing; Redis hands
 an unacknowledged message to the next worker after the visibility timeout. Transient failures
 (RPC or backend unreachable, the job held by another live process) are retried with
@@ -17,11 +20,11 @@ On the embedded SQLite broker (Celery's SQLAlchemy transport) there is no visibi
 a message a killed worker had taken is never handed out again, and the start-up re-enqueue
 above is what resumes its job.
 
-Output uploads that failed after a commit (`JobOutcome.uploaded` false) get a task of their
-own, `upload_outputs`, retried with a doubling countdown while the backend cannot take them
+Deliveries to the backend (the signed result, then the outputs) that failed after signing
+(`JobOutcome.uploaded` false) get a task of their own, `upload_outputs`, retried with a doubling countdown while the backend cannot take them
 (unreachable, or behind the chain); an upload the backend refuses outright fails its task (with
-the reason in the log). On start the worker also enqueues one for every committed job whose
-outputs the backend does not hold yet.
+the reason in the log). On start the worker also enqueues one for every signed or committed job
+whose outputs the backend does not hold yet.
 
 Run with `unchained provider run` or `celery -A provider_agent.worker:app worker -Q provider.<address>`.
 """
@@ -39,8 +42,16 @@ from celery.signals import worker_ready
 from client.broker import celery_settings, signed_celery
 from client.errors import NodeUnavailable
 from protocol.broker import provider_keyprefix
-from protocol.ids import ChallengeId, JobId
-from protocol.tasks import TASK_LEASE, TASK_POG_ANSWER, TASK_POG_ROUND, TASK_RUN_JOB, provider_queue
+from protocol.ids import ChallengeId
+from protocol.tasks import (
+    TASK_LEASE,
+    TASK_POG_ANSWER,
+    TASK_POG_ROUND,
+    TASK_RUN_JOB,
+    BadDispatch,
+    DispatchedJob,
+    provider_queue,
+)
 from provider_agent.agent import get_agent
 from provider_agent.backend_client import BackendUnavailable
 from provider_agent.cache import ContentUnavailable
@@ -87,9 +98,16 @@ app.add_defaults(lambda: celery_config(get_settings(), get_agent().chain.address
 @worker_ready.connect
 def _resume_orphaned_jobs(**_: Any) -> None:
     agent = get_agent()
+    assert agent.committer is not None
+    agent.committer.start()
     for job_id in agent.jobs.store.orphaned():
+        record = agent.jobs.store.get(job_id)
+        job = record.dispatched() if record is not None else None
+        if job is None:  # kept by an agent before dispatches carried the job: its redelivery resumes it
+            logger.warning("job %s: started by a process that is gone, but its dispatch is not kept", job_id)
+            continue
         logger.info("job %s: started by a process that is gone; re-enqueued", job_id)
-        run_job.apply_async((job_id,), queue=provider_queue(agent.chain.address))
+        run_job.apply_async((job.to_json(),), queue=provider_queue(agent.chain.address))
     for job_id in agent.jobs.pending_uploads():
         logger.info("job %s: outputs not uploaded yet; upload re-enqueued", job_id)
         upload_outputs.apply_async((job_id,), queue=provider_queue(agent.chain.address))
@@ -112,11 +130,17 @@ def ping() -> str:
 
 
 @app.task(shared=False, name=TASK_RUN_JOB, bind=True, acks_late=True, **_retrying)
-def run_job(self: Task, job_id: int) -> dict[str, Any]:
+def run_job(self: Task, job: Any) -> dict[str, Any]:
     agent = get_agent()
-    outcome = agent.jobs.process(JobId(int(job_id)))
-    logger.info("job %s: %s (delivery %s, retry %s)", job_id, outcome.status, self.request.id, self.request.retries)
-    if outcome.uploaded is False:  # committed, but the backend does not hold the outputs yet
+    try:
+        dispatched = DispatchedJob.from_json(job)
+    except BadDispatch as exc:  # not retried: the same bytes would fail again
+        logger.error("run_job: bad job payload dropped (delivery %s): %s", self.request.id, exc)
+        raise
+    outcome = agent.jobs.process(dispatched)
+    logger.info("job %s: %s (delivery %s, retry %s)", dispatched.job_id, outcome.status, self.request.id,
+                self.request.retries)
+    if outcome.uploaded is False:  # signed, but the backend does not hold the result and outputs yet
         upload_outputs.apply_async((outcome.job_id,), countdown=agent.settings.upload_retry_s,
                                    queue=provider_queue(agent.chain.address))
     return outcome.to_json()
@@ -124,7 +148,7 @@ def run_job(self: Task, job_id: int) -> dict[str, Any]:
 
 @app.task(shared=False, name=TASK_UPLOAD_OUTPUTS, bind=True, acks_late=True, max_retries=UPLOAD_MAX_RETRIES)
 def upload_outputs(self: Task, job_id: int) -> int:
-    """One more try at a committed job's output upload; on failure, again after a doubling
+    """One more try at a signed job's result and output upload; on failure, again after a doubling
     countdown (at most 10x upload_retry_s). After the last retry the upload stays pending until
     the worker's next start."""
     agent = get_agent()

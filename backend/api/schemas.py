@@ -146,6 +146,11 @@ class JobPublic(WeiModel):
     dispatched_to: str | None = None
     failure: str | None = Field(default=None, description=(
         "why the job failed: the provider's on-chain reason (JobFailed), else its off-chain report"))
+    signed_output_root: str | None = None
+    result_available_at: datetime | None = Field(default=None, description=(
+        "when the backend got the provider's signed result: the renter has the result from then"))
+    commit_matches_signed: bool | None = Field(default=None, description=(
+        "whether the on-chain commit is the signed result (false: slashable); null until both exist"))
     failure_reason: str | None = Field(default=None, description="the reason in the JobFailed event, if any")
 
     @field_serializer("price", "provider_amount", "fee", "refund")
@@ -185,10 +190,26 @@ class ResultItem(BaseModel):
     url: str | None
 
 
+class SignedResult(BaseModel):
+    """The provider's EIP-712 JobResult (protocol/job_result.py) as signed: the renter's evidence
+    to slash a commit that differs from it, or a missing commit, with JobEscrow."""
+
+    jobId: int  # noqa: N815  field names as signed
+    outputRoot: str  # noqa: N815
+    itemCount: int  # noqa: N815
+    resultDigest: str  # noqa: N815
+    provider: str
+    signature: str
+
+
 class JobResult(BaseModel):
     job_id: int
-    output_root: str
+    output_root: str = Field(description="the committed root once on-chain, else the signed one")
     item_count: int
+    committed: bool = Field(description="whether the chain holds the result (else: signed, commit pending)")
+    signed: SignedResult | None = Field(default=None, description="the provider's signed result, if delivered")
+    result_available_at: datetime | None = None
+    commit_matches_signed: bool | None = None
     leaf: str = "leaf = keccak256(0x00 || digest); node = keccak256(0x01 || left || right)"
     items: list[ResultItem]
 

@@ -16,8 +16,9 @@ from backend import models as m
 from backend.api.app import create_app
 from backend.client import ApiError, BackendClient
 from backend.errors import NotFound, Unauthenticated
+from protocol.job_result import EscrowDomain, JobResult, JobResultError, SignedJobResult
 from protocol.jobs import JobSpec
-from protocol.merkle import InvalidProof, keccak256
+from protocol.merkle import InvalidProof, MerkleTree, keccak256, leaf_hash
 from protocol.siwe import SiweMessage
 
 
@@ -183,7 +184,7 @@ def test_outputs_are_accepted_only_under_the_onchain_root(app_client, session, m
     assert caught.value.status == 403
     with pytest.raises(ApiError) as caught:  # right proof, wrong bytes
         provider.upload_output(job_id, 0, b"forged", tree.proof(0))
-    assert caught.value.status == 422 and "on-chain output root" in caught.value.detail
+    assert caught.value.status == 422 and "output root" in caught.value.detail
     blobs = app_client.app.state.backend.blobs  # rejected bytes leave nothing behind
     assert list((blobs.root / "incoming").iterdir()) == []
     with pytest.raises(NotFound):
@@ -202,6 +203,64 @@ def test_outputs_are_accepted_only_under_the_onchain_root(app_client, session, m
     assert verifier.download_verified(job_id) == outputs
     with pytest.raises(ApiError):
         stranger.download_verified(job_id)
+
+
+def _signed(job_id: int, outputs: list[bytes], signer_index: int, domain: EscrowDomain) -> dict:  # type: ignore[type-arg]
+    tree = MerkleTree([leaf_hash(keccak256(o)) for o in outputs])
+    result = JobResult(job_id, "0x" + tree.root.hex(), len(outputs), "0x" + keccak256(b"".join(outputs)).hex())
+    return SignedJobResult.sign(result, domain, support.anvil_key(signer_index)).to_json()
+
+
+def test_signed_result_reaches_the_renter_before_the_commit_and_a_different_commit_is_recorded(
+        app_client, session, market) -> None:  # type: ignore[no-untyped-def]
+    renter, provider, other = _as(app_client, 3), _as(app_client, 1), _as(app_client, 2)
+    backend = app_client.app.state.backend
+    domain = backend.chain().escrow_domain()
+    job_id = support.funded_job(session, market.renter, market.provider, keccak256(b"signed-first"), 10**15)
+    _sync(app_client)
+    outputs = [b"signed-%d" % i for i in range(3)]
+    tree = MerkleTree([leaf_hash(keccak256(o)) for o in outputs])
+    assert app_client.get(f"/jobs/{job_id}/result").status_code == 409  # nothing yet
+
+    def deliver(who: BackendClient, body: dict) -> int:  # type: ignore[type-arg]
+        return who.http.put(f"/jobs/{job_id}/signed-result", json=body, headers=who._auth()).status_code
+
+    # Forged: signed by someone else (even naming the provider), sent by the provider: refused.
+    forged = {**_signed(job_id, outputs, 3, domain), "provider": market.provider}
+    assert deliver(provider, forged) == 403
+    # Signed under another domain (another escrow): recovers to somebody else, refused.
+    elsewhere = EscrowDomain(domain.chain_id, "0x" + "11" * 20)
+    assert deliver(provider, _signed(job_id, outputs, 1, elsewhere)) == 403
+    # The provider's real signature, but sent by another account's session: refused.
+    genuine = _signed(job_id, outputs, 1, domain)
+    shown = {**genuine, "provider": market.provider.lower()}  # addresses shown lower-case
+    assert deliver(other, genuine) == 403
+    assert deliver(provider, {**genuine, "signature": "0x" + "00" * 65}) == 422  # recovers to nobody
+    assert app_client.get(f"/jobs/{job_id}").json()["result_available_at"] is None
+
+    assert deliver(provider, genuine) == 200
+    assert deliver(provider, genuine) == 200  # idempotent
+    assert deliver(provider, _signed(job_id, outputs[:2], 1, domain)) == 422  # a second, different result
+    for i, data in enumerate(outputs):  # checked against the signed root: nothing is on-chain yet
+        provider.upload_output(job_id, i, data, tree.proof(i))
+    result = app_client.get(f"/jobs/{job_id}/result").json()
+    assert result["committed"] is False and result["output_root"] == "0x" + tree.root.hex()
+    assert result["signed"] == shown and result["result_available_at"] is not None
+    assert renter.download_verified(job_id) == outputs
+    assert SignedJobResult.from_json(result["signed"]).signer(domain) == genuine["provider"]
+    # The renter's client checks the signature itself: a server showing another's signature is caught.
+    assert renter.verified_signed_result(job_id, result).result.output_root == "0x" + tree.root.hex()
+    with pytest.raises(JobResultError, match="not signed by its provider"):
+        renter.verified_signed_result(job_id, {**result, "signed": forged})
+
+    # The provider commits something else: the commit is the root from now on, the difference
+    # is recorded and shown (the renter slashes with the signature above).
+    support.commit_outputs(session, market.provider, job_id, [b"other"] * 3)
+    _sync(app_client)
+    result = app_client.get(f"/jobs/{job_id}/result").json()
+    assert result["committed"] is True and result["output_root"] != "0x" + tree.root.hex()
+    assert result["commit_matches_signed"] is False and result["signed"] == shown
+    assert app_client.get(f"/jobs/{job_id}").json()["commit_matches_signed"] is False
 
 
 def test_client_rejects_an_output_that_does_not_match_the_root(app_client, market) -> None:  # type: ignore[no-untyped-def]

@@ -18,7 +18,7 @@ from backend.runtime import Backend
 from protocol.merkle import keccak256
 from protocol.broker import provider_keyprefix
 from protocol.task_auth import HEADER
-from protocol.tasks import TASK_LEASE, TASK_RUN_JOB, provider_queue
+from protocol.tasks import TASK_LEASE, TASK_RUN_JOB, DispatchedJob, provider_queue
 from unchained_cli.market import wait_for
 
 
@@ -57,9 +57,15 @@ def test_confirmed_job_is_enqueued_once_on_the_provider_queue(chain, session, ma
         assert message["headers"]["task"] == TASK_RUN_JOB and message["headers"]["id"] == f"run-job-{job_id}"
         assert message["headers"][HEADER]["sender"] == support.anvil_key(0).address  # signed with the dispatch key
         args, _kwargs, _embed = json.loads(base64.b64decode(message["body"]))
-        assert args == [job_id]
+        # The job as JobCreated announced it: the provider starts without reading the chain first.
+        [payload] = args
+        created = session.contract("JobEscrow").functions.getJob(job_id).call()
+        assert DispatchedJob.from_json(payload) == DispatchedJob(
+            job_id, market.renter.lower(), market.provider.lower(), "0x" + "00" * 20, 10**15,
+            "0x" + keccak256(b"dispatch").hex(), created.deadline)
+        assert payload["price"] == str(10**15)  # decimal string: JSON numbers lose wei above 2^53
         # Re-reading the same blocks (a restart without the cursor) dispatches nothing again.
-        backend.dispatcher.dispatch(job_id, market.provider)
+        backend.dispatcher.dispatch(DispatchedJob.from_json(payload))
         assert len(_messages(broker, queue)) == before + 1
         assert all(m["headers"]["id"] != f"run-job-{job_id}"
                    for m in _messages(broker, provider_queue(market.provider2)))
@@ -83,8 +89,10 @@ def test_dispatch_survives_a_broker_outage(chain, session, market, tmp_path, red
         sent = backend.dispatcher.retry_pending()
         assert sent >= 1
         queue = provider_queue(market.provider2)
-        ids = [m["headers"]["id"] for m in _messages(redis.Redis.from_url(redis_url), queue)]
-        assert f"run-job-{job_id}" in ids
+        sent_jobs = {m["headers"]["id"]: json.loads(base64.b64decode(m["body"]))[0][0]
+                     for m in _messages(redis.Redis.from_url(redis_url), queue)}
+        assert sent_jobs[f"run-job-{job_id}"]["jobId"] == job_id  # the job, rebuilt from its indexed row
+        assert sent_jobs[f"run-job-{job_id}"]["specHash"] == "0x" + keccak256(b"outage").hex()
     finally:
         backend.close()
 

@@ -194,7 +194,7 @@ def test_provider_killed_mid_job_resumes_and_commits_and_is_paid_once(faults: Fa
         market.services["provider-a"].tail()
 
     market.services["provider-a"].stop(kill=True)  # SIGKILL to the agent's group: worker and model child
-    assert chain_status(market, job.job_id) == JobStatus.ACCEPTED and not outputs.exists(), \
+    assert chain_status(market, job.job_id) == JobStatus.FUNDED and not outputs.exists(), \
         "the kill came too late: the model had finished"
     market.start_provider("provider-a")
     market.wait_provider("provider-a")
@@ -220,11 +220,14 @@ def test_job_funded_while_the_broker_is_down_is_dispatched_when_it_returns(fault
     wait_settled(market, job.job_id, "provider-b")
 
     # The backend's own message (its task id names the job), sent again once the broker was back.
-    assert provider_log_count(market, "provider-b", f"job {job.job_id}: committed (delivery run-job-{job.job_id},") == 1
+    assert provider_log_count(market, "provider-b", f"job {job.job_id}: signed (delivery run-job-{job.job_id},") == 1
     assert_paid_once(faults, books, job, "renter-2")
 
 
-ON_CHAIN_ONLY = {"jobs": {"spec", "dispatched_to", "failure"},
+# The provider's signed result is off-chain too: a rebuilt backend has it again when the agent
+# delivers it again, at a new result_available_at.
+ON_CHAIN_ONLY = {"jobs": {"spec", "dispatched_to", "failure", "signed_output_root", "result_available_at",
+                          "commit_matches_signed"},
                  "providers": {"cached_models", "private_ok", "latency_ms", "mining_floor_wei_per_hour", "miner",
                                "hashrate", "last_seen_at", "available"},  # heartbeats: off-chain
                  "pog/rounds": set()}

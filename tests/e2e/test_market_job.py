@@ -3,8 +3,8 @@
 anvil runs the contracts; the backend (uvicorn in a thread, SQLite, indexer and dispatch on)
 follows the chain and hands the funded job to the provider's Celery queue on a private Redis;
 the provider agent runs as a Celery worker process that signs in to the backend with its own
-keystore, fetches the spec, model and inputs, runs the model, commits the output root on-chain
-and uploads every item with its Merkle proof; the renter uses the `unchained job` commands
+keystore, fetches the spec, model and inputs, runs the model, hands the backend its signed result
+and every item with its Merkle proof, and commits the output root on-chain behind that; the renter uses the `unchained job` commands
 (keystore-signed, as a person would) to submit the job and to fetch and verify the result.
 """
 
@@ -18,7 +18,7 @@ import httpx
 import numpy as np
 import pytest
 import torch
-from sqlalchemy import create_engine, delete, func, select
+from sqlalchemy import create_engine, func, select
 
 from backend import models as m
 from protocol.enums import JobStatus
@@ -91,14 +91,11 @@ def fetch_and_check(market: Market, tmp_path: Path, job: Callable[..., str], job
     return root
 
 
-def provider_sessions(market: Market, address: str, forget: bool = False) -> int:
-    """The provider's sessions in the backend's database (`forget`: delete them first, as a
-    backend that lost its sessions would)."""
+def provider_sessions(market: Market, address: str) -> int:
+    """The provider's sessions in the backend's database."""
     engine = create_engine(market.backend_settings.db_url)
     try:
         with engine.begin() as db:
-            if forget:
-                db.execute(delete(m.AuthSession).where(m.AuthSession.address == address.lower()))
             return db.execute(select(func.count()).select_from(m.AuthSession)
                               .where(m.AuthSession.address == address.lower())).scalar_one()
     finally:
@@ -109,11 +106,16 @@ def test_renter_job_is_dispatched_run_uploaded_verified_and_paid(market: Market,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     job, renter = renter_cli(market, tmp_path, monkeypatch)
     api = httpx.Client(base_url=market.backend_url, timeout=10)
+    escrow = market.session.contract("JobEscrow")
     with running_provider(market, tmp_path) as provider:
         job_id = submit(market, tmp_path, job, provider.address)
         assert wait_for(lambda: all_uploaded(api, job_id), 45), provider.worker.log.read_text()[-4000:]
+        # The result was signed by the provider and available before (or as) the commit went out.
+        signed = api.get(f"/jobs/{job_id}/result").json()["signed"]
+        assert signed["provider"] == provider.address.lower() and signed["itemCount"] == len(ITEMS)
+        assert wait_for(lambda: escrow.functions.getJob(job_id).call().status == JobStatus.COMMITTED, 30), \
+            provider.worker.log.read_text()[-4000:]
 
-    escrow = market.session.contract("JobEscrow")
     funded = escrow.functions.getJob(job_id).call()
     assert funded.status == JobStatus.COMMITTED
     assert (funded.renter, funded.provider, funded.itemCount) == (renter, provider.address, len(ITEMS))
@@ -131,33 +133,35 @@ def test_renter_job_is_dispatched_run_uploaded_verified_and_paid(market: Market,
     assert wait_for(lambda: api.get(f"/jobs/{job_id}").json()["status"] == "finalized", 10)
 
 
-def test_outputs_the_backend_cannot_take_yet_are_committed_and_uploaded_later(
+def test_the_signed_result_reaches_the_renter_before_the_backend_sees_the_commit(
         lagging_market: Market, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     market = lagging_market
     job, _ = renter_cli(market, tmp_path, monkeypatch)
     api = httpx.Client(base_url=market.backend_url, timeout=10)
     escrow = market.session.contract("JobEscrow")
-    with running_provider(market, tmp_path, upload_attempts=1, upload_retry_s=0.5) as provider:
+    with running_provider(market, tmp_path) as provider:
         job_id = submit(market, tmp_path, job, provider.address)
         market.session.mine(LAG_BLOCKS)  # the backend sees the funding and dispatches the job
-        assert wait_for(lambda: escrow.functions.getJob(job_id).call().status == JobStatus.COMMITTED, 60), \
-            f"job {job_id} not committed; the worker's log:\n" + provider.worker.log.read_text()[-4000:]
-        # The backend has not indexed the commit, so it refuses every item: the job stays
-        # committed on-chain, its outputs on the provider's disk, the upload pending.
         log = provider.worker.log
-        assert wait_for(lambda: "upload pending" in log.read_text(), 10), log.read_text()[-4000:]
-        assert wait_for(lambda: log.read_text().count("unchained.provider.upload_outputs") >= 2, 15)
-        assert api.get(f"/jobs/{job_id}/result").status_code == 409
-        outputs_dir = provider.settings.outputs_dir / str(job_id)
-        assert len(list(outputs_dir.glob("*.out"))) == len(ITEMS)
-        # The backend forgets the provider's session meanwhile: the next try signs in again.
-        assert provider_sessions(market, provider.address, forget=True) == 0
-        market.session.mine(LAG_BLOCKS)  # now the backend sees the commit; the pending upload goes through
-        assert wait_for(lambda: all_uploaded(api, job_id), 30), log.read_text()[-4000:]
-        assert (outputs_dir / "uploaded").exists()
-    assert log.read_text().count(f"signed in to {market.backend_url}") == 2
-    assert provider_sessions(market, provider.address) == 1
-    fetch_and_check(market, tmp_path, job, job_id)
+        # The renter has every item, checked against the root the provider signed, while the
+        # backend has not indexed any commit (it may not even be mined yet).
+        assert wait_for(lambda: all_uploaded(api, job_id), 60), log.read_text()[-4000:]
+        early = api.get(f"/jobs/{job_id}/result").json()
+        assert early["committed"] is False and early["signed"]["provider"] == provider.address.lower()
+        assert early["result_available_at"] is not None and early["commit_matches_signed"] is None
+        said = job("result", str(job_id), "--out", str(tmp_path / "early"))  # the renter, checking the signature
+        assert f"verified against output root {early['output_root']}" in said
+        assert "on-chain commit is pending" in said or api.get(f"/jobs/{job_id}/result").json()["committed"]
+        # The committer puts it on-chain behind the delivery.
+        assert wait_for(lambda: escrow.functions.getJob(job_id).call().status == JobStatus.COMMITTED, 60), \
+            f"job {job_id} not committed; the worker's log:\n" + log.read_text()[-4000:]
+        assert api.get(f"/jobs/{job_id}/result").json()["committed"] is False
+        market.session.mine(LAG_BLOCKS)  # now the backend sees the commit: the signed result's root
+        assert wait_for(lambda: api.get(f"/jobs/{job_id}/result").json()["committed"], 30)
+    late = api.get(f"/jobs/{job_id}/result").json()
+    assert late["commit_matches_signed"] is True and late["output_root"] == early["output_root"]
+    assert late["signed"] == early["signed"]
+    assert fetch_and_check(market, tmp_path, job, job_id).hex() == early["output_root"][2:]
 
 
 def test_failure_and_mining_reports_reach_the_backend_signed_in_as_the_provider(

@@ -58,9 +58,9 @@ def test_provider_run_registers_mines_takes_a_job_and_reports_status(settings_fo
         job_id, _ = market.create_job(content, save_torchscript(Tiny(), content),
                                       [np.ones(8, np.float32)] * 4)
         client = signed_sender(redis_url, market, 0)  # the dispatcher's key
-        result = client.for_provider(market.provider).send_task(TASK_RUN_JOB, args=[job_id],
-                                                                queue=provider_queue(market.provider))
-        assert signed_result(client, market.provider, result, 60)["status"] == "committed"
+        result = client.for_provider(market.provider).send_task(
+            TASK_RUN_JOB, args=[market.dispatched(job_id).to_json()], queue=provider_queue(market.provider))
+        assert signed_result(client, market.provider, result, 60)["status"] == "signed"
         mining = 'unchained_provider_mining_state{provider="%s",state="mining"} 1.0' % market.provider.lower()
 
         def resumed() -> str | None:  # the cooldown passed, mining resumed and its hash rate measured again

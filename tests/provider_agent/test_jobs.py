@@ -1,8 +1,12 @@
 """Jobs end to end on anvil: register, run a tiny real model (TorchScript and ONNX) in a limited
-child process, commit the root, answer a challenge, get paid; and every way a job can fail ends
-as a clear error, a refunded renter and a live agent."""
+child process from the dispatched job, sign the result, commit the root in a batch, answer a
+challenge, get paid; nothing is released for a job the chain does not show funded for us; a batch
+with a bad job commits the rest; a restart commits what was signed; and every way a job can fail
+ends as a clear error, a refunded renter and a live agent."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import pytest
@@ -11,9 +15,11 @@ from protocol.enums import ChallengeStatus, JobStatus
 from protocol.jobs import decode_output, encode_output, output_digest
 from protocol.merkle import MerkleTree
 from provider_agent.agent import Agent
+from provider_agent.jobs import DispatchMismatch, NotOurJob, UnknownJob
 from client import WrongPassword
 from tests.support.models import put, save_onnx, save_torchscript
 from tests.support.provider_market import ETH
+from tests.support.waiting import wait_until
 from tests.tiny_models import Hangs, Hogs, Raises, Tiny
 
 ITEMS = [np.random.default_rng(i).standard_normal(8).astype(np.float32) for i in range(10)]
@@ -50,8 +56,13 @@ def test_job_runs_commits_root_answers_challenge_and_gets_paid(agent, market, fm
     model = save_torchscript(Tiny(), content) if fmt == "torchscript" else save_onnx(Tiny(), content)
     job_id, spec = market.create_job(content, model, ITEMS, fmt=fmt)
 
-    outcome = agent.jobs.process(job_id)
-    assert outcome.status == "committed", outcome
+    outcome = agent.jobs.process(market.dispatched(job_id))
+    assert outcome.status == "signed", outcome
+    # Signed by the provider under JobEscrow's domain, before anything went on-chain.
+    signed = agent.jobs.signed_result(job_id)
+    assert signed.signer(agent.chain.escrow_domain()) == market.provider
+    assert agent.chain.job(job_id).status == JobStatus.FUNDED  # no acceptJob: commit accepts
+    assert agent.committer.commit_signed() == [job_id]
     job = agent.chain.job(job_id)
     assert job.status == JobStatus.COMMITTED and job.item_count == len(ITEMS)
 
@@ -62,10 +73,11 @@ def test_job_runs_commits_root_answers_challenge_and_gets_paid(agent, market, fm
     np.testing.assert_allclose(np.stack(kept), expected, rtol=1e-5, atol=1e-6)
     assert job.output_root == MerkleTree.from_leaves(
         [output_digest(encode_output(k)) for k in kept]).root
+    assert "0x" + job.output_root.hex() == signed.result.output_root
 
     # A second delivery of the same job does nothing (one commit on-chain).
-    assert agent.jobs.process(job_id).status == "already-committed"
-    assert agent.jobs.finalize_due() == []  # the challenge window is open
+    assert agent.jobs.process(market.dispatched(job_id)).status == "already-committed"
+    assert agent.committer.finalize_due() == []  # the challenge window is open
 
     s, challenges, escrow = market.session, market.session.contract("ChallengeManager"), market.session.contract("JobEscrow")
     s.send(s.contract("Staking").functions.stake(), market.verifier, value=2 * ETH)
@@ -75,13 +87,13 @@ def test_job_runs_commits_root_answers_challenge_and_gets_paid(agent, market, fm
     agent.jobs.answer_challenge(challenge_id)
     assert challenges.functions.challenge(challenge_id).call().status == ChallengeStatus.ANSWERED
     s.advance(escrow.functions.challengeWindow().call() + 1)
-    assert agent.jobs.finalize_due() == []  # the answered challenge still holds the escrow
+    assert agent.committer.finalize_due() == []  # the answered challenge still holds the escrow
     s.advance(challenges.functions.escalationWindow().call() + 1)
     s.send(challenges.functions.settle(challenge_id), market.verifier)
     # The agent collects its own pay once the window is over and nothing holds the job: once.
-    assert agent.jobs.finalize_due() == [job_id]
+    assert agent.committer.finalize_due() == [job_id]
     assert agent.chain.job(job_id).status == JobStatus.FINALIZED
-    assert agent.jobs.finalize_due() == []
+    assert agent.committer.finalize_due() == []
     assert agent.jobs.store.get(job_id).status == "finalized"
     before = s.balance(market.provider)
     owed = agent.chain.owed()
@@ -123,20 +135,21 @@ def test_bad_model_fails_job_refunds_renter_and_agent_survives(agent, market, ca
     agent.jobs.limits = type(agent.jobs.limits)(memory_bytes=3 << 30, timeout_s=10.0 if case == "hangs" else 30.0)
     module = {"raises": Raises(), "hangs": Hangs(), "hogs": Hogs()}[case]
     job_id, _ = market.create_job(content, save_torchscript(module, content), ITEMS[:2])
-    outcome = agent.jobs.process(job_id)
+    outcome = agent.jobs.process(market.dispatched(job_id))
     assert outcome.status == "refunded" and outcome.error.startswith(kind) and words in outcome.error, outcome
     _refunded_at_once(agent, market, job_id, kind)
     # The agent is alive and still runs a good job afterwards.
     agent.jobs.limits = default_limits
     good, _ = market.create_job(content, save_torchscript(Tiny(), content), ITEMS[:3])
-    assert agent.jobs.process(good).status == "committed"
+    assert agent.jobs.process(market.dispatched(good)).status == "signed"
+    assert agent.committer.commit_signed() == [good]
 
 
 def test_a_text_file_as_model_is_failed_on_chain_at_once(agent, market):
     content = agent.settings.content_dir
     model = put(content, b"this is a text file, not a TorchScript archive\n")
     job_id, _ = market.create_job(content, model, ITEMS[:2])
-    outcome = agent.jobs.process(job_id)
+    outcome = agent.jobs.process(market.dispatched(job_id))
     assert outcome.status == "refunded" and outcome.error.startswith("model-error"), outcome
     _refunded_at_once(agent, market, job_id, "model-error")
 
@@ -145,7 +158,7 @@ def test_malformed_spec_is_not_accepted_and_is_refunded(agent, market):
     content = agent.settings.content_dir
     job_id, _ = market.create_job(content, save_torchscript(Tiny(), content), ITEMS[:2],
                                   spec_bytes=b'{"version": 1, "model": "not a hash"}')
-    outcome = agent.jobs.process(job_id)
+    outcome = agent.jobs.process(market.dispatched(job_id))
     assert outcome.status == "refunded" and "malformed spec" in outcome.error
     _refunded_at_once(agent, market, job_id, "malformed spec")
 
@@ -154,7 +167,7 @@ def test_missing_input_is_not_accepted_and_is_refunded(agent, market):
     content = agent.settings.content_dir
     job_id, spec = market.create_job(content, save_torchscript(Tiny(), content), ITEMS[:2])
     (content / spec.inputs[1]).unlink()
-    outcome = agent.jobs.process(job_id)
+    outcome = agent.jobs.process(market.dispatched(job_id))
     assert outcome.status == "refunded" and spec.inputs[1] in outcome.error and "not found" in outcome.error
     _refunded_at_once(agent, market, job_id, "bad-input")
 
@@ -162,7 +175,7 @@ def test_missing_input_is_not_accepted_and_is_refunded(agent, market):
 def test_unknown_model_is_failed_on_chain_before_accepting(agent, market):
     content = agent.settings.content_dir
     job_id, _ = market.create_job(content, "0x" + "ab" * 32, ITEMS[:2])
-    outcome = agent.jobs.process(job_id)
+    outcome = agent.jobs.process(market.dispatched(job_id))
     assert outcome.status == "refunded" and "not found" in outcome.error, outcome
     _refunded_at_once(agent, market, job_id, "0x" + "ab" * 32)
 
@@ -171,7 +184,7 @@ def test_a_job_found_past_its_deadline_is_refunded_with_refund_expired(agent, ma
     content = agent.settings.content_dir
     job_id, _ = market.create_job(content, save_torchscript(Tiny(), content), ITEMS[:2], deadline_in=120)
     market.session.advance(121)
-    outcome = agent.jobs.process(job_id)
+    outcome = agent.jobs.process(market.dispatched(job_id))
     assert outcome.status == "refunded" and "deadline" in outcome.error
     escrow = market.session.contract("JobEscrow")
     assert escrow.events.JobExpired().get_logs(from_block=0, argument_filters={"jobId": job_id})
@@ -183,9 +196,83 @@ def test_tampered_content_is_rejected_by_hash(agent, market):
     content = agent.settings.content_dir
     job_id, spec = market.create_job(content, save_torchscript(Tiny(), content), ITEMS[:2])
     (content / spec.inputs[0]).write_bytes(encode_output(np.zeros(8, np.float32)))
-    outcome = agent.jobs.process(job_id)
+    outcome = agent.jobs.process(market.dispatched(job_id))
     assert outcome.status == "refunded" and "hashes to" in outcome.error
     _refunded_at_once(agent, market, job_id, "hashes to")
+
+
+def test_nothing_is_released_for_a_dispatched_job_the_chain_does_not_show_funded_for_us(agent, market):
+    """The operator is trusted for availability only: a made-up job (never funded), or a real one
+    dispatched with other terms, is worked on beside the chain check but nothing is released."""
+    content = agent.settings.content_dir
+    job_id, _ = market.create_job(content, save_torchscript(Tiny(), content), ITEMS[:2])
+    real = market.dispatched(job_id)
+    made_up = dataclasses.replace(real, job_id=job_id + 1000)
+    with pytest.raises(UnknownJob):
+        agent.jobs.process(made_up)
+    cheaper = dataclasses.replace(real, price=real.price // 2)  # not what the renter paid
+    with pytest.raises(DispatchMismatch, match="differ"):
+        agent.jobs.process(cheaper)
+    for job in (made_up, cheaper):
+        record = agent.jobs.store.get(job.job_id)
+        assert record.status == "rejected" and record.signature is None
+        assert agent.jobs.signed_result(job.job_id) is None
+        assert agent.jobs.outputs.digests(job.job_id) is None  # outputs computed, then deleted
+    assert agent.committer.commit_signed() == []
+    assert agent.chain.job(job_id).status == JobStatus.FUNDED
+    # A payload that names another provider is refused before any work.
+    with pytest.raises(NotOurJob):
+        agent.jobs.process(dataclasses.replace(real, provider=market.renter.lower()))
+    # The job as really funded still runs (after the rejection of its forged twin).
+    assert agent.jobs.process(real).status == "signed"
+    assert agent.committer.commit_signed() == [job_id]
+
+
+def test_a_batch_with_one_bad_job_commits_the_rest_and_refunds_the_bad_one(agent, market):
+    content = agent.settings.content_dir
+    model = save_torchscript(Tiny(), content)
+    good = [market.create_job(content, model, ITEMS[:2])[0] for _ in range(3)]
+    late, _ = market.create_job(content, model, ITEMS[:2], deadline_in=600)
+    for job_id in [*good, late]:
+        assert agent.jobs.process(market.dispatched(job_id)).status == "signed"
+    market.session.advance(601)  # the late job's deadline passes before the commit goes out
+    escrow = market.session.contract("JobEscrow")
+    first = market.session.web3.eth.block_number
+    assert sorted(agent.committer.commit_signed()) == good
+    assert all(agent.chain.job(j).status == JobStatus.COMMITTED for j in good)
+    record = agent.jobs.store.get(late)
+    assert record.status == "failed" and "commit-refused" in record.error
+    # Nothing committed twice: one ResultCommitted per good job, the good ones in few transactions.
+    logs = escrow.events.ResultCommitted().get_logs(from_block=first)
+    assert sorted(e.args.jobId for e in logs) == good
+    assert len({e.transactionHash for e in logs}) < len(good)
+    assert agent.committer.commit_signed() == []
+    assert agent.jobs.refund_failed() == [late]
+    assert agent.chain.job(late).status == JobStatus.REFUNDED
+    market.session.send(escrow.functions.withdraw("0x" + "00" * 20), market.renter)
+    # Finalized together once their windows are over.
+    market.session.advance(escrow.functions.challengeWindow().call() + 1)
+    assert sorted(agent.committer.finalize_due()) == good
+    assert all(agent.chain.job(j).status == JobStatus.FINALIZED for j in good)
+
+
+def test_a_restart_commits_what_was_signed_before_it(agent, market, settings_for):
+    content = agent.settings.content_dir
+    job_id, _ = market.create_job(content, save_torchscript(Tiny(), content), ITEMS[:3])
+    assert agent.jobs.process(market.dispatched(job_id)).status == "signed"
+    # The agent stops here (its committer never ran); a new one over the same data directory
+    # finds the signed job in its record and commits it from its own thread.
+    restarted = Agent.build(settings_for())
+    assert restarted.settings.state_db == agent.settings.state_db
+    restarted.committer.start()
+    try:
+        wait_until(lambda: agent.chain.job(job_id).status == JobStatus.COMMITTED, 30, "the signed job committed")
+    finally:
+        restarted.committer.stop()
+    assert restarted.jobs.store.get(job_id).status == "committed"
+    assert "0x" + agent.chain.job(job_id).output_root.hex() == restarted.jobs.signed_result(job_id).result.output_root
+    # A redelivery of the dispatch after the restart does nothing more.
+    assert restarted.jobs.process(market.dispatched(job_id)).status == "already-committed"
 
 
 def test_failure_reason_fits_the_escrow_and_keeps_the_error_of_a_traceback():

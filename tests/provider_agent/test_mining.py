@@ -106,7 +106,8 @@ def test_mining_pauses_when_a_job_arrives_and_resumes_after_it(settings_for, mar
         items = [np.ones(8, np.float32)] * 8
         job_id, _ = market.create_job(content, save_torchscript(Slow(20_000), content), items)
         done = threading.Event()
-        threading.Thread(target=lambda: (agent.jobs.process(job_id), done.set()), daemon=True).start()
+        threading.Thread(target=lambda: (agent.jobs.process(market.dispatched(job_id)), done.set()),
+                         daemon=True).start()
         wait_until(lambda: agent.mining.state == "paused", 30, "the miner paused for the job")
         before = agent.mining.miner.hashes
         # Nothing hashed for as long as the job runs (the miner resumes only a cooldown after it).
@@ -114,7 +115,7 @@ def test_mining_pauses_when_a_job_arrives_and_resumes_after_it(settings_for, mar
         while not done.wait(0.02):
             assert agent.mining.miner.hashes == before, "the miner hashed while the job ran"
             assert time.monotonic() < deadline, "the job did not finish"
-        assert agent.chain.job(job_id).status == JobStatus.COMMITTED
+        assert agent.jobs.store.get(job_id).status == "signed"
         wait_until(lambda: agent.mining.state == "mining" and agent.mining.miner.hashrate() > 0, 60,
                    "mining resumed after the cooldown, its hash rate measured again")
         assert agent.mining.miner.hashes > before

@@ -19,6 +19,7 @@ from protocol.task_auth import SignedReply
 from tests.support.accounts import dev_account
 from tests.support.broker import signed_result, signed_sender
 from tests.support.models import save_torchscript
+from tests.support.waiting import wait_until
 from tests.support.worker import Worker
 from tests.tiny_models import Tiny
 from verifier.links import CeleryProverLink, make_celery as verifier_celery
@@ -48,13 +49,14 @@ def test_sqlite_broker_carries_pings_and_dispatched_jobs(settings_for, market, t
         m.Base.metadata.create_all(engine)
         dispatcher = Dispatcher(backend_celery(broker_url, lambda: TaskAuth(domain, dev_account(0))),
                                 sessionmaker(engine))
-        task_id = dispatcher.dispatch(job_id, market.provider)
+        task_id = dispatcher.dispatch(market.dispatched(job_id))
         assert task_id == f"run-job-{job_id}"
         # Another client reads the provider's (signed) result from the same store.
         reply = own.for_provider(market.provider).AsyncResult(task_id).get(timeout=30)
-        assert SignedReply.from_json(reply).result["status"] == "committed", log.read_text()
+        assert SignedReply.from_json(reply).result["status"] == "signed", log.read_text()
+        # The worker's committer thread puts it on-chain behind the reply.
+        wait_until(lambda: agent.chain.job(job_id).status == JobStatus.COMMITTED, 30, "the committer committed")
     finally:
         worker.stop()
-    assert agent.chain.job(job_id).status == JobStatus.COMMITTED
     # Results live in a file of their own, next to the broker's.
     assert (tmp_path / "broker-results.sqlite").exists()

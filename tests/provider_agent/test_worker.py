@@ -47,10 +47,17 @@ def test_job_through_worker_twice_delivered_is_committed_once(setup, market):
     job_id, _ = market.create_job(content, save_torchscript(Tiny(), content), ITEMS)
     worker = Worker(settings, queue)
     try:
-        first = client.send_task(TASK_RUN_JOB, args=[job_id], queue=queue)
-        second = client.send_task(TASK_RUN_JOB, args=[job_id], queue=queue)
-        assert first.get(timeout=60)["result"]["status"] == "committed"  # a signed reply (client.task_auth)
-        assert second.get(timeout=60)["result"]["status"] == "already-committed"
+        job = market.dispatched(job_id).to_json()
+        first = client.send_task(TASK_RUN_JOB, args=[job], queue=queue)
+        second = client.send_task(TASK_RUN_JOB, args=[job], queue=queue)
+        assert first.get(timeout=60)["result"]["status"] == "signed"  # a signed reply (client.task_auth)
+        # The second finds the job signed (commit queued) or already committed by the committer.
+        assert second.get(timeout=60)["result"]["status"] in ("signed", "already-committed")
+        wait_until(lambda: agent.chain.job(job_id).status == JobStatus.COMMITTED, 30, "the committer committed")
+        # A payload that is not a job is dropped at once with the reason, not retried.
+        bad = client.send_task(TASK_RUN_JOB, args=[{"jobId": job_id, "specHash": "nope"}], queue=queue)
+        with pytest.raises(Exception, match="lacks 'renter'"):
+            bad.get(timeout=30)
     finally:
         worker.stop()
     assert agent.chain.job(job_id).status == JobStatus.COMMITTED
@@ -64,7 +71,7 @@ def test_worker_killed_mid_job_finishes_it_exactly_once(setup, market):
     store = JobStore(settings.state_db)
     log = settings.data_dir.parent / "worker.log"
     worker = Worker(settings, queue, log)
-    client.send_task(TASK_RUN_JOB, args=[job_id], queue=queue)
+    client.send_task(TASK_RUN_JOB, args=[market.dispatched(job_id).to_json()], queue=queue)
     started = re.compile(rf"job {job_id}: model child of sandbox \d+ \(pid (\d+);")
     try:
         # The model child is running: killed now, the worker leaves the job half done.
@@ -72,7 +79,7 @@ def test_worker_killed_mid_job_finishes_it_exactly_once(setup, market):
         record = store.get(job_id)
         assert record is not None and record.status == "running"
         worker.kill()
-        assert agent.chain.job(job_id).status == JobStatus.ACCEPTED  # killed before the commit
+        assert agent.chain.job(job_id).status == JobStatus.FUNDED  # killed before the commit
         # The sandbox (and the model child in its pid namespace) died with its worker: no orphan keeps computing.
         sandbox = int(started.search(log.read_text()).group(1))
         wait_until(lambda: not Path(f"/proc/{sandbox}").exists(), 5, f"sandbox {sandbox} died with its worker")

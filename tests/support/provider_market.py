@@ -12,6 +12,7 @@ import pytest
 from eth_account import Account
 
 from protocol.jobs import JobSpec, encode_output
+from protocol.tasks import DispatchedJob
 from provider_agent.settings import Settings
 from tests.support.accounts import PROVIDER_KEY, write_keystore
 from tests.support.chain import SharedChain
@@ -43,6 +44,15 @@ class Market:
         self.session.send(escrow.functions.createJob(self.provider, spec_hash, price, spec.deadline),
                           self.renter, value=price)
         return escrow.functions.jobCount().call(), spec
+
+    def dispatched(self, job_id: int) -> DispatchedJob:
+        """The job as the backend dispatches it: JobCreated's arguments (backend/dispatch.py)."""
+        escrow = self.session.contract("JobEscrow")
+        [created] = escrow.events.JobCreated().get_logs(from_block=0, argument_filters={"jobId": job_id})
+        a = created.args
+        return DispatchedJob.from_json({"jobId": a.jobId, "renter": a.renter, "provider": a.provider,
+                                        "token": a.token, "price": a.price, "specHash": "0x" + a.specHash.hex(),
+                                        "deadline": a.deadline})
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,7 @@ from backend.api.schemas import (
     JobSpecStored,
     OutputStored,
     ResultItem,
+    SignedResult,
 )
 from protocol.jobs import MAX_SPEC_BYTES, JobSpec
 
@@ -85,16 +86,35 @@ def get_job(job_id: JobIdPath, db: DbDep) -> JobPublic:
 
 @router.get("/{job_id}/result", response_model=JobResult, responses={404: {}, 409: {}})
 def get_result(job_id: JobIdPath, backend: BackendDep, db: DbDep) -> JobResult:
-    """The on-chain output root and item count, and for every uploaded item its digest and
-    inclusion proof: anyone can check an item against the root without trusting this server."""
+    """The output root and item count (on-chain once committed; before that, as the provider
+    signed them, with the signature), and for every uploaded item its digest and inclusion proof:
+    anyone can check an item against the root without trusting this server."""
     job = service.get_job(db, job_id)
     items = service.result_items(db, job)
+    root, item_count = service.result_root(job) or ("", 0)
+    signed = None
+    if job.result_signature is not None:
+        signed = SignedResult(jobId=job.job_id, outputRoot=job.signed_output_root, itemCount=job.signed_item_count,
+                              resultDigest=job.signed_result_digest, provider=job.provider,
+                              signature=job.result_signature)
     base = backend.settings.base_url
     return JobResult(
-        job_id=job.job_id, output_root=job.output_root or "", item_count=job.item_count or 0,
+        job_id=job.job_id, output_root=root, item_count=item_count, committed=job.output_root is not None,
+        signed=signed, result_available_at=job.result_available_at, commit_matches_signed=job.commit_matches_signed,
         items=[ResultItem(index=i.index, digest=i.digest, proof=i.proof, size=i.size,
                           url=f"{base}/jobs/{job_id}/outputs/{i.index}" if i.digest else None) for i in items],
     )
+
+
+@router.put("/{job_id}/signed-result", response_model=SignedResult,
+            responses={401: {}, 403: {}, 404: {}, 422: {}})
+def deliver_signed_result(job_id: JobIdPath, body: SignedResult, signer: SignedInDep, backend: BackendDep,
+                          db: DbDep) -> SignedResult:
+    """The job's provider hands over its EIP-712-signed result (protocol/job_result.py) as soon
+    as it is computed, before the batched commit: the renter can fetch the outputs (checked
+    against the signed root) at once. The signature must recover to the job's provider."""
+    service.store_signed_result(db, job_id, signer, body.model_dump(), backend.chain().escrow_domain())
+    return body
 
 
 @router.put("/{job_id}/outputs/{index}", response_model=OutputStored, status_code=201,
@@ -105,7 +125,7 @@ async def upload_output(
         "comma-separated 0x-hex sibling hashes of the item's digest, bottom-up"))] = "",
 ) -> OutputStored:
     """The provider uploads one item's output bytes; they are accepted only if keccak256 of the
-    bytes, with the proof, rebuilds the output root the provider committed on-chain."""
+    bytes, with the proof, rebuilds the job's result root (committed on-chain, else signed)."""
     siblings = service.parse_proof(x_merkle_proof)
     upload = await receive_upload(request, backend.blobs, backend.settings.max_output_bytes, "output")
     try:
