@@ -33,7 +33,9 @@ from protocol.jobs import JobSpec, encode_output
 from client.broker import party_celery
 from client.task_auth import TaskAuth, domain_of
 from protocol.broker import provider_keyprefix
-from protocol.tasks import TASK_RUN_JOB, provider_queue
+from protocol.ids import JobId
+from protocol.tasks import TASK_RUN_JOB, DispatchedJob, provider_queue
+from protocol.units import Wei
 from provider_agent.cache import content_hash
 from provider_agent.mining import MiningPolicy, MiningSupervisor, ReferenceMiner
 from provider_agent.runner import Limits, run_inference
@@ -143,7 +145,9 @@ def dispatch(rounds: int, gap_s: float) -> dict:
                 s.send(escrow.functions.createJob(provider, spec_hash, 10**15, spec.deadline), renter, value=10**15)
                 job_id = escrow.functions.jobCount().call()
                 funded = time.perf_counter() - t
-                start, end, result = round_trip(TASK_RUN_JOB, [job_id])
+                job = DispatchedJob(JobId(job_id), renter, provider, "0x" + "00" * 20, Wei(10**15),
+                                    "0x" + spec_hash.hex(), spec.deadline)
+                start, end, result = round_trip(TASK_RUN_JOB, [job.to_json()])
                 assert isinstance(result, dict) and result.get("job_id") == job_id and "error" not in result, result
                 if i:
                     fund.append(funded)
