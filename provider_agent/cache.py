@@ -75,6 +75,12 @@ class DirectorySource:
     def __init__(self, root: Path) -> None:
         self.root = root
 
+    def put(self, data: bytes) -> ContentHash:
+        """Stores `data` under its content hash (how such a directory is filled); returns the name."""
+        name = content_hash(data)
+        (self.root / name).write_bytes(data)
+        return name
+
     def fetch(self, name: ContentHash, limit: int) -> bytes:
         path = self.root / name
         try:

@@ -36,7 +36,7 @@ from protocol.broker import provider_keyprefix
 from protocol.ids import JobId
 from protocol.tasks import TASK_RUN_JOB, DispatchedJob, provider_queue
 from protocol.units import Wei
-from provider_agent.cache import content_hash
+from provider_agent.cache import DirectorySource
 from provider_agent.mining import MiningPolicy, MiningSupervisor, ReferenceMiner
 from provider_agent.runner import Limits, run_inference
 from provider_agent.settings import Settings
@@ -66,16 +66,10 @@ class Mlp(torch.nn.Module):
         return torch.tanh(self.layers(x)).mean(dim=1)
 
 
-def _put(directory: Path, data: bytes) -> str:
-    name = content_hash(data)
-    (directory / name).write_bytes(data)
-    return name
-
-
 def _script(module: torch.nn.Module, directory: Path) -> str:
     path = directory / "m.pt"
     torch.jit.save(torch.jit.script(module), str(path))
-    return _put(directory, path.read_bytes())
+    return DirectorySource(directory).put(path.read_bytes())
 
 
 def dispatch(rounds: int, gap_s: float) -> dict:
@@ -137,10 +131,10 @@ def dispatch(rounds: int, gap_s: float) -> dict:
                     assert reply == "pong", reply
                     if i:
                         pings.append(end - start)
-                item = _put(content, encode_output(np.full(4, i, np.float32)))
+                item = DirectorySource(content).put(encode_output(np.full(4, i, np.float32)))
                 spec = JobSpec(model=model, model_format="torchscript", inputs=(item,), batch_size=1,
                                tolerance_ppm=0, deadline=s.now() + 3600, price_wei=10**15, provider=provider)
-                spec_hash = bytes.fromhex(_put(content, spec.canonical())[2:])
+                spec_hash = bytes.fromhex(DirectorySource(content).put(spec.canonical())[2:])
                 t = time.perf_counter()
                 s.send(escrow.functions.createJob(provider, spec_hash, 10**15, spec.deadline), renter, value=10**15)
                 job_id = escrow.functions.jobCount().call()
@@ -179,7 +173,7 @@ def colocation(items: int, seconds: float) -> dict:
     work = Path(tempfile.mkdtemp(prefix="bench-coloc-"))
     model = work / _script(Mlp(), work)
     rng = np.random.default_rng(0)
-    inputs = [work / _put(work, encode_output(rng.standard_normal((64, 512)).astype(np.float32)))
+    inputs = [work / DirectorySource(work).put(encode_output(rng.standard_normal((64, 512)).astype(np.float32)))
               for _ in range(items)]
     _job_throughput(model, inputs[:8])
 

@@ -7,13 +7,11 @@ from pathlib import Path
 import provider_agent  # noqa: F401  first: sets OMP_WAIT_POLICY before torch is loaded
 import torch
 
-from provider_agent.cache import content_hash
+from provider_agent.cache import DirectorySource
 
 
 def put(directory: Path, data: bytes) -> str:
-    name = content_hash(data)
-    (directory / name).write_bytes(data)
-    return name
+    return DirectorySource(directory).put(data)
 
 
 def save_torchscript(module: torch.nn.Module, directory: Path) -> str:
