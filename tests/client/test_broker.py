@@ -4,13 +4,11 @@ replies, TLS. Against a private redis-server (never the shared one) and a real a
 from __future__ import annotations
 
 import base64
-import gc
 import json
 import logging
 import shutil
 import subprocess
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,29 +27,12 @@ from protocol.deployments import Deployment
 from protocol.task_auth import HEADER
 from protocol.tasks import TASK_POG_ROUND, TASK_RUN_JOB, provider_queue
 from tests.support.accounts import dev_account
+from tests.support.redis import RedisTls, private_redis
+from tests.support.waiting import wait_until
 from unchained_cli.chain import LocalChain, free_port
 from unchained_cli.deploy import Deployer, deploy_all
 
 DEPLOYER, PROVIDER_A, PROVIDER_B, VERIFIER, PROVIDER_C, PROVIDER_D = (dev_account(i) for i in (0, 1, 2, 4, 5, 6))
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 15.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return condition()
-
-
-def start_redis(tmp: Path, *args: str) -> tuple[subprocess.Popen, int]:
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.skip("redis-server is not installed")
-    port = free_port()
-    proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                             "--dir", str(tmp), *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return proc, port
 
 
 @pytest.fixture(scope="module")
@@ -60,30 +41,14 @@ def deployment() -> Iterator[tuple[Deployment, str]]:
         yield deploy_all(Deployer.connect(chain.rpc_url)), chain.rpc_url
 
 
-def stop_redis(proc: subprocess.Popen) -> None:
-    """Stops a private server once every Celery result of ours is collected: a result unsubscribes
-    from its reply when collected, and one collected after the server is gone logs a reconnect
-    failure from whatever test the collector happens to run in."""
-    gc.collect()
-    proc.terminate()
-    proc.wait(timeout=10)
-
-
 @pytest.fixture(scope="module")
-def admin_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def admin_url() -> Iterator[str]:
     """A private redis-server; its default user is the operator's admin (parties get their own)."""
-    proc, port = start_redis(tmp_path_factory.mktemp("redis"))
-    client = redis.Redis(port=port)
-    assert wait_for(lambda: _pings(client), 10)
-    yield f"redis://127.0.0.1:{port}/0"
-    stop_redis(proc)
-
-
-def _pings(client: redis.Redis) -> bool:
     try:
-        return bool(client.ping())
-    except redis.ConnectionError:
-        return False
+        with private_redis() as port:
+            yield f"redis://127.0.0.1:{port}/0"
+    except FileNotFoundError as exc:
+        pytest.skip(str(exc))
 
 
 @dataclass
@@ -256,7 +221,8 @@ def test_forged_and_replayed_tasks_are_dropped(deployment, admin_url, caplog) ->
     worker = provider_worker(grant(admin_url, "provider", PROVIDER_B.address), PROVIDER_B, known, rpc)
     caplog.set_level(logging.WARNING, logger="client.task_auth")
     with start_worker(worker.app, perform_ping_check=False, queues=[queue]):
-        assert wait_for(lambda: caplog.text.count("dropped") >= 5 and admin.llen(key) == 0), caplog.text
+        wait_until(lambda: caplog.text.count("dropped") >= 5 and admin.llen(key) == 0, 15,
+                   "five forged tasks dropped and the queue empty")
     assert worker.ran == [(TASK_RUN_JOB, [4])], caplog.text
     assert "may not send unchained.provider.pog_round" in caplog.text
     # the false sender, the altered arguments, the other queue
@@ -285,13 +251,8 @@ def test_rediss_url_talks_tls_and_checks_the_servers_certificate(deployment, tmp
         pytest.skip("openssl is not installed")
     known, rpc = deployment
     ca, cert, key = _certificates(tmp_path)
-    tls_port = free_port()
-    proc, _ = start_redis(tmp_path, "--port", "0", "--tls-port", str(tls_port), "--tls-cert-file", str(cert),
-                          "--tls-key-file", str(key), "--tls-ca-cert-file", str(ca), "--tls-auth-clients", "no")
-    try:
+    with private_redis(RedisTls(ca, cert, key)) as tls_port:
         admin_url = f"rediss://127.0.0.1:{tls_port}/0?ssl_ca_certs={ca}"
-        admin = redis.Redis.from_url(f"rediss://127.0.0.1:{tls_port}/0", ssl_ca_certs=str(ca))
-        assert wait_for(lambda: _pings(admin), 10)
         a_url = grant(admin_url, "provider", PROVIDER_A.address)
         assert a_url.startswith("rediss://provider-") and a_url.endswith(f"?ssl_ca_certs={ca}")
         worker = provider_worker(a_url, PROVIDER_A, known, rpc)
@@ -301,14 +262,12 @@ def test_rediss_url_talks_tls_and_checks_the_servers_certificate(deployment, tmp
             result = apps.for_provider(PROVIDER_A.address).send_task(TASK_RUN_JOB, args=[9], queue=queue)
             assert apps.for_provider(PROVIDER_A.address).unchained_auth().open_reply(
                 result.id, result.get(timeout=20), [PROVIDER_A.address]) == "ran (9,)"
-            del result  # collected by stop_redis below, while the server is still up
+            del result  # collected by private_redis's exit, while the server is still up
         # Without the CA the server's certificate does not verify; plain text is not spoken at all.
         with pytest.raises(redis.exceptions.ConnectionError, match="certificate verify failed"):
             redis.Redis.from_url(a_url.split("?")[0]).ping()
         with pytest.raises(redis.exceptions.ConnectionError):
             redis.Redis.from_url(a_url.split("?")[0].replace("rediss://", "redis://"), socket_timeout=2).ping()
-    finally:
-        stop_redis(proc)
 
 
 def test_a_task_whose_sender_cannot_be_checked_stays_queued(deployment, admin_url, caplog) -> None:  # type: ignore[no-untyped-def]
@@ -323,7 +282,7 @@ def test_a_task_whose_sender_cannot_be_checked_stays_queued(deployment, admin_ur
         TASK_POG_ROUND, args=[1, "0x" + "00" * 32], queue=queue)
     caplog.set_level(logging.WARNING, logger="client.task_auth")
     with start_worker(worker.app, perform_ping_check=False, queues=[queue]):
-        assert wait_for(lambda: caplog.text.count("requeued") >= 2), caplog.text
+        wait_until(lambda: caplog.text.count("requeued") >= 2, 15, "the task requeued twice")
     assert worker.ran == [] and "dropped" not in caplog.text
-    assert wait_for(lambda: admin.llen(key) == 1, 5)  # still there for a worker that can check it
+    wait_until(lambda: admin.llen(key) == 1, 5, "the task back on its queue")  # still there for a worker that can check it
     admin.delete(key)
