@@ -3,6 +3,8 @@ pragma solidity 0.8.24;
 
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
+import {ECDSA} from "@openzeppelin/contracts/utils/cryptography/ECDSA.sol";
+import {EIP712} from "@openzeppelin/contracts/utils/cryptography/EIP712.sol";
 import {OneTimeWiring} from "./access/OneTimeWiring.sol";
 import {IJobEscrow} from "./interfaces/IJobEscrow.sol";
 import {IProviderRegistry} from "./interfaces/IProviderRegistry.sol";
@@ -13,8 +15,10 @@ import {IStaking} from "./interfaces/IStaking.sol";
 /// price of every job still Funded, Accepted or Committed plus all pull balances. DISPUTE_ROLE is
 /// granted once by the deployer (OneTimeWiring); parameters are immutable. The provider's stake
 /// is locked in Staking from accept (explicit, or implied by the first commit) until the job is
-/// paid or refunded.
-contract JobEscrow is IJobEscrow, OneTimeWiring {
+/// paid or refunded. A provider's EIP-712 signed result (protocol/job_result.py) binds it to its
+/// commit: slashSignedResult slashes it through Staking (SLASHER_ROLE) when the commit differs
+/// or never came.
+contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
     using SafeERC20 for IERC20;
 
     bytes32 public constant DISPUTE_ROLE = keccak256("DISPUTE_ROLE");
@@ -34,6 +38,9 @@ contract JobEscrow is IJobEscrow, OneTimeWiring {
     /// window inside uint32 (early 2106).
     uint64 public constant MAX_DEADLINE = type(uint32).max - MAX_CHALLENGE_WINDOW;
     uint256 private constant BPS = 10_000;
+    /// @dev EIP-712 type of what a provider signs; protocol/job_result.py JOB_RESULT_TYPES.
+    bytes32 private constant JOB_RESULT_TYPEHASH =
+        keccak256("JobResult(uint256 jobId,bytes32 outputRoot,uint256 itemCount,bytes32 resultDigest)");
 
     /// @dev The Job of the interface packed so that creating an ETH job writes 3 new slots (a
     /// token job 4) and committing writes 2 new ones plus the two header slots it already reads.
@@ -52,6 +59,8 @@ contract JobEscrow is IJobEscrow, OneTimeWiring {
         uint32 itemCount;
         bytes32 specHash; // slot 2
         address token; // slot 3, left zero (unwritten) for ETH
+        bool cancelled; // written only by cancel: a cancelled job's signed result is not slashable
+        bool resultSlashed; // written only by slashSignedResult: once per job
         bytes32 outputRoot; // slot 4, at commit
         bytes32 resultDigest; // slot 5, at commit
     }
@@ -85,7 +94,7 @@ contract JobEscrow is IJobEscrow, OneTimeWiring {
         uint64 challengeWindow_,
         uint16 protocolFeeBps_,
         uint64 maxJobDuration_
-    ) {
+    ) EIP712("Unchained JobEscrow", "1") {
         if (address(registry_) == address(0) || treasury_ == address(0)) revert JobEscrowZeroAddress();
         if (challengeWindow_ == 0 || challengeWindow_ > MAX_CHALLENGE_WINDOW) {
             revert JobEscrowInvalidWindow(challengeWindow_);
@@ -212,8 +221,45 @@ contract JobEscrow is IJobEscrow, OneTimeWiring {
         StoredJob storage job = _job(jobId);
         _requireStatus(jobId, job, JobStatus.Funded);
         if (msg.sender != job.renter) revert JobEscrowNotRenter(msg.sender);
+        job.cancelled = true;
         uint256 refund = _refund(job);
         emit JobCancelled(jobId, msg.sender, refund);
+    }
+
+    /// @inheritdoc IJobEscrow
+    /// @dev A job counts as committed once it has a challenge window end (kept by every later
+    /// status), so a commit that a challenge later refunded is still compared.
+    function slashSignedResult(JobResult calldata result, bytes calldata signature)
+        external
+        returns (uint256 slashed)
+    {
+        uint256 jobId = result.jobId;
+        StoredJob storage job = _job(jobId);
+        if (job.resultSlashed) revert JobEscrowResultAlreadySlashed(jobId);
+        address provider = job.provider;
+        address signer = ECDSA.recover(jobResultDigest(result), signature);
+        if (signer != provider) revert JobEscrowNotProviderSignature(jobId, signer);
+        if (job.challengeWindowEnd != 0) {
+            if (
+                job.outputRoot == result.outputRoot && job.itemCount == result.itemCount
+                    && job.resultDigest == result.resultDigest
+            ) revert JobEscrowResultMatchesCommit(jobId);
+        } else {
+            if (job.cancelled) revert JobEscrowJobCancelled(jobId);
+            if (block.timestamp < job.deadline) revert JobEscrowDeadlineNotPassed(jobId, job.deadline);
+        }
+        job.resultSlashed = true;
+        slashed = staking.slash(provider, minProviderStake, msg.sender);
+        emit SignedResultSlashed(jobId, provider, msg.sender, slashed);
+    }
+
+    /// @inheritdoc IJobEscrow
+    function jobResultDigest(JobResult calldata result) public view returns (bytes32) {
+        return _hashTypedDataV4(
+            keccak256(
+                abi.encode(JOB_RESULT_TYPEHASH, result.jobId, result.outputRoot, result.itemCount, result.resultDigest)
+            )
+        );
     }
 
     /// @inheritdoc IJobEscrow

@@ -150,7 +150,7 @@ def deploy_all(deployer: Deployer, params: DeployParams = DeployParams()) -> Dep
     # Who may do what, granted once and never again: only the challenge contract slashes,
     # freezes escrow and opens committee disputes; only the escrow and the lease contract lock
     # stake that secures open work; only the PoG contract records PoG results.
-    deployer.call(staking, "wire", [challenges.address], [escrow.address, leases.address])
+    deployer.call(staking, "wire", [challenges.address, escrow.address], [escrow.address, leases.address])
     deployer.call(escrow, "wire", [challenges.address])
     deployer.call(registry, "wire", [pog.address])
     deployer.call(committee, "wire", [challenges.address])
@@ -167,7 +167,7 @@ def deploy_all(deployer: Deployer, params: DeployParams = DeployParams()) -> Dep
 
 # contract -> role -> contracts that must hold it (and nobody else was named in `wire`).
 ROLE_HOLDERS: dict[str, dict[str, list[str]]] = {
-    "Staking": {"SLASHER_ROLE": ["ChallengeManager"], "LOCKER_ROLE": ["JobEscrow", "LeaseManager"]},
+    "Staking": {"SLASHER_ROLE": ["ChallengeManager", "JobEscrow"], "LOCKER_ROLE": ["JobEscrow", "LeaseManager"]},
     "JobEscrow": {"DISPUTE_ROLE": ["ChallengeManager"]},
     "ProviderRegistry": {"POG_ROLE": ["ProofOfGpu"]},
     "DisputeCommittee": {"OPENER_ROLE": ["ChallengeManager"]},

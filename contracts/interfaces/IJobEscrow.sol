@@ -37,6 +37,15 @@ interface IJobEscrow {
         bytes32 resultDigest;
     }
 
+    /// @notice What a provider signs (EIP-712 type JobResult, domain "Unchained JobEscrow" "1"
+    /// with this contract's chain id and address; protocol/job_result.py) when the job is computed.
+    struct JobResult {
+        uint256 jobId;
+        bytes32 outputRoot;
+        uint256 itemCount;
+        bytes32 resultDigest;
+    }
+
     event JobCreated(
         uint256 indexed jobId,
         address indexed renter,
@@ -57,6 +66,7 @@ interface IJobEscrow {
     event JobFrozen(uint256 indexed jobId, address indexed by);
     event JobUnfrozen(uint256 indexed jobId, bool providerAtFault, uint256 renterRefund);
     event Withdrawn(address indexed token, address indexed account, uint256 amount);
+    event SignedResultSlashed(uint256 indexed jobId, address indexed provider, address indexed by, uint256 slashed);
 
     error JobEscrowProviderInactive(address provider);
     error JobEscrowZeroPrice();
@@ -87,6 +97,10 @@ interface IJobEscrow {
     error JobEscrowProviderUnderstaked(address provider, uint256 stake, uint256 minStake);
     error JobEscrowBadBatchSize(uint256 length, uint256 maxLength);
     error JobEscrowBatchLengthMismatch();
+    error JobEscrowResultAlreadySlashed(uint256 jobId);
+    error JobEscrowNotProviderSignature(uint256 jobId, address signer);
+    error JobEscrowResultMatchesCommit(uint256 jobId);
+    error JobEscrowJobCancelled(uint256 jobId);
 
     /// Hooks used by other Unchained contracts (stable):
 
@@ -167,6 +181,19 @@ interface IJobEscrow {
 
     /// @notice The renter takes back a job the provider has not accepted yet.
     function cancel(uint256 jobId) external;
+
+    /// @notice Slashes the job's provider with a result it signed (`signature` over
+    /// jobResultDigest(result)) when (a) the job was committed with a different outputRoot,
+    /// itemCount or resultDigest, or (b) the job was never committed and its deadline has passed
+    /// (whether refunded since or still refundable; not a job its renter cancelled). Slashes the
+    /// registry's minimum provider stake (what a job locks) through Staking, whose slashRewardBps
+    /// share goes to the caller (usually the renter, who received the signed result) and the rest
+    /// to Staking's treasury. Once per job; the escrow's money is not moved (refundExpired and
+    /// challenges do that). Anyone may call.
+    function slashSignedResult(JobResult calldata result, bytes calldata signature) external returns (uint256 slashed);
+
+    /// @notice The EIP-712 digest a provider signs for `result` (this contract's domain).
+    function jobResultDigest(JobResult calldata result) external view returns (bytes32);
 
     /// @notice Pays the caller's pull balance in `token` (address(0) = ETH).
     function withdraw(address token) external;

@@ -137,7 +137,7 @@ def test_stake_still_leaves_after_the_deployers_attempts(deployed, victim, admin
 def test_roles_are_held_by_exactly_the_contracts_that_need_them(deployed, admin):
     staking, escrow = deployed["Staking"], deployed["JobEscrow"]
     challenges, leases = deployed["ChallengeManager"], deployed["LeaseManager"]
-    assert staking.hasRole(staking.SLASHER_ROLE(), challenges)
+    assert staking.hasRole(staking.SLASHER_ROLE(), challenges) and staking.hasRole(staking.SLASHER_ROLE(), escrow)
     assert staking.hasRole(staking.LOCKER_ROLE(), escrow) and staking.hasRole(staking.LOCKER_ROLE(), leases)
     assert escrow.hasRole(escrow.DISPUTE_ROLE(), challenges)
     assert deployed["ProviderRegistry"].hasRole(deployed["ProviderRegistry"].POG_ROLE(), deployed["ProofOfGpu"])
