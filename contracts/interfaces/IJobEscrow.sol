@@ -109,7 +109,6 @@ interface IJobEscrow {
     error JobEscrowReasonTooLong(uint256 length, uint256 maxLength);
     error JobEscrowInvalidMaxDuration(uint256 maxJobDuration);
     error JobEscrowDeadlineTooFar(uint64 deadline, uint256 latest);
-    error JobEscrowProviderUnderstaked(address provider, uint256 stake, uint256 minStake);
     error JobEscrowBadBatchSize(uint256 length, uint256 maxLength);
     error JobEscrowBatchLengthMismatch();
     error JobEscrowJobMismatch(uint256 jobId);

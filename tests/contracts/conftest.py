@@ -101,6 +101,36 @@ def locker(accounts, admin) -> Account:
     return account
 
 
+def job_of(escrow, job_id: int) -> tuple:
+    """The Job JobEscrow's calls take (with its result once committed), rebuilt from the escrow's
+    events and checked against its slot as every client does (client.escrow_jobs.read_job)."""
+    # Imported here: brownie hashes the modules conftest imports at load and cannot read these.
+    from client import contracts
+    from client.escrow_jobs import read_job
+
+    return read_job(contracts.bind(brownie.web3, escrow.address, escrow.abi), job_id).as_tuple()
+
+
+def job_view(escrow, job_id: int) -> dict:
+    """What a client knows of a job: its Job (job_of) by Solidity field names beside its slot's
+    status, frozen flag and window end (committedAt derived as the escrow documents)."""
+    from brownie.convert.datatypes import EthAddress  # compiled: brownie's conftest scan cannot read it
+
+    job = dict(zip(_JOB_FIELDS, job_of(escrow, job_id)))
+    for name in ("specHash", "outputRoot", "resultDigest"):
+        job[name] = "0x" + bytes(job[name]).hex()
+    for name in ("renter", "provider", "token"):
+        job[name] = EthAddress(job[name])
+    state = escrow.jobState(job_id)
+    window_end = state["challengeWindowEnd"]
+    return {**job, "status": state["status"], "frozen": state["frozen"], "challengeWindowEnd": window_end,
+            "committedAt": window_end - escrow.challengeWindow() if window_end else 0}
+
+
+_JOB_FIELDS = ("id", "renter", "provider", "token", "price", "specHash", "deadline", "outputRoot", "itemCount",
+               "resultDigest")
+
+
 def mine_blocks(count: int) -> None:
     """Mines `count` blocks at once on anvil (anvil_mine) or Hardhat (hardhat_mine), one second
     apart, and brings brownie's clock to the last one. Use it instead of a client's own RPC."""
@@ -369,6 +399,5 @@ def committed_job(escrow, active_provider, renter):
         active_provider, keccak(text="spec"), JOB_PRICE, brownie.chain.time() + 3600,
         {"from": renter, "value": JOB_PRICE},
     ).events["JobCreated"]["jobId"]
-    escrow.acceptJob(job_id, {"from": active_provider})
-    escrow.commitResult(job_id, commitment.root, len(digests), keccak(text="result"), {"from": active_provider})
+    escrow.commitResult(job_of(escrow, job_id), commitment.root, len(digests), keccak(text="result"), {"from": active_provider})
     return job_id, commitment

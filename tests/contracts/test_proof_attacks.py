@@ -3,6 +3,7 @@ forged inclusion proofs, replays, late answers, wrong PoG elements (caught by pr
 fraud claims, unstaked challengers, double slashing and a verifier's false claim in a dispute."""
 
 import brownie
+from conftest import job_of, job_view
 import pytest
 from brownie import ProofLibrariesHarness, chain
 from protocol.enums import ChallengeStatus
@@ -35,8 +36,8 @@ def _challenge_pog(cm, round_id, gpu, challenger, k=32):
     ]
 
 
-def _challenge_job(cm, job_id, challenger, k=4):
-    return cm.challengeJob(job_id, k, {"from": challenger, "value": BOND}).events["JobChallenged"]["challengeId"]
+def _challenge_job(escrow, cm, job_id, challenger, k=4):
+    return cm.challengeJob(job_of(escrow, job_id), k, {"from": challenger, "value": BOND}).events["JobChallenged"]["challengeId"]
 
 
 def _cheating_round(proof_of_gpu, provider, verifier):
@@ -277,7 +278,7 @@ def test_verifier_false_claim_loses_bond_in_the_vote(
     assert challenge_manager.owedTo(staked_verifier) == 0
     assert staking.stakeOf(staked_verifier) == MIN_VERIFIER_STAKE - FALSE_CLAIM_SLASH
     assert staking.owedTo(provider) == FALSE_CLAIM_SLASH * SLASH_REWARD_BPS // 10_000
-    assert not escrow.getJob(job_id)["frozen"]
+    assert not job_view(escrow, job_id)["frozen"]
     # The verdict is final: no second delivery, no timeout, no settle.
     with brownie.reverts():
         dispute_committee.resolve(dispute_id, {"from": stranger})

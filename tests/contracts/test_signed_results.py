@@ -8,7 +8,7 @@ import pytest
 from eth_account import Account as EthAccount
 from eth_account.messages import encode_typed_data
 
-from conftest import CHALLENGE_WINDOW, ETHER, JOB_PRICE, MIN_PROVIDER_STAKE, SLASH_REWARD_BPS
+from conftest import CHALLENGE_WINDOW, ETHER, JOB_PRICE, MIN_PROVIDER_STAKE, SLASH_REWARD_BPS, job_of, job_view
 from protocol.job_result import EscrowDomain, JobResult
 
 ROOT = "0x" + "ab" * 32
@@ -55,28 +55,28 @@ def test_a_commit_that_differs_from_the_signed_result_is_slashed_once(escrow, st
     job_id = _job(escrow, signer, renter)
     signed = JobResult(job_id, ROOT, 10, DIGEST)
     signature = _sign(signer, signed, domain)
-    escrow.commitResult(job_id, ROOT, 11, DIGEST, {"from": signer})  # one item more than it signed
+    escrow.commitResult(job_of(escrow, job_id), ROOT, 11, DIGEST, {"from": signer})  # one item more than it signed
     before = staking.stakeOf(signer)
-    tx = escrow.slashSignedResult(_fields(signed), signature, {"from": renter})
+    tx = escrow.slashSignedResult(job_of(escrow, job_id), _fields(signed), signature, {"from": renter})
     assert tx.events["SignedResultSlashed"]["slashed"] == MIN_PROVIDER_STAKE
     assert tx.events["SignedResultSlashed"]["by"] == renter
     assert staking.stakeOf(signer) == before - MIN_PROVIDER_STAKE
     assert staking.owedTo(renter) == MIN_PROVIDER_STAKE * SLASH_REWARD_BPS // 10_000
     with brownie.reverts(custom_error("JobEscrowResultAlreadySlashed", job_id)):
-        escrow.slashSignedResult(_fields(signed), signature, {"from": renter})
+        escrow.slashSignedResult(job_of(escrow, job_id), _fields(signed), signature, {"from": renter})
 
 
 def test_a_matching_commit_is_not_slashable_even_after_finalize(escrow, signer, renter, domain, custom_error):
     job_id = _job(escrow, signer, renter)
     signed = JobResult(job_id, ROOT, 10, DIGEST)
     signature = _sign(signer, signed, domain)
-    escrow.commitResult(job_id, ROOT, 10, DIGEST, {"from": signer})
+    escrow.commitResult(job_of(escrow, job_id), ROOT, 10, DIGEST, {"from": signer})
     with brownie.reverts(custom_error("JobEscrowResultMatchesCommit", job_id)):
-        escrow.slashSignedResult(_fields(signed), signature, {"from": renter})
+        escrow.slashSignedResult(job_of(escrow, job_id), _fields(signed), signature, {"from": renter})
     brownie.chain.sleep(CHALLENGE_WINDOW + 1)
-    escrow.finalize(job_id, {"from": renter})
+    escrow.finalize(job_of(escrow, job_id), {"from": renter})
     with brownie.reverts(custom_error("JobEscrowResultMatchesCommit", job_id)):
-        escrow.slashSignedResult(_fields(signed), signature, {"from": renter})
+        escrow.slashSignedResult(job_of(escrow, job_id), _fields(signed), signature, {"from": renter})
 
 
 def test_a_signed_result_never_committed_is_slashable_once_the_deadline_passed(escrow, staking, signer, renter,
@@ -84,37 +84,38 @@ def test_a_signed_result_never_committed_is_slashable_once_the_deadline_passed(e
     job_id = _job(escrow, signer, renter)
     signed = JobResult(job_id, ROOT, 10, DIGEST)
     signature = _sign(signer, signed, domain)
-    deadline = escrow.getJob(job_id).dict()["deadline"]
+    deadline = job_view(escrow, job_id)["deadline"]
     with brownie.reverts(custom_error("JobEscrowDeadlineNotPassed", job_id, deadline)):
-        escrow.slashSignedResult(_fields(signed), signature, {"from": renter})
-    brownie.chain.sleep(3601)
-    escrow.refundExpired(job_id, {"from": renter})  # refunded first: still slashable
+        escrow.slashSignedResult(job_of(escrow, job_id), _fields(signed), signature, {"from": renter})
+    brownie.chain.sleep(deadline - brownie.chain.time() + 1)
+    escrow.refundExpired(job_of(escrow, job_id), {"from": renter})  # refunded first: still slashable
     before = staking.stakeOf(signer)
-    escrow.slashSignedResult(_fields(signed), signature, {"from": renter})
+    escrow.slashSignedResult(job_of(escrow, job_id), _fields(signed), signature, {"from": renter})
     assert staking.stakeOf(signer) == before - MIN_PROVIDER_STAKE
-    assert escrow.getJob(job_id).dict()["status"] == 5  # the escrow's money did not move again
+    assert job_view(escrow, job_id)["status"] == 5  # the escrow's money did not move again
 
 
 def test_a_cancelled_job_is_not_slashable(escrow, signer, renter, domain, custom_error):
     job_id = _job(escrow, signer, renter)
     signed = JobResult(job_id, ROOT, 10, DIGEST)
     signature = _sign(signer, signed, domain)
-    escrow.cancel(job_id, {"from": renter})
-    brownie.chain.sleep(3601)
+    escrow.cancel(job_of(escrow, job_id), {"from": renter})
+    brownie.chain.sleep(job_view(escrow, job_id)["deadline"] - brownie.chain.time() + 1)
     with brownie.reverts(custom_error("JobEscrowJobCancelled", job_id)):
-        escrow.slashSignedResult(_fields(signed), signature, {"from": renter})
+        escrow.slashSignedResult(job_of(escrow, job_id), _fields(signed), signature, {"from": renter})
 
 
 def test_only_the_job_providers_signature_slashes(accounts, escrow, signer, renter, domain, custom_error):
     job_id = _job(escrow, signer, renter)
-    escrow.commitResult(job_id, ROOT, 11, DIGEST, {"from": signer})
+    escrow.commitResult(job_of(escrow, job_id), ROOT, 11, DIGEST, {"from": signer})
     signed = JobResult(job_id, ROOT, 10, DIGEST)
     impostor = accounts.add()
     with brownie.reverts(custom_error("JobEscrowNotProviderSignature", job_id, impostor)):
-        escrow.slashSignedResult(_fields(signed), _sign(impostor, signed, domain), {"from": renter})
+        escrow.slashSignedResult(job_of(escrow, job_id), _fields(signed), _sign(impostor, signed, domain), {"from": renter})
     # A signature over another job's result does not recover the provider for this one.
     other = _sign(signer, JobResult(job_id + 1, ROOT, 10, DIGEST), domain)
     with brownie.reverts():
-        escrow.slashSignedResult(_fields(signed), other, {"from": renter})
-    with brownie.reverts(custom_error("JobEscrowUnknownJob", job_id + 1)):
-        escrow.slashSignedResult(_fields(JobResult(job_id + 1, ROOT, 10, DIGEST)), other, {"from": renter})
+        escrow.slashSignedResult(job_of(escrow, job_id), _fields(signed), other, {"from": renter})
+    with brownie.reverts(custom_error("JobEscrowJobMismatch", job_id + 1)):  # the result of another job
+        escrow.slashSignedResult(job_of(escrow, job_id), _fields(JobResult(job_id + 1, ROOT, 10, DIGEST)), other,
+                                 {"from": renter})

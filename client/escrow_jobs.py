@@ -1,0 +1,39 @@
+"""A job as JobEscrow's calls take it, read back from the escrow's events.
+
+JobEscrow keeps one slot per job (JobState); the Job itself lives in its JobCreated event (every
+term) and ResultCommitted event (the result). `read_job` rebuilds it from those logs and checks
+it against the slot's hash, so what a caller passes to commit, finalize, refund, cancel, fail,
+challenge or slash is exactly what the escrow will accept.
+"""
+
+from __future__ import annotations
+
+from web3.contract import Contract
+
+from protocol.escrow_job import EscrowJob
+
+
+class JobNotFound(LookupError):
+    """No such job on this escrow, or its events are not (yet) readable from `from_block`."""
+
+
+def read_job(escrow: Contract, job_id: int, from_block: int = 0) -> EscrowJob:
+    """The job `job_id`, with its result once committed, as its slot's hash vouches for. A node
+    may still serve logs of blocks it has since replaced (a reorg, a test's snapshot revert), so
+    the newest events that hash to the slot are the job."""
+    created = escrow.events.JobCreated().get_logs(argument_filters={"jobId": job_id}, from_block=from_block)
+    if not created:
+        raise JobNotFound(f"job {job_id}: no JobCreated on escrow {escrow.address} from block {from_block}")
+    commits = escrow.events.ResultCommitted().get_logs(argument_filters={"jobId": job_id}, from_block=from_block)
+    stored = bytes(escrow.functions.jobState(job_id).call().jobHash)
+    for event in reversed(created):
+        job = EscrowJob.from_created(event["args"])
+        candidates = [job] + [job.committed(c["args"]["outputRoot"], c["args"]["itemCount"],
+                                            c["args"]["resultDigest"]) for c in reversed(commits)]
+        for candidate in candidates:
+            if candidate.job_hash() == stored:
+                return candidate
+    raise JobNotFound(f"job {job_id}: no events on escrow {escrow.address} hash to its slot")
+
+
+__all__ = ["JobNotFound", "read_job"]
