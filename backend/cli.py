@@ -18,6 +18,7 @@ from backend.renter import check_lease, end_lease, start_lease, submit_job
 from backend.settings import Settings
 from backend.wallet import Wallet
 from client import contracts
+from client.escrow_jobs import read_job
 from client.keystore import PASSWORD_FILE_HELP, load_keystore
 from client.tx import connect
 from protocol.jobs import MODEL_FORMATS
@@ -333,7 +334,8 @@ def job_challenge(
     wallet = Wallet(rpc, load_keystore(keystore, password_file), deployment)
     challenges = wallet.contract("ChallengeManager")
     value = Web3.to_wei(bond, "ether") if bond is not None else challenges.functions.minBond().call()
-    receipt = wallet.send(challenges.functions.challengeJob(job_id, k), value=value)
+    job = read_job(wallet.contract("JobEscrow"), job_id)  # the Job with its committed result, as the escrow hashes it
+    receipt = wallet.send(challenges.functions.challengeJob(job.as_tuple(), k), value=value)
     challenge_id = challenges.events.JobChallenged().process_receipt(receipt)[0]["args"]["challengeId"]
     console.print(f"challenge {challenge_id} on job {job_id}: {k} items, bond {Web3.from_wei(value, 'ether')} ETH "
                   f"(tx 0x{bytes(receipt['transactionHash']).hex()}); escalate with the verifier or wait for the answer")

@@ -207,12 +207,6 @@ def _job(s: Session, job_id: int) -> m.Job | None:
     return s.get(m.Job, job_id)
 
 
-@on("JobEscrow", "JobAccepted")
-def _job_accepted(s: Session, e: Event) -> None:
-    if j := _job(s, e.args["jobId"]):
-        j.status = "accepted"
-
-
 @on("JobEscrow", "ResultCommitted")
 def _result(s: Session, e: Event) -> None:
     if j := _job(s, e.args["jobId"]):

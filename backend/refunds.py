@@ -1,5 +1,5 @@
 """`unchained job refund ID`: what the escrow owes a renter for one job, taken with the call the
-contract allows now (cancel before the provider accepts, refundExpired after the deadline), or
+contract allows now (cancel before the provider commits, refundExpired after the deadline), or
 an exact account of why not yet and from when. Runs in the renter's process with its own key;
 the refund is credited to the renter's pull balance (`unchained withdraw` pays it out)."""
 
@@ -11,6 +11,7 @@ from web3 import Web3
 
 from backend.errors import BackendError
 from backend.wallet import Wallet
+from client.escrow_jobs import read_job
 from protocol.enums import JobStatus
 
 ZERO = "0x" + "00" * 20
@@ -40,12 +41,13 @@ def refund_job(wallet: Wallet, job_id: int) -> str:
     """Refunds job `job_id` if the escrow allows it now; returns what happened. Raises
     NotRefundable (why not, and when it will be) or a client error (the transaction failed)."""
     escrow = wallet.contract("JobEscrow")
-    job = escrow.functions.getJob(job_id).call()
-    renter, provider, token, price = job.renter, job.provider, job.token, job.price
-    deadline, window_end, status, frozen = job.deadline, job.challengeWindowEnd, job.status, job.frozen
+    state = escrow.functions.jobState(job_id).call()
+    window_end, status, frozen = state.challengeWindowEnd, state.status, state.frozen
     if status == JobStatus.NONE:
         raise NotRefundable(f"job {job_id} does not exist on this chain (last job: "
                             f"{escrow.functions.jobCount().call()})")
+    job = read_job(escrow, job_id)
+    renter, provider, token, price, deadline = job.renter, job.provider, job.token, job.price, job.deadline
     me = wallet.account.address
     mine = renter.lower() == me.lower()
     now = int(wallet.web3.eth.get_block("latest")["timestamp"])
@@ -66,13 +68,8 @@ def refund_job(wallet: Wallet, job_id: int) -> str:
                                 f"before {_date(window_end)} (in {_duration(window_end - now)})")
         raise NotRefundable(f"provider {provider} committed a result for job {job_id} and its challenge window "
                             f"closed at {_date(window_end)}: it pays the provider, nothing to refund")
-    if status == JobStatus.FUNDED and mine:
-        receipt = wallet.send(escrow.functions.cancel(job_id))
-        refund = escrow.events.JobCancelled().process_receipt(receipt)[0]["args"]["refund"]
-        return (f"job {job_id} cancelled before the provider accepted it: {_amount(refund, token)} credited to you "
-                f"in JobEscrow (tx 0x{bytes(receipt['transactionHash']).hex()}); {WITHDRAW_HINT}")
     if now >= deadline:
-        receipt = wallet.send(escrow.functions.refundExpired(job_id))
+        receipt = wallet.send(escrow.functions.refundExpired(job.as_tuple()))
         refund = escrow.events.JobExpired().process_receipt(receipt)[0]["args"]["refund"]
         to = "you" if mine else f"renter {renter}"
         return (f"job {job_id} passed its deadline {_date(deadline)} without a result: {_amount(refund, token)} "
@@ -80,7 +77,8 @@ def refund_job(wallet: Wallet, job_id: int) -> str:
     if not mine:
         raise NotRefundable(f"job {job_id} belongs to renter {renter}, not {me}; only its renter can cancel it, and "
                             f"anyone can refund it to the renter after its deadline {_date(deadline)}")
-    raise NotRefundable(f"not yet: provider {provider} accepted job {job_id}. If it cannot run the job it fails it "
-                        f"on-chain and you are refunded at once; otherwise, without a result, it is refundable "
-                        f"from {_date(deadline)} (in {_duration(deadline - now)}) with `unchained job refund "
-                        f"{job_id}`")
+    # Funded, ours, before the deadline: no result is committed yet, so the renter may cancel.
+    receipt = wallet.send(escrow.functions.cancel(job.as_tuple()))
+    refund = escrow.events.JobCancelled().process_receipt(receipt)[0]["args"]["refund"]
+    return (f"job {job_id} cancelled before the provider committed a result: {_amount(refund, token)} credited to "
+            f"you in JobEscrow (tx 0x{bytes(receipt['transactionHash']).hex()}); {WITHDRAW_HINT}")

@@ -8,6 +8,8 @@ challenge or slash is exactly what the escrow will accept.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from web3.contract import Contract
 
 from protocol.escrow_job import EscrowJob
@@ -36,4 +38,33 @@ def read_job(escrow: Contract, job_id: int, from_block: int = 0) -> EscrowJob:
     raise JobNotFound(f"job {job_id}: no events on escrow {escrow.address} hash to its slot")
 
 
-__all__ = ["JobNotFound", "read_job"]
+@dataclass(frozen=True)
+class JobView:
+    """A job as a client reads it: the Job (`job`, what calls take) and its slot's state, by the
+    Solidity names (`view.challengeWindowEnd`, `view.specHash`)."""
+
+    job: EscrowJob
+    status: int
+    frozen: bool
+    challengeWindowEnd: int  # noqa: N815 (Solidity names, as the contracts' structs read)
+    committedAt: int  # noqa: N815
+
+    def __getattr__(self, name: str):
+        """The Job's fields by their Solidity names (renter, provider, price, specHash, ...)."""
+        solidity = {"specHash": "spec_hash", "outputRoot": "output_root", "itemCount": "item_count",
+                    "resultDigest": "result_digest"}
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.job, solidity.get(name, name))
+
+
+def read_job_view(escrow: Contract, job_id: int, from_block: int = 0) -> JobView:
+    """read_job with the slot's status, freeze and window (committedAt = window end - window)."""
+    job = read_job(escrow, job_id, from_block)
+    state = escrow.functions.jobState(job_id).call()
+    window_end = state.challengeWindowEnd
+    committed_at = window_end - escrow.functions.challengeWindow().call() if window_end else 0
+    return JobView(job, state.status, state.frozen, window_end, committed_at)
+
+
+__all__ = ["JobNotFound", "JobView", "read_job", "read_job_view"]

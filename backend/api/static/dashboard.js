@@ -311,15 +311,23 @@ async function renderJob() {
       }).join("") + "</tbody></table>";
   }
   $("job-detail").innerHTML = html;
-  if (refund) $("refund").onclick = () => { $("refund").disabled = true; sendTx("JobEscrow", refund.fn, [job.job_id], "refund"); };
+  if (refund) $("refund").onclick = () => { $("refund").disabled = true; sendTx("JobEscrow", refund.fn, jobWords(job), "refund"); };
   if (result) $("verify").onclick = () => verifyResults(job, result);
 }
 
+// IJobEscrow.Job: JobEscrow keeps only its hash, so calls carry the job (a static tuple, which
+// encodes as its ten words) and a wallet checks the backend's copy against the on-chain hash.
+const JOB_TUPLE = "(uint256,address,address,address,uint256,bytes32,uint64,bytes32,uint256,bytes32)";
+function jobWords(job, root = job.output_root, count = job.item_count, digest = job.result_digest) {
+  return [job.job_id, job.renter, job.provider, job.token, job.price, job.spec_hash, job.deadline,
+    root ?? 0, count ?? 0, digest ?? 0];
+}
+
 function refundAction(job) {
-  if (job.renter !== state.account || !["funded", "accepted"].includes(job.status) || job.frozen) return null;
-  if (job.status === "funded") return { fn: "cancel(uint256)", label: "Cancel and refund" };
+  if (job.renter !== state.account || job.status !== "funded" || job.frozen) return null;
   const now = state.chainNow ?? Date.now() / 1000;
-  return now > job.deadline ? { fn: "refundExpired(uint256)", label: "Refund (deadline passed)" } : null;
+  return now > job.deadline ? { fn: `refundExpired(${JOB_TUPLE})`, label: "Refund (deadline passed)" }
+    : { fn: `cancel(${JOB_TUPLE})`, label: "Cancel and refund" };
 }
 
 // The root comes from the chain through the wallet when one is connected: the backend is not
@@ -333,9 +341,14 @@ async function verifyResults(job, result) {
     let root = result.output_root, size = result.item_count;
     if (state.account) {
       await checkChain();
-      const words = eth.words(await call("JobEscrow", "getJob(uint256)", [job.job_id]));
-      root = words[10]; size = Number(BigInt(words[11]));  // IJobEscrow.Job: outputRoot, itemCount
-      checks.rootSource = `root read from chain ${state.deployment.chain_id}: ${root}`;
+      // JobState.jobHash is the first 24 bytes of keccak256(abi.encode(job)): the root the backend
+      // gave is the committed one only if the job with it hashes to what the chain holds.
+      const stored = eth.words(await call("JobEscrow", "jobState(uint256)", [job.job_id]))[0].slice(0, 50);
+      const encoded = merkle.hexToBytes("0x" + jobWords(job).map(eth.word).join(""));
+      if (merkle.bytesToHex(keccak256(encoded)).slice(0, 50) !== stored.toLowerCase()) {
+        throw new Error(`the backend's job ${job.job_id} does not match the chain's hash: its root is not trusted`);
+      }
+      checks.rootSource = `root checked against chain ${state.deployment.chain_id}: ${root}`;
     } else {
       checks.rootSource = "root as the backend indexed it (connect a wallet to read it from the chain)";
     }
