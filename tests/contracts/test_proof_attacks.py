@@ -63,10 +63,10 @@ def test_proof_for_another_index_is_rejected(challenge_manager, pog_round, stake
 
 
 def test_internal_node_presented_as_leaf_is_rejected(
-    challenge_manager, committed_job, renter, provider, custom_error
+    escrow, challenge_manager, committed_job, renter, provider, custom_error
 ):
     job_id, commitment = committed_job
-    cid = _challenge_job(challenge_manager, job_id, renter, k=1)
+    cid = _challenge_job(escrow, challenge_manager, job_id, renter, k=1)
     leaves, proofs = ref.answer(challenge_manager, cid, commitment)
     index = ref.indices_of(challenge_manager, cid)[0]
     # The level-1 node above the challenged leaf, with the rest of its path, posed as a 32-byte leaf.
@@ -261,7 +261,7 @@ def test_verifier_false_claim_loses_bond_in_the_vote(
 ):
     """A verifier disputes an honest job result; the committee re-executes and disagrees."""
     job_id, commitment = committed_job
-    cid = _challenge_job(challenge_manager, job_id, staked_verifier)
+    cid = _challenge_job(escrow, challenge_manager, job_id, staked_verifier)
     leaves, proofs = ref.answer(challenge_manager, cid, commitment)
     challenge_manager.respond(cid, leaves, proofs, {"from": provider})
     dispute_id = challenge_manager.escalate(cid, {"from": staked_verifier}).events["ChallengeEscalated"][
