@@ -324,12 +324,13 @@ class JobAuditor:
                 raise OutputsPending(job_id, evidence.missing, grace_end)
             logger.info("job %s: audited items %s of %d: %s", job_id, indices, item_count, evidence.describe())
         if evidence.faulty:
-            self._challenge(job_id, evidence)
+            self._challenge(job, evidence)
         else:
             self.backend.report("job", job_id, "passed", detail=evidence.describe(), **evidence.report_fields())
         return evidence
 
-    def _challenge(self, job_id: JobId, evidence: Evidence) -> None:
+    def _challenge(self, job: JobView, evidence: Evidence) -> None:
+        job_id = job.job.id
         bond = self.manager.functions.minBond().call()
         try:
             receipt = self.chain.send(self.manager.functions.challengeJob(job.job.as_tuple(), MAX_K), value=bond)
