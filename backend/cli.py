@@ -246,7 +246,7 @@ def job_submit(
 
 Wei = Annotated[bool, typer.Option("--wei", help="Show amounts in wei instead of ETH.")]
 JOB_AMOUNTS = ("price", "provider_amount", "fee", "refund")
-JOB_TIMES = ("deadline", "challenge_window_end")
+JOB_TIMES = ("deadline", "challenge_window_end", "cancellable_at")
 
 
 def job_lines(job: dict, now: float, in_wei: bool = False) -> list[tuple[str, str]]:
@@ -256,7 +256,7 @@ def job_lines(job: dict, now: float, in_wei: bool = False) -> list[tuple[str, st
 
     lines = []
     for key in ("status", "failure", "renter", "provider", "price", "deadline", "output_root", "item_count",
-                "challenge_window_end", "provider_amount", "fee", "refund", "dispatched_to"):
+                "challenge_window_end", "cancellable_at", "provider_amount", "fee", "refund", "dispatched_to"):
         value = job.get(key)
         if key == "failure" and not value:
             continue
@@ -289,7 +289,7 @@ def job_status(job_id: Annotated[int, typer.Argument(min=0)], backend: BackendUr
     if job["status"] == "refunded":
         console.print(f"the renter was refunded {amount(job.get('refund'), in_wei=wei)}: take it out with "
                       "`unchained withdraw`", highlight=False)
-    elif job.get("failure") and job["status"] in ("funded", "accepted"):
+    elif job.get("failure") and job["status"] in ("funded", "cancel requested", "accepted"):
         console.print(f"the provider could not run it; `unchained job refund {job_id}` says when it is refundable")
 
 

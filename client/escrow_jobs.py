@@ -48,6 +48,7 @@ class JobView:
     frozen: bool
     challengeWindowEnd: int  # noqa: N815 (Solidity names, as the contracts' structs read)
     committedAt: int  # noqa: N815
+    cancellableAt: int  # noqa: N815 (a Funded job whose renter requested a cancel: when cancel refunds; else 0)
 
     def __getattr__(self, name: str):
         """The Job's fields by their Solidity names (renter, provider, price, specHash, ...)."""
@@ -59,12 +60,14 @@ class JobView:
 
 
 def read_job_view(escrow: Contract, job_id: int, from_block: int = 0) -> JobView:
-    """read_job with the slot's status, freeze and window (committedAt = window end - window)."""
+    """read_job with the slot's status, freeze and times: the slot's endsAt is the challenge window
+    end once the job is committed (committedAt = window end - window), the time a requested cancel
+    may refund before."""
     job = read_job(escrow, job_id, from_block)
     state = escrow.functions.jobState(job_id).call()
-    window_end = state.challengeWindowEnd
+    window_end = state.endsAt if job.is_committed else 0
     committed_at = window_end - escrow.functions.challengeWindow().call() if window_end else 0
-    return JobView(job, state.status, state.frozen, window_end, committed_at)
+    return JobView(job, state.status, state.frozen, window_end, committed_at, 0 if job.is_committed else state.endsAt)
 
 
 __all__ = ["JobNotFound", "JobView", "read_job", "read_job_view"]

@@ -141,7 +141,7 @@ contract ChallengeManager is IChallengeManager {
         if (msg.sender != job.renter) _requireStakedVerifier(msg.sender);
         if (msg.sender == job.provider) revert ChallengeSelfChallenge(msg.sender);
         if (
-            state.status != IJobEscrow.JobStatus.Committed || block.timestamp >= state.challengeWindowEnd
+            state.status != IJobEscrow.JobStatus.Committed || block.timestamp >= state.endsAt
                 || job.itemCount == 0
         ) revert ChallengeJobNotChallengeable(jobId);
         uint256 active = activeJobChallenge[jobId];

@@ -18,7 +18,7 @@ import {IStaking} from "./interfaces/IStaking.sol";
 /// result (protocol/job_result.py) binds it to its commit: slashSignedResult slashes it through
 /// Staking (SLASHER_ROLE) when the commit differs or never came.
 /// @dev Gas is the point of the layout: a job keeps one slot (JobState: a 192-bit truncated hash
-/// of the Job beside its status, frozen flag and window end), written new once at create and
+/// of the Job beside its status, frozen flag and endsAt), written new once at create and
 /// rewritten at commit and at settlement; the Job itself comes back in calldata. Finding two Jobs
 /// with the same 192-bit hash takes about 2^96 hashes (birthday bound), out of reach.
 contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
@@ -30,6 +30,8 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
     uint64 public constant MAX_CHALLENGE_WINDOW = 7 days;
     /// @inheritdoc IJobEscrow
     uint64 public constant MAX_JOB_DURATION_LIMIT = 30 days;
+    /// @inheritdoc IJobEscrow
+    uint64 public constant MAX_CANCEL_GRACE = 1 days;
     uint256 public constant MAX_FAILURE_REASON_BYTES = 256;
     /// @inheritdoc IJobEscrow
     uint256 public constant MAX_BATCH_SIZE = 64;
@@ -66,6 +68,8 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
     /// @inheritdoc IJobEscrow
     uint64 public immutable maxJobDuration;
     /// @inheritdoc IJobEscrow
+    uint64 public immutable cancelGrace;
+    /// @inheritdoc IJobEscrow
     uint16 public immutable protocolFeeBps;
     /// @inheritdoc IJobEscrow
     address public immutable treasury;
@@ -78,12 +82,15 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
     /// @param protocolFeeBps_ fee on finalized jobs, at most MAX_FEE_BPS
     /// @param maxJobDuration_ longest time from funding to a job's deadline, at most
     /// MAX_JOB_DURATION_LIMIT
+    /// @param cancelGrace_ seconds from requestCancel to cancel, 1..MAX_CANCEL_GRACE: longer than
+    /// a provider's commit interval, or a renter could cancel a job whose result it already has
     constructor(
         IProviderRegistry registry_,
         address treasury_,
         uint64 challengeWindow_,
         uint16 protocolFeeBps_,
-        uint64 maxJobDuration_
+        uint64 maxJobDuration_,
+        uint64 cancelGrace_
     ) EIP712("Unchained JobEscrow", "1") {
         if (address(registry_) == address(0) || treasury_ == address(0)) revert JobEscrowZeroAddress();
         if (challengeWindow_ == 0 || challengeWindow_ > MAX_CHALLENGE_WINDOW) {
@@ -93,6 +100,7 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
         if (maxJobDuration_ == 0 || maxJobDuration_ > MAX_JOB_DURATION_LIMIT) {
             revert JobEscrowInvalidMaxDuration(maxJobDuration_);
         }
+        if (cancelGrace_ == 0 || cancelGrace_ > MAX_CANCEL_GRACE) revert JobEscrowInvalidCancelGrace(cancelGrace_);
         registry = registry_;
         staking = registry_.staking();
         minProviderStake = registry_.minProviderStake();
@@ -100,6 +108,7 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
         challengeWindow = challengeWindow_;
         protocolFeeBps = protocolFeeBps_;
         maxJobDuration = maxJobDuration_;
+        cancelGrace = cancelGrace_;
     }
 
     /// @inheritdoc IJobEscrow
@@ -210,10 +219,28 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
     }
 
     /// @inheritdoc IJobEscrow
+    /// @dev The time sits in the slot's endsAt, which the commit overwrites with its window end:
+    /// a commit in the grace voids the request at no extra write. Fits in 32 bits: now < deadline
+    /// <= MAX_DEADLINE = uint32 max - MAX_CHALLENGE_WINDOW, and MAX_CANCEL_GRACE is below that window.
+    function requestCancel(Job calldata job) external {
+        JobState storage state = _checked(job);
+        _requireStatus(job.id, state, JobStatus.Funded);
+        if (msg.sender != job.renter) revert JobEscrowNotRenter(msg.sender);
+        if (state.endsAt != 0) revert JobEscrowCancelAlreadyRequested(job.id, state.endsAt);
+        if (block.timestamp >= job.deadline) revert JobEscrowDeadlinePassed(job.id, job.deadline);
+        uint32 cancellableAt = uint32(block.timestamp + cancelGrace);
+        state.endsAt = cancellableAt;
+        emit JobCancelRequested(job.id, msg.sender, cancellableAt);
+    }
+
+    /// @inheritdoc IJobEscrow
     function cancel(Job calldata job) external {
         JobState storage state = _checked(job);
         _requireStatus(job.id, state, JobStatus.Funded);
         if (msg.sender != job.renter) revert JobEscrowNotRenter(msg.sender);
+        uint32 cancellableAt = state.endsAt;
+        if (cancellableAt == 0) revert JobEscrowCancelNotRequested(job.id);
+        if (block.timestamp < cancellableAt) revert JobEscrowCancelTooEarly(job.id, cancellableAt);
         state.cancelled = true;
         _refund(state, job.renter, job.token, job.price);
         emit JobCancelled(job.id, msg.sender, job.price);
@@ -224,9 +251,7 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
         JobState storage state = _checked(job);
         _requireStatus(job.id, state, JobStatus.Committed);
         if (state.frozen) revert JobEscrowFrozen(job.id);
-        if (block.timestamp >= state.challengeWindowEnd) {
-            revert JobEscrowWindowClosed(job.id, state.challengeWindowEnd);
-        }
+        if (block.timestamp >= state.endsAt) revert JobEscrowWindowClosed(job.id, state.endsAt);
         state.frozen = true;
         _frozen[job.id] = FrozenJob(job.renter, uint80(job.price), job.provider, job.token);
         emit JobFrozen(job.id, msg.sender);
@@ -247,8 +272,9 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
     }
 
     /// @inheritdoc IJobEscrow
-    /// @dev A job counts as committed once it has a challenge window end (kept by every later
-    /// status), so a commit that a challenge later refunded is still compared.
+    /// @dev A job counts as committed once its hash covers a result (itemCount is never zero in a
+    /// commit, and the hash stays through every later status), so a commit that a challenge
+    /// later refunded is still compared.
     function slashSignedResult(Job calldata job, JobResult calldata result, bytes calldata signature)
         external
         returns (uint256 slashed)
@@ -259,7 +285,7 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
         if (state.resultSlashed) revert JobEscrowResultAlreadySlashed(jobId);
         address signer = ECDSA.recover(jobResultDigest(result), signature);
         if (signer != job.provider) revert JobEscrowNotProviderSignature(jobId, signer);
-        if (state.challengeWindowEnd != 0) {
+        if (job.itemCount != 0) {
             if (
                 job.outputRoot == result.outputRoot && job.itemCount == result.itemCount
                     && job.resultDigest == result.resultDigest
@@ -346,7 +372,7 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
         uint32 windowEnd = uint32(block.timestamp + challengeWindow);
         state.jobHash = bytes24(keccak256(abi.encode(committed)));
         state.status = JobStatus.Committed;
-        state.challengeWindowEnd = windowEnd;
+        state.endsAt = windowEnd;
         emit ResultCommitted(jobId, outputRoot, itemCount, resultDigest, windowEnd);
         staking.lockStake(msg.sender, minProviderStake);
     }
@@ -356,7 +382,7 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
         JobState storage state = _checked(job);
         _requireStatus(job.id, state, JobStatus.Committed);
         if (state.frozen) revert JobEscrowFrozen(job.id);
-        uint64 windowEnd = state.challengeWindowEnd;
+        uint64 windowEnd = state.endsAt;
         if (block.timestamp < windowEnd) revert JobEscrowWindowOpen(job.id, windowEnd);
         state.status = JobStatus.Finalized;
         uint256 price = job.price;

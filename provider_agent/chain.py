@@ -176,7 +176,8 @@ class ProviderChain:
         j = read_job(escrow, job_id)
         state = escrow.functions.jobState(job_id).call()
         return OnChainJob(job_id=job_id, renter=j.renter, provider=j.provider, token=j.token, price=Wei(j.price),
-                          spec_hash=j.spec_hash, deadline=j.deadline, challenge_window_end=state.challengeWindowEnd,
+                          spec_hash=j.spec_hash, deadline=j.deadline,
+                          challenge_window_end=state.endsAt if j.is_committed else 0,
                           status=JobStatus(state.status), frozen=state.frozen, output_root=j.output_root,
                           item_count=j.item_count, escrow_job=j)
 

@@ -54,6 +54,9 @@ class DeployParams:
     protocol_fee_bps: int = 200
     challenge_window: int = 1 * HOUR
     max_job_duration: int = 7 * DAY  # a job's deadline is at most this far from its funding
+    # requestCancel -> cancel; well above the provider committer's interval (a few seconds), so a
+    # renter holding a signed result cannot cancel before the provider's commit lands
+    cancel_grace: int = 10 * 60
     pog_commit_window: int = 10 * 60
     root_challenge_period: int = 1 * DAY
     min_bond: int = Web3.to_wei(0.1, "ether")
@@ -132,7 +135,8 @@ def deploy_all(deployer: Deployer, params: DeployParams = DeployParams()) -> Dep
     staking = deployer.deploy("Staking", p.unbonding_delay, p.slash_reward_bps, treasury)
     registry = deployer.deploy("ProviderRegistry", staking.address, p.min_provider_stake)
     escrow = deployer.deploy(
-        "JobEscrow", registry.address, treasury, p.challenge_window, p.protocol_fee_bps, p.max_job_duration
+        "JobEscrow", registry.address, treasury, p.challenge_window, p.protocol_fee_bps, p.max_job_duration,
+        p.cancel_grace,
     )
     leases = deployer.deploy("LeaseManager", registry.address)
     pog = deployer.deploy(

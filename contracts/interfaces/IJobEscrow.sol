@@ -6,14 +6,16 @@ pragma solidity ^0.8.24;
 /// rebasing); the provider commits a Merkle root of its outputs before the deadline (which
 /// accepts the job: there is no separate accept); after the challenge window the provider is
 /// paid (minus the protocol fee). A job with no commit by the deadline, a cancelled one, or one
-/// lost in a dispute refunds the renter in full. All payouts are pull balances per token
+/// lost in a dispute refunds the renter in full. A renter cancels in two steps (requestCancel,
+/// then cancel after cancelGrace) so that a provider can still commit a result it already gave. All payouts are pull balances per token
 /// (address(0) = ETH). Committing needs the registry's minimum provider stake bonded, and locks
 /// it in Staking (no unbonding) until the job is finalized or refunded. Deadlines are at most
 /// maxJobDuration ahead. Parameters are immutable and bounded; DISPUTE_ROLE (the
 /// ChallengeManager) is granted once at deployment (IOneTimeWiring).
 ///
 /// How to read a job: the contract keeps one slot per job, its JobState (jobState(jobId)):
-/// status, frozen, challenge window end, and the first 24 bytes of keccak256(abi.encode(Job)).
+/// status, frozen, endsAt (the challenge window end, or when a requested cancel may refund), and
+/// the first 24 bytes of keccak256(abi.encode(Job)).
 /// The Job itself (its terms, and its result once committed) travels in calldata and events:
 /// JobCreated carries every term (the result fields are zero until the commit) and
 /// ResultCommitted the result. Every call that acts on a job takes the Job and reverts with
@@ -48,7 +50,10 @@ interface IJobEscrow {
         bytes24 jobHash; // bytes24(keccak256(abi.encode(job))): the terms, and the result once committed
         JobStatus status;
         bool frozen; // an open challenge or dispute holds the escrow
-        uint32 challengeWindowEnd; // zero until committed; committedAt is this minus challengeWindow
+        // Funded: when a requested cancel may refund (zero: none requested); Committed and later:
+        // the challenge window end (committedAt is this minus challengeWindow); one field, so a
+        // cancel request costs no slot of its own and a commit overwrites (voids) it.
+        uint32 endsAt;
         bool cancelled; // refunded by its renter's cancel (a signed result of it is not slashable)
         bool resultSlashed; // slashSignedResult used its one slash
     }
@@ -75,6 +80,7 @@ interface IJobEscrow {
         uint256 indexed jobId, bytes32 outputRoot, uint256 itemCount, bytes32 resultDigest, uint64 challengeWindowEnd
     );
     event JobFinalized(uint256 indexed jobId, address indexed provider, uint256 providerAmount, uint256 fee);
+    event JobCancelRequested(uint256 indexed jobId, address indexed renter, uint64 cancellableAt);
     event JobCancelled(uint256 indexed jobId, address indexed renter, uint256 refund);
     event JobExpired(uint256 indexed jobId, address indexed renter, uint256 refund);
     event JobFailed(uint256 indexed jobId, address indexed provider, string reason, uint256 refund);
@@ -116,10 +122,14 @@ interface IJobEscrow {
     error JobEscrowNotProviderSignature(uint256 jobId, address signer);
     error JobEscrowResultMatchesCommit(uint256 jobId);
     error JobEscrowJobCancelled(uint256 jobId);
+    error JobEscrowInvalidCancelGrace(uint256 cancelGrace);
+    error JobEscrowCancelNotRequested(uint256 jobId);
+    error JobEscrowCancelTooEarly(uint256 jobId, uint64 cancellableAt);
+    error JobEscrowCancelAlreadyRequested(uint256 jobId, uint64 cancellableAt);
 
     /// Hooks used by other Unchained contracts (stable):
 
-    /// @notice The job's slot: status, frozen, challenge window end, its hash. All zero for an
+    /// @notice The job's slot: status, frozen, endsAt, its hash. All zero for an
     /// unknown job.
     function jobState(uint256 jobId) external view returns (JobState memory);
 
@@ -199,7 +209,15 @@ interface IJobEscrow {
     /// @param reason why, for the renter: at most 256 bytes (JobEscrow.MAX_FAILURE_REASON_BYTES), kept in JobFailed
     function failJob(Job calldata job, string calldata reason) external;
 
-    /// @notice The renter takes back a job that has no result committed yet.
+    /// @notice The renter asks to take back a Funded job before its deadline: cancel refunds it
+    /// once cancelGrace has passed, unless the provider commits meanwhile (a commit during the
+    /// grace is valid and voids the request). Two steps because a provider hands its signed
+    /// result to the renter before its batched commit: a one-step cancel would let the renter
+    /// keep the work and the money. Emits JobCancelRequested. Only the renter, once per job.
+    function requestCancel(Job calldata job) external;
+
+    /// @notice The renter takes back a Funded job whose cancel it requested at least cancelGrace
+    /// ago (the provider did not commit in the grace): refunded in full.
     function cancel(Job calldata job) external;
 
     /// @notice Slashes the job's provider with a result it signed (`signature` over
@@ -237,6 +255,13 @@ interface IJobEscrow {
 
     /// @notice Seconds a committed result can be challenged (at most MAX_CHALLENGE_WINDOW).
     function challengeWindow() external view returns (uint64);
+
+    /// @notice Seconds between requestCancel and the cancel it allows (1..MAX_CANCEL_GRACE): the
+    /// provider's time to commit a result it has already handed out.
+    function cancelGrace() external view returns (uint64);
+
+    /// @notice Bound on cancelGrace checked at deployment.
+    function MAX_CANCEL_GRACE() external view returns (uint64);
 
     /// @notice Longest time from funding a job to its deadline (at most MAX_JOB_DURATION_LIMIT).
     function maxJobDuration() external view returns (uint64);

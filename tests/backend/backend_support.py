@@ -115,6 +115,8 @@ def full_market(s: ChainSession) -> Parties:
     s.advance(escrow.functions.challengeWindow().call() + 1)
     s.send(escrow.functions.finalize(read_job(escrow, job_id).as_tuple()), p.renter)
     cancelled = funded_job(s, p.renter, p.provider2, keccak256(b"spec-2"), ETH // 20)
+    s.send(escrow.functions.requestCancel(read_job(escrow, cancelled).as_tuple()), p.renter)
+    s.advance(escrow.functions.cancelGrace().call())  # no commit in the grace: the cancel refunds
     s.send(escrow.functions.cancel(read_job(escrow, cancelled).as_tuple()), p.renter)
     leases = s.contract("LeaseManager")
     cost = leases.functions.leaseCost(p.provider2, 1, 3600).call()

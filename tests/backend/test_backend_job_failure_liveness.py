@@ -20,7 +20,6 @@ from backend.api.app import create_app
 from backend.cli import job_app
 from backend.client import ApiError, BackendClient
 from backend.matching import Candidate, Request, explain
-from protocol.enums import JobStatus
 from protocol.merkle import keccak256
 from unchained_cli.errors import GuardedGroup
 
@@ -85,7 +84,16 @@ def test_job_refund_cancels_waits_or_refunds_after_the_deadline(server, chain, s
     owed = escrow.functions.owedTo(ZERO, market.renter).call()
 
     funded = _job(session, market, b"spec-cancel")
-    said = _said("job", "refund", str(funded), *common)
+    said = _said("job", "refund", str(funded), *common)  # step one: the request
+    assert "cancel requested" in said and "run `unchained job refund" in said
+    assert escrow.functions.owedTo(ZERO, market.renter).call() == owed
+    said = _said("job", "refund", str(funded), *common, code=1)  # inside the grace: says from when
+    assert "cancel already requested" in said and "can be cancelled from" in said
+    api = BackendClient.connect(server)
+    shown = _wait(lambda: (j := api.get(f"/jobs/{funded}"))["status"] == "cancel requested" and j)
+    assert shown["cancellable_at"] is not None
+    session.advance(escrow.functions.cancelGrace().call())
+    said = _said("job", "refund", str(funded), *common)  # the grace passed with no commit
     assert "cancelled before the provider committed a result" in said and "unchained withdraw" in said
     assert escrow.functions.owedTo(ZERO, market.renter).call() == owed + PRICE
 

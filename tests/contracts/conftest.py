@@ -31,6 +31,7 @@ MIN_PROVIDER_STAKE = ETHER
 CHALLENGE_WINDOW = DAY
 PROTOCOL_FEE_BPS = 250
 MAX_JOB_DURATION = WEEK
+CANCEL_GRACE = 10 * 60
 PRICE_PER_GPU_HOUR = 36 * 10**14  # 0.0036 ether an hour: 10**12 wei a second per GPU
 PRICE_PER_JOB_UNIT = 10**12
 
@@ -122,9 +123,19 @@ def job_view(escrow, job_id: int) -> dict:
     for name in ("renter", "provider", "token"):
         job[name] = EthAddress(job[name])
     state = escrow.jobState(job_id)
-    window_end = state["challengeWindowEnd"]
+    # endsAt is the window end once committed (the hash covers a result), a cancel's time before
+    committed = job["itemCount"] != 0
+    window_end = state["endsAt"] if committed else 0
     return {**job, "status": state["status"], "frozen": state["frozen"], "challengeWindowEnd": window_end,
-            "committedAt": window_end - escrow.challengeWindow() if window_end else 0}
+            "committedAt": window_end - escrow.challengeWindow() if window_end else 0,
+            "cancellableAt": 0 if committed else state["endsAt"]}
+
+
+def cancel_job(escrow, job_id: int, renter):
+    """The renter's honest cancel: requestCancel, the grace passes with no commit, cancel."""
+    escrow.requestCancel(job_of(escrow, job_id), {"from": renter})
+    brownie.chain.sleep(CANCEL_GRACE)
+    return escrow.cancel(job_of(escrow, job_id), {"from": renter})
 
 
 _JOB_FIELDS = ("id", "renter", "provider", "token", "price", "specHash", "deadline", "outputRoot", "itemCount",
@@ -154,7 +165,8 @@ def unchained(
     sender = {"from": admin}
     staking = Staking.deploy(UNBONDING_DELAY, SLASH_REWARD_BPS, treasury, sender)
     registry = ProviderRegistry.deploy(staking, MIN_PROVIDER_STAKE, sender)
-    escrow = JobEscrow.deploy(registry, treasury, CHALLENGE_WINDOW, PROTOCOL_FEE_BPS, MAX_JOB_DURATION, sender)
+    escrow = JobEscrow.deploy(registry, treasury, CHALLENGE_WINDOW, PROTOCOL_FEE_BPS, MAX_JOB_DURATION, CANCEL_GRACE,
+                              sender)
     leases = LeaseManager.deploy(registry, sender)
     proof_of_gpu = ProofOfGpu.deploy(
         staking, registry, MIN_VERIFIER_STAKE, POG_COMMIT_WINDOW, ROOT_CHALLENGE_PERIOD, sender

@@ -6,7 +6,8 @@ import pytest
 from brownie import ZERO_ADDRESS, chain
 
 from protocol.enums import JobStatus
-from conftest import CHALLENGE_WINDOW, DAY, ETHER, MAX_JOB_DURATION, PROTOCOL_FEE_BPS, WEEK, job_of, job_view
+from conftest import (CANCEL_GRACE, CHALLENGE_WINDOW, DAY, ETHER, MAX_JOB_DURATION, PROTOCOL_FEE_BPS, WEEK, cancel_job,
+                      job_of, job_view)
 
 PRICE = ETHER // 10
 FEE = PRICE * PROTOCOL_FEE_BPS // 10_000
@@ -184,7 +185,7 @@ def test_implicit_accept_requires_the_minimum_stake(escrow, staking, job_id, act
 
 
 def test_commit_result_reverts_on_a_cancelled_job(escrow, job_id, renter, active_provider, custom_error):
-    escrow.cancel(job_of(escrow, job_id), {"from": renter})
+    cancel_job(escrow, job_id, renter)
     with brownie.reverts(custom_error("JobEscrowWrongStatus", job_id, JobStatus.REFUNDED)):
         escrow.commitResult(job_of(escrow, job_id), ROOT, ITEMS, DIGEST, {"from": active_provider})
 
@@ -284,20 +285,67 @@ def test_refund_after_commit_is_refused(escrow, committed, renter, custom_error)
         escrow.refundExpired(job_of(escrow, committed), {"from": renter})
 
 
-def test_cancel_by_renter_refunds_unaccepted_job(escrow, job_id, renter):
+def test_cancel_by_renter_refunds_an_uncommitted_job_after_the_grace(escrow, job_id, renter, custom_error):
+    tx = escrow.requestCancel(job_of(escrow, job_id), {"from": renter})
+    cancellable_at = tx.timestamp + CANCEL_GRACE
+    assert tx.events["JobCancelRequested"] == {"jobId": job_id, "renter": renter, "cancellableAt": cancellable_at}
+    view = job_view(escrow, job_id)
+    assert (view["status"], view["cancellableAt"], view["challengeWindowEnd"]) == (JobStatus.FUNDED, cancellable_at, 0)
+    with brownie.reverts(custom_error("JobEscrowCancelAlreadyRequested", job_id, cancellable_at)):
+        escrow.requestCancel(job_of(escrow, job_id), {"from": renter})
+    chain.sleep(CANCEL_GRACE)
     tx = escrow.cancel(job_of(escrow, job_id), {"from": renter})
     assert tx.events["JobCancelled"] == {"jobId": job_id, "renter": renter, "refund": PRICE}
     assert _status(escrow, job_id) == JobStatus.REFUNDED
     assert escrow.owedTo(ZERO_ADDRESS, renter) == PRICE
 
 
-def test_cancel_reverts_for_other_caller(escrow, job_id, active_provider, custom_error):
+def test_cancel_without_a_request_reverts(escrow, job_id, renter, custom_error):
+    with brownie.reverts(custom_error("JobEscrowCancelNotRequested", job_id)):
+        escrow.cancel(job_of(escrow, job_id), {"from": renter})
+
+
+def test_cancel_after_a_signed_result_cannot_take_the_work_free(escrow, job_id, renter, active_provider, custom_error):
+    """Attack: the renter has the provider's signed result (served before the batched commit)
+    and cancels at once to get the work and its money back. The cancel must wait out the grace,
+    the provider's commit in the grace voids the request, and the provider is paid."""
+    tx = escrow.requestCancel(job_of(escrow, job_id), {"from": renter})
+    cancellable_at = tx.timestamp + CANCEL_GRACE
+    with brownie.reverts(custom_error("JobEscrowCancelTooEarly", job_id, cancellable_at)):
+        escrow.cancel(job_of(escrow, job_id), {"from": renter})
+    chain.sleep(CANCEL_GRACE // 2)
+    escrow.commitResult(job_of(escrow, job_id), ROOT, ITEMS, DIGEST, {"from": active_provider})
+    assert job_view(escrow, job_id)["cancellableAt"] == 0  # the request is void
+    chain.sleep(CANCEL_GRACE)
+    with brownie.reverts(custom_error("JobEscrowWrongStatus", job_id, JobStatus.COMMITTED)):
+        escrow.cancel(job_of(escrow, job_id), {"from": renter})
+    with brownie.reverts(custom_error("JobEscrowWrongStatus", job_id, JobStatus.COMMITTED)):
+        escrow.requestCancel(job_of(escrow, job_id), {"from": renter})
+    chain.sleep(CHALLENGE_WINDOW)
+    escrow.finalize(job_of(escrow, job_id), {"from": renter})
+    assert escrow.owedTo(ZERO_ADDRESS, renter) == 0
+    assert escrow.owedTo(ZERO_ADDRESS, active_provider) == PRICE - PRICE * PROTOCOL_FEE_BPS // 10_000
+
+
+def test_request_cancel_reverts_for_other_caller_and_after_the_deadline(escrow, job_id, renter, active_provider,
+                                                                       custom_error):
+    with brownie.reverts(custom_error("JobEscrowNotRenter", active_provider)):
+        escrow.requestCancel(job_of(escrow, job_id), {"from": active_provider})
+    deadline = job_view(escrow, job_id)["deadline"]
+    chain.sleep(deadline - chain.time() + 1)
+    with brownie.reverts(custom_error("JobEscrowDeadlinePassed", job_id, deadline)):
+        escrow.requestCancel(job_of(escrow, job_id), {"from": renter})
+
+
+def test_cancel_reverts_for_other_caller(escrow, job_id, renter, active_provider, custom_error):
+    escrow.requestCancel(job_of(escrow, job_id), {"from": renter})
+    chain.sleep(CANCEL_GRACE)
     with brownie.reverts(custom_error("JobEscrowNotRenter", active_provider)):
         escrow.cancel(job_of(escrow, job_id), {"from": active_provider})
 
 
 def test_cancelled_job_cannot_also_expire(escrow, job_id, renter, custom_error):
-    escrow.cancel(job_of(escrow, job_id), {"from": renter})
+    cancel_job(escrow, job_id, renter)
     chain.sleep(3 * DAY)
     with brownie.reverts(custom_error("JobEscrowWrongStatus", job_id, JobStatus.REFUNDED)):
         escrow.refundExpired(job_of(escrow, job_id), {"from": renter})
@@ -385,7 +433,7 @@ def test_resolve_freeze_reverts_without_dispute_role(escrow, committed, disputer
 
 
 def test_withdraw_pays_eth_once(escrow, job_id, renter, custom_error):
-    escrow.cancel(job_of(escrow, job_id), {"from": renter})
+    cancel_job(escrow, job_id, renter)
     before = renter.balance()
     tx = escrow.withdraw(ZERO_ADDRESS, {"from": renter})
     assert tx.events["Withdrawn"] == {"token": ZERO_ADDRESS, "account": renter, "amount": PRICE}
@@ -419,6 +467,8 @@ def test_withdraw_reentrancy_pays_only_once(escrow, active_provider, create, ren
     deadline = _deadline()
     data = escrow.createJob.encode_input(active_provider, SPEC, PRICE, deadline)
     job_id = attacker.execute(escrow, data, PRICE, {"value": PRICE}).events["JobCreated"]["jobId"]
+    attacker.execute(escrow, escrow.requestCancel.encode_input(job_of(escrow, job_id)), 0)
+    chain.sleep(CANCEL_GRACE)
     attacker.execute(escrow, escrow.cancel.encode_input(job_of(escrow, job_id)), 0)
     withdraw = escrow.withdraw.encode_input(ZERO_ADDRESS)
     attacker.arm(escrow, withdraw, 3)
@@ -431,6 +481,8 @@ def test_withdraw_reentrancy_pays_only_once(escrow, active_provider, create, ren
 def test_withdraw_reverts_when_receiver_rejects_ether(escrow, active_provider, attacker, custom_error):
     data = escrow.createJob.encode_input(active_provider, SPEC, PRICE, _deadline())
     job_id = attacker.execute(escrow, data, PRICE, {"value": PRICE}).events["JobCreated"]["jobId"]
+    attacker.execute(escrow, escrow.requestCancel.encode_input(job_of(escrow, job_id)), 0)
+    chain.sleep(CANCEL_GRACE)
     attacker.execute(escrow, escrow.cancel.encode_input(job_of(escrow, job_id)), 0)
     attacker.setRejectPayments(True)
     with brownie.reverts(custom_error("JobEscrowTransferFailed", attacker, PRICE)):
@@ -441,23 +493,28 @@ def test_withdraw_reverts_when_receiver_rejects_ether(escrow, active_provider, a
 
 
 @pytest.mark.parametrize(
-    "window, fee, duration, error",
+    "window, fee, duration, grace, error",
     [
-        (0, PROTOCOL_FEE_BPS, WEEK, ("JobEscrowInvalidWindow", 0)),
-        (WEEK + 1, PROTOCOL_FEE_BPS, WEEK, ("JobEscrowInvalidWindow", WEEK + 1)),
-        (CHALLENGE_WINDOW, 1_001, WEEK, ("JobEscrowInvalidFee", 1_001)),
-        (CHALLENGE_WINDOW, PROTOCOL_FEE_BPS, 0, ("JobEscrowInvalidMaxDuration", 0)),
-        (CHALLENGE_WINDOW, PROTOCOL_FEE_BPS, 30 * DAY + 1, ("JobEscrowInvalidMaxDuration", 30 * DAY + 1)),
+        (0, PROTOCOL_FEE_BPS, WEEK, CANCEL_GRACE, ("JobEscrowInvalidWindow", 0)),
+        (WEEK + 1, PROTOCOL_FEE_BPS, WEEK, CANCEL_GRACE, ("JobEscrowInvalidWindow", WEEK + 1)),
+        (CHALLENGE_WINDOW, 1_001, WEEK, CANCEL_GRACE, ("JobEscrowInvalidFee", 1_001)),
+        (CHALLENGE_WINDOW, PROTOCOL_FEE_BPS, 0, CANCEL_GRACE, ("JobEscrowInvalidMaxDuration", 0)),
+        (CHALLENGE_WINDOW, PROTOCOL_FEE_BPS, 30 * DAY + 1, CANCEL_GRACE,
+         ("JobEscrowInvalidMaxDuration", 30 * DAY + 1)),
+        (CHALLENGE_WINDOW, PROTOCOL_FEE_BPS, WEEK, 0, ("JobEscrowInvalidCancelGrace", 0)),
+        (CHALLENGE_WINDOW, PROTOCOL_FEE_BPS, WEEK, DAY + 1, ("JobEscrowInvalidCancelGrace", DAY + 1)),
     ],
 )
 def test_constructor_rejects_parameters_out_of_bounds(
-    JobEscrow, registry, admin, treasury, window, fee, duration, error, custom_error, deploy_revert
+    JobEscrow, registry, admin, treasury, window, fee, duration, grace, error, custom_error, deploy_revert
 ):
-    assert deploy_revert(JobEscrow, registry, treasury, window, fee, duration, sender=admin) == custom_error(*error)
+    reason = deploy_revert(JobEscrow, registry, treasury, window, fee, duration, grace, sender=admin)
+    assert reason == custom_error(*error)
 
 
 def test_constructor_rejects_zero_treasury(JobEscrow, registry, admin, custom_error, deploy_revert):
-    reason = deploy_revert(JobEscrow, registry, ZERO_ADDRESS, CHALLENGE_WINDOW, PROTOCOL_FEE_BPS, WEEK, sender=admin)
+    reason = deploy_revert(JobEscrow, registry, ZERO_ADDRESS, CHALLENGE_WINDOW, PROTOCOL_FEE_BPS, WEEK, CANCEL_GRACE,
+                           sender=admin)
     assert reason == custom_error("JobEscrowZeroAddress")
 
 
@@ -511,7 +568,7 @@ def test_lock_holds_through_a_dispute_the_provider_wins(escrow, staking, committ
 
 
 def test_refund_of_a_funded_job_touches_no_lock(escrow, staking, job_id, active_provider, renter):
-    escrow.cancel(job_of(escrow, job_id), {"from": renter})
+    cancel_job(escrow, job_id, renter)
     assert staking.openWorkOf(active_provider) == 0
 
 

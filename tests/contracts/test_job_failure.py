@@ -7,7 +7,7 @@ import pytest
 from brownie import ZERO_ADDRESS, chain
 
 from protocol.enums import JobStatus
-from conftest import DAY, ETHER, job_of, job_view
+from conftest import DAY, ETHER, cancel_job, job_of, job_view
 from test_money_invariants import SETTINGS, EscrowMachine, _attempt
 
 PRICE = ETHER // 10
@@ -81,7 +81,7 @@ def test_a_frozen_job_cannot_be_failed(escrow, accepted, active_provider, disput
 def test_a_refunded_job_cannot_be_failed_again(escrow, job_id, active_provider, renter, stranger, custom_error, end):
     """Attack: failing a job twice would credit the renter twice from other jobs' escrow."""
     if end == "cancelled":
-        escrow.cancel(job_of(escrow, job_id), {"from": renter})
+        cancel_job(escrow, job_id, renter)
     elif end == "failed":
         escrow.failJob(job_of(escrow, job_id), REASON, {"from": active_provider})
     else:
@@ -96,7 +96,7 @@ def test_a_failed_job_cannot_expire_or_be_cancelled_afterwards(escrow, job_id, a
                                                                custom_error):
     escrow.failJob(job_of(escrow, job_id), REASON, {"from": active_provider})
     with brownie.reverts(custom_error("JobEscrowWrongStatus", job_id, JobStatus.REFUNDED)):
-        escrow.cancel(job_of(escrow, job_id), {"from": renter})
+        cancel_job(escrow, job_id, renter)
     chain.sleep(2 * DAY)
     with brownie.reverts(custom_error("JobEscrowWrongStatus", job_id, JobStatus.REFUNDED)):
         escrow.refundExpired(job_of(escrow, job_id), {"from": stranger})

@@ -25,6 +25,7 @@ from hypothesis import HealthCheck
 
 from protocol.enums import JobStatus
 from conftest import (
+    CANCEL_GRACE,
     CHALLENGE_WINDOW,
     DAY,
     ETHER,
@@ -71,6 +72,7 @@ class JobModel:
     status: int = JobStatus.FUNDED
     frozen: bool = False
     window_end: int = 0
+    cancellable_at: int = 0  # requestCancel's time; a commit voids it
 
 
 class EscrowMachine:
@@ -185,11 +187,21 @@ class EscrowMachine:
         if _attempt(allowed, self.escrow.refundExpired, job_of(self.escrow, job_id), {"from": job.provider}):
             self._refund(job)
 
-    def rule_cancel(self, st_pick):
-        if (picked := self._job(st_pick)) is None:
+    def rule_request_cancel(self, st_pick):
+        if (picked := self._job(st_pick)) is None or _near(picked[1].deadline):
             return
         job_id, job = picked
-        if _attempt(job.status == JobStatus.FUNDED, self.escrow.cancel, job_of(self.escrow, job_id), {"from": job.renter}):
+        allowed = job.status == JobStatus.FUNDED and not job.cancellable_at and chain.time() < job.deadline
+        tx = _attempt(allowed, self.escrow.requestCancel, job_of(self.escrow, job_id), {"from": job.renter})
+        if tx:
+            job.cancellable_at = tx.timestamp + CANCEL_GRACE
+
+    def rule_cancel(self, st_pick):
+        if (picked := self._job(st_pick)) is None or _near(picked[1].cancellable_at):
+            return
+        job_id, job = picked
+        allowed = job.status == JobStatus.FUNDED and job.cancellable_at and chain.time() >= job.cancellable_at
+        if _attempt(allowed, self.escrow.cancel, job_of(self.escrow, job_id), {"from": job.renter}):
             self._refund(job)
 
     def rule_freeze(self, st_pick):

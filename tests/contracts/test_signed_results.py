@@ -8,7 +8,8 @@ import pytest
 from eth_account import Account as EthAccount
 from eth_account.messages import encode_typed_data
 
-from conftest import CHALLENGE_WINDOW, ETHER, JOB_PRICE, MIN_PROVIDER_STAKE, SLASH_REWARD_BPS, job_of, job_view
+from conftest import (CHALLENGE_WINDOW, ETHER, JOB_PRICE, MIN_PROVIDER_STAKE, SLASH_REWARD_BPS, cancel_job, job_of,
+                      job_view)
 from protocol.job_result import EscrowDomain, JobResult
 
 ROOT = "0x" + "ab" * 32
@@ -99,7 +100,7 @@ def test_a_cancelled_job_is_not_slashable(escrow, signer, renter, domain, custom
     job_id = _job(escrow, signer, renter)
     signed = JobResult(job_id, ROOT, 10, DIGEST)
     signature = _sign(signer, signed, domain)
-    escrow.cancel(job_of(escrow, job_id), {"from": renter})
+    cancel_job(escrow, job_id, renter)
     brownie.chain.sleep(job_view(escrow, job_id)["deadline"] - brownie.chain.time() + 1)
     with brownie.reverts(custom_error("JobEscrowJobCancelled", job_id)):
         escrow.slashSignedResult(job_of(escrow, job_id), _fields(signed), signature, {"from": renter})

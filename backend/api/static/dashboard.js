@@ -297,7 +297,8 @@ async function renderJob() {
     row("challenge window ends", eth.date(job.challenge_window_end)) +
     row("paid to provider", eth.format(job.provider_amount)) + row("protocol fee", eth.format(job.fee)) +
     row("refunded to you", eth.format(job.refund)) + "</table>";
-  if (refund) html += `<p><button id="refund" data-fn="${refund.fn}">${refund.label}</button></p>`;
+  if (refund?.fn) html += `<p><button id="refund" data-fn="${refund.fn}">${refund.label}</button></p>`;
+  else if (refund) html += `<p>${esc(refund.note)}</p>`;
   if (result) {
     html += `<h4>Results</h4><p><button id="verify">Download and verify all items</button>
       <span id="root-source">${esc(checks.rootSource ?? "")}</span></p><table id="result-items">
@@ -311,7 +312,7 @@ async function renderJob() {
       }).join("") + "</tbody></table>";
   }
   $("job-detail").innerHTML = html;
-  if (refund) $("refund").onclick = () => { $("refund").disabled = true; sendTx("JobEscrow", refund.fn, jobWords(job), "refund"); };
+  if (refund?.fn) $("refund").onclick = () => { $("refund").disabled = true; sendTx("JobEscrow", refund.fn, jobWords(job), "refund"); };
   if (result) $("verify").onclick = () => verifyResults(job, result);
 }
 
@@ -323,11 +324,19 @@ function jobWords(job, root = job.output_root, count = job.item_count, digest = 
     root ?? 0, count ?? 0, digest ?? 0];
 }
 
+// Cancelling takes two steps (the provider may have handed out a signed result it has not
+// committed yet): requestCancel, then cancel once the grace has passed with no commit.
 function refundAction(job) {
-  if (job.renter !== state.account || job.status !== "funded" || job.frozen) return null;
+  const open = job.status === "funded" || job.status === "cancel requested";
+  if (job.renter !== state.account || !open || job.frozen) return null;
   const now = state.chainNow ?? Date.now() / 1000;
-  return now > job.deadline ? { fn: `refundExpired(${JOB_TUPLE})`, label: "Refund (deadline passed)" }
-    : { fn: `cancel(${JOB_TUPLE})`, label: "Cancel and refund" };
+  if (now > job.deadline) return { fn: `refundExpired(${JOB_TUPLE})`, label: "Refund (deadline passed)" };
+  if (job.status === "funded") return { fn: `requestCancel(${JOB_TUPLE})`, label: "Request cancel" };
+  if (now < job.cancellable_at) {
+    return { note: `Cancel requested: cancel possible from ${new Date(job.cancellable_at * 1000).toISOString()}, ` +
+      "unless the provider commits a result first." };
+  }
+  return { fn: `cancel(${JOB_TUPLE})`, label: "Cancel and refund" };
 }
 
 // The root comes from the chain through the wallet when one is connected: the backend is not
