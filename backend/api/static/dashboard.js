@@ -295,6 +295,7 @@ async function renderJob() {
     row("spec hash", hash(job.spec_hash)) + row("funding transaction", hash(job.funded_tx)) +
     row("output root", hash(job.output_root)) + row("items", job.item_count ?? "—") +
     row("challenge window ends", eth.date(job.challenge_window_end)) +
+    (job.cancellable_at ? row("cancel possible from", eth.date(job.cancellable_at)) : "") +
     row("paid to provider", eth.format(job.provider_amount)) + row("protocol fee", eth.format(job.fee)) +
     row("refunded to you", eth.format(job.refund)) + "</table>";
   if (refund?.fn) html += `<p><button id="refund" data-fn="${refund.fn}">${refund.label}</button></p>`;
@@ -333,8 +334,8 @@ function refundAction(job) {
   if (now > job.deadline) return { fn: `refundExpired(${JOB_TUPLE})`, label: "Refund (deadline passed)" };
   if (job.status === "funded") return { fn: `requestCancel(${JOB_TUPLE})`, label: "Request cancel" };
   if (now < job.cancellable_at) {
-    return { note: `Cancel requested: cancel possible from ${new Date(job.cancellable_at * 1000).toISOString()}, ` +
-      "unless the provider commits a result first." };
+    return { note: `Cancel requested: cancel possible from ${eth.date(job.cancellable_at)}, unless the provider ` +
+      "commits a result first." };
   }
   return { fn: `cancel(${JOB_TUPLE})`, label: "Cancel and refund" };
 }
