@@ -348,9 +348,22 @@ def test_model_upload_from_the_page_and_inputs_the_model_refuses(  # type: ignor
 def test_refund_button_only_where_due(browser, server, chain, session, market, hub_model, tmp_path) -> None:  # type: ignore[no-untyped-def]
     wallet = InjectedWallet(chain[0].rpc_url)
     page = open_page(browser, server, wallet)
-    job_id = pay_from_page(page, tmp_path, hub_model)
-    page.wait_for_function("document.getElementById('refund')?.textContent === 'Cancel and refund'")
     escrow = session.contract("JobEscrow")
+    # Cancelling takes two steps: the request, then (the grace passed with no commit) the cancel.
+    cancelled = pay_from_page(page, tmp_path, hub_model)
+    page.wait_for_function("document.getElementById('refund')?.textContent === 'Request cancel'")
+    page.click("#refund")
+    page.wait_for_function("document.getElementById('job-detail').textContent.includes('Cancel requested: cancel "
+                           "possible from')")
+    assert read_job_view(escrow, cancelled).cancellableAt != 0
+    session.advance(escrow.functions.cancelGrace().call())
+    page.wait_for_function("document.getElementById('refund')?.textContent === 'Cancel and refund'")
+    page.click("#refund")
+    page.wait_for_function("document.querySelector('#job-detail h3')?.textContent.endsWith('refunded')")
+    assert read_job_view(escrow, cancelled).status == JobStatus.REFUNDED
+
+    job_id = pay_from_page(page, tmp_path, hub_model)
+    page.wait_for_function("document.getElementById('refund')?.textContent === 'Request cancel'")
     session.advance(3600 + 1)
     page.wait_for_function("document.getElementById('refund')?.textContent === 'Refund (deadline passed)'")
     page.click("#refund")
@@ -438,7 +451,7 @@ def test_job_progresses_on_screen_and_results_verify_in_the_page(  # type: ignor
     page.wait_for_function(f"{checks}.length === 3 && {checks}.every((t) => t === 'not checked')")
     page.click("#verify")
     page.wait_for_function(f"{checks}.every((t) => t === 'verified')", timeout=15_000)
-    assert "root read from chain" in page.inner_text("#root-source")
+    assert "root checked against chain" in page.inner_text("#root-source")  # the job hashes to its slot
     assert "0x" + bytes(tree.root).hex() in page.inner_text("#root-source")
 
     # A server (or anyone on the way) that alters one item's bytes: that item is not verified.
