@@ -18,6 +18,7 @@ from backend.renter import check_lease, end_lease, start_lease, submit_job
 from backend.settings import Settings
 from backend.wallet import Wallet
 from client import contracts
+from client.escrow_jobs import read_job
 from client.keystore import PASSWORD_FILE_HELP, load_keystore
 from client.tx import connect
 from protocol.jobs import MODEL_FORMATS
@@ -245,7 +246,7 @@ def job_submit(
 
 Wei = Annotated[bool, typer.Option("--wei", help="Show amounts in wei instead of ETH.")]
 JOB_AMOUNTS = ("price", "provider_amount", "fee", "refund")
-JOB_TIMES = ("deadline", "challenge_window_end")
+JOB_TIMES = ("deadline", "challenge_window_end", "cancellable_at")
 
 
 def job_lines(job: dict, now: float, in_wei: bool = False) -> list[tuple[str, str]]:
@@ -255,7 +256,7 @@ def job_lines(job: dict, now: float, in_wei: bool = False) -> list[tuple[str, st
 
     lines = []
     for key in ("status", "failure", "renter", "provider", "price", "deadline", "output_root", "item_count",
-                "challenge_window_end", "provider_amount", "fee", "refund", "dispatched_to"):
+                "challenge_window_end", "cancellable_at", "provider_amount", "fee", "refund", "dispatched_to"):
         value = job.get(key)
         if key == "failure" and not value:
             continue
@@ -288,7 +289,7 @@ def job_status(job_id: Annotated[int, typer.Argument(min=0)], backend: BackendUr
     if job["status"] == "refunded":
         console.print(f"the renter was refunded {amount(job.get('refund'), in_wei=wei)}: take it out with "
                       "`unchained withdraw`", highlight=False)
-    elif job.get("failure") and job["status"] in ("funded", "accepted"):
+    elif job.get("failure") and job["status"] in ("funded", "cancel requested", "accepted"):
         console.print(f"the provider could not run it; `unchained job refund {job_id}` says when it is refundable")
 
 
@@ -333,7 +334,8 @@ def job_challenge(
     wallet = Wallet(rpc, load_keystore(keystore, password_file), deployment)
     challenges = wallet.contract("ChallengeManager")
     value = Web3.to_wei(bond, "ether") if bond is not None else challenges.functions.minBond().call()
-    receipt = wallet.send(challenges.functions.challengeJob(job_id, k), value=value)
+    job = read_job(wallet.contract("JobEscrow"), job_id)  # the Job with its committed result, as the escrow hashes it
+    receipt = wallet.send(challenges.functions.challengeJob(job.as_tuple(), k), value=value)
     challenge_id = challenges.events.JobChallenged().process_receipt(receipt)[0]["args"]["challengeId"]
     console.print(f"challenge {challenge_id} on job {job_id}: {k} items, bond {Web3.from_wei(value, 'ether')} ETH "
                   f"(tx 0x{bytes(receipt['transactionHash']).hex()}); escalate with the verifier or wait for the answer")

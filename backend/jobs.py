@@ -194,7 +194,8 @@ def record_failure(session: Session, job_id: int, reporter: str, kind: str, erro
 
 def candidates(session: Session) -> list[Candidate]:
     queues = dict(session.execute(
-        select(m.Job.provider, func.count()).where(m.Job.status.in_(("funded", "accepted"))).group_by(m.Job.provider)
+        select(m.Job.provider, func.count())
+        .where(m.Job.status.in_(("funded", "cancel requested", "accepted"))).group_by(m.Job.provider)
     ).all())
     profiles = {p.address: p for p in session.scalars(select(m.ProviderProfile))}
     out = []

@@ -122,7 +122,8 @@ class Job(Base):
     price: Mapped[int] = mapped_column(Wei)
     spec_hash: Mapped[str] = mapped_column(Hex32, index=True)
     deadline: Mapped[int] = mapped_column(BigInteger)
-    status: Mapped[str] = mapped_column(String(16))  # funded|accepted|committed|finalized|refunded
+    # funded|cancel requested|accepted|committed|finalized|refunded
+    status: Mapped[str] = mapped_column(String(16))
     frozen: Mapped[bool] = mapped_column(Boolean, default=False)
     funded_tx: Mapped[str] = mapped_column(Hex32)
     funded_block: Mapped[int] = mapped_column(BigInteger)
@@ -130,6 +131,7 @@ class Job(Base):
     item_count: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     result_digest: Mapped[str | None] = mapped_column(Hex32, nullable=True)
     challenge_window_end: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    cancellable_at: Mapped[int | None] = mapped_column(BigInteger, nullable=True)  # JobCancelRequested's
     provider_amount: Mapped[int | None] = mapped_column(Wei, nullable=True)
     fee: Mapped[int | None] = mapped_column(Wei, nullable=True)
     refund: Mapped[int | None] = mapped_column(Wei, nullable=True)

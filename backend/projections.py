@@ -207,12 +207,6 @@ def _job(s: Session, job_id: int) -> m.Job | None:
     return s.get(m.Job, job_id)
 
 
-@on("JobEscrow", "JobAccepted")
-def _job_accepted(s: Session, e: Event) -> None:
-    if j := _job(s, e.args["jobId"]):
-        j.status = "accepted"
-
-
 @on("JobEscrow", "ResultCommitted")
 def _result(s: Session, e: Event) -> None:
     if j := _job(s, e.args["jobId"]):
@@ -221,8 +215,18 @@ def _result(s: Session, e: Event) -> None:
         j.item_count = e.args["itemCount"]
         j.result_digest = e.args["resultDigest"]
         j.challenge_window_end = e.args["challengeWindowEnd"]
+        j.cancellable_at = None  # a commit voids a requested cancel
         if j.result_signature is not None:  # the renter's evidence if the commit is not what was signed
             j.commit_matches_signed = j.commit_is_signed_result()
+
+
+@on("JobEscrow", "JobCancelRequested")
+def _cancel_requested(s: Session, e: Event) -> None:
+    """The renter asked to cancel: the job stays funded (the provider may still commit, which
+    voids the request) until cancel refunds it at cancellableAt."""
+    if (j := _job(s, e.args["jobId"])) and j.status == "funded":
+        j.status = "cancel requested"
+        j.cancellable_at = e.args["cancellableAt"]
 
 
 @on("JobEscrow", "JobFinalized")

@@ -1,6 +1,7 @@
 """`unchained job refund ID`: what the escrow owes a renter for one job, taken with the call the
-contract allows now (cancel before the provider accepts, refundExpired after the deadline), or
-an exact account of why not yet and from when. Runs in the renter's process with its own key;
+contract allows now (before the provider commits: a cancel request, then the cancel once its grace
+has passed; refundExpired after the deadline), or an exact account of why not yet and from when.
+Runs in the renter's process with its own key;
 the refund is credited to the renter's pull balance (`unchained withdraw` pays it out)."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from web3 import Web3
 
 from backend.errors import BackendError
 from backend.wallet import Wallet
+from client.escrow_jobs import read_job
 from protocol.enums import JobStatus
 
 ZERO = "0x" + "00" * 20
@@ -40,12 +42,14 @@ def refund_job(wallet: Wallet, job_id: int) -> str:
     """Refunds job `job_id` if the escrow allows it now; returns what happened. Raises
     NotRefundable (why not, and when it will be) or a client error (the transaction failed)."""
     escrow = wallet.contract("JobEscrow")
-    job = escrow.functions.getJob(job_id).call()
-    renter, provider, token, price = job.renter, job.provider, job.token, job.price
-    deadline, window_end, status, frozen = job.deadline, job.challengeWindowEnd, job.status, job.frozen
+    state = escrow.functions.jobState(job_id).call()
+    # endsAt: the challenge window end once committed, when a requested cancel refunds before
+    ends_at, status, frozen = state.endsAt, state.status, state.frozen
     if status == JobStatus.NONE:
         raise NotRefundable(f"job {job_id} does not exist on this chain (last job: "
                             f"{escrow.functions.jobCount().call()})")
+    job = read_job(escrow, job_id)
+    renter, provider, token, price, deadline = job.renter, job.provider, job.token, job.price, job.deadline
     me = wallet.account.address
     mine = renter.lower() == me.lower()
     now = int(wallet.web3.eth.get_block("latest")["timestamp"])
@@ -60,19 +64,15 @@ def refund_job(wallet: Wallet, job_id: int) -> str:
         if frozen:
             raise NotRefundable(f"job {job_id} is held by a challenge: it is refunded only if the challenge or "
                                 "dispute finds the provider at fault")
+        window_end = ends_at
         if now < window_end:
             raise NotRefundable(f"provider {provider} committed a result for job {job_id}: not refundable unless a "
                                 f"challenge finds it wrong; challenge it with `unchained job challenge {job_id}` "
                                 f"before {_date(window_end)} (in {_duration(window_end - now)})")
         raise NotRefundable(f"provider {provider} committed a result for job {job_id} and its challenge window "
                             f"closed at {_date(window_end)}: it pays the provider, nothing to refund")
-    if status == JobStatus.FUNDED and mine:
-        receipt = wallet.send(escrow.functions.cancel(job_id))
-        refund = escrow.events.JobCancelled().process_receipt(receipt)[0]["args"]["refund"]
-        return (f"job {job_id} cancelled before the provider accepted it: {_amount(refund, token)} credited to you "
-                f"in JobEscrow (tx 0x{bytes(receipt['transactionHash']).hex()}); {WITHDRAW_HINT}")
     if now >= deadline:
-        receipt = wallet.send(escrow.functions.refundExpired(job_id))
+        receipt = wallet.send(escrow.functions.refundExpired(job.as_tuple()))
         refund = escrow.events.JobExpired().process_receipt(receipt)[0]["args"]["refund"]
         to = "you" if mine else f"renter {renter}"
         return (f"job {job_id} passed its deadline {_date(deadline)} without a result: {_amount(refund, token)} "
@@ -80,7 +80,19 @@ def refund_job(wallet: Wallet, job_id: int) -> str:
     if not mine:
         raise NotRefundable(f"job {job_id} belongs to renter {renter}, not {me}; only its renter can cancel it, and "
                             f"anyone can refund it to the renter after its deadline {_date(deadline)}")
-    raise NotRefundable(f"not yet: provider {provider} accepted job {job_id}. If it cannot run the job it fails it "
-                        f"on-chain and you are refunded at once; otherwise, without a result, it is refundable "
-                        f"from {_date(deadline)} (in {_duration(deadline - now)}) with `unchained job refund "
-                        f"{job_id}`")
+    # Funded, ours, before the deadline: no result is committed yet. Cancelling takes two steps
+    # (the provider may have handed out a signed result it has not committed yet): a request,
+    # then, once the grace has passed with no commit, the cancel that refunds.
+    if ends_at == 0:
+        receipt = wallet.send(escrow.functions.requestCancel(job.as_tuple()))
+        at = escrow.events.JobCancelRequested().process_receipt(receipt)[0]["args"]["cancellableAt"]
+        return (f"job {job_id}: cancel requested (tx 0x{bytes(receipt['transactionHash']).hex()}); provider "
+                f"{provider} may still commit a result until {_date(at)} (in {_duration(at - now)}), which voids "
+                f"the request; run `unchained job refund {job_id}` again after that to be refunded")
+    if now < ends_at:
+        raise NotRefundable(f"job {job_id}: cancel already requested; it can be cancelled from {_date(ends_at)} "
+                            f"(in {_duration(ends_at - now)}) unless provider {provider} commits a result first")
+    receipt = wallet.send(escrow.functions.cancel(job.as_tuple()))
+    refund = escrow.events.JobCancelled().process_receipt(receipt)[0]["args"]["refund"]
+    return (f"job {job_id} cancelled before the provider committed a result: {_amount(refund, token)} credited to "
+            f"you in JobEscrow (tx 0x{bytes(receipt['transactionHash']).hex()}); {WITHDRAW_HINT}")

@@ -1,7 +1,7 @@
 """Typed contract views: the one place every party makes its web3 contract objects.
 
 Every contract is bound with `decode_tuples=True`, so a struct comes back as a named tuple with
-the Solidity field names (`escrow.functions.getJob(i).call().provider`, never `[1]`) and a
+the Solidity field names (`escrow.functions.jobState(i).call().status`, never `[1]`) and a
 function with several named outputs as a named tuple of them (`unbondingOf(a).call().releaseAt`).
 A field that moves in Solidity then still reads the right value, and one that is renamed or
 removed fails loudly (AttributeError) instead of reading its neighbour. Enum fields stay ints on

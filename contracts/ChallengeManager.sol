@@ -133,13 +133,15 @@ contract ChallengeManager is IChallengeManager {
     }
 
     /// @inheritdoc IChallengeManager
-    function challengeJob(uint256 jobId, uint256 k) external payable returns (uint256 challengeId) {
+    function challengeJob(IJobEscrow.Job calldata job, uint256 k) external payable returns (uint256 challengeId) {
         if (k == 0 || k > MAX_K) revert ChallengeBadK(k);
-        IJobEscrow.Job memory job = escrow.getJob(jobId);
+        uint256 jobId = job.id;
+        // The job's fields are the escrow's: freeze below reverts unless they hash to its slot.
+        IJobEscrow.JobState memory state = escrow.jobState(jobId);
         if (msg.sender != job.renter) _requireStakedVerifier(msg.sender);
         if (msg.sender == job.provider) revert ChallengeSelfChallenge(msg.sender);
         if (
-            job.status != IJobEscrow.JobStatus.Committed || block.timestamp >= job.challengeWindowEnd
+            state.status != IJobEscrow.JobStatus.Committed || block.timestamp >= state.endsAt
                 || job.itemCount == 0
         ) revert ChallengeJobNotChallengeable(jobId);
         uint256 active = activeJobChallenge[jobId];
@@ -149,7 +151,7 @@ contract ChallengeManager is IChallengeManager {
         emit JobChallenged(
             challengeId, jobId, msg.sender, job.provider, k, msg.value, block.timestamp + responseWindow
         );
-        escrow.freeze(jobId);
+        escrow.freeze(job);
     }
 
     /// @inheritdoc IChallengeManager

@@ -3,6 +3,8 @@ pragma solidity 0.8.24;
 
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
+import {ECDSA} from "@openzeppelin/contracts/utils/cryptography/ECDSA.sol";
+import {EIP712} from "@openzeppelin/contracts/utils/cryptography/EIP712.sol";
 import {OneTimeWiring} from "./access/OneTimeWiring.sol";
 import {IJobEscrow} from "./interfaces/IJobEscrow.sol";
 import {IProviderRegistry} from "./interfaces/IProviderRegistry.sol";
@@ -10,11 +12,16 @@ import {IStaking} from "./interfaces/IStaking.sol";
 
 /// @title JobEscrow
 /// @notice Escrow of job payments; see IJobEscrow. For every token, the balance held equals the
-/// price of every job still Funded, Accepted or Committed plus all pull balances. DISPUTE_ROLE is
-/// granted once by the deployer (OneTimeWiring); parameters are immutable. The provider's stake
-/// is locked in Staking from accept (explicit, or implied by the first commit) until the job is
-/// paid or refunded.
-contract JobEscrow is IJobEscrow, OneTimeWiring {
+/// price of every job still Funded or Committed plus all pull balances. DISPUTE_ROLE is granted
+/// once by the deployer (OneTimeWiring); parameters are immutable. The provider's stake is locked
+/// in Staking from its commit until the job is paid or refunded. A provider's EIP-712 signed
+/// result (protocol/job_result.py) binds it to its commit: slashSignedResult slashes it through
+/// Staking (SLASHER_ROLE) when the commit differs or never came.
+/// @dev Gas is the point of the layout: a job keeps one slot (JobState: a 192-bit truncated hash
+/// of the Job beside its status, frozen flag and endsAt), written new once at create and
+/// rewritten at commit and at settlement; the Job itself comes back in calldata. Finding two Jobs
+/// with the same 192-bit hash takes about 2^96 hashes (birthday bound), out of reach.
+contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
     using SafeERC20 for IERC20;
 
     bytes32 public constant DISPUTE_ROLE = keccak256("DISPUTE_ROLE");
@@ -23,6 +30,8 @@ contract JobEscrow is IJobEscrow, OneTimeWiring {
     uint64 public constant MAX_CHALLENGE_WINDOW = 7 days;
     /// @inheritdoc IJobEscrow
     uint64 public constant MAX_JOB_DURATION_LIMIT = 30 days;
+    /// @inheritdoc IJobEscrow
+    uint64 public constant MAX_CANCEL_GRACE = 1 days;
     uint256 public constant MAX_FAILURE_REASON_BYTES = 256;
     /// @inheritdoc IJobEscrow
     uint256 public constant MAX_BATCH_SIZE = 64;
@@ -34,32 +43,23 @@ contract JobEscrow is IJobEscrow, OneTimeWiring {
     /// window inside uint32 (early 2106).
     uint64 public constant MAX_DEADLINE = type(uint32).max - MAX_CHALLENGE_WINDOW;
     uint256 private constant BPS = 10_000;
+    /// @dev EIP-712 type of what a provider signs; protocol/job_result.py JOB_RESULT_TYPES.
+    bytes32 private constant JOB_RESULT_TYPEHASH =
+        keccak256("JobResult(uint256 jobId,bytes32 outputRoot,uint256 itemCount,bytes32 resultDigest)");
 
-    /// @dev The Job of the interface packed so that creating an ETH job writes 3 new slots (a
-    /// token job 4) and committing writes 2 new ones plus the two header slots it already reads.
-    /// Every new slot costs 22.1k gas, so this layout is what the lifecycle's gas is made of.
-    /// committedAt is not stored: it is challengeWindowEnd - challengeWindow (immutable).
-    /// Bounds are checked where values enter: price <= MAX_PRICE, itemCount <= MAX_ITEM_COUNT,
-    /// deadline <= MAX_DEADLINE (so challengeWindowEnd fits too).
-    struct StoredJob {
-        address renter; // slot 0
+    /// @dev What a refund of a frozen job needs, kept by freeze so that resolveFreeze (called by
+    /// the ChallengeManager, which keeps only the job id) can refund; deleted when it resolves.
+    struct FrozenJob {
+        address renter;
         uint80 price;
-        JobStatus status;
-        bool frozen;
-        address provider; // slot 1
-        uint32 deadline;
-        uint32 challengeWindowEnd;
-        uint32 itemCount;
-        bytes32 specHash; // slot 2
-        address token; // slot 3, left zero (unwritten) for ETH
-        bytes32 outputRoot; // slot 4, at commit
-        bytes32 resultDigest; // slot 5, at commit
+        address provider;
+        address token;
     }
 
     IProviderRegistry public immutable registry;
     /// @notice The registry's Staking: provider stake is checked and locked there.
     IStaking public immutable staking;
-    /// @notice The registry's minimum provider stake, required at accept and commit.
+    /// @notice The registry's minimum provider stake, required and locked at commit.
     uint256 public immutable minProviderStake;
     /// @inheritdoc IJobEscrow
     uint256 public jobCount;
@@ -68,24 +68,30 @@ contract JobEscrow is IJobEscrow, OneTimeWiring {
     /// @inheritdoc IJobEscrow
     uint64 public immutable maxJobDuration;
     /// @inheritdoc IJobEscrow
+    uint64 public immutable cancelGrace;
+    /// @inheritdoc IJobEscrow
     uint16 public immutable protocolFeeBps;
     /// @inheritdoc IJobEscrow
     address public immutable treasury;
 
-    mapping(uint256 jobId => StoredJob) private _jobs;
+    mapping(uint256 jobId => JobState) private _jobs;
+    mapping(uint256 jobId => FrozenJob) private _frozen;
     mapping(address token => mapping(address account => uint256)) private _owed;
 
     /// @param challengeWindow_ seconds a commit can be challenged, at most MAX_CHALLENGE_WINDOW
     /// @param protocolFeeBps_ fee on finalized jobs, at most MAX_FEE_BPS
     /// @param maxJobDuration_ longest time from funding to a job's deadline, at most
     /// MAX_JOB_DURATION_LIMIT
+    /// @param cancelGrace_ seconds from requestCancel to cancel, 1..MAX_CANCEL_GRACE: longer than
+    /// a provider's commit interval, or a renter could cancel a job whose result it already has
     constructor(
         IProviderRegistry registry_,
         address treasury_,
         uint64 challengeWindow_,
         uint16 protocolFeeBps_,
-        uint64 maxJobDuration_
-    ) {
+        uint64 maxJobDuration_,
+        uint64 cancelGrace_
+    ) EIP712("Unchained JobEscrow", "1") {
         if (address(registry_) == address(0) || treasury_ == address(0)) revert JobEscrowZeroAddress();
         if (challengeWindow_ == 0 || challengeWindow_ > MAX_CHALLENGE_WINDOW) {
             revert JobEscrowInvalidWindow(challengeWindow_);
@@ -94,6 +100,7 @@ contract JobEscrow is IJobEscrow, OneTimeWiring {
         if (maxJobDuration_ == 0 || maxJobDuration_ > MAX_JOB_DURATION_LIMIT) {
             revert JobEscrowInvalidMaxDuration(maxJobDuration_);
         }
+        if (cancelGrace_ == 0 || cancelGrace_ > MAX_CANCEL_GRACE) revert JobEscrowInvalidCancelGrace(cancelGrace_);
         registry = registry_;
         staking = registry_.staking();
         minProviderStake = registry_.minProviderStake();
@@ -101,6 +108,7 @@ contract JobEscrow is IJobEscrow, OneTimeWiring {
         challengeWindow = challengeWindow_;
         protocolFeeBps = protocolFeeBps_;
         maxJobDuration = maxJobDuration_;
+        cancelGrace = cancelGrace_;
     }
 
     /// @inheritdoc IJobEscrow
@@ -129,112 +137,175 @@ contract JobEscrow is IJobEscrow, OneTimeWiring {
     }
 
     /// @inheritdoc IJobEscrow
-    function acceptJob(uint256 jobId) external {
-        StoredJob storage job = _job(jobId);
-        _requireStatus(jobId, job, JobStatus.Funded);
-        if (msg.sender != job.provider) revert JobEscrowNotProvider(msg.sender);
-        if (block.timestamp >= job.deadline) revert JobEscrowDeadlinePassed(jobId, job.deadline);
-        job.status = JobStatus.Accepted;
-        emit JobAccepted(jobId, msg.sender);
-        // Reverts below the minimum stake; the stake cannot start unbonding until the job settles.
-        staking.lockStake(msg.sender, minProviderStake);
+    function commitResult(Job calldata job, bytes32 outputRoot, uint256 itemCount, bytes32 resultDigest) external {
+        _commit(job, outputRoot, itemCount, resultDigest);
     }
 
     /// @inheritdoc IJobEscrow
-    function commitResult(uint256 jobId, bytes32 outputRoot, uint256 itemCount, bytes32 resultDigest) external {
-        _commit(jobId, outputRoot, itemCount, resultDigest);
-    }
-
-    /// @inheritdoc IJobEscrow
-    /// @dev Each entry goes through the same checks and effects as commitResult, one lock per
-    /// implicitly accepted job (so every later unlock, whatever ends the job, has its own piece).
-    /// The batch is cheaper than separate calls because it pays the transaction base cost once and
-    /// touches Staking's and this contract's shared slots warm after the first entry.
+    /// @dev Each entry goes through commitResult's checks and effects, one stake lock per job (so
+    /// every later unlock, whatever ends the job, has its own piece). Cheaper than separate calls:
+    /// the transaction base cost is paid once and Staking's slots are warm after the first entry.
     function commitResults(
-        uint256[] calldata jobIds,
+        Job[] calldata jobs,
         bytes32[] calldata outputRoots,
         uint256[] calldata itemCounts,
         bytes32[] calldata resultDigests
     ) external {
-        uint256 n = jobIds.length;
+        uint256 n = jobs.length;
         _checkBatch(n);
         if (outputRoots.length != n || itemCounts.length != n || resultDigests.length != n) {
             revert JobEscrowBatchLengthMismatch();
         }
         for (uint256 i; i < n; ++i) {
-            _commit(jobIds[i], outputRoots[i], itemCounts[i], resultDigests[i]);
+            _commit(jobs[i], outputRoots[i], itemCounts[i], resultDigests[i]);
         }
     }
 
     /// @inheritdoc IJobEscrow
-    function finalize(uint256 jobId) external {
-        _finalize(jobId);
+    function finalize(Job calldata job) external {
+        uint256 fee = _finalize(job);
+        _credit(job.token, job.provider, job.price - fee);
+        _credit(job.token, treasury, fee);
     }
 
     /// @inheritdoc IJobEscrow
-    /// @dev Each entry is finalize's checks and effects. Credits are not summed in memory first:
-    /// after the first entry a balance slot is warm and dirty, so a repeated `+=` to the same
-    /// provider's or treasury's balance costs about 200 gas (EIP-2929/2200), as cheap as one
-    /// aggregated write, and each job still unlocks exactly the stake piece it locked.
-    function finalizeJobs(uint256[] calldata jobIds) external {
-        uint256 n = jobIds.length;
+    /// @dev Credits accumulate in memory while the provider and token (for fees: the token) stay
+    /// the same, and are written when they change and at the end: one balance write per run
+    /// instead of one per job.
+    function finalizeJobs(Job[] calldata jobs) external {
+        uint256 n = jobs.length;
         _checkBatch(n);
+        address token = jobs[0].token;
+        address provider = jobs[0].provider;
+        address feeToken = token;
+        uint256 payout;
+        uint256 fees;
         for (uint256 i; i < n; ++i) {
-            _finalize(jobIds[i]);
+            Job calldata job = jobs[i];
+            uint256 fee = _finalize(job);
+            if (job.provider != provider || job.token != token) {
+                _credit(token, provider, payout);
+                (token, provider, payout) = (job.token, job.provider, 0);
+            }
+            if (job.token != feeToken) {
+                _credit(feeToken, treasury, fees);
+                (feeToken, fees) = (job.token, 0);
+            }
+            payout += job.price - fee;
+            fees += fee;
         }
+        _credit(token, provider, payout);
+        _credit(feeToken, treasury, fees);
     }
 
     /// @inheritdoc IJobEscrow
-    function refundExpired(uint256 jobId) external {
-        StoredJob storage job = _job(jobId);
-        JobStatus status = job.status;
-        if (status != JobStatus.Funded && status != JobStatus.Accepted) revert JobEscrowWrongStatus(jobId, status);
-        if (block.timestamp < job.deadline) revert JobEscrowDeadlineNotPassed(jobId, job.deadline);
-        uint256 refund = _refund(job);
-        emit JobExpired(jobId, job.renter, refund);
+    function refundExpired(Job calldata job) external {
+        JobState storage state = _checked(job);
+        _requireStatus(job.id, state, JobStatus.Funded);
+        if (block.timestamp < job.deadline) revert JobEscrowDeadlineNotPassed(job.id, job.deadline);
+        _refund(state, job.renter, job.token, job.price);
+        emit JobExpired(job.id, job.renter, job.price);
     }
 
     /// @inheritdoc IJobEscrow
-    function failJob(uint256 jobId, string calldata reason) external {
-        StoredJob storage job = _job(jobId);
-        JobStatus status = job.status;
-        if (status != JobStatus.Funded && status != JobStatus.Accepted) revert JobEscrowWrongStatus(jobId, status);
+    function failJob(Job calldata job, string calldata reason) external {
+        JobState storage state = _checked(job);
+        _requireStatus(job.id, state, JobStatus.Funded);
         if (msg.sender != job.provider) revert JobEscrowNotProvider(msg.sender);
-        if (job.frozen) revert JobEscrowFrozen(jobId);
         uint256 length = bytes(reason).length;
         if (length > MAX_FAILURE_REASON_BYTES) revert JobEscrowReasonTooLong(length, MAX_FAILURE_REASON_BYTES);
-        uint256 refund = _refund(job);
-        emit JobFailed(jobId, msg.sender, reason, refund);
+        _refund(state, job.renter, job.token, job.price);
+        emit JobFailed(job.id, msg.sender, reason, job.price);
     }
 
     /// @inheritdoc IJobEscrow
-    function cancel(uint256 jobId) external {
-        StoredJob storage job = _job(jobId);
-        _requireStatus(jobId, job, JobStatus.Funded);
+    /// @dev The time sits in the slot's endsAt, which the commit overwrites with its window end:
+    /// a commit in the grace voids the request at no extra write. Fits in 32 bits: now < deadline
+    /// <= MAX_DEADLINE = uint32 max - MAX_CHALLENGE_WINDOW, and MAX_CANCEL_GRACE is below that window.
+    function requestCancel(Job calldata job) external {
+        JobState storage state = _checked(job);
+        _requireStatus(job.id, state, JobStatus.Funded);
         if (msg.sender != job.renter) revert JobEscrowNotRenter(msg.sender);
-        uint256 refund = _refund(job);
-        emit JobCancelled(jobId, msg.sender, refund);
+        if (state.endsAt != 0) revert JobEscrowCancelAlreadyRequested(job.id, state.endsAt);
+        if (block.timestamp >= job.deadline) revert JobEscrowDeadlinePassed(job.id, job.deadline);
+        uint32 cancellableAt = uint32(block.timestamp + cancelGrace);
+        state.endsAt = cancellableAt;
+        emit JobCancelRequested(job.id, msg.sender, cancellableAt);
     }
 
     /// @inheritdoc IJobEscrow
-    function freeze(uint256 jobId) external onlyRole(DISPUTE_ROLE) {
-        StoredJob storage job = _job(jobId);
-        _requireStatus(jobId, job, JobStatus.Committed);
-        if (job.frozen) revert JobEscrowFrozen(jobId);
-        if (block.timestamp >= job.challengeWindowEnd) {
-            revert JobEscrowWindowClosed(jobId, job.challengeWindowEnd);
-        }
-        job.frozen = true;
-        emit JobFrozen(jobId, msg.sender);
+    function cancel(Job calldata job) external {
+        JobState storage state = _checked(job);
+        _requireStatus(job.id, state, JobStatus.Funded);
+        if (msg.sender != job.renter) revert JobEscrowNotRenter(msg.sender);
+        uint32 cancellableAt = state.endsAt;
+        if (cancellableAt == 0) revert JobEscrowCancelNotRequested(job.id);
+        if (block.timestamp < cancellableAt) revert JobEscrowCancelTooEarly(job.id, cancellableAt);
+        state.cancelled = true;
+        _refund(state, job.renter, job.token, job.price);
+        emit JobCancelled(job.id, msg.sender, job.price);
+    }
+
+    /// @inheritdoc IJobEscrow
+    function freeze(Job calldata job) external onlyRole(DISPUTE_ROLE) {
+        JobState storage state = _checked(job);
+        _requireStatus(job.id, state, JobStatus.Committed);
+        if (state.frozen) revert JobEscrowFrozen(job.id);
+        if (block.timestamp >= state.endsAt) revert JobEscrowWindowClosed(job.id, state.endsAt);
+        state.frozen = true;
+        _frozen[job.id] = FrozenJob(job.renter, uint80(job.price), job.provider, job.token);
+        emit JobFrozen(job.id, msg.sender);
     }
 
     /// @inheritdoc IJobEscrow
     function resolveFreeze(uint256 jobId, bool providerAtFault) external onlyRole(DISPUTE_ROLE) {
-        StoredJob storage job = _job(jobId);
-        if (!job.frozen) revert JobEscrowNotFrozen(jobId);
-        job.frozen = false;
-        uint256 refund = providerAtFault ? _refund(job) : 0;
-        emit JobUnfrozen(jobId, providerAtFault, refund);
+        JobState storage state = _jobs[jobId];
+        if (!state.frozen) revert JobEscrowNotFrozen(jobId);
+        FrozenJob memory job = _frozen[jobId];
+        delete _frozen[jobId];
+        state.frozen = false;
+        emit JobUnfrozen(jobId, providerAtFault, providerAtFault ? job.price : 0);
+        if (providerAtFault) {
+            _refund(state, job.renter, job.token, job.price);
+            staking.unlockStake(job.provider);
+        }
+    }
+
+    /// @inheritdoc IJobEscrow
+    /// @dev A job counts as committed once its hash covers a result (itemCount is never zero in a
+    /// commit, and the hash stays through every later status), so a commit that a challenge
+    /// later refunded is still compared.
+    function slashSignedResult(Job calldata job, JobResult calldata result, bytes calldata signature)
+        external
+        returns (uint256 slashed)
+    {
+        JobState storage state = _checked(job);
+        uint256 jobId = job.id;
+        if (result.jobId != jobId) revert JobEscrowJobMismatch(result.jobId);
+        if (state.resultSlashed) revert JobEscrowResultAlreadySlashed(jobId);
+        address signer = ECDSA.recover(jobResultDigest(result), signature);
+        if (signer != job.provider) revert JobEscrowNotProviderSignature(jobId, signer);
+        if (job.itemCount != 0) {
+            if (
+                job.outputRoot == result.outputRoot && job.itemCount == result.itemCount
+                    && job.resultDigest == result.resultDigest
+            ) revert JobEscrowResultMatchesCommit(jobId);
+        } else {
+            if (state.cancelled) revert JobEscrowJobCancelled(jobId);
+            if (block.timestamp < job.deadline) revert JobEscrowDeadlineNotPassed(jobId, job.deadline);
+        }
+        state.resultSlashed = true;
+        slashed = staking.slash(job.provider, minProviderStake, msg.sender);
+        emit SignedResultSlashed(jobId, job.provider, msg.sender, slashed);
+    }
+
+    /// @inheritdoc IJobEscrow
+    function jobResultDigest(JobResult calldata result) public view returns (bytes32) {
+        return _hashTypedDataV4(
+            keccak256(
+                abi.encode(JOB_RESULT_TYPEHASH, result.jobId, result.outputRoot, result.itemCount, result.resultDigest)
+            )
+        );
     }
 
     /// @inheritdoc IJobEscrow
@@ -252,24 +323,13 @@ contract JobEscrow is IJobEscrow, OneTimeWiring {
     }
 
     /// @inheritdoc IJobEscrow
-    function getJob(uint256 jobId) external view returns (Job memory) {
-        StoredJob storage s = _jobs[jobId];
-        uint64 windowEnd = s.challengeWindowEnd;
-        return Job({
-            renter: s.renter,
-            provider: s.provider,
-            token: s.token,
-            price: s.price,
-            specHash: s.specHash,
-            deadline: s.deadline,
-            committedAt: windowEnd == 0 ? 0 : windowEnd - challengeWindow,
-            challengeWindowEnd: windowEnd,
-            status: s.status,
-            frozen: s.frozen,
-            outputRoot: s.outputRoot,
-            itemCount: s.itemCount,
-            resultDigest: s.resultDigest
-        });
+    function jobState(uint256 jobId) external view returns (JobState memory) {
+        return _jobs[jobId];
+    }
+
+    /// @inheritdoc IJobEscrow
+    function hashJob(Job calldata job) public pure returns (bytes24) {
+        return bytes24(keccak256(abi.encode(job)));
     }
 
     /// @inheritdoc IJobEscrow
@@ -289,84 +349,70 @@ contract JobEscrow is IJobEscrow, OneTimeWiring {
         if (deadline > latest) revert JobEscrowDeadlineTooFar(deadline, latest);
         if (!registry.isActive(provider)) revert JobEscrowProviderInactive(provider);
         jobId = ++jobCount;
-        StoredJob storage job = _jobs[jobId];
-        job.renter = msg.sender;
-        job.price = uint80(price);
-        job.status = JobStatus.Funded;
-        job.provider = provider;
-        job.deadline = uint32(deadline);
-        if (token != address(0)) job.token = token;
-        job.specHash = specHash;
+        Job memory job = Job(jobId, msg.sender, provider, token, price, specHash, deadline, 0, 0, 0);
+        _jobs[jobId] = JobState(bytes24(keccak256(abi.encode(job))), JobStatus.Funded, false, 0, false, false);
         emit JobCreated(jobId, msg.sender, provider, token, price, specHash, deadline);
     }
 
-    /// @dev commitResult's checks and effects. A Funded job is accepted on the way (JobAccepted,
-    /// then the stake lock, which reverts below the minimum stake, as acceptJob does); an
-    /// Accepted job holds its lock already and only needs the stake still bonded.
-    function _commit(uint256 jobId, bytes32 outputRoot, uint256 itemCount, bytes32 resultDigest) private {
-        StoredJob storage job = _job(jobId);
-        JobStatus status = job.status;
-        if (status != JobStatus.Funded && status != JobStatus.Accepted) revert JobEscrowWrongStatus(jobId, status);
+    /// @dev commitResult's checks and effects: the job is accepted on the way (the stake lock
+    /// reverts below the minimum stake) and its hash now covers the result.
+    function _commit(Job calldata job, bytes32 outputRoot, uint256 itemCount, bytes32 resultDigest) private {
+        JobState storage state = _checked(job);
+        uint256 jobId = job.id;
+        _requireStatus(jobId, state, JobStatus.Funded);
         if (msg.sender != job.provider) revert JobEscrowNotProvider(msg.sender);
-        uint64 deadline = job.deadline;
-        if (block.timestamp >= deadline) revert JobEscrowDeadlinePassed(jobId, deadline);
+        if (block.timestamp >= job.deadline) revert JobEscrowDeadlinePassed(jobId, job.deadline);
         if (outputRoot == bytes32(0) || itemCount == 0) revert JobEscrowEmptyResult();
         if (itemCount > MAX_ITEM_COUNT) revert JobEscrowItemCountTooLarge(itemCount);
-        bool implicitAccept = status == JobStatus.Funded;
-        if (!implicitAccept) {
-            uint256 stake = staking.stakeOf(msg.sender);
-            if (stake < minProviderStake) revert JobEscrowProviderUnderstaked(msg.sender, stake, minProviderStake);
-        } else {
-            emit JobAccepted(jobId, msg.sender);
-        }
+        Job memory committed = job;
+        committed.outputRoot = outputRoot;
+        committed.itemCount = itemCount;
+        committed.resultDigest = resultDigest;
         // Fits: block.timestamp < deadline <= MAX_DEADLINE = uint32 max - MAX_CHALLENGE_WINDOW.
         uint32 windowEnd = uint32(block.timestamp + challengeWindow);
-        job.status = JobStatus.Committed;
-        job.challengeWindowEnd = windowEnd;
-        job.itemCount = uint32(itemCount);
-        job.outputRoot = outputRoot;
-        job.resultDigest = resultDigest;
+        state.jobHash = bytes24(keccak256(abi.encode(committed)));
+        state.status = JobStatus.Committed;
+        state.endsAt = windowEnd;
         emit ResultCommitted(jobId, outputRoot, itemCount, resultDigest, windowEnd);
-        if (implicitAccept) staking.lockStake(msg.sender, minProviderStake);
+        staking.lockStake(msg.sender, minProviderStake);
     }
 
-    function _finalize(uint256 jobId) private {
-        StoredJob storage job = _job(jobId);
-        _requireStatus(jobId, job, JobStatus.Committed);
-        if (job.frozen) revert JobEscrowFrozen(jobId);
-        uint64 windowEnd = job.challengeWindowEnd;
-        if (block.timestamp < windowEnd) revert JobEscrowWindowOpen(jobId, windowEnd);
-        job.status = JobStatus.Finalized;
+    /// @dev finalize's checks and effects but the credits; returns the fee.
+    function _finalize(Job calldata job) private returns (uint256 fee) {
+        JobState storage state = _checked(job);
+        _requireStatus(job.id, state, JobStatus.Committed);
+        if (state.frozen) revert JobEscrowFrozen(job.id);
+        uint64 windowEnd = state.endsAt;
+        if (block.timestamp < windowEnd) revert JobEscrowWindowOpen(job.id, windowEnd);
+        state.status = JobStatus.Finalized;
         uint256 price = job.price;
-        uint256 fee = (price * protocolFeeBps) / BPS;
-        address token = job.token;
-        address provider = job.provider;
-        _owed[token][provider] += price - fee;
-        if (fee != 0) _owed[token][treasury] += fee;
-        emit JobFinalized(jobId, provider, price - fee, fee);
-        staking.unlockStake(provider);
+        fee = (price * protocolFeeBps) / BPS;
+        emit JobFinalized(job.id, job.provider, price - fee, fee);
+        staking.unlockStake(job.provider);
+    }
+
+    function _credit(address token, address account, uint256 amount) private {
+        if (amount != 0) _owed[token][account] += amount;
     }
 
     function _checkBatch(uint256 length) private pure {
         if (length == 0 || length > MAX_BATCH_SIZE) revert JobEscrowBadBatchSize(length, MAX_BATCH_SIZE);
     }
 
-    /// @dev Ends the job as Refunded and credits the renter its full price; a job the provider
-    /// had accepted releases its lock on the provider's stake.
-    function _refund(StoredJob storage job) private returns (uint256 refund) {
-        bool accepted = job.status != JobStatus.Funded;
-        job.status = JobStatus.Refunded;
-        refund = job.price;
-        _owed[job.token][job.renter] += refund;
-        if (accepted) staking.unlockStake(job.provider);
+    /// @dev Ends the job as Refunded and credits the renter its full price.
+    function _refund(JobState storage state, address renter, address token, uint256 price) private {
+        state.status = JobStatus.Refunded;
+        _owed[token][renter] += price;
     }
 
-    function _job(uint256 jobId) private view returns (StoredJob storage job) {
-        job = _jobs[jobId];
-        if (job.status == JobStatus.None) revert JobEscrowUnknownJob(jobId);
+    /// @dev The job's slot, once `job` is known to be what it holds.
+    function _checked(Job calldata job) private view returns (JobState storage state) {
+        state = _jobs[job.id];
+        if (state.status == JobStatus.None) revert JobEscrowUnknownJob(job.id);
+        if (state.jobHash != hashJob(job)) revert JobEscrowJobMismatch(job.id);
     }
 
-    function _requireStatus(uint256 jobId, StoredJob storage job, JobStatus expected) private view {
-        if (job.status != expected) revert JobEscrowWrongStatus(jobId, job.status);
+    function _requireStatus(uint256 jobId, JobState storage state, JobStatus expected) private view {
+        if (state.status != expected) revert JobEscrowWrongStatus(jobId, state.status);
     }
 }

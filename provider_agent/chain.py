@@ -26,9 +26,11 @@ from web3.types import TxReceipt
 from client import contracts
 from client.contracts import Struct
 from client.errors import ClientError
+from client.escrow_jobs import read_job
 from client.tx import TxSender, connect
 from protocol.deployments import Deployment, DeploymentFormatError
 from protocol.enums import ChallengeKind, ChallengeStatus, JobStatus, LeaseStatus
+from protocol.escrow_job import EscrowJob
 from protocol.ids import ChallengeId, JobId, LeaseId, RoundId
 from protocol.job_result import EscrowDomain, JobResult
 from protocol.lease_access import LeaseDomain
@@ -65,6 +67,7 @@ class OnChainJob:
     frozen: bool
     output_root: bytes
     item_count: int
+    escrow_job: EscrowJob  # the Job JobEscrow's calls take (protocol.escrow_job)
 
 
 def load_deployment(directory: Path, chain_id: int) -> Deployment:
@@ -168,39 +171,47 @@ class ProviderChain:
     # -- jobs ------------------------------------------------------------------------------
 
     def job(self, job_id: JobId) -> OnChainJob:
-        j = self.contract("JobEscrow").functions.getJob(job_id).call()
+        """The job from its events (client.escrow_jobs) and the escrow's slot (status, freeze)."""
+        escrow = self.contract("JobEscrow")
+        j = read_job(escrow, job_id)
+        state = escrow.functions.jobState(job_id).call()
         return OnChainJob(job_id=job_id, renter=j.renter, provider=j.provider, token=j.token, price=Wei(j.price),
-                          spec_hash=j.specHash, deadline=j.deadline, challenge_window_end=j.challengeWindowEnd,
-                          status=JobStatus(j.status), frozen=j.frozen, output_root=j.outputRoot,
-                          item_count=j.itemCount)
+                          spec_hash=j.spec_hash, deadline=j.deadline,
+                          challenge_window_end=state.endsAt if j.is_committed else 0,
+                          status=JobStatus(state.status), frozen=state.frozen, output_root=j.output_root,
+                          item_count=j.item_count, escrow_job=j)
 
     def escrow_domain(self) -> EscrowDomain:
         """JobEscrow's EIP-712 domain, under which job results are signed (no chain read)."""
         return EscrowDomain(self.deployment.chain_id, self.contract("JobEscrow").address)
 
-    # The batch calls take the jobs as dispatched (not only their ids): a leaner escrow that keeps
-    # a hash per job takes the job's fields in calldata, and only these call sites change.
+    # The batch calls take the jobs as dispatched: JobEscrow keeps only a hash per job and takes
+    # its terms back in calldata (EscrowJob.from_json reads DispatchedJob's keys), so no chain
+    # read precedes a commit; a dispatch that differs from JobCreated reverts as a mismatch.
     def commit_results(self, jobs: Sequence[DispatchedJob], results: Sequence[JobResult]) -> TxReceipt:
         """One `commitResults` for the batch (all or nothing on-chain; commit accepts the job)."""
         escrow = self.contract("JobEscrow")
-        fn = escrow.functions.commitResults([j.job_id for j in jobs], [_raw32(r.output_root) for r in results],
+        fn = escrow.functions.commitResults([_escrow_job(j).as_tuple() for j in jobs],
+                                            [_raw32(r.output_root) for r in results],
                                             [r.item_count for r in results],
                                             [_raw32(r.result_digest) for r in results])
         return self.send(fn, f"commitResults {_ids(jobs)}")
 
     def window_ends(self, receipt: TxReceipt) -> dict[int, int]:
         """Job id -> challenge window end of every ResultCommitted in a mined commit."""
-        # DISCARD: the receipt also holds the implicit JobAccepted and Staking's logs
+        # DISCARD: the receipt also holds Staking's logs
         events = self.contract("JobEscrow").events.ResultCommitted().process_receipt(receipt, errors=DISCARD)
         return {e.args.jobId: e.args.challengeWindowEnd for e in events}
 
-    def finalize_jobs(self, jobs: Sequence[DispatchedJob]) -> TxReceipt:
-        """One `finalizeJobs` for the batch (all or nothing on-chain)."""
-        return self.send(self.contract("JobEscrow").functions.finalizeJobs([j.job_id for j in jobs]),
-                         f"finalizeJobs {_ids(jobs)}")
+    def finalize_jobs(self, jobs: Sequence[EscrowJob]) -> TxReceipt:
+        """One `finalizeJobs` for the batch (all or nothing on-chain), each job with its result
+        (as `job()` reads it back)."""
+        return self.send(self.contract("JobEscrow").functions.finalizeJobs([j.as_tuple() for j in jobs]),
+                         "finalizeJobs jobs " + ",".join(str(j.id) for j in jobs))
 
     def refund_expired(self, job_id: JobId) -> TxReceipt:
-        return self.send(self.contract("JobEscrow").functions.refundExpired(job_id), f"refundExpired {job_id}")
+        job = read_job(self.contract("JobEscrow"), job_id)
+        return self.send(self.contract("JobEscrow").functions.refundExpired(job.as_tuple()), f"refundExpired {job_id}")
 
     def now(self) -> int:
         return int(self.web3.eth.get_block("latest")["timestamp"])
@@ -314,6 +325,10 @@ class ProviderChain:
             self.send(fn, f"withdraw {amount} wei from {name}")
             total += amount
         return Wei(total)
+
+
+def _escrow_job(job: DispatchedJob) -> EscrowJob:
+    return EscrowJob.from_json(job.to_json())
 
 
 def _raw32(hex32: str) -> bytes:

@@ -29,11 +29,11 @@ from typing import TypeVar
 
 from client.errors import ClientError, TransactionReverted
 from protocol.enums import JobStatus
+from protocol.escrow_job import EscrowJob
 from protocol.ids import JobId
 from protocol.job_result import JobResult
 from protocol.tasks import DispatchedJob
 from provider_agent import ProviderAgentError
-from provider_agent.chain import OnChainJob
 from provider_agent.jobs import JobService
 from provider_agent.state import COMMITTED, FAILED, FINALIZED, REFUNDED, SIGNED, JobRecord
 
@@ -130,9 +130,9 @@ class Committer:
         assert signed is not None, f"job {record.job_id} is signed without a signature"
         return signed.result
 
-    def _dispatched(self, record: JobRecord, onchain: OnChainJob | None = None) -> DispatchedJob:
+    def _dispatched(self, record: JobRecord) -> DispatchedJob:
         """The job as dispatched, from the chain for a record kept before the dispatch carried it."""
-        j = onchain or self.jobs.chain.job(JobId(record.job_id))
+        j = self.jobs.chain.job(JobId(record.job_id))
         return DispatchedJob(j.job_id, j.renter.lower(), j.provider.lower(), j.token.lower(), j.price,
                              "0x" + j.spec_hash.hex(), j.deadline)
 
@@ -151,15 +151,15 @@ class Committer:
                 continue
             job = chain.job(JobId(record.job_id))
             if job.status == JobStatus.COMMITTED and not job.frozen and now >= job.challenge_window_end:
-                due.append(record.dispatched() or self._dispatched(record, job))
+                due.append(job.escrow_job)
             elif job.status == JobStatus.FINALIZED:
                 self.jobs.store.update(record.job_id, FINALIZED)
             elif job.status == JobStatus.REFUNDED:  # a challenge found the provider at fault
                 self.jobs.store.update(record.job_id, REFUNDED)
         return [job_id for batch in _chunks(due, self.batch_size) for job_id in self._finalize(batch)]
 
-    def _finalize(self, batch: Sequence[DispatchedJob]) -> list[int]:
-        ids = [job.job_id for job in batch]
+    def _finalize(self, batch: Sequence[EscrowJob]) -> list[int]:
+        ids = [job.id for job in batch]
         try:
             receipt = self.jobs.chain.finalize_jobs(batch)
         except TransactionReverted as exc:

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from client.errors import TransactionReverted
+from client.escrow_jobs import JobNotFound
 from protocol.enums import ChallengeKind, JobStatus
 from protocol.ids import ChallengeId, JobId
 from protocol.job_result import JobResult, SignedJobResult
@@ -178,8 +179,12 @@ class OutputStore:
 class ChainView:
     """The chain's word on a dispatched job, read beside the work: the job and the chain's time."""
 
-    job: OnChainJob
+    job: OnChainJob | None  # None: no such job on the escrow (or its events are not readable yet)
     now: int
+
+    @property
+    def status(self) -> JobStatus:
+        return JobStatus.NONE if self.job is None else self.job.status
 
 
 class JobService:
@@ -220,7 +225,7 @@ class JobService:
         tree = MerkleTree.from_leaves(digests)
         self.store.update(job_id, COMPUTED, root=tree.root, item_count=len(digests))
         view = check.result()
-        if view.job.status in (JobStatus.COMMITTED, JobStatus.FINALIZED, JobStatus.REFUNDED):
+        if view.status in (JobStatus.COMMITTED, JobStatus.FINALIZED, JobStatus.REFUNDED):
             return self._settle_known(job, COMPUTED, view)
         self._require_funded_for_us(job, view)
         if view.now >= job.deadline:
@@ -237,13 +242,17 @@ class JobService:
                           uploaded=self._upload_if_pending(job_id))
 
     def _read_chain(self, job_id: JobId) -> ChainView:
-        return ChainView(self.chain.job(job_id), self.chain.now())
+        try:
+            job = self.chain.job(job_id)
+        except JobNotFound:
+            job = None
+        return ChainView(job, self.chain.now())
 
     def _require_funded_for_us(self, job: DispatchedJob, view: ChainView) -> None:
         """Releases nothing for a job the chain does not show funded, ours, with the dispatched
         spec, price and deadline: records it rejected, deletes its outputs and raises."""
         onchain = view.job
-        if onchain.status == JobStatus.NONE:
+        if onchain is None:
             error: ProviderAgentError = UnknownJob(job.job_id)
         elif onchain.provider.lower() != self.chain.address.lower():
             error = NotOurJob(job.job_id, onchain.provider)
@@ -265,13 +274,13 @@ class JobService:
         backend again: a backend that lost them (a database rebuilt from events) is asked what it
         holds instead of trusting our "uploaded" marker, or verifiers would find them missing."""
         job_id, onchain = job.job_id, view.job
-        if onchain.status in (JobStatus.COMMITTED, JobStatus.FINALIZED):
+        if onchain is not None and onchain.status in (JobStatus.COMMITTED, JobStatus.FINALIZED):
             settled = FINALIZED if onchain.status == JobStatus.FINALIZED else COMMITTED
             self.store.update(job_id, settled, root=onchain.output_root, item_count=onchain.item_count)
             logger.info("job %s: already committed on-chain (root 0x%s)", job_id, onchain.output_root.hex())
             return JobOutcome(job_id, "already-committed", "0x" + onchain.output_root.hex(), onchain.item_count,
                               uploaded=self._upload_if_pending(job_id, recheck=True))
-        if onchain.status == JobStatus.REFUNDED:
+        if view.status == JobStatus.REFUNDED:
             self.store.update(job_id, REFUNDED)
             return JobOutcome(job_id, "refunded")
         self._require_funded_for_us(job, view)
@@ -355,7 +364,7 @@ class JobService:
                         receipt = self.chain.refund_expired(JobId(record.job_id))
                     else:
                         reason = failure_reason(record.error or "failed")
-                        receipt = self.chain.send(escrow.functions.failJob(record.job_id, reason),
+                        receipt = self.chain.send(escrow.functions.failJob(job.escrow_job.as_tuple(), reason),
                                                   f"failJob {record.job_id}")
                 except TransactionReverted as exc:  # e.g. the deadline passed between our read and the tx
                     logger.warning("job %s: refund refused, retried next time: %s", record.job_id, exc.reason)

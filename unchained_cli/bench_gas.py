@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from web3 import Web3
 
+from protocol.escrow_job import EscrowJob
 from protocol.merkle import leaf_hash, node_hash
 from unchained_cli.chain import LocalChain, free_port
 from unchained_cli.deploy import Deployer, deploy_all
@@ -77,34 +78,36 @@ ZERO_ADDRESS = "0x" + "00" * 20
 
 
 def _job_rows(s: ChainSession, escrow, provider: str, renters: list[str]) -> list[GasRow]:
-    """An ETH job's lifecycle alone (the commit accepts it implicitly), then BATCH jobs of
-    alternating renters committed in one commitResults and finalized in one finalizeJobs, per job.
-    Both withdraw the provider's balance once at the end; the fee stays with the treasury."""
+    """An ETH job's lifecycle alone (the commit accepts it), then BATCH jobs of alternating
+    renters committed in one commitResults and finalized in one finalizeJobs, per job. Both
+    withdraw the provider's balance once at the end; the fee stays with the treasury. Every call
+    after create passes the Job rebuilt from JobCreated (and ResultCommitted), as clients do."""
     price, spec, root, digest = ETH // 100, Web3.keccak(text="spec"), Web3.keccak(text="root"), Web3.keccak(text="digest")
     window = escrow.functions.challengeWindow().call()
 
-    def create(renter: str) -> tuple[int, int]:
+    def create(renter: str) -> tuple[EscrowJob, int]:
         receipt = s.send(escrow.functions.createJob(provider, spec, price, s.now() + 3600), renter, value=price)
-        return escrow.functions.jobCount().call(), receipt.gasUsed
+        created = escrow.events.JobCreated().process_receipt(receipt)[0]["args"]
+        return EscrowJob.from_created(created), receipt.gasUsed
 
-    job_id, create_gas = create(renters[0])
-    commit = s.send(escrow.functions.commitResult(job_id, root, 128, digest), provider)
+    job, create_gas = create(renters[0])
+    commit = s.send(escrow.functions.commitResult(job.as_tuple(), root, 128, digest), provider)
+    job = job.committed(root, 128, digest)
     s.advance(window + 1)
-    finalize = s.send(escrow.functions.finalize(job_id), renters[0])
+    finalize = s.send(escrow.functions.finalize(job.as_tuple()), renters[0])
     withdraw = s.send(escrow.functions.withdraw(ZERO_ADDRESS), provider)
-    steps = [("create", create_gas), ("commit (accepts implicitly)", commit.gasUsed),
+    steps = [("create", create_gas), ("commit (accepts)", commit.gasUsed),
              ("finalize", finalize.gasUsed), ("withdraw", withdraw.gasUsed)]
     rows = [GasRow(f"job: {name}", gas) for name, gas in steps]
     rows.append(GasRow("job: total (create..withdraw)", sum(gas for _, gas in steps), 180_000))
 
-    job_id, _ = create(renters[0])  # left accepted: it only measures the optional step
-    rows.append(GasRow("job: explicit accept (optional)", s.send(escrow.functions.acceptJob(job_id), provider).gasUsed))
-
     created = [create(renters[i % len(renters)]) for i in range(BATCH)]
-    ids = [job_id for job_id, _ in created]
-    commit = s.send(escrow.functions.commitResults(ids, [root] * BATCH, [128] * BATCH, [digest] * BATCH), provider)
+    jobs = [job for job, _ in created]
+    commit = s.send(escrow.functions.commitResults([j.as_tuple() for j in jobs], [root] * BATCH, [128] * BATCH,
+                                                   [digest] * BATCH), provider)
+    jobs = [j.committed(root, 128, digest) for j in jobs]
     s.advance(window + 1)
-    finalize = s.send(escrow.functions.finalizeJobs(ids), renters[0])
+    finalize = s.send(escrow.functions.finalizeJobs([j.as_tuple() for j in jobs]), renters[0])
     withdraw = s.send(escrow.functions.withdraw(ZERO_ADDRESS), provider)
     batch = [("create", sum(gas for _, gas in created)), ("commitResults", commit.gasUsed),
              ("finalizeJobs", finalize.gasUsed), ("withdraw", withdraw.gasUsed)]

@@ -54,6 +54,9 @@ class DeployParams:
     protocol_fee_bps: int = 200
     challenge_window: int = 1 * HOUR
     max_job_duration: int = 7 * DAY  # a job's deadline is at most this far from its funding
+    # requestCancel -> cancel; well above the provider committer's interval (a few seconds), so a
+    # renter holding a signed result cannot cancel before the provider's commit lands
+    cancel_grace: int = 10 * 60
     pog_commit_window: int = 10 * 60
     root_challenge_period: int = 1 * DAY
     min_bond: int = Web3.to_wei(0.1, "ether")
@@ -132,7 +135,8 @@ def deploy_all(deployer: Deployer, params: DeployParams = DeployParams()) -> Dep
     staking = deployer.deploy("Staking", p.unbonding_delay, p.slash_reward_bps, treasury)
     registry = deployer.deploy("ProviderRegistry", staking.address, p.min_provider_stake)
     escrow = deployer.deploy(
-        "JobEscrow", registry.address, treasury, p.challenge_window, p.protocol_fee_bps, p.max_job_duration
+        "JobEscrow", registry.address, treasury, p.challenge_window, p.protocol_fee_bps, p.max_job_duration,
+        p.cancel_grace,
     )
     leases = deployer.deploy("LeaseManager", registry.address)
     pog = deployer.deploy(
@@ -150,7 +154,7 @@ def deploy_all(deployer: Deployer, params: DeployParams = DeployParams()) -> Dep
     # Who may do what, granted once and never again: only the challenge contract slashes,
     # freezes escrow and opens committee disputes; only the escrow and the lease contract lock
     # stake that secures open work; only the PoG contract records PoG results.
-    deployer.call(staking, "wire", [challenges.address], [escrow.address, leases.address])
+    deployer.call(staking, "wire", [challenges.address, escrow.address], [escrow.address, leases.address])
     deployer.call(escrow, "wire", [challenges.address])
     deployer.call(registry, "wire", [pog.address])
     deployer.call(committee, "wire", [challenges.address])
@@ -167,7 +171,7 @@ def deploy_all(deployer: Deployer, params: DeployParams = DeployParams()) -> Dep
 
 # contract -> role -> contracts that must hold it (and nobody else was named in `wire`).
 ROLE_HOLDERS: dict[str, dict[str, list[str]]] = {
-    "Staking": {"SLASHER_ROLE": ["ChallengeManager"], "LOCKER_ROLE": ["JobEscrow", "LeaseManager"]},
+    "Staking": {"SLASHER_ROLE": ["ChallengeManager", "JobEscrow"], "LOCKER_ROLE": ["JobEscrow", "LeaseManager"]},
     "JobEscrow": {"DISPUTE_ROLE": ["ChallengeManager"]},
     "ProviderRegistry": {"POG_ROLE": ["ProofOfGpu"]},
     "DisputeCommittee": {"OPENER_ROLE": ["ChallengeManager"]},

@@ -33,8 +33,8 @@ import numpy as np
 from hexbytes import HexBytes
 from web3.logs import DISCARD
 
-from client.contracts import Struct
 from client.errors import NodeUnavailable, TransactionReverted
+from client.escrow_jobs import JobView, read_job, read_job_view
 from client.watched_ids import WatchedIds
 from protocol.enums import ChallengeKind, ChallengeStatus, JobStatus
 from protocol.errors import ProtocolError
@@ -220,8 +220,8 @@ def judge_answer(chain: VerifierChain, backend: VerifierBackend, reexec: JobReex
     if c.kind != ChallengeKind.JOB:
         raise AuditError(f"challenge {challenge_id} is not a job challenge")
     job_id = c.subject
-    job = chain.contract("JobEscrow").functions.getJob(job_id).call()
-    spec = reexec.spec(job_id, job.specHash)
+    job = read_job(chain.contract("JobEscrow"), job_id)
+    spec = reexec.spec(job_id, job.spec_hash)
     revealed = revealed_digests(chain, challenge_id)
     return job_id, check_outputs(backend, reexec, job_id, spec, c.root, c.leafCount, list(revealed), revealed)
 
@@ -272,7 +272,7 @@ class JobAuditor:
         for job_id in self.committed_jobs():
             if job_id in self.done or self._retries.get(job_id, _Retry()).next_at > time.monotonic():
                 continue
-            job = self.escrow.functions.getJob(job_id).call()
+            job = read_job_view(self.escrow, job_id)
             if job.status != JobStatus.COMMITTED or job.frozen or now >= job.challengeWindowEnd \
                     or self.chain.address in (job.renter, job.provider):
                 self.done.add(job_id)  # finished, challenged by someone else, or ours: nothing to audit
@@ -281,7 +281,7 @@ class JobAuditor:
         for challenge_id in self.own_challenges():
             self.follow_up(ChallengeId(challenge_id))
 
-    def _attempt(self, job_id: JobId, job: Struct) -> None:
+    def _attempt(self, job_id: JobId, job: JobView) -> None:
         try:
             evidence = self.audit(job_id, job)
             self.done.add(job_id)
@@ -306,7 +306,7 @@ class JobAuditor:
             self.done.add(job_id)
             self.record("unauditable")
 
-    def audit(self, job_id: JobId, job: Struct) -> Evidence:
+    def audit(self, job_id: JobId, job: JobView) -> Evidence:
         """One audit of a committed job; challenges it on evidence of a fault."""
         spec = self.reexec.spec(job_id, job.specHash)
         item_count = job.itemCount
@@ -324,15 +324,16 @@ class JobAuditor:
                 raise OutputsPending(job_id, evidence.missing, grace_end)
             logger.info("job %s: audited items %s of %d: %s", job_id, indices, item_count, evidence.describe())
         if evidence.faulty:
-            self._challenge(job_id, evidence)
+            self._challenge(job, evidence)
         else:
             self.backend.report("job", job_id, "passed", detail=evidence.describe(), **evidence.report_fields())
         return evidence
 
-    def _challenge(self, job_id: JobId, evidence: Evidence) -> None:
+    def _challenge(self, job: JobView, evidence: Evidence) -> None:
+        job_id = job.job.id
         bond = self.manager.functions.minBond().call()
         try:
-            receipt = self.chain.send(self.manager.functions.challengeJob(job_id, MAX_K), value=bond)
+            receipt = self.chain.send(self.manager.functions.challengeJob(job.job.as_tuple(), MAX_K), value=bond)
         except TransactionReverted as exc:  # window closed or someone challenged first
             logger.warning("job %s: challenge refused: %s (evidence: %s)", job_id, exc, evidence.describe())
             return

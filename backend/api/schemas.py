@@ -139,6 +139,7 @@ class JobPublic(WeiModel):
     item_count: int | None
     result_digest: str | None
     challenge_window_end: int | None
+    cancellable_at: int | None  # a requested cancel refunds from then on, unless the provider commits first
     provider_amount: int | None
     fee: int | None
     refund: int | None

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 pragma solidity ^0.8.24;
 
+import {IJobEscrow} from "./IJobEscrow.sol";
 import {IDisputeResolver} from "./IDisputeCommittee.sol";
 
 /// @title Challenges of committed Merkle roots: PoG roots and job output roots
@@ -138,8 +139,10 @@ interface IChallengeManager is IDisputeResolver {
 
     /// @notice Challenges k (1..64) random items of a committed job's output root inside its
     /// challenge window and freezes its escrow. Caller: a staked verifier or the job's renter;
-    /// msg.value is the bond (>= minBond). One open challenge per job.
-    function challengeJob(uint256 jobId, uint256 k) external payable returns (uint256 challengeId);
+    /// msg.value is the bond (>= minBond). One open challenge per job. `job` is the Job with its
+    /// committed result (IJobEscrow: JobCreated and ResultCommitted); the escrow refuses a
+    /// mismatch (JobEscrowJobMismatch).
+    function challengeJob(IJobEscrow.Job calldata job, uint256 k) external payable returns (uint256 challengeId);
 
     /// @notice Stores R = blockhash(anchorBlock) for an open challenge. Anyone, from the block
     /// after the anchor on; respond() fixes it too. Once that hash is older than 256 blocks (and

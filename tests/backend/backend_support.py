@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import create_engine, text
 from web3 import Web3
 
+from client.escrow_jobs import read_job, read_job_view
 from backend.settings import Settings
 from protocol.enums import JobStatus
 from protocol.merkle import MerkleTree, keccak256, leaf_hash
@@ -97,8 +98,7 @@ def funded_job(s: ChainSession, renter: str, provider: str, spec_hash: bytes, pr
 def commit_outputs(s: ChainSession, provider: str, job_id: int, outputs: list[bytes]) -> MerkleTree:
     escrow = s.contract("JobEscrow")
     tree = MerkleTree([leaf_hash(keccak256(o)) for o in outputs])
-    s.send(escrow.functions.acceptJob(job_id), provider)
-    s.send(escrow.functions.commitResult(job_id, tree.root, len(outputs), keccak256(b"".join(outputs))), provider)
+    s.send(escrow.functions.commitResult(read_job(escrow, job_id).as_tuple(), tree.root, len(outputs), keccak256(b"".join(outputs))), provider)
     return tree
 
 
@@ -113,9 +113,11 @@ def full_market(s: ChainSession) -> Parties:
     job_id = funded_job(s, p.renter, p.provider, keccak256(b"spec-1"), ETH // 10)
     commit_outputs(s, p.provider, job_id, [b"out-%d" % i for i in range(5)])
     s.advance(escrow.functions.challengeWindow().call() + 1)
-    s.send(escrow.functions.finalize(job_id), p.renter)
+    s.send(escrow.functions.finalize(read_job(escrow, job_id).as_tuple()), p.renter)
     cancelled = funded_job(s, p.renter, p.provider2, keccak256(b"spec-2"), ETH // 20)
-    s.send(escrow.functions.cancel(cancelled), p.renter)
+    s.send(escrow.functions.requestCancel(read_job(escrow, cancelled).as_tuple()), p.renter)
+    s.advance(escrow.functions.cancelGrace().call())  # no commit in the grace: the cancel refunds
+    s.send(escrow.functions.cancel(read_job(escrow, cancelled).as_tuple()), p.renter)
     leases = s.contract("LeaseManager")
     cost = leases.functions.leaseCost(p.provider2, 1, 3600).call()
     s.send(leases.functions.startLease(p.provider2, 1, 3600), p.renter, value=cost)
@@ -142,7 +144,7 @@ def disputed_job(s: ChainSession, p: Parties) -> int:
     job_id = funded_job(s, p.renter, p.provider, keccak256(b"spec-disputed"), ETH // 50)
     outputs = [b"disputed-%d" % i for i in range(4)]
     tree = commit_outputs(s, p.provider, job_id, outputs)
-    s.send(challenges.functions.challengeJob(job_id, 2), p.verifier, value=ETH // 10)
+    s.send(challenges.functions.challengeJob(read_job(escrow, job_id).as_tuple(), 2), p.verifier, value=ETH // 10)
     challenge_id = challenges.functions.challengeCount().call()
     s.mine(2)
     s.send(challenges.functions.fixRandomness(challenge_id), p.verifier)
@@ -156,7 +158,7 @@ def disputed_job(s: ChainSession, p: Parties) -> int:
         s.send(committee.functions.vote(dispute_id, True), voter)
     s.advance(committee.functions.voteWindow().call() + 1)
     s.send(committee.functions.resolve(dispute_id), p.renter)
-    assert escrow.functions.getJob(job_id).call().status == JobStatus.REFUNDED
+    assert read_job_view(escrow, job_id).status == JobStatus.REFUNDED
     return job_id
 
 

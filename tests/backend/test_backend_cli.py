@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 from backend.cli import job_app, lease_app, model_app
 from backend.client import BackendClient
+from client.escrow_jobs import read_job_view
 from protocol.jobs import encode_output
 from unchained_cli.errors import GuardedGroup
 
@@ -93,7 +94,7 @@ def test_submit_fund_commit_and_verified_result(server, chain, session, market, 
     challenge_id = int(re.search(r"challenge (\d+) on job", challenged).group(1))
     manager = session.contract("ChallengeManager")
     assert manager.functions.challenge(challenge_id).call().subject == job_id
-    assert session.contract("JobEscrow").functions.getJob(job_id).call().frozen is True  # frozen
+    assert read_job_view(session.contract("JobEscrow"), job_id).frozen is True  # frozen
     again = runner.invoke(root, ["job", "challenge", str(job_id), "--keystore", str(keystore), "--rpc", rpc,
                                  "--deployment", deployment])
     assert again.exit_code == 1 and "ChallengeJobAlreadyChallenged" in again.output

@@ -21,6 +21,7 @@ from web3 import Web3
 
 import numpy as np
 
+from client.escrow_jobs import read_job, read_job_view
 from protocol.enums import JobStatus
 from protocol.jobs import encode_output
 from protocol.lease_access import (LeaseAccess, LeaseDomain, LeaseKey, LeaseMessageError, normalize_ssh_key, sign,
@@ -347,17 +348,27 @@ def test_model_upload_from_the_page_and_inputs_the_model_refuses(  # type: ignor
 def test_refund_button_only_where_due(browser, server, chain, session, market, hub_model, tmp_path) -> None:  # type: ignore[no-untyped-def]
     wallet = InjectedWallet(chain[0].rpc_url)
     page = open_page(browser, server, wallet)
-    job_id = pay_from_page(page, tmp_path, hub_model)
-    page.wait_for_function("document.getElementById('refund')?.textContent === 'Cancel and refund'")
     escrow = session.contract("JobEscrow")
-    session.send(escrow.functions.acceptJob(job_id), market.provider)
-    page.wait_for_function("document.querySelector('#job-detail h3')?.textContent.endsWith('accepted')")
-    assert page.query_selector("#refund") is None  # accepted and before its deadline: nothing is due
+    # Cancelling takes two steps: the request, then (the grace passed with no commit) the cancel.
+    cancelled = pay_from_page(page, tmp_path, hub_model)
+    page.wait_for_function("document.getElementById('refund')?.textContent === 'Request cancel'")
+    page.click("#refund")
+    page.wait_for_function("document.getElementById('job-detail').textContent.includes('Cancel requested: cancel "
+                           "possible from')")
+    assert read_job_view(escrow, cancelled).cancellableAt != 0
+    session.advance(escrow.functions.cancelGrace().call())
+    page.wait_for_function("document.getElementById('refund')?.textContent === 'Cancel and refund'")
+    page.click("#refund")
+    page.wait_for_function("document.querySelector('#job-detail h3')?.textContent.endsWith('refunded')")
+    assert read_job_view(escrow, cancelled).status == JobStatus.REFUNDED
+
+    job_id = pay_from_page(page, tmp_path, hub_model)
+    page.wait_for_function("document.getElementById('refund')?.textContent === 'Request cancel'")
     session.advance(3600 + 1)
     page.wait_for_function("document.getElementById('refund')?.textContent === 'Refund (deadline passed)'")
     page.click("#refund")
     page.wait_for_function("document.querySelector('#job-detail h3')?.textContent.endsWith('refunded')")
-    assert escrow.functions.getJob(job_id).call().status == JobStatus.REFUNDED
+    assert read_job_view(escrow, job_id).status == JobStatus.REFUNDED
     page.close()
 
 
@@ -367,8 +378,7 @@ def test_failed_job_shows_its_reason_and_the_refund_is_withdrawn(  # type: ignor
     page = open_page(browser, server, wallet)
     job_id = pay_from_page(page, tmp_path, hub_model)
     escrow = session.contract("JobEscrow")
-    session.send(escrow.functions.acceptJob(job_id), market.provider)
-    session.send(escrow.functions.failJob(job_id, "model does not load: bad magic"), market.provider)
+    session.send(escrow.functions.failJob(read_job(escrow, job_id).as_tuple(), "model does not load: bad magic"), market.provider)
     page.wait_for_function("document.querySelector('#job-detail h3')?.textContent.endsWith('refunded')")
     assert "failed: model does not load: bad magic" in page.inner_text("#job-detail")
     owed = escrow.functions.owedTo("0x" + "00" * 20, wallet.account.address).call()
@@ -433,7 +443,7 @@ def test_job_progresses_on_screen_and_results_verify_in_the_page(  # type: ignor
         assert response.status_code == 201, response.text
     escrow = session.contract("JobEscrow")
     session.advance(escrow.functions.challengeWindow().call() + 1)
-    session.send(escrow.functions.finalize(job_id), market.renter)
+    session.send(escrow.functions.finalize(read_job(escrow, job_id).as_tuple()), market.renter)
     page.wait_for_function(f"{heading}?.endsWith('finalized') && {row_status}?.startsWith('finalized')",
                            timeout=15_000)
 
@@ -441,7 +451,7 @@ def test_job_progresses_on_screen_and_results_verify_in_the_page(  # type: ignor
     page.wait_for_function(f"{checks}.length === 3 && {checks}.every((t) => t === 'not checked')")
     page.click("#verify")
     page.wait_for_function(f"{checks}.every((t) => t === 'verified')", timeout=15_000)
-    assert "root read from chain" in page.inner_text("#root-source")
+    assert "root checked against chain" in page.inner_text("#root-source")  # the job hashes to its slot
     assert "0x" + bytes(tree.root).hex() in page.inner_text("#root-source")
 
     # A server (or anyone on the way) that alters one item's bytes: that item is not verified.

@@ -15,6 +15,7 @@ import redis
 from eth_account import Account
 
 from backend.runtime import Backend
+from client.escrow_jobs import read_job
 from protocol.merkle import keccak256
 from protocol.broker import provider_keyprefix
 from protocol.task_auth import HEADER
@@ -59,7 +60,7 @@ def test_confirmed_job_is_enqueued_once_on_the_provider_queue(chain, session, ma
         args, _kwargs, _embed = json.loads(base64.b64decode(message["body"]))
         # The job as JobCreated announced it: the provider starts without reading the chain first.
         [payload] = args
-        created = session.contract("JobEscrow").functions.getJob(job_id).call()
+        created = read_job(session.contract("JobEscrow"), job_id)
         assert DispatchedJob.from_json(payload) == DispatchedJob(
             job_id, market.renter.lower(), market.provider.lower(), "0x" + "00" * 20, 10**15,
             "0x" + keccak256(b"dispatch").hex(), created.deadline)

@@ -15,11 +15,11 @@ import typer
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
+from client.escrow_jobs import read_job
 from backend.api.app import create_app
 from backend.cli import job_app
 from backend.client import ApiError, BackendClient
 from backend.matching import Candidate, Request, explain
-from protocol.enums import JobStatus
 from protocol.merkle import keccak256
 from unchained_cli.errors import GuardedGroup
 
@@ -63,9 +63,8 @@ def test_a_failed_job_is_indexed_shown_with_its_reason_and_not_refundable_twice(
         server, chain, session, market, keystore) -> None:
     escrow = session.contract("JobEscrow")
     job_id = _job(session, market, b"spec-fail")
-    session.send(escrow.functions.acceptJob(job_id), market.provider)
     reason = "model-error: RuntimeError: model bug: division by zero in layer 3"
-    session.send(escrow.functions.failJob(job_id, reason), market.provider)
+    session.send(escrow.functions.failJob(read_job(escrow, job_id).as_tuple(), reason), market.provider)
     api = BackendClient.connect(server)
     job = _wait(lambda: (j := api.get(f"/jobs/{job_id}"))["status"] == "refunded" and j)
     assert job["failure"] == reason and job["failure_reason"] == reason and job["refund"] == str(PRICE)
@@ -85,18 +84,22 @@ def test_job_refund_cancels_waits_or_refunds_after_the_deadline(server, chain, s
     owed = escrow.functions.owedTo(ZERO, market.renter).call()
 
     funded = _job(session, market, b"spec-cancel")
-    said = _said("job", "refund", str(funded), *common)
-    assert "cancelled before the provider accepted it" in said and "unchained withdraw" in said
+    said = _said("job", "refund", str(funded), *common)  # step one: the request
+    assert "cancel requested" in said and "run `unchained job refund" in said
+    assert escrow.functions.owedTo(ZERO, market.renter).call() == owed
+    said = _said("job", "refund", str(funded), *common, code=1)  # inside the grace: says from when
+    assert "cancel already requested" in said and "can be cancelled from" in said
+    api = BackendClient.connect(server)
+    shown = _wait(lambda: (j := api.get(f"/jobs/{funded}"))["status"] == "cancel requested" and j)
+    assert shown["cancellable_at"] is not None
+    session.advance(escrow.functions.cancelGrace().call())
+    said = _said("job", "refund", str(funded), *common)  # the grace passed with no commit
+    assert "cancelled before the provider committed a result" in said and "unchained withdraw" in said
     assert escrow.functions.owedTo(ZERO, market.renter).call() == owed + PRICE
 
-    accepted = _job(session, market, b"spec-wait", deadline_in=1800)
-    session.send(escrow.functions.acceptJob(accepted), market.provider)
-    said = _said("job", "refund", str(accepted), *common, code=1)
-    assert "not yet" in said and "refundable from" in said and "UTC" in said and "min" in said
-    assert escrow.functions.getJob(accepted).call().status == JobStatus.ACCEPTED  # still Accepted: nothing sent
-
+    late = _job(session, market, b"spec-wait", deadline_in=1800)
     session.advance(1801)
-    said = _said("job", "refund", str(accepted), *common)
+    said = _said("job", "refund", str(late), *common)
     assert "passed its deadline" in said and "credited to you" in said
     assert escrow.functions.owedTo(ZERO, market.renter).call() == owed + 2 * PRICE
 

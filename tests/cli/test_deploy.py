@@ -39,6 +39,7 @@ def test_deploy_writes_addresses_and_abis_wires_roles_and_says_what_the_operator
     staking, escrow, registry = bound("Staking"), bound("JobEscrow"), bound("ProviderRegistry")
     challenges, pog, committee = bound("ChallengeManager"), bound("ProofOfGpu"), bound("DisputeCommittee")
     assert staking.functions.hasRole(staking.functions.SLASHER_ROLE().call(), challenges.address).call()
+    assert staking.functions.hasRole(staking.functions.SLASHER_ROLE().call(), escrow.address).call()
     assert escrow.functions.hasRole(escrow.functions.DISPUTE_ROLE().call(), challenges.address).call()
     assert registry.functions.hasRole(registry.functions.POG_ROLE().call(), pog.address).call()
     assert committee.functions.hasRole(committee.functions.OPENER_ROLE().call(), challenges.address).call()
@@ -53,7 +54,8 @@ def test_deploy_writes_addresses_and_abis_wires_roles_and_says_what_the_operator
     assert operator["treasury"] == deployment.deployer
     assert operator["treasuryReceives"] == {"JobEscrow.protocolFeeBps": 200, "ChallengeManager.feeBps": 200,
                                             "Staking.slashShareBps": 5_000}
-    assert operator["roles"]["Staking"]["SLASHER_ROLE"] == [f"ChallengeManager {challenges.address}"]
+    assert operator["roles"]["Staking"]["SLASHER_ROLE"] == [f"ChallengeManager {challenges.address}",
+                                                            f"JobEscrow {escrow.address}"]
     assert "the operator keeps the treasury address only" in result.stdout
     assert f"treasury {deployment.deployer}" in result.stdout
 

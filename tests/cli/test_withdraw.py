@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 from web3 import Web3
 
+from client.escrow_jobs import read_job
 from client.keystore import PASSWORD_FILE_ENV, new_keystore
 from unchained_cli.deploy import DeployParams, Deployer, deploy_all, write_deployment
 from unchained_cli.main import app
@@ -55,11 +56,11 @@ def test_withdraw_pays_every_owed_balance_once_then_nothing(chain, tmp_path: Pat
     deadline = s.now() + 3600
     # Two jobs cancelled (ETH and tUSD), a lease ended at once, stake unbonded past its delay.
     s.send(escrow.functions.createJob(provider, b"\x11" * 32, ETH // 20, deadline), renter, value=ETH // 20)
-    s.send(escrow.functions.cancel(escrow.functions.jobCount().call()), renter)
+    cancel_last_job(s, escrow, renter)
     s.send(token.functions.mint(renter, 5_000_000), renter)
     s.send(token.functions.approve(escrow.address, 2_500_000), renter)
     s.send(escrow.functions.createJobWithToken(provider, token.address, b"\x22" * 32, 2_500_000, deadline), renter)
-    s.send(escrow.functions.cancel(escrow.functions.jobCount().call()), renter)
+    cancel_last_job(s, escrow, renter)
     cost = leases.functions.leaseCost(provider, 1, 3600).call()
     s.send(leases.functions.startLease(provider, 1, 3600), renter, value=cost)
     s.send(leases.functions.endLease(leases.functions.leaseCount().call()), renter)
@@ -100,3 +101,11 @@ def test_withdraw_pays_every_owed_balance_once_then_nothing(chain, tmp_path: Pat
     assert lines[0] == f"nothing owed to {renter}"
     assert re.fullmatch(r"Staking: 0\.1 ETH still unbonding until \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC "
                         r"\(in 168 h 0 min\); run withdraw again then", lines[1]), lines
+
+
+def cancel_last_job(s, escrow, renter: str) -> None:
+    """The renter's two-step cancel of the newest job: request, the grace passes, cancel."""
+    job = read_job(escrow, escrow.functions.jobCount().call()).as_tuple()
+    s.send(escrow.functions.requestCancel(job), renter)
+    s.advance(escrow.functions.cancelGrace().call())
+    s.send(escrow.functions.cancel(job), renter)

@@ -16,6 +16,7 @@ from web3 import Web3
 
 from client import contracts
 from client.errors import NodeUnavailable, TransactionNotMined, TransactionReverted
+from client.escrow_jobs import read_job
 from client.tx import TxSender, connect
 from protocol.deployments import Deployment
 from unchained_cli.chain import LocalChain, anvil_binary, free_port
@@ -23,6 +24,7 @@ from unchained_cli.deploy import Deployer, deploy_all
 
 MNEMONIC = "test test test test test test test test test test test junk"
 ETH = 10**18
+ZERO_ADDRESS = "0x" + "00" * 20
 
 
 def dev_key(index: int) -> LocalAccount:
@@ -126,13 +128,14 @@ def test_nonce_resyncs_after_someone_else_used_the_account(instant: Node) -> Non
 def test_reverts_of_different_contracts_decode_to_their_error_name_and_arguments(instant: Node) -> None:
     account = dev_key(5)
     sender = TxSender(instant.web3, account)  # no deployment: the packaged artifacts name the errors
+    unknown = (999, ZERO_ADDRESS, ZERO_ADDRESS, ZERO_ADDRESS, 1, b"\0" * 32, 1, b"\0" * 32, 0, b"\0" * 32)  # a Job
     cases = [
         (instant.contract("Staking").functions.requestUnbond(7),
          "StakingInsufficientStake", {"account": account.address, "requested": 7, "bonded": 0}),
-        (instant.contract("JobEscrow").functions.cancel(999), "JobEscrowUnknownJob", {"jobId": 999}),
+        (instant.contract("JobEscrow").functions.cancel(unknown), "JobEscrowUnknownJob", {"jobId": 999}),
         (instant.contract("ProviderRegistry").functions.deactivate(),
          "ProviderRegistryNotRegistered", {"provider": account.address}),
-        (instant.contract("ChallengeManager").functions.challengeJob(1, 5),
+        (instant.contract("ChallengeManager").functions.challengeJob(unknown, 5),
          "ChallengeNotStakedVerifier", {"challenger": account.address, "stake": 0, "required": ETH}),
     ]
     nonce = instant.web3.eth.get_transaction_count(account.address)
@@ -145,7 +148,7 @@ def test_reverts_of_different_contracts_decode_to_their_error_name_and_arguments
 
 
 def test_a_revert_mined_after_a_passing_estimate_is_decoded_from_its_replay(no_mining: Node) -> None:
-    """An acceptJob estimated before the job's deadline is mined after it: the receipt's status 0
+    """A commitResult estimated before the job's deadline is mined after it: the receipt's status 0
     is explained by the custom error its replay raises."""
     node = no_mining
     provider, renter = dev_key(6), dev_key(8)
@@ -160,14 +163,15 @@ def test_a_revert_mined_after_a_passing_estimate_is_decoded_from_its_replay(no_m
     as_renter.send(escrow.functions.createJob(provider.address, b"\x11" * 32, 10**15, deadline), value=10**15)
     job_id = escrow.functions.jobCount().call()
     node.web3.provider.make_request("evm_setAutomine", [False])
-    accept = as_provider.broadcast(escrow.functions.acceptJob(job_id))  # its estimate passes: before the deadline
+    job = read_job(escrow, job_id).as_tuple()
+    accept = as_provider.broadcast(escrow.functions.commitResult(job, b"\x22" * 32, 1, b"\x33" * 32))  # estimated in time
     node.web3.provider.make_request("evm_increaseTime", [3600])
     node.web3.provider.make_request("evm_mine", [])
     with pytest.raises(TransactionReverted) as raised:
-        as_provider.mined(accept, "acceptJob")
+        as_provider.mined(accept, "commitResult")
     assert raised.value.error == "JobEscrowDeadlinePassed" and raised.value.error_args == {"jobId": job_id,
                                                                                           "deadline": deadline}
-    assert raised.value.tx_hash == "0x" + bytes(accept).hex() and "acceptJob reverted: JobEscrowDeadlinePassed(" in \
+    assert raised.value.tx_hash == "0x" + bytes(accept).hex() and "commitResult reverted: JobEscrowDeadlinePassed(" in \
         str(raised.value)
 
 

@@ -5,7 +5,7 @@ gains or moves a field; read by name (`job.provider` from client.contracts' view
 from brownie) it stays right or fails loudly. The functions guarded are taken from the ABIs in
 protocol/artifacts: every view whose output is a struct or more than one value. The scan flags,
 in every Python file of the project, an integer subscript of such a call's result (`.call()[3]`,
-brownie's `c.getJob(1)[3]`), of a name bound from one in the same scope, and unpacking one into a
+brownie's `c.jobState(1)[3]`), of a name bound from one in the same scope, and unpacking one into a
 tuple (`a, b = c.unbondingOf(x)`, as positional as `[0]`), and a string key on a web3 result
 (`job["price"]`: web3's named tuples have none; brownie's values do). Array returns (`challengeIndices`)
 are not guarded: their positions are their meaning.
@@ -120,7 +120,7 @@ def project_files() -> list[Path]:
 
 def test_no_struct_or_multi_value_return_is_read_by_position():
     views = structured_views()
-    assert {"getJob", "challenge", "round", "getLease", "dispute", "providerOf", "unbondingOf"} <= views
+    assert {"jobState", "challenge", "round", "getLease", "dispute", "providerOf", "unbondingOf"} <= views
     found = [hit for path in project_files()
              for hit in positional_reads(path.read_text(), views, str(path.relative_to(REPO)))]
     assert not found, "read these by field name instead:\n" + "\n".join(found)
@@ -128,21 +128,21 @@ def test_no_struct_or_multi_value_return_is_read_by_position():
 
 def test_the_guard_catches_a_reintroduced_positional_read():
     views = structured_views()
-    web3_read = "def f(escrow):\n    job = escrow.functions.getJob(1).call()\n    return job[3]\n"
+    web3_read = "def f(escrow):\n    job = escrow.functions.jobState(1).call()\n    return job[3]\n"
     assert positional_reads(web3_read, views) == ["<source>:3: return job[3]"]
-    assert positional_reads("x = escrow.functions.getJob(1).call()[3]\n", views)
+    assert positional_reads("x = escrow.functions.jobState(1).call()[3]\n", views)
     assert positional_reads("x = challenge_manager.challenge(cid)[-1]\n", views)  # brownie
     assert positional_reads("amount, release_at = staking.functions.unbondingOf(a).call()\n", views)
     # web3's named tuple read by string key: a TypeError at run time
-    assert positional_reads("job = escrow.functions.getJob(1).call()\nx = job['price']\n", views)
-    assert positional_reads("x = escrow.functions.getJob(1).call()['status']\n", views)
+    assert positional_reads("job = escrow.functions.jobState(1).call()\nx = job['status']\n", views)
+    assert positional_reads("x = escrow.functions.jobState(1).call()['status']\n", views)
 
 
 def test_the_guard_leaves_names_arrays_and_other_scopes_alone():
     views = structured_views()
     fine = (
         "def f(escrow, manager, cid):\n"
-        "    job = escrow.functions.getJob(1).call()\n"
+        "    job = escrow.functions.jobState(1).call()\n"
         "    indices = manager.functions.challengeIndices(cid).call()\n"
         "    lease = manager.getLease(1)\n"  # brownie's return values have string keys
         "    return job.provider, lease['renter'], indices[0]\n"

@@ -31,6 +31,7 @@ MIN_PROVIDER_STAKE = ETHER
 CHALLENGE_WINDOW = DAY
 PROTOCOL_FEE_BPS = 250
 MAX_JOB_DURATION = WEEK
+CANCEL_GRACE = 10 * 60
 PRICE_PER_GPU_HOUR = 36 * 10**14  # 0.0036 ether an hour: 10**12 wei a second per GPU
 PRICE_PER_JOB_UNIT = 10**12
 
@@ -101,6 +102,46 @@ def locker(accounts, admin) -> Account:
     return account
 
 
+def job_of(escrow, job_id: int) -> tuple:
+    """The Job JobEscrow's calls take (with its result once committed), rebuilt from the escrow's
+    events and checked against its slot as every client does (client.escrow_jobs.read_job)."""
+    # Imported here: brownie hashes the modules conftest imports at load and cannot read these.
+    from client import contracts
+    from client.escrow_jobs import read_job
+
+    return read_job(contracts.bind(brownie.web3, escrow.address, escrow.abi), job_id).as_tuple()
+
+
+def job_view(escrow, job_id: int) -> dict:
+    """What a client knows of a job: its Job (job_of) by Solidity field names beside its slot's
+    status, frozen flag and window end (committedAt derived as the escrow documents)."""
+    from brownie.convert.datatypes import EthAddress  # compiled: brownie's conftest scan cannot read it
+
+    job = dict(zip(_JOB_FIELDS, job_of(escrow, job_id)))
+    for name in ("specHash", "outputRoot", "resultDigest"):
+        job[name] = "0x" + bytes(job[name]).hex()
+    for name in ("renter", "provider", "token"):
+        job[name] = EthAddress(job[name])
+    state = escrow.jobState(job_id)
+    # endsAt is the window end once committed (the hash covers a result), a cancel's time before
+    committed = job["itemCount"] != 0
+    window_end = state["endsAt"] if committed else 0
+    return {**job, "status": state["status"], "frozen": state["frozen"], "challengeWindowEnd": window_end,
+            "committedAt": window_end - escrow.challengeWindow() if window_end else 0,
+            "cancellableAt": 0 if committed else state["endsAt"]}
+
+
+def cancel_job(escrow, job_id: int, renter):
+    """The renter's honest cancel: requestCancel, the grace passes with no commit, cancel."""
+    escrow.requestCancel(job_of(escrow, job_id), {"from": renter})
+    brownie.chain.sleep(CANCEL_GRACE)
+    return escrow.cancel(job_of(escrow, job_id), {"from": renter})
+
+
+_JOB_FIELDS = ("id", "renter", "provider", "token", "price", "specHash", "deadline", "outputRoot", "itemCount",
+               "resultDigest")
+
+
 def mine_blocks(count: int) -> None:
     """Mines `count` blocks at once on anvil (anvil_mine) or Hardhat (hardhat_mine), one second
     apart, and brings brownie's clock to the last one. Use it instead of a client's own RPC."""
@@ -124,7 +165,8 @@ def unchained(
     sender = {"from": admin}
     staking = Staking.deploy(UNBONDING_DELAY, SLASH_REWARD_BPS, treasury, sender)
     registry = ProviderRegistry.deploy(staking, MIN_PROVIDER_STAKE, sender)
-    escrow = JobEscrow.deploy(registry, treasury, CHALLENGE_WINDOW, PROTOCOL_FEE_BPS, MAX_JOB_DURATION, sender)
+    escrow = JobEscrow.deploy(registry, treasury, CHALLENGE_WINDOW, PROTOCOL_FEE_BPS, MAX_JOB_DURATION, CANCEL_GRACE,
+                              sender)
     leases = LeaseManager.deploy(registry, sender)
     proof_of_gpu = ProofOfGpu.deploy(
         staking, registry, MIN_VERIFIER_STAKE, POG_COMMIT_WINDOW, ROOT_CHALLENGE_PERIOD, sender
@@ -135,7 +177,7 @@ def unchained(
         PROVIDER_SLASH, FALSE_CLAIM_SLASH, BOND_FEE_BPS, RESPONSE_WINDOW, FRAUD_WINDOW, ESCALATION_WINDOW,
     )
     challenges = ChallengeManager.deploy(config, sender)
-    staking.wire([challenges, slasher], [escrow, leases, locker], sender)
+    staking.wire([challenges, escrow, slasher], [escrow, leases, locker], sender)
     escrow.wire([challenges, disputer], sender)
     registry.wire([proof_of_gpu, pog], sender)
     committee.wire([challenges], sender)
@@ -369,6 +411,5 @@ def committed_job(escrow, active_provider, renter):
         active_provider, keccak(text="spec"), JOB_PRICE, brownie.chain.time() + 3600,
         {"from": renter, "value": JOB_PRICE},
     ).events["JobCreated"]["jobId"]
-    escrow.acceptJob(job_id, {"from": active_provider})
-    escrow.commitResult(job_id, commitment.root, len(digests), keccak(text="result"), {"from": active_provider})
+    escrow.commitResult(job_of(escrow, job_id), commitment.root, len(digests), keccak(text="result"), {"from": active_provider})
     return job_id, commitment

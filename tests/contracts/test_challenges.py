@@ -2,6 +2,7 @@
 PoG and job challenges, answers, timeouts, settlement and pull payments."""
 
 import brownie
+from conftest import job_of, job_view
 import pytest
 from brownie import chain
 from brownie.test import strategy
@@ -144,30 +145,30 @@ def test_job_challenge_freezes_escrow_and_honest_answer_unfreezes_it(
     challenge_manager, escrow, job, renter, provider, stranger
 ):
     job_id, commitment = job
-    tx = challenge_manager.challengeJob(job_id, 5, {"from": renter, "value": BOND})
+    tx = challenge_manager.challengeJob(job_of(escrow, job_id), 5, {"from": renter, "value": BOND})
     cid = tx.events["JobChallenged"]["challengeId"]
-    assert escrow.getJob(job_id)["frozen"]
+    assert job_view(escrow, job_id)["frozen"]
     assert challenge_manager.activeJobChallenge(job_id) == cid
     _respond(challenge_manager, cid, commitment, provider)
     chain.sleep(ESCALATION_WINDOW + 1)
     challenge_manager.settle(cid, {"from": stranger})
-    assert not escrow.getJob(job_id)["frozen"]
+    assert not job_view(escrow, job_id)["frozen"]
     assert challenge_manager.activeJobChallenge(job_id) == 0
     chain.sleep(24 * 3600)
-    escrow.finalize(job_id, {"from": stranger})  # the provider gets paid after an unfounded challenge
-    assert escrow.getJob(job_id)["status"] == JobStatus.FINALIZED
+    escrow.finalize(job_of(escrow, job_id), {"from": stranger})  # the provider gets paid after an unfounded challenge
+    assert job_view(escrow, job_id)["status"] == JobStatus.FINALIZED
 
 
 def test_job_timeout_refunds_renter_and_slashes_provider(
     challenge_manager, escrow, staking, job, renter, provider, stranger
 ):
     job_id, _ = job
-    cid = challenge_manager.challengeJob(job_id, 3, {"from": renter, "value": BOND}).events["JobChallenged"][
+    cid = challenge_manager.challengeJob(job_of(escrow, job_id), 3, {"from": renter, "value": BOND}).events["JobChallenged"][
         "challengeId"
     ]
     chain.sleep(RESPONSE_WINDOW + 1)
     challenge_manager.claimTimeout(cid, {"from": stranger})
-    j = escrow.getJob(job_id)
+    j = job_view(escrow, job_id)
     assert j["status"] == JobStatus.REFUNDED and not j["frozen"]
     assert escrow.owedTo(brownie.ZERO_ADDRESS, renter) == JOB_PRICE
     assert staking.stakeOf(provider) == MIN_PROVIDER_STAKE - PROVIDER_SLASH
@@ -175,23 +176,23 @@ def test_job_timeout_refunds_renter_and_slashes_provider(
 
 
 def test_job_challenge_by_renter_needs_no_stake_but_stranger_does(
-    challenge_manager, job, renter, stranger, custom_error
+    escrow, challenge_manager, job, renter, stranger, custom_error
 ):
     job_id, _ = job
     with brownie.reverts(custom_error("ChallengeNotStakedVerifier", stranger, 0, MIN_VERIFIER_STAKE)):
-        challenge_manager.challengeJob(job_id, 3, {"from": stranger, "value": BOND})
-    challenge_manager.challengeJob(job_id, 3, {"from": renter, "value": BOND})
+        challenge_manager.challengeJob(job_of(escrow, job_id), 3, {"from": stranger, "value": BOND})
+    challenge_manager.challengeJob(job_of(escrow, job_id), 3, {"from": renter, "value": BOND})
 
 
 def test_second_job_challenge_while_one_is_open_reverts(
-    challenge_manager, job, renter, staked_verifier, custom_error
+    escrow, challenge_manager, job, renter, staked_verifier, custom_error
 ):
     job_id, _ = job
-    cid = challenge_manager.challengeJob(job_id, 3, {"from": renter, "value": BOND}).events["JobChallenged"][
+    cid = challenge_manager.challengeJob(job_of(escrow, job_id), 3, {"from": renter, "value": BOND}).events["JobChallenged"][
         "challengeId"
     ]
     with brownie.reverts(custom_error("ChallengeJobAlreadyChallenged", job_id, cid)):
-        challenge_manager.challengeJob(job_id, 3, {"from": staked_verifier, "value": BOND})
+        challenge_manager.challengeJob(job_of(escrow, job_id), 3, {"from": staked_verifier, "value": BOND})
 
 
 def test_job_challenge_after_window_reverts(challenge_manager, escrow, job, renter, custom_error):
@@ -199,17 +200,17 @@ def test_job_challenge_after_window_reverts(challenge_manager, escrow, job, rent
     chain.sleep(24 * 3600 + 1)
     chain.mine()
     with brownie.reverts(custom_error("ChallengeJobNotChallengeable", job_id)):
-        challenge_manager.challengeJob(job_id, 3, {"from": renter, "value": BOND})
+        challenge_manager.challengeJob(job_of(escrow, job_id), 3, {"from": renter, "value": BOND})
 
 
-def test_provider_cannot_challenge_itself(challenge_manager, job, provider, staking, custom_error):
+def test_provider_cannot_challenge_itself(escrow, challenge_manager, job, provider, staking, custom_error):
     job_id, _ = job
     with brownie.reverts(custom_error("ChallengeSelfChallenge", provider)):
-        challenge_manager.challengeJob(job_id, 3, {"from": provider, "value": BOND})
+        challenge_manager.challengeJob(job_of(escrow, job_id), 3, {"from": provider, "value": BOND})
 
 
 def test_answer_with_wrong_leaf_count_or_size_reverts(
-    challenge_manager, pog_round, job, renter, staked_verifier, provider, custom_error
+    escrow, challenge_manager, pog_round, job, renter, staked_verifier, provider, custom_error
 ):
     round_id, commitments = pog_round
     cid = _challenge_pog(challenge_manager, round_id, 0, staked_verifier)
@@ -220,7 +221,7 @@ def test_answer_with_wrong_leaf_count_or_size_reverts(
     with brownie.reverts(custom_error("ChallengeBadLeafLength", 0, 255, 256)):
         challenge_manager.respond(cid, [leaves[0][:255]] + leaves[1:], proofs, {"from": provider})
     job_id, commitment = job
-    jid = challenge_manager.challengeJob(job_id, 2, {"from": renter, "value": BOND}).events["JobChallenged"][
+    jid = challenge_manager.challengeJob(job_of(escrow, job_id), 2, {"from": renter, "value": BOND}).events["JobChallenged"][
         "challengeId"
     ]
     chain.mine()
@@ -264,14 +265,14 @@ def test_silent_provider_of_a_job_is_slashed_and_renter_refunded_after_the_ancho
     challenge_manager, escrow, staking, job, renter, provider, stranger
 ):
     job_id, _ = job
-    cid = challenge_manager.challengeJob(job_id, 3, {"from": renter, "value": BOND}).events["JobChallenged"][
+    cid = challenge_manager.challengeJob(job_of(escrow, job_id), 3, {"from": renter, "value": BOND}).events["JobChallenged"][
         "challengeId"
     ]
     _mine_past_horizon()
     chain.sleep(RESPONSE_WINDOW + 1)
     tx = challenge_manager.claimTimeout(cid, {"from": stranger})
     assert tx.events["ChallengeClosed"]["status"] == ChallengeStatus.PROVIDER_FAULTED
-    assert escrow.getJob(job_id)["status"] == JobStatus.REFUNDED
+    assert job_view(escrow, job_id)["status"] == JobStatus.REFUNDED
     assert escrow.owedTo(brownie.ZERO_ADDRESS, renter) == JOB_PRICE
     assert staking.stakeOf(provider) == MIN_PROVIDER_STAKE - PROVIDER_SLASH
 
@@ -298,9 +299,9 @@ def test_honest_provider_answers_after_the_anchor_expired_by_reanchoring(
     assert challenge_manager.challenge(cid)["status"] == ChallengeStatus.ANSWERED
 
 
-def test_job_provider_answers_after_the_anchor_expired(challenge_manager, job, renter, provider, stranger):
+def test_job_provider_answers_after_the_anchor_expired(escrow, challenge_manager, job, renter, provider, stranger):
     job_id, commitment = job
-    cid = challenge_manager.challengeJob(job_id, 4, {"from": renter, "value": BOND}).events["JobChallenged"][
+    cid = challenge_manager.challengeJob(job_of(escrow, job_id), 4, {"from": renter, "value": BOND}).events["JobChallenged"][
         "challengeId"
     ]
     _mine_past_horizon()

@@ -2,6 +2,7 @@
 each verdict's payouts and slashes, on anvil with the real Staking and JobEscrow."""
 
 import brownie
+from conftest import job_of, job_view
 import pytest
 from brownie import chain
 from protocol.enums import ChallengeStatus, JobStatus, Verdict
@@ -24,10 +25,10 @@ BOND = MIN_BOND
 
 
 @pytest.fixture
-def answered(challenge_manager, committed_job, staked_verifier, provider):
+def answered(escrow, challenge_manager, committed_job, staked_verifier, provider):
     """A job challenge by the staked verifier, answered honestly by the provider."""
     job_id, commitment = committed_job
-    cid = challenge_manager.challengeJob(job_id, 4, {"from": staked_verifier, "value": BOND}).events[
+    cid = challenge_manager.challengeJob(job_of(escrow, job_id), 4, {"from": staked_verifier, "value": BOND}).events[
         "JobChallenged"
     ]["challengeId"]
     leaves, proofs = ref.answer(challenge_manager, cid, commitment)
@@ -57,7 +58,7 @@ def test_escalation_opens_committee_dispute_and_keeps_escrow_frozen(
     assert c["status"] == ChallengeStatus.ESCALATED and c["disputeId"] == dispute_id
     d = dispute_committee.dispute(dispute_id)
     assert (d["opener"], d["ref"], d["challenger"], d["provider"]) == (challenge_manager, cid, staked_verifier, provider)
-    assert escrow.getJob(job_id)["frozen"]
+    assert job_view(escrow, job_id)["frozen"]
 
 
 def test_committee_finds_provider_at_fault(
@@ -69,7 +70,7 @@ def test_committee_finds_provider_at_fault(
     assert tx.events["DisputeResolved"]["verdict"] == Verdict.PROVIDER_AT_FAULT
     assert challenge_manager.challenge(cid)["status"] == ChallengeStatus.PROVIDER_FAULTED
     assert staking.stakeOf(provider) == MIN_PROVIDER_STAKE - PROVIDER_SLASH
-    assert escrow.getJob(job_id)["status"] == JobStatus.REFUNDED
+    assert job_view(escrow, job_id)["status"] == JobStatus.REFUNDED
     assert escrow.owedTo(brownie.ZERO_ADDRESS, renter) == JOB_PRICE
     assert challenge_manager.owedTo(staked_verifier) == BOND
     assert staking.stakeOf(staked_verifier) == MIN_VERIFIER_STAKE
@@ -89,10 +90,10 @@ def test_committee_finds_challenger_wrong(
     assert challenge_manager.owedTo(staked_verifier) == 0
     assert staking.stakeOf(staked_verifier) == MIN_VERIFIER_STAKE - FALSE_CLAIM_SLASH
     assert staking.stakeOf(provider) == MIN_PROVIDER_STAKE
-    assert not escrow.getJob(job_id)["frozen"]
+    assert not job_view(escrow, job_id)["frozen"]
     chain.sleep(24 * 3600)
-    escrow.finalize(job_id, {"from": stranger})
-    assert escrow.getJob(job_id)["status"] == JobStatus.FINALIZED  # the provider is paid
+    escrow.finalize(job_of(escrow, job_id), {"from": stranger})
+    assert job_view(escrow, job_id)["status"] == JobStatus.FINALIZED  # the provider is paid
 
 
 def test_no_quorum_returns_bond_and_slashes_nobody(
@@ -105,7 +106,7 @@ def test_no_quorum_returns_bond_and_slashes_nobody(
     assert challenge_manager.owedTo(staked_verifier) == BOND
     assert staking.stakeOf(provider) == MIN_PROVIDER_STAKE
     assert staking.stakeOf(staked_verifier) == MIN_VERIFIER_STAKE
-    assert not escrow.getJob(job_id)["frozen"]
+    assert not job_view(escrow, job_id)["frozen"]
 
 
 def test_tie_finds_no_fault(challenge_manager, dispute_committee, escalated, voters, stranger):
@@ -177,10 +178,10 @@ def test_escalation_only_by_challenger_inside_window(
 
 
 def test_unanswered_challenge_cannot_be_escalated(
-    challenge_manager, committed_job, renter, custom_error
+    escrow, challenge_manager, committed_job, renter, custom_error
 ):
     job_id, _ = committed_job
-    cid = challenge_manager.challengeJob(job_id, 2, {"from": renter, "value": BOND}).events["JobChallenged"][
+    cid = challenge_manager.challengeJob(job_of(escrow, job_id), 2, {"from": renter, "value": BOND}).events["JobChallenged"][
         "challengeId"
     ]
     with brownie.reverts(custom_error("ChallengeWrongStatus", cid, 1)):

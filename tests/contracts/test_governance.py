@@ -7,6 +7,7 @@ set an unbonding delay so large that now + delay overflowed and every stake was 
 """
 
 import brownie
+from conftest import job_of
 import pytest
 from brownie import ZERO_ADDRESS, chain, web3
 from eth_abi import encode
@@ -35,8 +36,8 @@ def deployed(admin, Staking, ProviderRegistry, JobEscrow, LeaseManager, ProofOfG
 
 
 @pytest.fixture(scope="module")
-def victim(deployed, accounts, admin):
-    """A registered provider with 2 ether staked and a job it accepted."""
+def victim(escrow, deployed, accounts, admin):
+    """A registered provider with 2 ether staked and a job it committed."""
     staking, registry, escrow = deployed["Staking"], deployed["ProviderRegistry"], deployed["JobEscrow"]
     provider, renter = accounts[2], accounts[4]
     staking.stake({"from": provider, "value": 2 * ETHER})
@@ -44,8 +45,7 @@ def victim(deployed, accounts, admin):
                       {"from": provider})
     job_id = escrow.createJob(provider, keccak(text="spec"), JOB_PRICE, chain.time() + 3600,
                               {"from": renter, "value": JOB_PRICE}).return_value
-    escrow.acceptJob(job_id, {"from": provider})
-    escrow.commitResult(job_id, keccak(text="root"), 4, keccak(text="digest"), {"from": provider})
+    escrow.commitResult(job_of(escrow, job_id), keccak(text="root"), 4, keccak(text="digest"), {"from": provider})
     return provider, job_id
 
 
@@ -84,11 +84,11 @@ def test_deployer_cannot_freeze_or_refund_a_job(deployed, victim, admin, custom_
     _, job_id = victim
     role = escrow.DISPUTE_ROLE()
     with brownie.reverts(custom_error("AccessControlUnauthorizedAccount", admin, role)):
-        escrow.freeze(job_id, {"from": admin})
+        escrow.freeze(job_of(escrow, job_id), {"from": admin})
     with brownie.reverts(custom_error("AccessControlUnauthorizedAccount", admin, role)):
         escrow.resolveFreeze(job_id, True, {"from": admin})
     chain.sleep(escrow.challengeWindow())
-    assert escrow.finalize(job_id, {"from": admin}).events["JobFinalized"]["jobId"] == job_id
+    assert escrow.finalize(job_of(escrow, job_id), {"from": admin}).events["JobFinalized"]["jobId"] == job_id
 
 
 def test_deployer_cannot_record_pog_results_or_open_disputes(deployed, victim, admin, custom_error):
@@ -120,14 +120,14 @@ def test_deployer_cannot_change_a_parameter(deployed, admin, contract, signature
                 and f["name"] not in ("setPogStatus", "setPrices", "setMetadataURI")]
 
 
-def test_stake_still_leaves_after_the_deployers_attempts(deployed, victim, admin):
+def test_stake_still_leaves_after_the_deployers_attempts(escrow, deployed, victim, admin):
     """The huge-delay attack left stake stuck forever; here the provider leaves on time."""
     staking, escrow = deployed["Staking"], deployed["JobEscrow"]
     provider, job_id = victim
     with brownie.reverts():
         _raw_call(admin, staking, "setUnbondingDelay(uint64)", ["uint64"], [2**64 - 1])
     chain.sleep(escrow.challengeWindow())
-    escrow.finalize(job_id, {"from": provider})
+    escrow.finalize(job_of(escrow, job_id), {"from": provider})
     tx = staking.requestUnbond(2 * ETHER, {"from": provider})
     assert tx.events["UnbondRequested"]["releaseAt"] == tx.timestamp + staking.unbondingDelay()
     chain.sleep(staking.unbondingDelay())
@@ -137,7 +137,7 @@ def test_stake_still_leaves_after_the_deployers_attempts(deployed, victim, admin
 def test_roles_are_held_by_exactly_the_contracts_that_need_them(deployed, admin):
     staking, escrow = deployed["Staking"], deployed["JobEscrow"]
     challenges, leases = deployed["ChallengeManager"], deployed["LeaseManager"]
-    assert staking.hasRole(staking.SLASHER_ROLE(), challenges)
+    assert staking.hasRole(staking.SLASHER_ROLE(), challenges) and staking.hasRole(staking.SLASHER_ROLE(), escrow)
     assert staking.hasRole(staking.LOCKER_ROLE(), escrow) and staking.hasRole(staking.LOCKER_ROLE(), leases)
     assert escrow.hasRole(escrow.DISPUTE_ROLE(), challenges)
     assert deployed["ProviderRegistry"].hasRole(deployed["ProviderRegistry"].POG_ROLE(), deployed["ProofOfGpu"])

@@ -6,7 +6,7 @@ import pytest
 from brownie import ZERO_ADDRESS, chain
 
 from protocol.enums import JobStatus
-from conftest import CHALLENGE_WINDOW, DAY, ETHER, PROTOCOL_FEE_BPS
+from conftest import CHALLENGE_WINDOW, DAY, ETHER, PROTOCOL_FEE_BPS, job_of, job_view
 
 PRICE = ETHER // 10
 TOKEN_PRICE = 1_000_000
@@ -34,9 +34,11 @@ def fund(escrow, stablecoin):
     return fund_job
 
 
-def _commit_all(escrow, ids, provider):
-    n = len(ids)
-    return escrow.commitResults(ids, [ROOT] * n, [ITEMS] * n, [DIGEST] * n, {"from": provider})
+def _commit_all(escrow, jobs, provider):
+    """Commits every job (an id, or a Job tuple as it is) in one batch."""
+    n = len(jobs)
+    jobs = [job_of(escrow, j) if isinstance(j, int) else j for j in jobs]
+    return escrow.commitResults(jobs, [ROOT] * n, [ITEMS] * n, [DIGEST] * n, {"from": provider})
 
 
 def test_a_batch_mixing_renters_tokens_and_providers_settles_every_job_once(
@@ -46,18 +48,17 @@ def test_a_batch_mixing_renters_tokens_and_providers_settles_every_job_once(
     mine = [fund(active_provider, renter), fund(active_provider, stranger, token=True),
             fund(active_provider, stranger), fund(active_provider, renter, token=True)]
     theirs = [fund(provider2, renter), fund(provider2, stranger, token=True)]
-    escrow.acceptJob(mine[0], {"from": active_provider})  # explicit and implicit accepts mix
     tx = _commit_all(escrow, mine, active_provider)
     assert [e["jobId"] for e in tx.events["ResultCommitted"]] == mine
-    assert [e["jobId"] for e in tx.events["JobAccepted"]] == mine[1:]  # one lock per implicit accept
+    assert len(tx.events["StakeLocked"]) == len(mine)  # one lock per job: each settles on its own
     _commit_all(escrow, theirs, provider2)
     assert (staking.openWorkOf(active_provider), staking.openWorkOf(provider2)) == (4, 2)
 
     chain.sleep(CHALLENGE_WINDOW)
     batch = [mine[0], theirs[0], mine[1], mine[2], theirs[1], mine[3]]
-    tx = escrow.finalizeJobs(batch, {"from": stranger})
+    tx = escrow.finalizeJobs([job_of(escrow, i) for i in batch], {"from": stranger})
     assert [e["jobId"] for e in tx.events["JobFinalized"]] == batch
-    assert all(escrow.getJob(i)["status"] == JobStatus.FINALIZED for i in batch)
+    assert all(job_view(escrow, i)["status"] == JobStatus.FINALIZED for i in batch)
     assert (staking.openWorkOf(active_provider), staking.openWorkOf(provider2)) == (0, 0)
     owed = {
         (ZERO_ADDRESS, active_provider): 2 * (PRICE - _fee(PRICE)),
@@ -76,8 +77,8 @@ def test_a_bad_id_reverts_the_whole_commit_batch(escrow, staking, fund, active_p
     first, second = fund(active_provider, renter), fund(active_provider, renter)
     unknown = second + 1
     with brownie.reverts(custom_error("JobEscrowUnknownJob", unknown)):
-        _commit_all(escrow, [first, unknown, second], active_provider)
-    assert escrow.getJob(first)["status"] == JobStatus.FUNDED and staking.openWorkOf(active_provider) == 0
+        _commit_all(escrow, [first, (unknown, *job_of(escrow, second)[1:]), second], active_provider)
+    assert job_view(escrow, first)["status"] == JobStatus.FUNDED and staking.openWorkOf(active_provider) == 0
 
 
 def test_a_commit_batch_cannot_carry_another_providers_job(
@@ -100,34 +101,34 @@ def test_a_job_in_its_window_or_repeated_reverts_the_whole_finalize_batch(
     tx = _commit_all(escrow, [late], active_provider)
     window_end = tx.events["ResultCommitted"]["challengeWindowEnd"]
     with brownie.reverts(custom_error("JobEscrowWindowOpen", late, window_end)):
-        escrow.finalizeJobs([early, late], {"from": stranger})
+        escrow.finalizeJobs([job_of(escrow, early), job_of(escrow, late)], {"from": stranger})
     with brownie.reverts(custom_error("JobEscrowWrongStatus", early, JobStatus.FINALIZED)):
-        escrow.finalizeJobs([early, early], {"from": stranger})  # a job is never paid twice
-    assert escrow.getJob(early)["status"] == JobStatus.COMMITTED
-    escrow.finalizeJobs([early], {"from": stranger})
+        escrow.finalizeJobs([job_of(escrow, early), job_of(escrow, early)], {"from": stranger})  # a job is never paid twice
+    assert job_view(escrow, early)["status"] == JobStatus.COMMITTED
+    escrow.finalizeJobs([job_of(escrow, early)], {"from": stranger})
     assert escrow.owedTo(ZERO_ADDRESS, active_provider) == PRICE - _fee(PRICE)
 
 
 def test_finalize_batch_reverts_on_a_frozen_job(escrow, fund, active_provider, renter, disputer, custom_error):
     ids = [fund(active_provider, renter), fund(active_provider, renter)]
     _commit_all(escrow, ids, active_provider)
-    escrow.freeze(ids[1], {"from": disputer})
+    escrow.freeze(job_of(escrow, ids[1]), {"from": disputer})
     chain.sleep(CHALLENGE_WINDOW)
     with brownie.reverts(custom_error("JobEscrowFrozen", ids[1])):
-        escrow.finalizeJobs(ids, {"from": renter})
+        escrow.finalizeJobs([job_of(escrow, i) for i in ids], {"from": renter})
 
 
 @pytest.mark.parametrize("length", [0, 65])
 def test_batches_outside_the_bound_are_refused(escrow, active_provider, length, custom_error):
     assert escrow.MAX_BATCH_SIZE() == 64
-    ids = list(range(1, length + 1))
+    jobs = [(i, active_provider, active_provider, ZERO_ADDRESS, 1, ROOT, 1, ROOT, 1, DIGEST) for i in range(length)]
     with brownie.reverts(custom_error("JobEscrowBadBatchSize", length, 64)):
-        escrow.finalizeJobs(ids, {"from": active_provider})
+        escrow.finalizeJobs(jobs, {"from": active_provider})
     with brownie.reverts(custom_error("JobEscrowBadBatchSize", length, 64)):
-        _commit_all(escrow, ids, active_provider)
+        _commit_all(escrow, jobs, active_provider)
 
 
 def test_commit_batch_with_unequal_lengths_is_refused(escrow, fund, active_provider, renter, custom_error):
     ids = [fund(active_provider, renter), fund(active_provider, renter)]
     with brownie.reverts(custom_error("JobEscrowBatchLengthMismatch")):
-        escrow.commitResults(ids, [ROOT], [ITEMS, ITEMS], [DIGEST, DIGEST], {"from": active_provider})
+        escrow.commitResults([job_of(escrow, i) for i in ids], [ROOT], [ITEMS, ITEMS], [DIGEST, DIGEST], {"from": active_provider})

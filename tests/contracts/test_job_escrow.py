@@ -6,7 +6,8 @@ import pytest
 from brownie import ZERO_ADDRESS, chain
 
 from protocol.enums import JobStatus
-from conftest import CHALLENGE_WINDOW, DAY, ETHER, MAX_JOB_DURATION, PROTOCOL_FEE_BPS, WEEK
+from conftest import (CANCEL_GRACE, CHALLENGE_WINDOW, DAY, ETHER, MAX_JOB_DURATION, PROTOCOL_FEE_BPS, WEEK, cancel_job,
+                      job_of, job_view)
 
 PRICE = ETHER // 10
 FEE = PRICE * PROTOCOL_FEE_BPS // 10_000
@@ -44,19 +45,19 @@ def job_id(create) -> int:
 
 
 @pytest.fixture
-def accepted(escrow, job_id, active_provider) -> int:
-    escrow.acceptJob(job_id, {"from": active_provider})
+def accepted(job_id) -> int:
+    """A funded job its provider is about to commit (the commit accepts it)."""
     return job_id
 
 
 @pytest.fixture
 def committed(escrow, accepted, active_provider) -> int:
-    escrow.commitResult(accepted, ROOT, ITEMS, DIGEST, {"from": active_provider})
+    escrow.commitResult(job_of(escrow, accepted), ROOT, ITEMS, DIGEST, {"from": active_provider})
     return accepted
 
 
 def _status(escrow, job_id: int) -> int:
-    return escrow.getJob(job_id)["status"]
+    return job_view(escrow, job_id)["status"]
 
 
 # --- creation ---------------------------------------------------------------------------------
@@ -76,7 +77,7 @@ def test_create_job_escrows_eth_and_records_the_job(escrow, active_provider, ren
         "specHash": "0x" + SPEC.hex(),
         "deadline": deadline,
     }
-    job = escrow.getJob(job_id)
+    job = job_view(escrow, job_id)
     assert (job["renter"], job["provider"], job["token"]) == (renter, active_provider, ZERO_ADDRESS)
     assert (job["price"], job["deadline"], job["status"], job["frozen"]) == (PRICE, deadline, JobStatus.FUNDED, False)
     assert escrow.balance() == PRICE
@@ -117,7 +118,7 @@ def test_create_job_with_token_pulls_the_price(escrow, stablecoin, active_provid
     stablecoin.approve(escrow, 1_000_000, {"from": renter})
     tx = escrow.createJobWithToken(active_provider, stablecoin, SPEC, 250_000, _deadline(), {"from": renter})
     assert tx.events["JobCreated"]["token"] == stablecoin
-    assert escrow.getJob(tx.return_value)["token"] == stablecoin
+    assert job_view(escrow, tx.return_value)["token"] == stablecoin
     assert stablecoin.balanceOf(escrow) == 250_000
     assert stablecoin.balanceOf(renter) == 750_000
 
@@ -141,42 +142,11 @@ def test_create_job_with_token_reverts_on_price_beyond_max_price(
         escrow.createJobWithToken(active_provider, stablecoin, SPEC, 2**80, _deadline(), {"from": renter})
 
 
-# --- accept -----------------------------------------------------------------------------------
-
-
-def test_accept_job_by_provider_moves_to_accepted(escrow, job_id, active_provider):
-    tx = escrow.acceptJob(job_id, {"from": active_provider})
-    assert tx.events["JobAccepted"] == {"jobId": job_id, "provider": active_provider}
-    assert _status(escrow, job_id) == JobStatus.ACCEPTED
-
-
-def test_accept_job_reverts_for_other_caller(escrow, job_id, renter, custom_error):
-    with brownie.reverts(custom_error("JobEscrowNotProvider", renter)):
-        escrow.acceptJob(job_id, {"from": renter})
-
-
-def test_accept_job_reverts_twice(escrow, accepted, active_provider, custom_error):
-    with brownie.reverts(custom_error("JobEscrowWrongStatus", accepted, JobStatus.ACCEPTED)):
-        escrow.acceptJob(accepted, {"from": active_provider})
-
-
-def test_accept_job_reverts_after_deadline(escrow, job_id, active_provider, custom_error):
-    deadline = escrow.getJob(job_id)["deadline"]
-    _sleep_past_deadline()
-    with brownie.reverts(custom_error("JobEscrowDeadlinePassed", job_id, deadline)):
-        escrow.acceptJob(job_id, {"from": active_provider})
-
-
-def test_accept_job_reverts_for_unknown_job(escrow, active_provider, custom_error):
-    with brownie.reverts(custom_error("JobEscrowUnknownJob", 42)):
-        escrow.acceptJob(42, {"from": active_provider})
-
-
 # --- commit -----------------------------------------------------------------------------------
 
 
 def test_commit_result_records_root_and_opens_window(escrow, accepted, active_provider):
-    tx = escrow.commitResult(accepted, ROOT, ITEMS, DIGEST, {"from": active_provider})
+    tx = escrow.commitResult(job_of(escrow, accepted), ROOT, ITEMS, DIGEST, {"from": active_provider})
     window_end = tx.timestamp + CHALLENGE_WINDOW
     assert tx.events["ResultCommitted"] == {
         "jobId": accepted,
@@ -185,7 +155,7 @@ def test_commit_result_records_root_and_opens_window(escrow, accepted, active_pr
         "resultDigest": "0x" + DIGEST.hex(),
         "challengeWindowEnd": window_end,
     }
-    job = escrow.getJob(accepted)
+    job = job_view(escrow, accepted)
     assert job["status"] == JobStatus.COMMITTED
     assert (job["committedAt"], job["challengeWindowEnd"]) == (tx.timestamp, window_end)
     assert (job["outputRoot"], job["itemCount"], job["resultDigest"]) == ("0x" + ROOT.hex(), ITEMS, "0x" + DIGEST.hex())
@@ -197,53 +167,53 @@ def test_provider_cannot_commit_for_someone_elses_job(
     """Attack: another active provider commits a result to a job it was not hired for."""
     register_provider(provider2)
     with brownie.reverts(custom_error("JobEscrowNotProvider", provider2)):
-        escrow.commitResult(accepted, ROOT, ITEMS, DIGEST, {"from": provider2})
+        escrow.commitResult(job_of(escrow, accepted), ROOT, ITEMS, DIGEST, {"from": provider2})
 
 
 def test_commit_result_accepts_a_funded_job_implicitly(escrow, staking, job_id, active_provider):
-    tx = escrow.commitResult(job_id, ROOT, ITEMS, DIGEST, {"from": active_provider})
-    assert tx.events["JobAccepted"] == {"jobId": job_id, "provider": active_provider}
+    tx = escrow.commitResult(job_of(escrow, job_id), ROOT, ITEMS, DIGEST, {"from": active_provider})
+    assert "JobAccepted" not in tx.events  # the commit is the acceptance
     assert tx.events["StakeLocked"]["openWork"] == 1 and staking.openWorkOf(active_provider) == 1
-    job = escrow.getJob(job_id)
+    job = job_view(escrow, job_id)
     assert job["status"] == JobStatus.COMMITTED and job["committedAt"] == tx.timestamp
 
 
 def test_implicit_accept_requires_the_minimum_stake(escrow, staking, job_id, active_provider, slasher, custom_error):
     staking.slash(active_provider, 1, ZERO_ADDRESS, {"from": slasher})
     with brownie.reverts(custom_error("StakingBelowMinimum", active_provider, ETHER - 1, ETHER)):
-        escrow.commitResult(job_id, ROOT, ITEMS, DIGEST, {"from": active_provider})
+        escrow.commitResult(job_of(escrow, job_id), ROOT, ITEMS, DIGEST, {"from": active_provider})
 
 
 def test_commit_result_reverts_on_a_cancelled_job(escrow, job_id, renter, active_provider, custom_error):
-    escrow.cancel(job_id, {"from": renter})
+    cancel_job(escrow, job_id, renter)
     with brownie.reverts(custom_error("JobEscrowWrongStatus", job_id, JobStatus.REFUNDED)):
-        escrow.commitResult(job_id, ROOT, ITEMS, DIGEST, {"from": active_provider})
+        escrow.commitResult(job_of(escrow, job_id), ROOT, ITEMS, DIGEST, {"from": active_provider})
 
 
 def test_commit_result_reverts_twice(escrow, committed, active_provider, custom_error):
     with brownie.reverts(custom_error("JobEscrowWrongStatus", committed, JobStatus.COMMITTED)):
-        escrow.commitResult(committed, ROOT, ITEMS, DIGEST, {"from": active_provider})
+        escrow.commitResult(job_of(escrow, committed), ROOT, ITEMS, DIGEST, {"from": active_provider})
 
 
 def test_commit_result_reverts_after_deadline(escrow, accepted, active_provider, custom_error):
-    deadline = escrow.getJob(accepted)["deadline"]
+    deadline = job_view(escrow, accepted)["deadline"]
     _sleep_past_deadline()
     with brownie.reverts(custom_error("JobEscrowDeadlinePassed", accepted, deadline)):
-        escrow.commitResult(accepted, ROOT, ITEMS, DIGEST, {"from": active_provider})
+        escrow.commitResult(job_of(escrow, accepted), ROOT, ITEMS, DIGEST, {"from": active_provider})
 
 
 @pytest.mark.parametrize("root, items", [(bytes(32), ITEMS), (ROOT, 0)])
 def test_commit_result_reverts_on_empty_result(escrow, accepted, active_provider, root, items, custom_error):
     with brownie.reverts(custom_error("JobEscrowEmptyResult")):
-        escrow.commitResult(accepted, root, items, DIGEST, {"from": active_provider})
+        escrow.commitResult(job_of(escrow, accepted), root, items, DIGEST, {"from": active_provider})
 
 
 def test_commit_result_reverts_on_item_count_beyond_max(escrow, accepted, active_provider, custom_error):
     assert escrow.MAX_ITEM_COUNT() == 2**32 - 1
     with brownie.reverts(custom_error("JobEscrowItemCountTooLarge", 2**32)):
-        escrow.commitResult(accepted, ROOT, 2**32, DIGEST, {"from": active_provider})
-    escrow.commitResult(accepted, ROOT, 2**32 - 1, DIGEST, {"from": active_provider})
-    assert escrow.getJob(accepted)["itemCount"] == 2**32 - 1
+        escrow.commitResult(job_of(escrow, accepted), ROOT, 2**32, DIGEST, {"from": active_provider})
+    escrow.commitResult(job_of(escrow, accepted), ROOT, 2**32 - 1, DIGEST, {"from": active_provider})
+    assert job_view(escrow, accepted)["itemCount"] == 2**32 - 1
 
 
 # --- finalize ---------------------------------------------------------------------------------
@@ -251,7 +221,7 @@ def test_commit_result_reverts_on_item_count_beyond_max(escrow, accepted, active
 
 def test_finalize_after_window_credits_provider_and_fee(escrow, committed, active_provider, treasury, stranger):
     chain.sleep(CHALLENGE_WINDOW)
-    tx = escrow.finalize(committed, {"from": stranger})
+    tx = escrow.finalize(job_of(escrow, committed), {"from": stranger})
     assert tx.events["JobFinalized"] == {
         "jobId": committed,
         "provider": active_provider,
@@ -264,82 +234,121 @@ def test_finalize_after_window_credits_provider_and_fee(escrow, committed, activ
 
 
 def test_finalize_reverts_inside_window(escrow, committed, stranger, custom_error):
-    window_end = escrow.getJob(committed)["challengeWindowEnd"]
+    window_end = job_view(escrow, committed)["challengeWindowEnd"]
     with brownie.reverts(custom_error("JobEscrowWindowOpen", committed, window_end)):
-        escrow.finalize(committed, {"from": stranger})
+        escrow.finalize(job_of(escrow, committed), {"from": stranger})
 
 
 def test_finalize_reverts_before_commit(escrow, accepted, stranger, custom_error):
-    with brownie.reverts(custom_error("JobEscrowWrongStatus", accepted, JobStatus.ACCEPTED)):
-        escrow.finalize(accepted, {"from": stranger})
+    with brownie.reverts(custom_error("JobEscrowWrongStatus", accepted, JobStatus.FUNDED)):
+        escrow.finalize(job_of(escrow, accepted), {"from": stranger})
 
 
 def test_finalize_reverts_while_dispute_open(escrow, committed, disputer, active_provider, custom_error):
     """Attack: the provider tries to collect while a challenge holds the escrow."""
-    escrow.freeze(committed, {"from": disputer})
+    escrow.freeze(job_of(escrow, committed), {"from": disputer})
     chain.sleep(CHALLENGE_WINDOW * 3)
     with brownie.reverts(custom_error("JobEscrowFrozen", committed)):
-        escrow.finalize(committed, {"from": active_provider})
+        escrow.finalize(job_of(escrow, committed), {"from": active_provider})
 
 
 def test_second_finalize_pays_nothing_more(escrow, committed, active_provider, custom_error):
     """Attack: finalize the same job twice to be credited twice."""
     chain.sleep(CHALLENGE_WINDOW)
-    escrow.finalize(committed, {"from": active_provider})
+    escrow.finalize(job_of(escrow, committed), {"from": active_provider})
     with brownie.reverts(custom_error("JobEscrowWrongStatus", committed, JobStatus.FINALIZED)):
-        escrow.finalize(committed, {"from": active_provider})
+        escrow.finalize(job_of(escrow, committed), {"from": active_provider})
     assert escrow.owedTo(ZERO_ADDRESS, active_provider) == PRICE - FEE
 
 
 # --- refunds ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("accept", [False, True])
-def test_refund_expired_credits_renter_in_full(escrow, job_id, active_provider, renter, stranger, accept):
-    if accept:
-        escrow.acceptJob(job_id, {"from": active_provider})
+def test_refund_expired_credits_renter_in_full(escrow, job_id, active_provider, renter, stranger):
     _sleep_past_deadline()
-    tx = escrow.refundExpired(job_id, {"from": stranger})
+    tx = escrow.refundExpired(job_of(escrow, job_id), {"from": stranger})
     assert tx.events["JobExpired"] == {"jobId": job_id, "renter": renter, "refund": PRICE}
     assert _status(escrow, job_id) == JobStatus.REFUNDED
     assert escrow.owedTo(ZERO_ADDRESS, renter) == PRICE
 
 
 def test_refund_expired_reverts_before_deadline(escrow, job_id, stranger, custom_error):
-    deadline = escrow.getJob(job_id)["deadline"]
+    deadline = job_view(escrow, job_id)["deadline"]
     with brownie.reverts(custom_error("JobEscrowDeadlineNotPassed", job_id, deadline)):
-        escrow.refundExpired(job_id, {"from": stranger})
+        escrow.refundExpired(job_of(escrow, job_id), {"from": stranger})
 
 
 def test_refund_after_commit_is_refused(escrow, committed, renter, custom_error):
     """Attack: the renter waits past the deadline and claims a refund for a delivered job."""
     chain.sleep(3 * DAY)
     with brownie.reverts(custom_error("JobEscrowWrongStatus", committed, JobStatus.COMMITTED)):
-        escrow.refundExpired(committed, {"from": renter})
+        escrow.refundExpired(job_of(escrow, committed), {"from": renter})
 
 
-def test_cancel_by_renter_refunds_unaccepted_job(escrow, job_id, renter):
-    tx = escrow.cancel(job_id, {"from": renter})
+def test_cancel_by_renter_refunds_an_uncommitted_job_after_the_grace(escrow, job_id, renter, custom_error):
+    tx = escrow.requestCancel(job_of(escrow, job_id), {"from": renter})
+    cancellable_at = tx.timestamp + CANCEL_GRACE
+    assert tx.events["JobCancelRequested"] == {"jobId": job_id, "renter": renter, "cancellableAt": cancellable_at}
+    view = job_view(escrow, job_id)
+    assert (view["status"], view["cancellableAt"], view["challengeWindowEnd"]) == (JobStatus.FUNDED, cancellable_at, 0)
+    with brownie.reverts(custom_error("JobEscrowCancelAlreadyRequested", job_id, cancellable_at)):
+        escrow.requestCancel(job_of(escrow, job_id), {"from": renter})
+    chain.sleep(CANCEL_GRACE)
+    tx = escrow.cancel(job_of(escrow, job_id), {"from": renter})
     assert tx.events["JobCancelled"] == {"jobId": job_id, "renter": renter, "refund": PRICE}
     assert _status(escrow, job_id) == JobStatus.REFUNDED
     assert escrow.owedTo(ZERO_ADDRESS, renter) == PRICE
 
 
-def test_cancel_reverts_for_other_caller(escrow, job_id, active_provider, custom_error):
+def test_cancel_without_a_request_reverts(escrow, job_id, renter, custom_error):
+    with brownie.reverts(custom_error("JobEscrowCancelNotRequested", job_id)):
+        escrow.cancel(job_of(escrow, job_id), {"from": renter})
+
+
+def test_cancel_after_a_signed_result_cannot_take_the_work_free(escrow, job_id, renter, active_provider, custom_error):
+    """Attack: the renter has the provider's signed result (served before the batched commit)
+    and cancels at once to get the work and its money back. The cancel must wait out the grace,
+    the provider's commit in the grace voids the request, and the provider is paid."""
+    tx = escrow.requestCancel(job_of(escrow, job_id), {"from": renter})
+    cancellable_at = tx.timestamp + CANCEL_GRACE
+    with brownie.reverts(custom_error("JobEscrowCancelTooEarly", job_id, cancellable_at)):
+        escrow.cancel(job_of(escrow, job_id), {"from": renter})
+    chain.sleep(CANCEL_GRACE // 2)
+    escrow.commitResult(job_of(escrow, job_id), ROOT, ITEMS, DIGEST, {"from": active_provider})
+    assert job_view(escrow, job_id)["cancellableAt"] == 0  # the request is void
+    chain.sleep(CANCEL_GRACE)
+    with brownie.reverts(custom_error("JobEscrowWrongStatus", job_id, JobStatus.COMMITTED)):
+        escrow.cancel(job_of(escrow, job_id), {"from": renter})
+    with brownie.reverts(custom_error("JobEscrowWrongStatus", job_id, JobStatus.COMMITTED)):
+        escrow.requestCancel(job_of(escrow, job_id), {"from": renter})
+    chain.sleep(CHALLENGE_WINDOW)
+    escrow.finalize(job_of(escrow, job_id), {"from": renter})
+    assert escrow.owedTo(ZERO_ADDRESS, renter) == 0
+    assert escrow.owedTo(ZERO_ADDRESS, active_provider) == PRICE - PRICE * PROTOCOL_FEE_BPS // 10_000
+
+
+def test_request_cancel_reverts_for_other_caller_and_after_the_deadline(escrow, job_id, renter, active_provider,
+                                                                       custom_error):
     with brownie.reverts(custom_error("JobEscrowNotRenter", active_provider)):
-        escrow.cancel(job_id, {"from": active_provider})
+        escrow.requestCancel(job_of(escrow, job_id), {"from": active_provider})
+    deadline = job_view(escrow, job_id)["deadline"]
+    chain.sleep(deadline - chain.time() + 1)
+    with brownie.reverts(custom_error("JobEscrowDeadlinePassed", job_id, deadline)):
+        escrow.requestCancel(job_of(escrow, job_id), {"from": renter})
 
 
-def test_cancel_reverts_after_accept(escrow, accepted, renter, custom_error):
-    with brownie.reverts(custom_error("JobEscrowWrongStatus", accepted, JobStatus.ACCEPTED)):
-        escrow.cancel(accepted, {"from": renter})
+def test_cancel_reverts_for_other_caller(escrow, job_id, renter, active_provider, custom_error):
+    escrow.requestCancel(job_of(escrow, job_id), {"from": renter})
+    chain.sleep(CANCEL_GRACE)
+    with brownie.reverts(custom_error("JobEscrowNotRenter", active_provider)):
+        escrow.cancel(job_of(escrow, job_id), {"from": active_provider})
 
 
 def test_cancelled_job_cannot_also_expire(escrow, job_id, renter, custom_error):
-    escrow.cancel(job_id, {"from": renter})
+    cancel_job(escrow, job_id, renter)
     chain.sleep(3 * DAY)
     with brownie.reverts(custom_error("JobEscrowWrongStatus", job_id, JobStatus.REFUNDED)):
-        escrow.refundExpired(job_id, {"from": renter})
+        escrow.refundExpired(job_of(escrow, job_id), {"from": renter})
     assert escrow.owedTo(ZERO_ADDRESS, renter) == PRICE
 
 
@@ -347,65 +356,65 @@ def test_cancelled_job_cannot_also_expire(escrow, job_id, renter, custom_error):
 
 
 def test_freeze_marks_committed_job_frozen(escrow, committed, disputer):
-    tx = escrow.freeze(committed, {"from": disputer})
+    tx = escrow.freeze(job_of(escrow, committed), {"from": disputer})
     assert tx.events["JobFrozen"] == {"jobId": committed, "by": disputer}
-    assert escrow.getJob(committed)["frozen"] is True
+    assert job_view(escrow, committed)["frozen"] is True
 
 
 def test_freeze_reverts_without_dispute_role(escrow, committed, renter, custom_error):
     with brownie.reverts(custom_error("AccessControlUnauthorizedAccount", renter, escrow.DISPUTE_ROLE())):
-        escrow.freeze(committed, {"from": renter})
+        escrow.freeze(job_of(escrow, committed), {"from": renter})
 
 
 def test_freeze_reverts_before_commit(escrow, accepted, disputer, custom_error):
-    with brownie.reverts(custom_error("JobEscrowWrongStatus", accepted, JobStatus.ACCEPTED)):
-        escrow.freeze(accepted, {"from": disputer})
+    with brownie.reverts(custom_error("JobEscrowWrongStatus", accepted, JobStatus.FUNDED)):
+        escrow.freeze(job_of(escrow, accepted), {"from": disputer})
 
 
 def test_freeze_reverts_after_window(escrow, committed, disputer, custom_error):
-    window_end = escrow.getJob(committed)["challengeWindowEnd"]
+    window_end = job_view(escrow, committed)["challengeWindowEnd"]
     chain.sleep(CHALLENGE_WINDOW)
     with brownie.reverts(custom_error("JobEscrowWindowClosed", committed, window_end)):
-        escrow.freeze(committed, {"from": disputer})
+        escrow.freeze(job_of(escrow, committed), {"from": disputer})
 
 
 def test_freeze_reverts_when_already_frozen(escrow, committed, disputer, custom_error):
-    escrow.freeze(committed, {"from": disputer})
+    escrow.freeze(job_of(escrow, committed), {"from": disputer})
     with brownie.reverts(custom_error("JobEscrowFrozen", committed)):
-        escrow.freeze(committed, {"from": disputer})
+        escrow.freeze(job_of(escrow, committed), {"from": disputer})
 
 
 def test_resolve_freeze_with_provider_at_fault_refunds_renter(escrow, committed, disputer, renter, custom_error):
-    escrow.freeze(committed, {"from": disputer})
+    escrow.freeze(job_of(escrow, committed), {"from": disputer})
     tx = escrow.resolveFreeze(committed, True, {"from": disputer})
     assert tx.events["JobUnfrozen"] == {"jobId": committed, "providerAtFault": True, "renterRefund": PRICE}
-    job = escrow.getJob(committed)
+    job = job_view(escrow, committed)
     assert (job["status"], job["frozen"]) == (JobStatus.REFUNDED, False)
     assert escrow.owedTo(ZERO_ADDRESS, renter) == PRICE
     chain.sleep(CHALLENGE_WINDOW)
     with brownie.reverts(custom_error("JobEscrowWrongStatus", committed, JobStatus.REFUNDED)):
-        escrow.finalize(committed, {"from": renter})
+        escrow.finalize(job_of(escrow, committed), {"from": renter})
 
 
 def test_resolve_freeze_in_providers_favour_allows_finalize_after_window(
     escrow, committed, disputer, active_provider, custom_error
 ):
-    escrow.freeze(committed, {"from": disputer})
+    escrow.freeze(job_of(escrow, committed), {"from": disputer})
     tx = escrow.resolveFreeze(committed, False, {"from": disputer})
     assert tx.events["JobUnfrozen"] == {"jobId": committed, "providerAtFault": False, "renterRefund": 0}
-    window_end = escrow.getJob(committed)["challengeWindowEnd"]
+    window_end = job_view(escrow, committed)["challengeWindowEnd"]
     with brownie.reverts(custom_error("JobEscrowWindowOpen", committed, window_end)):
-        escrow.finalize(committed, {"from": active_provider})
+        escrow.finalize(job_of(escrow, committed), {"from": active_provider})
     chain.sleep(CHALLENGE_WINDOW)
-    escrow.finalize(committed, {"from": active_provider})
+    escrow.finalize(job_of(escrow, committed), {"from": active_provider})
     assert _status(escrow, committed) == JobStatus.FINALIZED
 
 
 def test_resolve_freeze_after_window_allows_finalize_at_once(escrow, committed, disputer, active_provider):
-    escrow.freeze(committed, {"from": disputer})
+    escrow.freeze(job_of(escrow, committed), {"from": disputer})
     chain.sleep(CHALLENGE_WINDOW * 2)
     escrow.resolveFreeze(committed, False, {"from": disputer})
-    escrow.finalize(committed, {"from": active_provider})
+    escrow.finalize(job_of(escrow, committed), {"from": active_provider})
     assert escrow.owedTo(ZERO_ADDRESS, active_provider) == PRICE - FEE
 
 
@@ -415,7 +424,7 @@ def test_resolve_freeze_reverts_when_not_frozen(escrow, committed, disputer, cus
 
 
 def test_resolve_freeze_reverts_without_dispute_role(escrow, committed, disputer, renter, custom_error):
-    escrow.freeze(committed, {"from": disputer})
+    escrow.freeze(job_of(escrow, committed), {"from": disputer})
     with brownie.reverts(custom_error("AccessControlUnauthorizedAccount", renter, escrow.DISPUTE_ROLE())):
         escrow.resolveFreeze(committed, True, {"from": renter})
 
@@ -424,7 +433,7 @@ def test_resolve_freeze_reverts_without_dispute_role(escrow, committed, disputer
 
 
 def test_withdraw_pays_eth_once(escrow, job_id, renter, custom_error):
-    escrow.cancel(job_id, {"from": renter})
+    cancel_job(escrow, job_id, renter)
     before = renter.balance()
     tx = escrow.withdraw(ZERO_ADDRESS, {"from": renter})
     assert tx.events["Withdrawn"] == {"token": ZERO_ADDRESS, "account": renter, "amount": PRICE}
@@ -439,10 +448,9 @@ def test_token_job_pays_provider_and_treasury_in_tokens(escrow, stablecoin, acti
     stablecoin.approve(escrow, 1_000_000, {"from": renter})
     job = escrow.createJobWithToken(active_provider, stablecoin, SPEC, 1_000_000, _deadline(), {"from": renter})
     job_id = job.return_value
-    escrow.acceptJob(job_id, {"from": active_provider})
-    escrow.commitResult(job_id, ROOT, ITEMS, DIGEST, {"from": active_provider})
+    escrow.commitResult(job_of(escrow, job_id), ROOT, ITEMS, DIGEST, {"from": active_provider})
     chain.sleep(CHALLENGE_WINDOW)
-    escrow.finalize(job_id, {"from": renter})
+    escrow.finalize(job_of(escrow, job_id), {"from": renter})
     fee = 1_000_000 * PROTOCOL_FEE_BPS // 10_000
     assert escrow.owedTo(ZERO_ADDRESS, active_provider) == 0
     tx = escrow.withdraw(stablecoin, {"from": active_provider})
@@ -459,7 +467,9 @@ def test_withdraw_reentrancy_pays_only_once(escrow, active_provider, create, ren
     deadline = _deadline()
     data = escrow.createJob.encode_input(active_provider, SPEC, PRICE, deadline)
     job_id = attacker.execute(escrow, data, PRICE, {"value": PRICE}).events["JobCreated"]["jobId"]
-    attacker.execute(escrow, escrow.cancel.encode_input(job_id), 0)
+    attacker.execute(escrow, escrow.requestCancel.encode_input(job_of(escrow, job_id)), 0)
+    chain.sleep(CANCEL_GRACE)
+    attacker.execute(escrow, escrow.cancel.encode_input(job_of(escrow, job_id)), 0)
     withdraw = escrow.withdraw.encode_input(ZERO_ADDRESS)
     attacker.arm(escrow, withdraw, 3)
     attacker.execute(escrow, withdraw, 0)
@@ -471,7 +481,9 @@ def test_withdraw_reentrancy_pays_only_once(escrow, active_provider, create, ren
 def test_withdraw_reverts_when_receiver_rejects_ether(escrow, active_provider, attacker, custom_error):
     data = escrow.createJob.encode_input(active_provider, SPEC, PRICE, _deadline())
     job_id = attacker.execute(escrow, data, PRICE, {"value": PRICE}).events["JobCreated"]["jobId"]
-    attacker.execute(escrow, escrow.cancel.encode_input(job_id), 0)
+    attacker.execute(escrow, escrow.requestCancel.encode_input(job_of(escrow, job_id)), 0)
+    chain.sleep(CANCEL_GRACE)
+    attacker.execute(escrow, escrow.cancel.encode_input(job_of(escrow, job_id)), 0)
     attacker.setRejectPayments(True)
     with brownie.reverts(custom_error("JobEscrowTransferFailed", attacker, PRICE)):
         attacker.execute(escrow, escrow.withdraw.encode_input(ZERO_ADDRESS), 0)
@@ -481,23 +493,28 @@ def test_withdraw_reverts_when_receiver_rejects_ether(escrow, active_provider, a
 
 
 @pytest.mark.parametrize(
-    "window, fee, duration, error",
+    "window, fee, duration, grace, error",
     [
-        (0, PROTOCOL_FEE_BPS, WEEK, ("JobEscrowInvalidWindow", 0)),
-        (WEEK + 1, PROTOCOL_FEE_BPS, WEEK, ("JobEscrowInvalidWindow", WEEK + 1)),
-        (CHALLENGE_WINDOW, 1_001, WEEK, ("JobEscrowInvalidFee", 1_001)),
-        (CHALLENGE_WINDOW, PROTOCOL_FEE_BPS, 0, ("JobEscrowInvalidMaxDuration", 0)),
-        (CHALLENGE_WINDOW, PROTOCOL_FEE_BPS, 30 * DAY + 1, ("JobEscrowInvalidMaxDuration", 30 * DAY + 1)),
+        (0, PROTOCOL_FEE_BPS, WEEK, CANCEL_GRACE, ("JobEscrowInvalidWindow", 0)),
+        (WEEK + 1, PROTOCOL_FEE_BPS, WEEK, CANCEL_GRACE, ("JobEscrowInvalidWindow", WEEK + 1)),
+        (CHALLENGE_WINDOW, 1_001, WEEK, CANCEL_GRACE, ("JobEscrowInvalidFee", 1_001)),
+        (CHALLENGE_WINDOW, PROTOCOL_FEE_BPS, 0, CANCEL_GRACE, ("JobEscrowInvalidMaxDuration", 0)),
+        (CHALLENGE_WINDOW, PROTOCOL_FEE_BPS, 30 * DAY + 1, CANCEL_GRACE,
+         ("JobEscrowInvalidMaxDuration", 30 * DAY + 1)),
+        (CHALLENGE_WINDOW, PROTOCOL_FEE_BPS, WEEK, 0, ("JobEscrowInvalidCancelGrace", 0)),
+        (CHALLENGE_WINDOW, PROTOCOL_FEE_BPS, WEEK, DAY + 1, ("JobEscrowInvalidCancelGrace", DAY + 1)),
     ],
 )
 def test_constructor_rejects_parameters_out_of_bounds(
-    JobEscrow, registry, admin, treasury, window, fee, duration, error, custom_error, deploy_revert
+    JobEscrow, registry, admin, treasury, window, fee, duration, grace, error, custom_error, deploy_revert
 ):
-    assert deploy_revert(JobEscrow, registry, treasury, window, fee, duration, sender=admin) == custom_error(*error)
+    reason = deploy_revert(JobEscrow, registry, treasury, window, fee, duration, grace, sender=admin)
+    assert reason == custom_error(*error)
 
 
 def test_constructor_rejects_zero_treasury(JobEscrow, registry, admin, custom_error, deploy_revert):
-    reason = deploy_revert(JobEscrow, registry, ZERO_ADDRESS, CHALLENGE_WINDOW, PROTOCOL_FEE_BPS, WEEK, sender=admin)
+    reason = deploy_revert(JobEscrow, registry, ZERO_ADDRESS, CHALLENGE_WINDOW, PROTOCOL_FEE_BPS, WEEK, CANCEL_GRACE,
+                           sender=admin)
     assert reason == custom_error("JobEscrowZeroAddress")
 
 
@@ -521,63 +538,38 @@ def test_deadline_beyond_the_max_job_duration_is_refused(escrow, active_provider
 # --- open work keeps the provider's stake slashable -----------------------------------------------
 
 
-def test_provider_cannot_unbond_between_accept_and_settlement(escrow, staking, job_id, active_provider, custom_error):
-    """Attack: accept a job, unbond everything, let the later slash find nothing. The accepted job
+def test_provider_cannot_unbond_between_commit_and_settlement(escrow, staking, job_id, active_provider, custom_error):
+    """Attack: commit a job, unbond everything, let the later slash find nothing. The committed job
     locks the stake: unbonding is refused until the job is paid or refunded."""
-    escrow.acceptJob(job_id, {"from": active_provider})
-    assert staking.openWorkOf(active_provider) == 1
-    with brownie.reverts(custom_error("StakingWorkOpen", active_provider, 1)):
-        staking.requestUnbond(ETHER, {"from": active_provider})
-    escrow.commitResult(job_id, ROOT, ITEMS, DIGEST, {"from": active_provider})
+    escrow.commitResult(job_of(escrow, job_id), ROOT, ITEMS, DIGEST, {"from": active_provider})
     with brownie.reverts(custom_error("StakingWorkOpen", active_provider, 1)):
         staking.requestUnbond(ETHER, {"from": active_provider})
     chain.sleep(CHALLENGE_WINDOW)
-    escrow.finalize(job_id, {"from": active_provider})
+    escrow.finalize(job_of(escrow, job_id), {"from": active_provider})
     assert staking.openWorkOf(active_provider) == 0
     staking.requestUnbond(ETHER, {"from": active_provider})
 
 
-@pytest.mark.parametrize("ending", ["expired", "dispute_lost"])
-def test_refund_of_an_accepted_job_releases_the_lock(
-    escrow, staking, job_id, active_provider, renter, disputer, ending
-):
-    escrow.acceptJob(job_id, {"from": active_provider})
-    if ending == "expired":
-        _sleep_past_deadline()
-        escrow.refundExpired(job_id, {"from": renter})
-    else:
-        escrow.commitResult(job_id, ROOT, ITEMS, DIGEST, {"from": active_provider})
-        escrow.freeze(job_id, {"from": disputer})
-        escrow.resolveFreeze(job_id, True, {"from": disputer})
+def test_refund_of_a_committed_job_releases_the_lock(escrow, staking, job_id, active_provider, disputer):
+    escrow.commitResult(job_of(escrow, job_id), ROOT, ITEMS, DIGEST, {"from": active_provider})
+    escrow.freeze(job_of(escrow, job_id), {"from": disputer})
+    escrow.resolveFreeze(job_id, True, {"from": disputer})
     assert _status(escrow, job_id) == JobStatus.REFUNDED
     assert staking.openWorkOf(active_provider) == 0
 
 
 def test_lock_holds_through_a_dispute_the_provider_wins(escrow, staking, committed, active_provider, disputer):
-    escrow.freeze(committed, {"from": disputer})
+    escrow.freeze(job_of(escrow, committed), {"from": disputer})
     escrow.resolveFreeze(committed, False, {"from": disputer})
     assert staking.openWorkOf(active_provider) == 1
     chain.sleep(CHALLENGE_WINDOW)
-    escrow.finalize(committed, {"from": active_provider})
+    escrow.finalize(job_of(escrow, committed), {"from": active_provider})
     assert staking.openWorkOf(active_provider) == 0
 
 
 def test_refund_of_a_funded_job_touches_no_lock(escrow, staking, job_id, active_provider, renter):
-    escrow.cancel(job_id, {"from": renter})
+    cancel_job(escrow, job_id, renter)
     assert staking.openWorkOf(active_provider) == 0
-
-
-def test_accept_requires_the_minimum_stake(escrow, staking, job_id, active_provider, slasher, custom_error):
-    """A provider slashed (or unbonded) below the minimum after the job was funded cannot take it."""
-    staking.slash(active_provider, 1, ZERO_ADDRESS, {"from": slasher})
-    with brownie.reverts(custom_error("StakingBelowMinimum", active_provider, ETHER - 1, ETHER)):
-        escrow.acceptJob(job_id, {"from": active_provider})
-
-
-def test_commit_requires_the_minimum_stake(escrow, staking, accepted, active_provider, slasher, custom_error):
-    staking.slash(active_provider, 1, ZERO_ADDRESS, {"from": slasher})
-    with brownie.reverts(custom_error("JobEscrowProviderUnderstaked", active_provider, ETHER - 1, ETHER)):
-        escrow.commitResult(accepted, ROOT, ITEMS, DIGEST, {"from": active_provider})
 
 
 # --- gas --------------------------------------------------------------------------------------
@@ -592,9 +584,9 @@ def test_gas_of_a_job_life(escrow, active_provider, renter, treasury, stranger):
         tx = escrow.createJob(active_provider, SPEC, PRICE, _deadline(), {"from": renter, "value": PRICE})
         steps["create"] = tx.gas_used
         job_id = tx.return_value
-        steps["commit"] = escrow.commitResult(job_id, ROOT, ITEMS, DIGEST, {"from": active_provider}).gas_used
+        steps["commit"] = escrow.commitResult(job_of(escrow, job_id), ROOT, ITEMS, DIGEST, {"from": active_provider}).gas_used
         chain.sleep(CHALLENGE_WINDOW)
-        steps["finalize"] = escrow.finalize(job_id, {"from": stranger}).gas_used
+        steps["finalize"] = escrow.finalize(job_of(escrow, job_id), {"from": stranger}).gas_used
         steps["withdraw"] = escrow.withdraw(ZERO_ADDRESS, {"from": active_provider}).gas_used
         print(f"job gas: {steps} total={sum(steps.values())}")
     assert escrow.owedTo(ZERO_ADDRESS, treasury) == 2 * FEE

@@ -25,6 +25,7 @@ from hypothesis import HealthCheck
 
 from protocol.enums import JobStatus
 from conftest import (
+    CANCEL_GRACE,
     CHALLENGE_WINDOW,
     DAY,
     ETHER,
@@ -33,6 +34,7 @@ from conftest import (
     PROTOCOL_FEE_BPS,
     SLASH_REWARD_BPS,
     UNBONDING_DELAY,
+    job_of,
 )
 
 # Every example talks to anvil, so it is slow by hypothesis' standards; the health checks that
@@ -70,6 +72,7 @@ class JobModel:
     status: int = JobStatus.FUNDED
     frozen: bool = False
     window_end: int = 0
+    cancellable_at: int = 0  # requestCancel's time; a commit voids it
 
 
 class EscrowMachine:
@@ -91,7 +94,7 @@ class EscrowMachine:
         self.jobs: dict[int, JobModel] = {}
         self.owed = {a.address: 0 for a in self.accounts}
         self.bonded = {p.address: MIN_PROVIDER_STAKE for p in self.providers}  # register_provider's stake
-        # Short examples need jobs at every stage: one funded, one accepted, one committed.
+        # Short examples need jobs at every stage: one funded, one committed, one past its commit.
         for pick in range(3):
             self.rule_create(pick * 8, (pick + 1) * ETHER // 10)
             for _ in range(pick):
@@ -115,7 +118,7 @@ class EscrowMachine:
 
     def _open_work(self, provider) -> int:
         return sum(1 for j in self.jobs.values()
-                   if j.provider == provider and j.status in (JobStatus.ACCEPTED, JobStatus.COMMITTED))
+                   if j.provider == provider and j.status == JobStatus.COMMITTED)
 
     def rule_unbond(self, st_pick):
         """Attack: a provider tries to unbond all its stake, which only works with no open work."""
@@ -131,30 +134,20 @@ class EscrowMachine:
         self.bonded[provider.address] += MIN_PROVIDER_STAKE
 
     def rule_advance(self, st_pick):
-        """Moves a job one step along the honest path (accept, commit, finalize)."""
+        """Moves a job one step along the honest path (commit, which accepts, then finalize)."""
         if (picked := self._job(st_pick)) is None:
             return
-        rules = {JobStatus.FUNDED: self.rule_accept, JobStatus.ACCEPTED: self.rule_commit,
-                 JobStatus.COMMITTED: self.rule_finalize}
+        rules = {JobStatus.FUNDED: self.rule_commit, JobStatus.COMMITTED: self.rule_finalize}
         rules.get(picked[1].status, lambda _: None)(st_pick)
-
-    def rule_accept(self, st_pick):
-        if (picked := self._job(st_pick)) is None or _near(picked[1].deadline):
-            return
-        job_id, job = picked
-        staked = self.bonded[job.provider.address] >= MIN_PROVIDER_STAKE
-        allowed = job.status == JobStatus.FUNDED and chain.time() < job.deadline and staked
-        if _attempt(allowed, self.escrow.acceptJob, job_id, {"from": job.provider}):
-            job.status = JobStatus.ACCEPTED
 
     def rule_commit(self, st_pick):
         if (picked := self._job(st_pick)) is None or _near(picked[1].deadline):
             return
         job_id, job = picked
         staked = self.bonded[job.provider.address] >= MIN_PROVIDER_STAKE
-        # A Funded job is accepted by its first commit (the same stake rule as acceptJob).
-        allowed = job.status in (JobStatus.FUNDED, JobStatus.ACCEPTED) and chain.time() < job.deadline and staked
-        tx = _attempt(allowed, self.escrow.commitResult, job_id, ROOT, 4, ROOT, {"from": job.provider})
+        # The commit accepts the job: it needs the minimum stake, and locks it.
+        allowed = job.status == JobStatus.FUNDED and chain.time() < job.deadline and staked
+        tx = _attempt(allowed, self.escrow.commitResult, job_of(self.escrow, job_id), ROOT, 4, ROOT, {"from": job.provider})
         if tx:
             job.status = JobStatus.COMMITTED
             job.window_end = tx.timestamp + CHALLENGE_WINDOW
@@ -164,7 +157,7 @@ class EscrowMachine:
             return
         job_id, job = picked
         allowed = job.status == JobStatus.COMMITTED and not job.frozen and chain.time() >= job.window_end
-        if _attempt(allowed, self.escrow.finalize, job_id, {"from": job.renter}):
+        if _attempt(allowed, self.escrow.finalize, job_of(self.escrow, job_id), {"from": job.renter}):
             fee = job.price * PROTOCOL_FEE_BPS // 10_000
             self.owed[job.provider.address] += job.price - fee
             self.owed[self.treasury.address] += fee
@@ -179,7 +172,7 @@ class EscrowMachine:
         if any(_near(j.window_end) for j in jobs):
             return
         allowed = all(j.status == JobStatus.COMMITTED and not j.frozen and chain.time() >= j.window_end for j in jobs)
-        if _attempt(allowed, self.escrow.finalizeJobs, ids, {"from": self.treasury}):
+        if _attempt(allowed, self.escrow.finalizeJobs, [job_of(self.escrow, i) for i in ids], {"from": self.treasury}):
             for job in jobs:
                 fee = job.price * PROTOCOL_FEE_BPS // 10_000
                 self.owed[job.provider.address] += job.price - fee
@@ -190,15 +183,25 @@ class EscrowMachine:
         if (picked := self._job(st_pick)) is None or _near(picked[1].deadline):
             return
         job_id, job = picked
-        allowed = job.status in (JobStatus.FUNDED, JobStatus.ACCEPTED) and chain.time() >= job.deadline
-        if _attempt(allowed, self.escrow.refundExpired, job_id, {"from": job.provider}):
+        allowed = job.status == JobStatus.FUNDED and chain.time() >= job.deadline
+        if _attempt(allowed, self.escrow.refundExpired, job_of(self.escrow, job_id), {"from": job.provider}):
             self._refund(job)
 
-    def rule_cancel(self, st_pick):
-        if (picked := self._job(st_pick)) is None:
+    def rule_request_cancel(self, st_pick):
+        if (picked := self._job(st_pick)) is None or _near(picked[1].deadline):
             return
         job_id, job = picked
-        if _attempt(job.status == JobStatus.FUNDED, self.escrow.cancel, job_id, {"from": job.renter}):
+        allowed = job.status == JobStatus.FUNDED and not job.cancellable_at and chain.time() < job.deadline
+        tx = _attempt(allowed, self.escrow.requestCancel, job_of(self.escrow, job_id), {"from": job.renter})
+        if tx:
+            job.cancellable_at = tx.timestamp + CANCEL_GRACE
+
+    def rule_cancel(self, st_pick):
+        if (picked := self._job(st_pick)) is None or _near(picked[1].cancellable_at):
+            return
+        job_id, job = picked
+        allowed = job.status == JobStatus.FUNDED and job.cancellable_at and chain.time() >= job.cancellable_at
+        if _attempt(allowed, self.escrow.cancel, job_of(self.escrow, job_id), {"from": job.renter}):
             self._refund(job)
 
     def rule_freeze(self, st_pick):
@@ -206,7 +209,7 @@ class EscrowMachine:
             return
         job_id, job = picked
         allowed = job.status == JobStatus.COMMITTED and not job.frozen and chain.time() < job.window_end
-        if _attempt(allowed, self.escrow.freeze, job_id, {"from": self.disputer}):
+        if _attempt(allowed, self.escrow.freeze, job_of(self.escrow, job_id), {"from": self.disputer}):
             job.frozen = True
 
     def rule_resolve(self, st_pick, st_flag):
@@ -236,7 +239,7 @@ class EscrowMachine:
 
     def invariant_balance_is_owed_plus_locked(self):
         locked = sum(j.price for j in self.jobs.values()
-                     if j.status in (JobStatus.FUNDED, JobStatus.ACCEPTED, JobStatus.COMMITTED))
+                     if j.status in (JobStatus.FUNDED, JobStatus.COMMITTED))
         assert self.escrow.balance() == sum(self.owed.values()) + locked
 
     def invariant_open_work_locks_stake(self):

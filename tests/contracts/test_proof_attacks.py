@@ -3,6 +3,7 @@ forged inclusion proofs, replays, late answers, wrong PoG elements (caught by pr
 fraud claims, unstaked challengers, double slashing and a verifier's false claim in a dispute."""
 
 import brownie
+from conftest import job_of, job_view
 import pytest
 from brownie import ProofLibrariesHarness, chain
 from protocol.enums import ChallengeStatus
@@ -35,8 +36,8 @@ def _challenge_pog(cm, round_id, gpu, challenger, k=32):
     ]
 
 
-def _challenge_job(cm, job_id, challenger, k=4):
-    return cm.challengeJob(job_id, k, {"from": challenger, "value": BOND}).events["JobChallenged"]["challengeId"]
+def _challenge_job(escrow, cm, job_id, challenger, k=4):
+    return cm.challengeJob(job_of(escrow, job_id), k, {"from": challenger, "value": BOND}).events["JobChallenged"]["challengeId"]
 
 
 def _cheating_round(proof_of_gpu, provider, verifier):
@@ -62,10 +63,10 @@ def test_proof_for_another_index_is_rejected(challenge_manager, pog_round, stake
 
 
 def test_internal_node_presented_as_leaf_is_rejected(
-    challenge_manager, committed_job, renter, provider, custom_error
+    escrow, challenge_manager, committed_job, renter, provider, custom_error
 ):
     job_id, commitment = committed_job
-    cid = _challenge_job(challenge_manager, job_id, renter, k=1)
+    cid = _challenge_job(escrow, challenge_manager, job_id, renter, k=1)
     leaves, proofs = ref.answer(challenge_manager, cid, commitment)
     index = ref.indices_of(challenge_manager, cid)[0]
     # The level-1 node above the challenged leaf, with the rest of its path, posed as a 32-byte leaf.
@@ -260,7 +261,7 @@ def test_verifier_false_claim_loses_bond_in_the_vote(
 ):
     """A verifier disputes an honest job result; the committee re-executes and disagrees."""
     job_id, commitment = committed_job
-    cid = _challenge_job(challenge_manager, job_id, staked_verifier)
+    cid = _challenge_job(escrow, challenge_manager, job_id, staked_verifier)
     leaves, proofs = ref.answer(challenge_manager, cid, commitment)
     challenge_manager.respond(cid, leaves, proofs, {"from": provider})
     dispute_id = challenge_manager.escalate(cid, {"from": staked_verifier}).events["ChallengeEscalated"][
@@ -277,7 +278,7 @@ def test_verifier_false_claim_loses_bond_in_the_vote(
     assert challenge_manager.owedTo(staked_verifier) == 0
     assert staking.stakeOf(staked_verifier) == MIN_VERIFIER_STAKE - FALSE_CLAIM_SLASH
     assert staking.owedTo(provider) == FALSE_CLAIM_SLASH * SLASH_REWARD_BPS // 10_000
-    assert not escrow.getJob(job_id)["frozen"]
+    assert not job_view(escrow, job_id)["frozen"]
     # The verdict is final: no second delivery, no timeout, no settle.
     with brownie.reverts():
         dispute_committee.resolve(dispute_id, {"from": stranger})

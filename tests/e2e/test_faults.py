@@ -31,6 +31,7 @@ import torch
 from backend.client import BackendClient
 from backend.renter import FundedJob, submit_job
 from backend.wallet import Wallet
+from client.escrow_jobs import read_job_view
 from protocol.enums import JobStatus
 from protocol.jobs import encode_output
 from tests.tiny_models import Slow, Tiny
@@ -114,7 +115,7 @@ def submit(market: LocalMarket, renter: str, provider: str, model_hash: str) -> 
 
 
 def chain_status(market: LocalMarket, job_id: int) -> JobStatus:
-    return JobStatus(market.session.contract("JobEscrow").functions.getJob(job_id).call().status)
+    return JobStatus(read_job_view(market.session.contract("JobEscrow"), job_id).status)
 
 
 def events(market: LocalMarket, contract: str, event: str, **filters: object) -> list:
@@ -140,7 +141,7 @@ def wait_settled(market: LocalMarket, job_id: int, provider: str) -> None:
     verifier = market.services["verifier-1"]
     assert wait_for(lambda: f"job {job_id}: audited items" in verifier.log_path.read_text(errors="replace"),
                     SETTLE_TIMEOUT, 0.2), f"job {job_id} was not audited:\n{verifier.tail()}"
-    window_end = market.session.contract("JobEscrow").functions.getJob(job_id).call().challengeWindowEnd
+    window_end = read_job_view(market.session.contract("JobEscrow"), job_id).challengeWindowEnd
     if market.session.now() <= window_end:
         market.session.advance(window_end - market.session.now() + 1)
     assert wait_for(lambda: chain_status(market, job_id) == JobStatus.FINALIZED, SETTLE_TIMEOUT, 0.2), \
@@ -201,7 +202,7 @@ def test_provider_killed_mid_job_resumes_and_commits_and_is_paid_once(faults: Fa
     wait_settled(market, job.job_id, "provider-a")
 
     assert provider_log_count(market, "provider-a", f"job {job.job_id}: started by a process that is gone") == 1
-    assert len(events(market, "JobEscrow", "JobAccepted", jobId=job.job_id)) == 1
+    assert len(events(market, "JobEscrow", "ResultCommitted", jobId=job.job_id)) == 1
     assert_paid_once(faults, books, job, "renter-1")
 
 
@@ -234,7 +235,7 @@ ON_CHAIN_ONLY = {"jobs": {"spec", "dispatched_to", "failure", "signed_output_roo
 
 
 def provider_of(market: LocalMarket, job_id: int) -> str:
-    address = market.session.contract("JobEscrow").functions.getJob(job_id).call().provider
+    address = read_job_view(market.session.contract("JobEscrow"), job_id).provider
     return next(p.name for p in market.providers() if p.address == address)
 
 
@@ -261,7 +262,7 @@ def test_backend_database_deleted_is_rebuilt_from_the_chain_without_paying_twice
 
     # Every job is on the chain as the index says, and no redelivered job ran or was paid again.
     for job_id, row in zip(earlier, sorted(before["jobs"], key=lambda r: r["job_id"]), strict=True):
-        root = escrow.functions.getJob(job_id).call().outputRoot
+        root = read_job_view(escrow, job_id).outputRoot
         assert (row["status"], row["output_root"]) == ("finalized", "0x" + root.hex())
     pog = market.session.contract("ProofOfGpu")
     assert len(before["pog/rounds"]) == pog.functions.roundCount().call()
@@ -301,7 +302,7 @@ def test_verifier_offline_in_a_challenge_window_resumes_from_the_chain(faults: F
         market.services["provider-a"].tail()
 
     market.services["verifier-1"].stop(kill=True)  # a crash inside the job's challenge window
-    window_end = market.session.contract("JobEscrow").functions.getJob(job.job_id).call().challengeWindowEnd
+    window_end = read_job_view(market.session.contract("JobEscrow"), job.job_id).challengeWindowEnd
     assert market.session.now() < window_end
     service = market.start_verifier("verifier-1")
     # Back, it finds the job from the chain's events and audits it inside the window (the only

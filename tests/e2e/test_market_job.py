@@ -20,6 +20,7 @@ import pytest
 import torch
 from sqlalchemy import create_engine, func, select
 
+from client.escrow_jobs import read_job, read_job_view
 from backend import models as m
 from protocol.enums import JobStatus
 from protocol.jobs import decode_output, within_tolerance
@@ -73,7 +74,7 @@ def lagging_market(tmp_path_factory: pytest.TempPathFactory, redis_url: str,
 def fetch_and_check(market: Market, tmp_path: Path, job: Callable[..., str], job_id: int) -> bytes:
     """`job result` as the renter, then the same checks made here independently: every item
     proves inclusion under the on-chain root and is what the model computes. Returns the root."""
-    root = market.session.contract("JobEscrow").functions.getJob(job_id).call().outputRoot
+    root = read_job_view(market.session.contract("JobEscrow"), job_id).outputRoot
     out = tmp_path / "results"
     said = job("result", str(job_id), "--out", str(out))
     assert f"{len(ITEMS)} items verified against output root 0x{root.hex()}" in said
@@ -113,10 +114,10 @@ def test_renter_job_is_dispatched_run_uploaded_verified_and_paid(market: Market,
         # The result was signed by the provider and available before (or as) the commit went out.
         signed = api.get(f"/jobs/{job_id}/result").json()["signed"]
         assert signed["provider"] == provider.address.lower() and signed["itemCount"] == len(ITEMS)
-        assert wait_for(lambda: escrow.functions.getJob(job_id).call().status == JobStatus.COMMITTED, 30), \
+        assert wait_for(lambda: escrow.functions.jobState(job_id).call().status == JobStatus.COMMITTED, 30), \
             provider.worker.log.read_text()[-4000:]
 
-    funded = escrow.functions.getJob(job_id).call()
+    funded = read_job_view(escrow, job_id)
     assert funded.status == JobStatus.COMMITTED
     assert (funded.renter, funded.provider, funded.itemCount) == (renter, provider.address, len(ITEMS))
     fetch_and_check(market, tmp_path, job, job_id)
@@ -125,10 +126,10 @@ def test_renter_job_is_dispatched_run_uploaded_verified_and_paid(market: Market,
 
     owed_before = escrow.functions.owedTo("0x" + "00" * 20, provider.address).call()
     market.session.advance(escrow.functions.challengeWindow().call() + 1)
-    receipt = market.session.send(escrow.functions.finalize(job_id), renter)
+    receipt = market.session.send(escrow.functions.finalize(read_job(escrow, job_id).as_tuple()), renter)
     paid = escrow.events.JobFinalized().process_receipt(receipt)[0]["args"]
     assert paid["provider"] == provider.address and paid["providerAmount"] + paid["fee"] == funded.price > 0
-    assert escrow.functions.getJob(job_id).call().status == JobStatus.FINALIZED
+    assert read_job_view(escrow, job_id).status == JobStatus.FINALIZED
     assert escrow.functions.owedTo("0x" + "00" * 20, provider.address).call() == owed_before + paid["providerAmount"]
     assert wait_for(lambda: api.get(f"/jobs/{job_id}").json()["status"] == "finalized", 10)
 
@@ -153,7 +154,7 @@ def test_the_signed_result_reaches_the_renter_before_the_backend_sees_the_commit
         assert f"verified against output root {early['output_root']}" in said
         assert "on-chain commit is pending" in said or api.get(f"/jobs/{job_id}/result").json()["committed"]
         # The committer puts it on-chain behind the delivery.
-        assert wait_for(lambda: escrow.functions.getJob(job_id).call().status == JobStatus.COMMITTED, 60), \
+        assert wait_for(lambda: escrow.functions.jobState(job_id).call().status == JobStatus.COMMITTED, 60), \
             f"job {job_id} not committed; the worker's log:\n" + log.read_text()[-4000:]
         assert api.get(f"/jobs/{job_id}/result").json()["committed"] is False
         market.session.mine(LAG_BLOCKS)  # now the backend sees the commit: the signed result's root
@@ -183,7 +184,7 @@ def test_failure_and_mining_reports_reach_the_backend_signed_in_as_the_provider(
     assert failure.startswith("model-error:") and "division by zero in layer 3" in failure
     assert shown["status"] == "refunded" and int(shown["refund"]) == int(shown["price"])
     escrow = market.session.contract("JobEscrow")
-    assert escrow.functions.getJob(job_id).call().status == JobStatus.REFUNDED
+    assert read_job_view(escrow, job_id).status == JobStatus.REFUNDED
 
     agent = Agent.build(provider.settings.model_copy(update={"mining": True, "data_dir": tmp_path / "miner"}))
     assert agent.mining is not None

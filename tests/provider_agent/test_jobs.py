@@ -11,6 +11,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+from client.escrow_jobs import read_job
 from protocol.enums import ChallengeStatus, JobStatus
 from protocol.jobs import decode_output, encode_output, output_digest
 from protocol.merkle import MerkleTree
@@ -81,7 +82,7 @@ def test_job_runs_commits_root_answers_challenge_and_gets_paid(agent, market, fm
 
     s, challenges, escrow = market.session, market.session.contract("ChallengeManager"), market.session.contract("JobEscrow")
     s.send(s.contract("Staking").functions.stake(), market.verifier, value=2 * ETH)
-    s.send(challenges.functions.challengeJob(job_id, 3), market.verifier, value=ETH // 10)
+    s.send(challenges.functions.challengeJob(read_job(s.contract("JobEscrow"), job_id).as_tuple(), 3), market.verifier, value=ETH // 10)
     challenge_id = challenges.functions.challengeCount().call()
     s.mine(2)
     agent.jobs.answer_challenge(challenge_id)

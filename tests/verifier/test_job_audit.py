@@ -18,6 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from client.escrow_jobs import read_job, read_job_view
 from protocol.enums import ChallengeStatus, JobStatus
 from protocol.jobs import JobSpec
 from protocol.merkle import keccak256
@@ -124,7 +125,7 @@ def test_honest_job_passes_its_audit_once_without_a_challenge(
 
 def test_backend_serves_private_inputs_and_outputs_to_staked_verifiers_only(
         market: Market, honest_job: HonestJob, tmp_path: Path) -> None:
-    spec_hash = market.session.contract("JobEscrow").functions.getJob(honest_job.job_id).call().specHash
+    spec_hash = read_job_view(market.session.contract("JobEscrow"), honest_job.job_id).specHash
     stranger = VerifierBackend(market.backend_url, dev_account(UNSTAKED))
     spec = JobSpec.parse(stranger.content(spec_hash))  # specs are public
     first_input = bytes.fromhex(spec.inputs[0][2:])
@@ -158,7 +159,7 @@ def test_false_claim_against_an_honest_job_loses_the_committee_vote(
     # Another staked verifier claims a mismatch that is not there and escalates the answer.
     liar = s.accounts[LIAR]
     s.send(staking.functions.stake(), liar, value=2 * ETH)
-    s.send(manager.functions.challengeJob(honest_job.job_id, 4), liar, value=manager.functions.minBond().call())
+    s.send(manager.functions.challengeJob(read_job(s.contract("JobEscrow"), honest_job.job_id).as_tuple(), 4), liar, value=manager.functions.minBond().call())
     challenge_id = manager.functions.challengeCount().call()
     provider_answers(market, honest_job.provider_settings)
     s.send(manager.functions.escalate(challenge_id), liar)
@@ -213,7 +214,7 @@ def test_provider_with_garbage_items_is_challenged_escalated_voted_at_fault_and_
     assert manager.functions.challenge(challenge_id).call().status == ChallengeStatus.PROVIDER_FAULTED
     assert staking.functions.stakeOf(provider.address).call() == \
         provider_stake - manager.functions.slashAmount().call()
-    funded = escrow.functions.getJob(job_id).call()
+    funded = read_job_view(escrow, job_id)
     assert funded.status == JobStatus.REFUNDED
     assert escrow.functions.owedTo("0x" + "00" * 20, renter).call() == renter_owed + funded.price
     # Every decision reached the backend with its evidence: indices, digests, transactions.
@@ -250,8 +251,8 @@ def test_provider_silent_after_committing_garbage_is_slashed_at_the_response_dea
     assert events == ["timeout-claimed"]
     assert manager.functions.challenge(challenge_id).call().status == ChallengeStatus.PROVIDER_FAULTED
     assert staking.functions.stakeOf(provider.address).call() < provider_stake
-    assert escrow.functions.getJob(job_id).call().status == JobStatus.REFUNDED
-    refunded = escrow.functions.getJob(job_id).call().price
+    assert read_job_view(escrow, job_id).status == JobStatus.REFUNDED
+    refunded = read_job_view(escrow, job_id).price
     assert escrow.functions.owedTo("0x" + "00" * 20, renter).call() == renter_owed + refunded
     audit.tick()  # one fault, one slash: nothing more happens
     assert events == ["timeout-claimed"]

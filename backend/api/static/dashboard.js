@@ -295,9 +295,11 @@ async function renderJob() {
     row("spec hash", hash(job.spec_hash)) + row("funding transaction", hash(job.funded_tx)) +
     row("output root", hash(job.output_root)) + row("items", job.item_count ?? "—") +
     row("challenge window ends", eth.date(job.challenge_window_end)) +
+    (job.cancellable_at ? row("cancel possible from", eth.date(job.cancellable_at)) : "") +
     row("paid to provider", eth.format(job.provider_amount)) + row("protocol fee", eth.format(job.fee)) +
     row("refunded to you", eth.format(job.refund)) + "</table>";
-  if (refund) html += `<p><button id="refund" data-fn="${refund.fn}">${refund.label}</button></p>`;
+  if (refund?.fn) html += `<p><button id="refund" data-fn="${refund.fn}">${refund.label}</button></p>`;
+  else if (refund) html += `<p>${esc(refund.note)}</p>`;
   if (result) {
     html += `<h4>Results</h4><p><button id="verify">Download and verify all items</button>
       <span id="root-source">${esc(checks.rootSource ?? "")}</span></p><table id="result-items">
@@ -311,15 +313,31 @@ async function renderJob() {
       }).join("") + "</tbody></table>";
   }
   $("job-detail").innerHTML = html;
-  if (refund) $("refund").onclick = () => { $("refund").disabled = true; sendTx("JobEscrow", refund.fn, [job.job_id], "refund"); };
+  if (refund?.fn) $("refund").onclick = () => { $("refund").disabled = true; sendTx("JobEscrow", refund.fn, jobWords(job), "refund"); };
   if (result) $("verify").onclick = () => verifyResults(job, result);
 }
 
+// IJobEscrow.Job: JobEscrow keeps only its hash, so calls carry the job (a static tuple, which
+// encodes as its ten words) and a wallet checks the backend's copy against the on-chain hash.
+const JOB_TUPLE = "(uint256,address,address,address,uint256,bytes32,uint64,bytes32,uint256,bytes32)";
+function jobWords(job, root = job.output_root, count = job.item_count, digest = job.result_digest) {
+  return [job.job_id, job.renter, job.provider, job.token, job.price, job.spec_hash, job.deadline,
+    root ?? 0, count ?? 0, digest ?? 0];
+}
+
+// Cancelling takes two steps (the provider may have handed out a signed result it has not
+// committed yet): requestCancel, then cancel once the grace has passed with no commit.
 function refundAction(job) {
-  if (job.renter !== state.account || !["funded", "accepted"].includes(job.status) || job.frozen) return null;
-  if (job.status === "funded") return { fn: "cancel(uint256)", label: "Cancel and refund" };
+  const open = job.status === "funded" || job.status === "cancel requested";
+  if (job.renter !== state.account || !open || job.frozen) return null;
   const now = state.chainNow ?? Date.now() / 1000;
-  return now > job.deadline ? { fn: "refundExpired(uint256)", label: "Refund (deadline passed)" } : null;
+  if (now > job.deadline) return { fn: `refundExpired(${JOB_TUPLE})`, label: "Refund (deadline passed)" };
+  if (job.status === "funded") return { fn: `requestCancel(${JOB_TUPLE})`, label: "Request cancel" };
+  if (now < job.cancellable_at) {
+    return { note: `Cancel requested: cancel possible from ${eth.date(job.cancellable_at)}, unless the provider ` +
+      "commits a result first." };
+  }
+  return { fn: `cancel(${JOB_TUPLE})`, label: "Cancel and refund" };
 }
 
 // The root comes from the chain through the wallet when one is connected: the backend is not
@@ -333,9 +351,14 @@ async function verifyResults(job, result) {
     let root = result.output_root, size = result.item_count;
     if (state.account) {
       await checkChain();
-      const words = eth.words(await call("JobEscrow", "getJob(uint256)", [job.job_id]));
-      root = words[10]; size = Number(BigInt(words[11]));  // IJobEscrow.Job: outputRoot, itemCount
-      checks.rootSource = `root read from chain ${state.deployment.chain_id}: ${root}`;
+      // JobState.jobHash is the first 24 bytes of keccak256(abi.encode(job)): the root the backend
+      // gave is the committed one only if the job with it hashes to what the chain holds.
+      const stored = eth.words(await call("JobEscrow", "jobState(uint256)", [job.job_id]))[0].slice(0, 50);
+      const encoded = merkle.hexToBytes("0x" + jobWords(job).map(eth.word).join(""));
+      if (merkle.bytesToHex(keccak256(encoded)).slice(0, 50) !== stored.toLowerCase()) {
+        throw new Error(`the backend's job ${job.job_id} does not match the chain's hash: its root is not trusted`);
+      }
+      checks.rootSource = `root checked against chain ${state.deployment.chain_id}: ${root}`;
     } else {
       checks.rootSource = "root as the backend indexed it (connect a wallet to read it from the chain)";
     }

@@ -1,0 +1,97 @@
+"""IJobEscrow.Job: a job as JobEscrow hashes it into its one slot, and as its calls take it back.
+
+JobEscrow keeps per job only a JobState (status, frozen, challenge window end and the first 24
+bytes of keccak256(abi.encode(Job))). Whoever acts on a job (provider commits and finalizes,
+refunds, challenges, slashes) passes the whole Job, rebuilt from the JobCreated event (every
+term) and, once committed, the ResultCommitted event (the result). Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from eth_abi import encode
+from eth_utils import keccak, to_checksum_address
+
+from protocol.errors import ProtocolError
+
+ZERO32 = b"\0" * 32
+# abi.encode(Job): the Solidity struct's fields in order (a static tuple encodes as its fields).
+_ABI_TYPES = ["uint256", "address", "address", "address", "uint256", "bytes32", "uint64", "bytes32", "uint256",
+              "bytes32"]
+
+
+class EscrowJobError(ProtocolError):
+    """A job record that cannot be an IJobEscrow.Job."""
+
+
+def _bytes32(value: Any, name: str) -> bytes:
+    raw = bytes.fromhex(value[2:]) if isinstance(value, str) and value.startswith("0x") else bytes(value)
+    if len(raw) != 32:
+        raise EscrowJobError(f"{name}: expected 32 bytes")
+    return raw
+
+
+@dataclass(frozen=True)
+class EscrowJob:
+    """IJobEscrow.Job; the result fields are zero until the job is committed."""
+
+    id: int
+    renter: str
+    provider: str
+    token: str
+    price: int
+    spec_hash: bytes
+    deadline: int
+    output_root: bytes = ZERO32
+    item_count: int = 0
+    result_digest: bytes = ZERO32
+
+    @classmethod
+    def from_created(cls, args: Any) -> EscrowJob:
+        """From JobCreated's arguments (a web3 event's `args`, or the same keys in a dict)."""
+        try:
+            return cls(int(args["jobId"]), to_checksum_address(args["renter"]), to_checksum_address(args["provider"]),
+                       to_checksum_address(args["token"]), int(args["price"]), _bytes32(args["specHash"], "specHash"),
+                       int(args["deadline"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise EscrowJobError(f"JobCreated: missing or malformed field ({exc})") from exc
+
+    def committed(self, output_root: Any, item_count: int, result_digest: Any) -> EscrowJob:
+        """The job with the result its ResultCommitted (or its commit call) carries."""
+        return replace(self, output_root=_bytes32(output_root, "outputRoot"), item_count=int(item_count),
+                       result_digest=_bytes32(result_digest, "resultDigest"))
+
+    @property
+    def is_committed(self) -> bool:
+        return self.item_count != 0
+
+    def as_tuple(self) -> tuple:
+        """The struct as web3.py and brownie take it in a call."""
+        return (self.id, self.renter, self.provider, self.token, self.price, self.spec_hash, self.deadline,
+                self.output_root, self.item_count, self.result_digest)
+
+    def job_hash(self) -> bytes:
+        """The 24 bytes JobEscrow keeps (JobState.jobHash, IJobEscrow.hashJob)."""
+        return keccak(encode(_ABI_TYPES, list(self.as_tuple())))[:24]
+
+    def to_json(self) -> dict[str, Any]:
+        """JobCreated's keys (plus the result), bytes as 0x-hex: how the job travels in JSON."""
+        return {"jobId": self.id, "renter": self.renter, "provider": self.provider, "token": self.token,
+                "price": str(self.price), "specHash": "0x" + self.spec_hash.hex(), "deadline": self.deadline,
+                "outputRoot": "0x" + self.output_root.hex(), "itemCount": self.item_count,
+                "resultDigest": "0x" + self.result_digest.hex()}
+
+    @classmethod
+    def from_json(cls, doc: Any) -> EscrowJob:
+        if not isinstance(doc, dict):
+            raise EscrowJobError("job: expected a JSON object")
+        job = cls.from_created(doc)
+        if "outputRoot" not in doc:
+            return job
+        try:
+            return replace(job, output_root=_bytes32(doc["outputRoot"], "outputRoot"), item_count=int(doc["itemCount"]),
+                           result_digest=_bytes32(doc["resultDigest"], "resultDigest"))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise EscrowJobError(f"job: malformed result ({exc})") from exc
