@@ -345,9 +345,12 @@ class JobService:
         recorded reason (at once), or `refundExpired` once the deadline has passed. A refusal or
         an unreachable node leaves the record failed for the next call. Returns the jobs the
         chain now shows refunded."""
+        failed = self.store.with_status(FAILED)
+        if not failed:  # every heartbeat calls this: no failed job, no chain read
+            return []
         now, done = self.chain.now(), []
         escrow = self.chain.contract("JobEscrow")
-        for record in self.store.with_status(FAILED):
+        for record in failed:
             job = self.chain.job(JobId(record.job_id))
             if job.status in (JobStatus.FUNDED, JobStatus.ACCEPTED) and not job.frozen:
                 try:
