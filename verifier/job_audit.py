@@ -116,7 +116,11 @@ class JobReexecutor:
     # audit's results serve the later judgement of the provider's answer (and a committee vote)
     # without starting the model again inside a challenge's short windows.
     cache_items: int = 4096
+    # Models by content hash, the most recent first: a market runs few models over many jobs,
+    # and each audit fetched its job's model again (a request and the model's bytes each time).
+    model_cache_bytes: int = 512 << 20
     _outputs: OrderedDict[tuple[bytes, int], np.ndarray] = field(default_factory=OrderedDict, repr=False)
+    _models: OrderedDict[bytes, bytes] = field(default_factory=OrderedDict, repr=False)
 
     def spec(self, job_id: int, spec_hash: bytes) -> JobSpec:
         raw = self.backend.content(spec_hash)  # checked against the hash, so it is the funded spec
@@ -133,8 +137,8 @@ class JobReexecutor:
         missing = sorted({i for i in indices if (spec.spec_hash, i) not in self._outputs})
         if missing:
             ranges = batches_holding(missing, spec.batch_size, len(spec.inputs))
-            names = [bytes.fromhex(spec.model[2:])] + [bytes.fromhex(spec.inputs[i][2:]) for r in ranges for i in r]
-            model, *inputs = fetch_all(self.backend.content, names)
+            model = self.model(bytes.fromhex(spec.model[2:]))
+            inputs = fetch_all(self.backend.content, [bytes.fromhex(spec.inputs[i][2:]) for r in ranges for i in r])
             fetched = iter(inputs)
             batches = [Batch(r.start, tuple(next(fetched) for _ in r)) for r in ranges]
             outputs = reexecute(job_id, model, spec.model_format, batches, self.limits, self.work_dir / str(job_id))
@@ -147,6 +151,19 @@ class JobReexecutor:
         while len(self._outputs) > self.cache_items:
             self._outputs.popitem(last=False)
         return result
+
+    def model(self, content_hash: bytes) -> bytes:
+        """The model's bytes (checked against their hash when fetched), kept up to
+        model_cache_bytes; one larger than that is fetched for each use."""
+        if (data := self._models.get(content_hash)) is not None:
+            self._models.move_to_end(content_hash)
+            return data
+        data = self.backend.content(content_hash)
+        if len(data) <= self.model_cache_bytes:
+            self._models[content_hash] = data
+            while sum(map(len, self._models.values())) > self.model_cache_bytes:
+                self._models.popitem(last=False)
+        return data
 
 
 FETCH_WORKERS = 8  # an audit's downloads in flight at once: each waits on the backend, not on this CPU

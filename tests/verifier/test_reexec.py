@@ -117,3 +117,18 @@ def test_reexecuted_items_are_kept_so_a_later_judgement_runs_only_new_ones(tmp_p
     assert runs[-1] == [3, 4, 5] and len(reexec._outputs) == 4
     reference = run_batches(load_model(store.blobs[bytes.fromhex(spec.model[2:])], "torchscript"), ITEMS, 3)
     assert np.array_equal(reexec.run(1, spec, [4])[4], reference[4])
+
+
+def test_a_model_is_fetched_once_for_many_audits_within_the_cache_bytes(tmp_path: Path) -> None:
+    store = ContentStore()
+    small, other, big = store.put(b"m" * 10), store.put(b"n" * 10), store.put(b"b" * 50)
+    reexec = job_audit.JobReexecutor(store, ReexecLimits(2 << 30, 60.0), tmp_path, model_cache_bytes=25)  # type: ignore[arg-type]
+    for _ in range(3):
+        assert reexec.model(bytes.fromhex(small[2:])) == b"m" * 10
+    assert store.reads == 1
+    reexec.model(bytes.fromhex(other[2:]))
+    reexec.model(bytes.fromhex(big[2:]))  # larger than the cache: served, not kept
+    reexec.model(bytes.fromhex(big[2:]))
+    assert store.reads == 4 and list(reexec._models) == [bytes.fromhex(small[2:]), bytes.fromhex(other[2:])]
+    reexec.model(bytes.fromhex(store.put(b"o" * 10)[2:]))  # a third small one: the least recent leaves
+    assert bytes.fromhex(small[2:]) not in reexec._models
