@@ -462,7 +462,8 @@ def section(result: LoadResult) -> str:
         f"a warm sandbox template, the result signed and delivered at once) and a committer thread sends the "
         f"commits and, once the window is over, the finalizations in batches; the median gap between one "
         f"provider's commits was {gap:.0f} s, about {capacity:.2f} jobs/s for {load.providers} providers on this "
-        f"machine (block timestamps: 1 s resolution, and the jobs of one batch share one). The slower of the two bounds the run: "
+        f"machine (block timestamps: 1 s resolution, and the jobs of one batch share one). "
+        f"The slower of the two bounds the run: "
         f"**{'the providers' if capacity < funding_rate else 'funding'}**.",
     ]
     lines += ["", f"Result available: {result.available_source or 'not measured'}."]

@@ -122,7 +122,8 @@ def test_reexecuted_items_are_kept_so_a_later_judgement_runs_only_new_ones(tmp_p
 def test_a_model_is_fetched_once_for_many_audits_within_the_cache_bytes(tmp_path: Path) -> None:
     store = ContentStore()
     small, other, big = store.put(b"m" * 10), store.put(b"n" * 10), store.put(b"b" * 50)
-    reexec = job_audit.JobReexecutor(store, ReexecLimits(2 << 30, 60.0), tmp_path, model_cache_bytes=25)  # type: ignore[arg-type]
+    reexec = job_audit.JobReexecutor(store, ReexecLimits(2 << 30, 60.0), tmp_path,  # type: ignore[arg-type]
+                                     model_cache_bytes=25)
     for _ in range(3):
         assert reexec.model(bytes.fromhex(small[2:])) == b"m" * 10
     assert store.reads == 1
