@@ -14,6 +14,7 @@ from web3.contract import Contract
 from backend.errors import ChainUnavailable
 from backend.settings import Settings
 from client import contracts
+from client.tx import http_web3
 from protocol.deployments import Deployment, DeploymentFormatError
 from protocol.job_result import EscrowDomain
 
@@ -39,7 +40,7 @@ class Chain:
 
     @classmethod
     def connect(cls, settings: Settings) -> Chain:
-        web3 = Web3(Web3.HTTPProvider(settings.rpc_url, request_kwargs={"timeout": 30}))
+        web3 = http_web3(settings.rpc_url, timeout_s=30)
         try:
             chain_id = web3.eth.chain_id
         except Exception as exc:  # requests' connection errors vary by transport

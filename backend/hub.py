@@ -95,7 +95,10 @@ def named_by_jobs_of(session: Session, provider: str | None, content_hash: str) 
     specs = select(m.Job.spec_hash)
     if provider is not None:
         specs = specs.where(m.Job.provider == provider)
-    for record in session.scalars(select(m.JobSpecRecord).where(m.JobSpecRecord.spec_hash.in_(specs))):
+    # Only specs whose canonical text holds the hash are parsed (the parse keeps the answer exact):
+    # parsing every spec of every job made each fetch dearer as the market grew.
+    named = m.JobSpecRecord.canonical.contains(content_hash, autoescape=True)
+    for record in session.scalars(select(m.JobSpecRecord).where(m.JobSpecRecord.spec_hash.in_(specs), named)):
         spec = JobSpec.parse(record.canonical)
         if content_hash == spec.model or content_hash in spec.inputs:
             return True

@@ -48,9 +48,16 @@ class SqliteCursorStore:
 def open_state(path: Path | None) -> sqlite3.Connection:
     """A party's state database (a file, or memory when `path` is None); one connection, used
     by one thread at a time (the agents' heartbeat or tick)."""
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    return sqlite3.connect(":memory:" if path is None else path, timeout=30, check_same_thread=False)
+    if path is None:
+        return sqlite3.connect(":memory:", check_same_thread=False)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    db = sqlite3.connect(path, timeout=30, check_same_thread=False)
+    # Every poll commits its cursor (each heartbeat or tick): WAL with synchronous=NORMAL appends
+    # instead of syncing the file each time. A crash keeps every commit; a power cut may lose the
+    # last ones, and the events after the older cursor are then read again (ids are kept once).
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    return db
 
 
 Pick = Callable[[Event], "tuple[str, Any] | None"]

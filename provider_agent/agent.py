@@ -133,20 +133,23 @@ class Agent:
         self.challenges.forget("challenge", ended)
         return [cid for cid in ids if cid not in ended]
 
-    def answer_open_challenges(self) -> list[str]:
+    def answer_open_challenges(self, live: list[ChallengeId] | None = None) -> list[str]:
         """Answers every open challenge against us: nobody has to tell the provider, a missed
-        deadline is slashed, so the agent watches the chain itself."""
+        deadline is slashed, so the agent watches the chain itself. `live`: live_challenges()
+        when the caller read them already this beat."""
         answered = []
-        for challenge_id in self.chain.open_challenges(self.live_challenges()):
+        for challenge_id in self.chain.open_challenges(self.live_challenges() if live is None else live):
             try:
                 answered.append(self.answer_challenge(challenge_id))
             except (ProviderAgentError, ClientError) as exc:
                 logger.error("challenge %s: cannot answer: %s", challenge_id, exc)
         return answered
 
-    def settle_answered(self) -> list[ChallengeId]:
-        """Settles our answered challenges whose windows passed (ProviderChain.settle_answered)."""
-        return self.chain.settle_answered(self.live_challenges())
+    def settle_answered(self, live: list[ChallengeId] | None = None) -> list[ChallengeId]:
+        """Settles our answered challenges whose windows passed (ProviderChain.settle_answered).
+        No live challenge, no chain read (the windows and the time are read only for some)."""
+        ids = self.live_challenges() if live is None else live
+        return self.chain.settle_answered(ids) if ids else []
 
     def publish_yield(self) -> int:
         """Publishes the mining yield as the floor under the price per GPU-hour: raises the

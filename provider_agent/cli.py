@@ -216,8 +216,9 @@ def provider_run(
         while not stop.wait(settings.heartbeat_s):
             agent.beat()
             try:
-                agent.answer_open_challenges()
-                agent.settle_answered()  # an answered challenge past its window frees our pay
+                live = agent.live_challenges()  # the new events read once a beat, not once per use
+                agent.answer_open_challenges(live)
+                agent.settle_answered(live)  # an answered challenge past its window frees our pay
                 agent.jobs.refund_failed()
                 if time.monotonic() - published_at >= settings.yield_publish_s:
                     agent.publish_yield()

@@ -354,9 +354,12 @@ class JobService:
         recorded reason (at once), or `refundExpired` once the deadline has passed. A refusal or
         an unreachable node leaves the record failed for the next call. Returns the jobs the
         chain now shows refunded."""
+        failed = self.store.with_status(FAILED)
+        if not failed:  # every heartbeat calls this: no failed job, no chain read
+            return []
         now, done = self.chain.now(), []
         escrow = self.chain.contract("JobEscrow")
-        for record in self.store.with_status(FAILED):
+        for record in failed:
             job = self.chain.job(JobId(record.job_id))
             if job.status in (JobStatus.FUNDED, JobStatus.ACCEPTED) and not job.frozen:
                 try:
@@ -411,17 +414,19 @@ class JobService:
         if self.outputs.uploaded(job_id) and not recheck:
             return True
         try:
-            self.upload_outputs(job_id)
+            self.upload_outputs(job_id, fresh=not recheck)
         except (UploadFailed, UploadRefused) as exc:
             logger.error("%s; outputs kept on disk, upload pending", exc)
             return False
         return True
 
-    def upload_outputs(self, job_id: int, attempts: int | None = None) -> int:
+    def upload_outputs(self, job_id: int, attempts: int | None = None, fresh: bool = False) -> int:
         """Hands the backend the signed result (when this agent signed one) and every item it
         does not hold yet, each with its inclusion proof under the signed (or committed) root,
-        trying `attempts` times with exponential backoff. Returns the number of items sent;
-        raises UploadFailed (transient) or UploadRefused."""
+        trying `attempts` times with exponential backoff. `fresh`: the result was only now
+        delivered, so the first attempt sends every item without asking what the backend holds
+        (a request per job saved; an item it held anyway is stored once). Returns the number
+        of items sent; raises UploadFailed (transient) or UploadRefused."""
         if self.backend is None:
             return 0
         digests = self.outputs.digests(job_id)
@@ -434,7 +439,8 @@ class JobService:
                 sent = 0
                 if (signed := self.signed_result(job_id)) is not None:
                     self.backend.deliver_result(signed.to_json())
-                for index in sorted(set(range(len(digests))) - self.backend.uploaded_items(job_id)):
+                held = set() if fresh and attempt == 1 else self.backend.uploaded_items(job_id)
+                for index in sorted(set(range(len(digests))) - held):
                     self.backend.upload_output(job_id, index, self.outputs.output(job_id, index), tree.proof(index))
                     sent += 1
             except BackendUnavailable as exc:

@@ -458,10 +458,12 @@ def section(result: LoadResult) -> str:
         "",
         f"Where the time goes: funding: all {len(jobs)} jobs were funded in {result.funding_s:.0f} s "
         f"({funding_rate:.2f} jobs/s); a renter waits for each funding receipt before its next job (its wallet "
-        f"reads the pending nonce). Providers: a worker runs one job at a time (accept tx, the model in a fresh "
-        f"sandboxed child process, commit tx); the median gap between one provider's commits was {gap:.0f} s, "
-        f"about {capacity:.2f} jobs/s for {load.providers} providers on this machine; each heartbeat (2 s) then "
-        f"finalizes due jobs one receipt at a time. The slower of the two bounds the run: "
+        f"reads the pending nonce). Providers: a worker runs one job at a time (the model in a child forked from "
+        f"a warm sandbox template, the result signed and delivered at once) and a committer thread sends the "
+        f"commits and, once the window is over, the finalizations in batches; the median gap between one "
+        f"provider's commits was {gap:.0f} s, about {capacity:.2f} jobs/s for {load.providers} providers on this "
+        f"machine (block timestamps: 1 s resolution, and the jobs of one batch share one). "
+        f"The slower of the two bounds the run: "
         f"**{'the providers' if capacity < funding_rate else 'funding'}**.",
     ]
     lines += ["", f"Result available: {result.available_source or 'not measured'}."]

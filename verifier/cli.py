@@ -109,7 +109,7 @@ def run(
             limits = ReexecLimits(settings.reexec_memory_bytes, settings.reexec_timeout_s)
             reexec = JobReexecutor(backend_client, limits, settings.work_dir)
             auditor = JobAuditor(chain, backend_client, reexec, max_attempts=settings.audit_attempts,
-                                 backoff_s=settings.audit_backoff_s)
+                                 backoff_s=settings.audit_backoff_s, parallel=settings.audit_parallel)
             committee = CommitteeMember(chain, backend_client, reexec)
         service = VerifierService(chain, settings, lambda provider: CeleryProverLink(app, provider),
                                   auditor=auditor, committee=committee)

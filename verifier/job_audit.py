@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -116,7 +117,15 @@ class JobReexecutor:
     # audit's results serve the later judgement of the provider's answer (and a committee vote)
     # without starting the model again inside a challenge's short windows.
     cache_items: int = 4096
+    # Models by content hash, the most recent first: a market runs few models over many jobs,
+    # and each audit fetched its job's model again (a request and the model's bytes each time).
+    model_cache_bytes: int = 512 << 20
     _outputs: OrderedDict[tuple[bytes, int], np.ndarray] = field(default_factory=OrderedDict, repr=False)
+    _models: OrderedDict[bytes, bytes] = field(default_factory=OrderedDict, repr=False)
+    # Audits run in parallel (JobAuditor.parallel): the caches are shared, and one model runs at a
+    # time, since each run beside another would start a warm template of its own (a torch import).
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _run_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def spec(self, job_id: int, spec_hash: bytes) -> JobSpec:
         raw = self.backend.content(spec_hash)  # checked against the hash, so it is the funded spec
@@ -130,23 +139,43 @@ class JobReexecutor:
 
     def run(self, job_id: int, spec: JobSpec, indices: list[int]) -> dict[int, np.ndarray]:
         """Outputs of `indices` (whole batches are run; only `indices` are returned)."""
-        missing = sorted({i for i in indices if (spec.spec_hash, i) not in self._outputs})
+        with self._lock:
+            missing = sorted({i for i in indices if (spec.spec_hash, i) not in self._outputs})
+        outputs = {}
         if missing:
             ranges = batches_holding(missing, spec.batch_size, len(spec.inputs))
-            names = [bytes.fromhex(spec.model[2:])] + [bytes.fromhex(spec.inputs[i][2:]) for r in ranges for i in r]
-            model, *inputs = fetch_all(self.backend.content, names)
+            model = self.model(bytes.fromhex(spec.model[2:]))
+            inputs = fetch_all(self.backend.content, [bytes.fromhex(spec.inputs[i][2:]) for r in ranges for i in r])
             fetched = iter(inputs)
             batches = [Batch(r.start, tuple(next(fetched) for _ in r)) for r in ranges]
-            outputs = reexecute(job_id, model, spec.model_format, batches, self.limits, self.work_dir / str(job_id))
+            with self._run_lock:
+                outputs = reexecute(job_id, model, spec.model_format, batches, self.limits,
+                                    self.work_dir / str(job_id))
+        with self._lock:
             for i, output in outputs.items():
                 self._outputs[(spec.spec_hash, i)] = output
-        result = {}
-        for i in indices:
-            self._outputs.move_to_end((spec.spec_hash, i))
-            result[i] = self._outputs[(spec.spec_hash, i)]
-        while len(self._outputs) > self.cache_items:
-            self._outputs.popitem(last=False)
+            result = {}
+            for i in indices:
+                self._outputs.move_to_end((spec.spec_hash, i))
+                result[i] = self._outputs[(spec.spec_hash, i)]
+            while len(self._outputs) > self.cache_items:
+                self._outputs.popitem(last=False)
         return result
+
+    def model(self, content_hash: bytes) -> bytes:
+        """The model's bytes (checked against their hash when fetched), kept up to
+        model_cache_bytes; one larger than that is fetched for each use."""
+        with self._lock:
+            if (data := self._models.get(content_hash)) is not None:
+                self._models.move_to_end(content_hash)
+                return data
+        data = self.backend.content(content_hash)
+        if len(data) <= self.model_cache_bytes:
+            with self._lock:
+                self._models[content_hash] = data
+                while sum(map(len, self._models.values())) > self.model_cache_bytes:
+                    self._models.popitem(last=False)
+        return data
 
 
 FETCH_WORKERS = 8  # an audit's downloads in flight at once: each waits on the backend, not on this CPU
@@ -248,11 +277,15 @@ class JobAuditor:
     not_escalating: set[int] = field(default_factory=set)  # answered challenges left to settle
     record: Callable[[str], None] = lambda event: None  # counts outcomes (the service's metrics)
     watch: WatchedIds | None = None  # default: in memory (the service shares its own)
+    # Audits at once: an audit mostly waits on the backend (a dozen requests), so one at a time
+    # left half the jobs of a busy market unaudited when their windows closed.
+    parallel: int = 4
     _retries: dict[int, _Retry] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.watch is None:
             self.watch = watch_chain(self.chain, None)
+        self._audits = ThreadPoolExecutor(max_workers=self.parallel, thread_name_prefix="audit")
         self.escrow = self.chain.contract("JobEscrow")
         self.manager = self.chain.contract("ChallengeManager")
 
@@ -267,8 +300,9 @@ class JobAuditor:
         return [i for i in ids if i not in self.done]
 
     def tick(self) -> None:
-        """Audits every due job once, then moves our own job challenges towards their end."""
-        now = self.chain.now()
+        """Audits every due job once (`parallel` at a time, the oldest first), then moves our own
+        job challenges towards their end."""
+        now, due = self.chain.now(), []
         for job_id in self.committed_jobs():
             if job_id in self.done or self._retries.get(job_id, _Retry()).next_at > time.monotonic():
                 continue
@@ -277,7 +311,11 @@ class JobAuditor:
                     or self.chain.address in (job.renter, job.provider):
                 self.done.add(job_id)  # finished, challenged by someone else, or ours: nothing to audit
                 continue
-            self._attempt(JobId(job_id), job)
+            due.append((JobId(job_id), job))
+        audits = [self._audits.submit(self._attempt, job_id, job) for job_id, job in due]
+        wait(audits)  # all end before an unexpected error ends the tick: none runs into the next
+        for audit in audits:
+            audit.result()
         for challenge_id in self.own_challenges():
             self.follow_up(ChallengeId(challenge_id))
 

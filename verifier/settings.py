@@ -42,6 +42,7 @@ class Settings(BaseModel):
     reexec_timeout_s: float = Field(default=120.0, gt=0)
     audit_attempts: int = Field(default=5, ge=1)  # tries before a transiently failing audit is given up
     audit_backoff_s: float = Field(default=5.0, gt=0)
+    audit_parallel: int = Field(default=4, ge=1)  # audits at once (their model runs still one at a time)
 
     @classmethod
     def from_env(cls, **overrides: Any) -> "Settings":

@@ -19,6 +19,7 @@ from client.errors import NodeUnavailable, TransactionNotMined, TransactionRever
 from client.escrow_jobs import read_job
 from client.tx import TxSender, connect
 from protocol.deployments import Deployment
+from rpc_proxy import RpcProxy
 from unchained_cli.chain import LocalChain, anvil_binary, free_port
 from unchained_cli.deploy import Deployer, deploy_all
 
@@ -219,3 +220,17 @@ def test_a_node_without_base_fee_gets_a_legacy_gas_price() -> None:
     finally:
         anvil.terminate()
         anvil.wait(timeout=10)
+
+
+def test_contract_reads_ask_the_node_its_chain_id_once_not_per_call(instant: Node) -> None:
+    # web3's validation middleware checks the chain id before every eth_call: uncached, each
+    # read is two round trips to the node.
+    with RpcProxy(instant.chain.rpc_url) as proxy:
+        web3 = connect(proxy.url)
+        found = instant.deployment.contract("Staking")
+        staking = contracts.bind(web3, found.address, found.abi)
+        proxy.reset()
+        for _ in range(5):
+            staking.functions.stakeOf(dev_key(0).address).call()
+        assert proxy.calls["eth_call"] == 5
+        assert proxy.calls["eth_chainId"] <= 1

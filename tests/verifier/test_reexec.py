@@ -5,7 +5,9 @@ ends as ReexecFailed within the limits."""
 from __future__ import annotations
 
 import io
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -117,3 +119,47 @@ def test_reexecuted_items_are_kept_so_a_later_judgement_runs_only_new_ones(tmp_p
     assert runs[-1] == [3, 4, 5] and len(reexec._outputs) == 4
     reference = run_batches(load_model(store.blobs[bytes.fromhex(spec.model[2:])], "torchscript"), ITEMS, 3)
     assert np.array_equal(reexec.run(1, spec, [4])[4], reference[4])
+
+
+def test_a_model_is_fetched_once_for_many_audits_within_the_cache_bytes(tmp_path: Path) -> None:
+    store = ContentStore()
+    small, other, big = store.put(b"m" * 10), store.put(b"n" * 10), store.put(b"b" * 50)
+    reexec = job_audit.JobReexecutor(store, ReexecLimits(2 << 30, 60.0), tmp_path,  # type: ignore[arg-type]
+                                     model_cache_bytes=25)
+    for _ in range(3):
+        assert reexec.model(bytes.fromhex(small[2:])) == b"m" * 10
+    assert store.reads == 1
+    reexec.model(bytes.fromhex(other[2:]))
+    reexec.model(bytes.fromhex(big[2:]))  # larger than the cache: served, not kept
+    reexec.model(bytes.fromhex(big[2:]))
+    assert store.reads == 4 and list(reexec._models) == [bytes.fromhex(small[2:]), bytes.fromhex(other[2:])]
+    reexec.model(bytes.fromhex(store.put(b"o" * 10)[2:]))  # a third small one: the least recent leaves
+    assert bytes.fromhex(small[2:]) not in reexec._models
+
+
+def test_audits_in_parallel_share_the_caches_and_run_one_model_at_a_time(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    store = ContentStore()
+    model = store.put(torchscript(Tiny()))
+    specs = [JobSpec(model=model, model_format="torchscript", inputs=(store.put(encode_output(x)),), batch_size=1,
+                     tolerance_ppm=0, deadline=2**40, price_wei=1, provider="0x" + "11" * 20) for x in ITEMS]
+    running, overlapped = [0], []
+    lock = threading.Lock()
+
+    def counted(job_id, model, fmt, batches, limits, work_dir):  # type: ignore[no-untyped-def]
+        with lock:
+            running[0] += 1
+            overlapped.append(running[0] > 1)
+        try:
+            return reexecute(job_id, model, fmt, batches, limits, work_dir)
+        finally:
+            with lock:
+                running[0] -= 1
+
+    monkeypatch.setattr(job_audit, "reexecute", counted)
+    reexec = job_audit.JobReexecutor(store, ReexecLimits(2 << 30, 60.0), tmp_path)  # type: ignore[arg-type]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        outputs = list(pool.map(lambda job: reexec.run(job[0], job[1], [0]), enumerate(specs)))
+    reference = run_batches(load_model(store.blobs[bytes.fromhex(model[2:])], "torchscript"), ITEMS, 1)
+    assert all(np.array_equal(out[0], reference[i]) for i, out in enumerate(outputs))
+    assert len(overlapped) == len(specs) and not any(overlapped)
+    assert len(reexec._outputs) == len(specs)
