@@ -12,10 +12,11 @@ from dataclasses import dataclass
 
 from web3.contract import Contract
 
+from client.errors import ClientError
 from protocol.escrow_job import EscrowJob
 
 
-class JobNotFound(LookupError):
+class JobNotFound(ClientError):
     """No such job on this escrow, or its events are not (yet) readable from `from_block`."""
 
 
@@ -25,7 +26,8 @@ def read_job(escrow: Contract, job_id: int, from_block: int = 0) -> EscrowJob:
     the newest events that hash to the slot are the job."""
     created = escrow.events.JobCreated().get_logs(argument_filters={"jobId": job_id}, from_block=from_block)
     if not created:
-        raise JobNotFound(f"job {job_id}: no JobCreated on escrow {escrow.address} from block {from_block}")
+        raise JobNotFound(f"job {job_id} does not exist on escrow {escrow.address} (no JobCreated from block "
+                          f"{from_block}: check the job id and --deployment)")
     commits = escrow.events.ResultCommitted().get_logs(argument_filters={"jobId": job_id}, from_block=from_block)
     stored = bytes(escrow.functions.jobState(job_id).call().jobHash)
     for event in reversed(created):

@@ -27,6 +27,7 @@ from protocol.jobs import encode_output
 from protocol.lease_access import (LeaseAccess, LeaseDomain, LeaseKey, LeaseMessageError, normalize_ssh_key, sign,
                                     typed_hash, verify)
 from protocol.merkle import MerkleTree, keccak256, leaf_hash
+from tests.support.waiting import wait_until
 
 playwright = pytest.importorskip("playwright.sync_api")
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -567,7 +568,10 @@ def test_a_refused_key_signature_leaves_the_lease_paid_and_the_key_can_be_bound_
     page.click("#lease-start")
     status = wait_status(page, "error:")
     assert f"lease {lease_id}: the wallet did not sign the SSH key" in status and "bind the key from its row" in status
-    assert httpx.get(f"{server}/leases/{lease_id}").json()["ssh_public_key"] is None
+    # The lease is paid on-chain; the backend lists it once its indexer has seen LeaseStarted.
+    row = wait_until(lambda: (r := httpx.get(f"{server}/leases/{lease_id}")).status_code == 200 and r.json(),
+                     30, f"lease {lease_id} indexed")
+    assert row["ssh_public_key"] is None
     wallet.refuse_signing = False  # the renter tries again
     page.click(f'#leases tr[data-lease="{lease_id}"] .bind-key')
     wait_status(page, f"lease {lease_id}: SSH key bound")

@@ -21,6 +21,7 @@ from tests.support.chain import SharedChains
 from unchained_cli.chain import free_port
 from unchained_cli.errors import run_guarded
 from unchained_cli.market import KEYSTORE_PASSWORD, write_keystore
+from unchained_cli.session import ChainSession
 
 UNCHAINED = str(Path(sys.executable).with_name("unchained"))
 NOBODY = "0x" + "42" * 20
@@ -36,7 +37,15 @@ def net(tmp_path_factory: pytest.TempPathFactory, chains: SharedChains) -> dict[
     inputs = root / "inputs"
     inputs.mkdir()
     (inputs / "a.bin").write_bytes(b"x")
-    return {"rpc": chain.rpc_url, "deployment": str(chain.deployment_file), "keystore": str(keystore),
+    # A job of somebody else (renter 5, provider 1): the keystore's account 3 may not challenge it.
+    session = ChainSession.connect(chain.rpc_url, chain.deployment)
+    escrow = session.contract("JobEscrow")
+    session.send(session.contract("Staking").functions.stake(), session.accounts[1], value=10**18)
+    session.send(session.contract("ProviderRegistry").functions.register(
+        b"CPU".ljust(32, b"\0"), [b"\x01" * 32], 10**16, 10**12, ""), session.accounts[1])
+    session.send(escrow.functions.createJob(session.accounts[1], b"\x01" * 32, 10**15, session.now() + 3600),
+                 session.accounts[5], value=10**15)
+    return {"job": str(escrow.functions.jobCount().call()),"rpc": chain.rpc_url, "deployment": str(chain.deployment_file), "keystore": str(keystore),
             "password_file": str(password_file), "inputs": str(inputs), "down": f"http://127.0.0.1:{free_port()}",
             "root": str(root)}
 
@@ -168,14 +177,21 @@ def test_lease_of_an_address_that_is_not_one(capsys, net, ssh_key) -> None:  # t
 
 
 def test_a_contract_revert_is_shown_by_its_error_name(capsys, net) -> None:  # type: ignore[no-untyped-def]
-    code, out = run(capsys, "job", "challenge", "999", "--keystore", net["keystore"], "--rpc", net["rpc"],
+    code, out = run(capsys, "job", "challenge", net["job"], "--keystore", net["keystore"], "--rpc", net["rpc"],
                     "--deployment", net["deployment"])
     # Decoded against the contracts' ABIs: ChallengeNotStakedVerifier(0x..., 0, 1000000000000000000).
     assert_explained(code, out, "would revert: ChallengeNotStakedVerifier(0x", exit_code=1)
 
 
+def test_a_job_that_does_not_exist_is_named(capsys, net) -> None:  # type: ignore[no-untyped-def]
+    code, out = run(capsys, "job", "challenge", "999", "--keystore", net["keystore"], "--rpc", net["rpc"],
+                    "--deployment", net["deployment"])
+    assert_explained(code, out, "job 999 does not exist", "--deployment", exit_code=1)
+    assert "unexpected" not in out
+
+
 def test_insufficient_funds_say_so(capsys, net) -> None:  # type: ignore[no-untyped-def]
-    code, out = run(capsys, "job", "challenge", "1", "--bond", "1000000", "--keystore", net["keystore"],
+    code, out = run(capsys, "job", "challenge", net["job"], "--bond", "1000000", "--keystore", net["keystore"],
                     "--rpc", net["rpc"], "--deployment", net["deployment"])
     assert_explained(code, out, "insufficient funds", exit_code=1)
 
