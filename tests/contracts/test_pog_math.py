@@ -137,8 +137,11 @@ def test_gas_of_one_element_at_n4096(harness):
 
 def test_element_at_largest_n_matches_reference_and_fits_a_block(harness):
     n = 65536
-    tx = harness.elementGas(SEED, n, n - 1, 12345, {"from": accounts[0], "gas_limit": 6_000_000})
+    # Estimated, not sent: a transaction this heavy is mined while brownie polls for it, and
+    # brownie then sometimes sees the nonce used before the receipt ("Tx dropped").
+    gas = harness.elementGas.estimate_gas(SEED, n, n - 1, 12345, {"from": accounts[0]})
+    assert gas <= 6_000_000
     a_row = ref.matrix_row(SEED, 0, n, n - 1)
     b_row = ref.matrix_row(SEED, 1, n, 12345)
-    assert tx.events["ElementMeasured"]["value"] == sum(a * b for a, b in zip(a_row, b_row))
-    print(f"\nGAS element recomputation n=65536: {tx.gas_used} (transaction total)")
+    assert harness.element(SEED, n, n - 1, 12345, {"gas_limit": 6_000_000}) == sum(a * b for a, b in zip(a_row, b_row))
+    print(f"\nGAS element recomputation n=65536: {gas} (transaction total, estimated)")
