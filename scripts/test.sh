@@ -13,40 +13,58 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 source .venv/bin/activate
-# Contracts on anvil through brownie (it starts and stops anvil itself).
-brownie test tests/contracts --disable-warnings
+# The suites mostly wait (on chains, processes and blocks): on a quiet 2-core machine the Python
+# tests alone keep about one core busy. So the two contract passes run in the background, beside
+# the Python tests, and those run on two pytest-xdist workers, whole modules at a time (module
+# fixtures such as a market or a private Redis stay within one worker; each worker starts its own
+# session chains). Tests wait for conditions with bounds, never for fixed times: the extra load
+# only makes them slower. Each background pass's output is kept and shown at the end.
+#
+# Contracts on anvil through brownie (it starts and stops anvil itself, on 8545).
+background_pids=()
+background_logs=()
+background_names=()
+in_background() {
+  local name=$1 log
+  shift
+  log=$(mktemp)
+  "$@" >"$log" 2>&1 &
+  background_pids+=("$!")
+  background_logs+=("$log")
+  background_names+=("$name")
+}
+background_results() {
+  local rc=0 i
+  for i in "${!background_pids[@]}"; do
+    wait "${background_pids[$i]}" || rc=1
+    echo "--- ${background_names[$i]} ---"
+    cat "${background_logs[$i]}"
+    rm -f "${background_logs[$i]}"
+  done
+  background_pids=()
+  return "$rc"
+}
+# Reports the background passes however this script ends (a failure below included).
+trap 'background_results || true' EXIT
 # The same contract suite on a second EVM implementation, Hardhat's node, on a free port
-# (UNCHAINED_SKIP_HARDHAT=1 skips it). It runs beside the Python tests below (they wait on
-# processes and blocks much of the time; the tests wait for conditions, never fixed times, so
-# the extra load only makes them slower), its output kept for the end. Its invariant machines
-# run 3 examples each: the full search runs on anvil above; this pass checks the second EVM.
-hardhat_pid=""
-hardhat_log=$(mktemp)
+# (UNCHAINED_SKIP_HARDHAT=1 skips it). Its invariant machines run 3 examples each: the full
+# search runs on anvil; this pass checks the second EVM. The port is written to brownie's
+# network settings before either pass starts (both read that file).
 if [ -z "${UNCHAINED_SKIP_HARDHAT:-}" ]; then
   port=$(python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   brownie networks modify hardhat-local port="$port" >/dev/null
-  UNCHAINED_INVARIANT_EXAMPLES=3 brownie test tests/contracts --network hardhat-local --disable-warnings \
-    >"$hardhat_log" 2>&1 &
-  hardhat_pid=$!
 fi
-hardhat_result() {
-  [ -n "$hardhat_pid" ] || return 0
-  local rc=0
-  wait "$hardhat_pid" || rc=$?
-  hardhat_pid=""
-  echo "--- contracts on Hardhat's node ---"
-  cat "$hardhat_log"
-  rm -f "$hardhat_log"
-  return "$rc"
-}
-# Reports the Hardhat pass however this script ends (a failure below included).
-trap 'hardhat_result || true' EXIT
+in_background "contracts on anvil" brownie test tests/contracts --disable-warnings
+if [ -z "${UNCHAINED_SKIP_HARDHAT:-}" ]; then
+  in_background "contracts on Hardhat's node" env UNCHAINED_INVARIANT_EXAMPLES=3 \
+    brownie test tests/contracts --network hardhat-local --disable-warnings
+fi
 # Everything else (protocol, services, end-to-end) with plain pytest; brownie's plugin stays off.
 block_time_tests=(tests/e2e/test_market_job.py tests/e2e/test_faults.py)
 # Run with instant mining in CI, and with UNCHAINED_TEST_BOTH_MODES also with the block time: the demo's
 # scenario (its Ctrl-C test starts `unchained demo`, whose chain does not read the variable).
 instant_e2e_tests=(tests/cli/test_demo.py::test_the_demo_pays_the_honest_provider_refunds_the_cheaters_renter_and_slashes_the_cheater)
-pytest=(python -m pytest -p no:pytest-brownie -q)
+pytest=(python -m pytest -p no:pytest-brownie -q -n "${UNCHAINED_TEST_WORKERS:-2}" --dist loadfile)
 "${pytest[@]}" tests --ignore=tests/contracts "${block_time_tests[@]/#/--ignore=}"
 UNCHAINED_TEST_BLOCK_TIME=1 "${pytest[@]}" "${block_time_tests[@]}"
 if [ -n "${UNCHAINED_TEST_BOTH_MODES:-}" ]; then
@@ -54,4 +72,4 @@ if [ -n "${UNCHAINED_TEST_BOTH_MODES:-}" ]; then
   UNCHAINED_TEST_BLOCK_TIME=1 "${pytest[@]}" "${instant_e2e_tests[@]}"
 fi
 trap - EXIT
-hardhat_result
+background_results

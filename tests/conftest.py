@@ -28,6 +28,14 @@ from tests.support.redis import private_redis  # noqa: E402
 from unchained_cli.chain import block_time_from_env  # noqa: E402
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Modules with a `slow` test first, each module's tests kept together and in order: the
+    test command spreads whole modules over workers (pytest-xdist, --dist loadfile), and a
+    minutes-long module handed out last would leave the other workers idle at the end."""
+    slow_modules = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_modules)
+
+
 @pytest.fixture(autouse=True)
 def _restore_root_logging() -> Iterator[None]:
     root = logging.getLogger()

@@ -78,7 +78,7 @@ def test_a_malformed_header_is_refused(change, words) -> None:  # type: ignore[n
     (TASK_RUN_JOB, QUEUE, [2]),  # other arguments
     (TASK_RUN_JOB, "provider.0x" + "33" * 20, [1]),  # another provider's queue
     ("unchained.provider.lease", QUEUE, [1]),  # another task
-])
+], ids=["other-arguments", "other-queue", "other-task"])  # stable ids: QUEUE is random per process
 def test_a_signature_binds_task_queue_and_arguments(task, queue, args) -> None:  # type: ignore[no-untyped-def]
     clock = Clock(1_000_000.0)
     header = TaskAuth(DOMAIN, SENDER, clock=clock).sign_task("id-1", TASK_RUN_JOB, QUEUE, [1], {})
