@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 pragma solidity ^0.8.24;
 
+import {IStakeLocker} from "./IStakeLocker.sol";
+
 /// @title Escrow of renters' payments for jobs, one storage slot per job
 /// @notice A renter funds a job in ETH or an ERC-20 (plain tokens only: no fee on transfer, no
 /// rebasing); the provider commits a Merkle root of its outputs before the deadline (which
@@ -20,7 +22,7 @@ pragma solidity ^0.8.24;
 /// JobCreated carries every term (the result fields are zero until the commit) and
 /// ResultCommitted the result. Every call that acts on a job takes the Job and reverts with
 /// JobEscrowJobMismatch unless it hashes to the stored jobHash (hashJob(job) to check one).
-interface IJobEscrow {
+interface IJobEscrow is IStakeLocker {
     enum JobStatus {
         None,
         Funded, // renter paid, no result yet
