@@ -384,8 +384,24 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
         if (deadline > latest) revert JobEscrowDeadlineTooFar(deadline, latest);
         if (!registry.isActive(provider)) revert JobEscrowProviderInactive(provider);
         jobId = ++jobCount;
-        Job memory job = Job(jobId, msg.sender, provider, token, price, specHash, deadline, 0, 0, 0);
-        _jobs[jobId] = JobState(bytes24(keccak256(abi.encode(job))), JobStatus.Funded, false, 0, false, false);
+        // keccak256(abi.encode(Job(jobId, msg.sender, provider, token, price, specHash, deadline,
+        // 0, 0, 0))): ten words in scratch memory past the free pointer (it is not moved).
+        bytes24 jobHash;
+        assembly ("memory-safe") {
+            let ptr := mload(0x40)
+            mstore(ptr, jobId)
+            mstore(add(ptr, 0x20), caller())
+            mstore(add(ptr, 0x40), provider)
+            mstore(add(ptr, 0x60), token)
+            mstore(add(ptr, 0x80), price)
+            mstore(add(ptr, 0xa0), specHash)
+            mstore(add(ptr, 0xc0), deadline)
+            mstore(add(ptr, 0xe0), 0)
+            mstore(add(ptr, 0x100), 0)
+            mstore(add(ptr, 0x120), 0)
+            jobHash := and(keccak256(ptr, 0x140), not(0xffffffffffffffff))
+        }
+        _jobs[jobId] = JobState(jobHash, JobStatus.Funded, false, 0, false, false);
         emit JobCreated(jobId, msg.sender, provider, token, price, specHash, deadline);
     }
 

@@ -11,7 +11,8 @@ import {IStakeLocker} from "./IStakeLocker.sol";
 /// lost in a dispute refunds the renter in full. A renter cancels in two steps (requestCancel,
 /// then cancel after cancelGrace) so that a provider can still commit a result it already gave. All payouts are pull balances per token
 /// (address(0) = ETH). Committing needs the registry's minimum provider stake bonded, and locks
-/// it in Staking (no unbonding) until the job is finalized or refunded. Deadlines are at most
+/// it (no unbonding) until the job is finalized or refunded: this contract counts the provider's
+/// open jobs (lockedWorkOf, IStakeLocker) and Staking adds them before any unbond. Deadlines are at most
 /// maxJobDuration ahead. Parameters are immutable and bounded; DISPUTE_ROLE (the
 /// ChallengeManager) is granted once at deployment (IOneTimeWiring).
 ///
