@@ -73,7 +73,8 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
     }
 
     IProviderRegistry public immutable registry;
-    /// @notice The registry's Staking: provider stake is checked and locked there.
+    /// @notice The registry's Staking: a committing provider's stake is checked there; the lock is
+    /// this contract's open-job count, which Staking reads before any unbond (lockedWorkOf).
     IStaking public immutable staking;
     /// @notice The registry's minimum provider stake, required and locked at commit.
     uint256 public immutable minProviderStake;
