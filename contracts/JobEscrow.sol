@@ -8,19 +8,25 @@ import {EIP712} from "@openzeppelin/contracts/utils/cryptography/EIP712.sol";
 import {OneTimeWiring} from "./access/OneTimeWiring.sol";
 import {IJobEscrow} from "./interfaces/IJobEscrow.sol";
 import {IProviderRegistry} from "./interfaces/IProviderRegistry.sol";
+import {IStakeLocker} from "./interfaces/IStakeLocker.sol";
 import {IStaking} from "./interfaces/IStaking.sol";
 
 /// @title JobEscrow
 /// @notice Escrow of job payments; see IJobEscrow. For every token, the balance held equals the
 /// price of every job still Funded or Committed plus all pull balances. DISPUTE_ROLE is granted
 /// once by the deployer (OneTimeWiring); parameters are immutable. The provider's stake is locked
-/// in Staking from its commit until the job is paid or refunded. A provider's EIP-712 signed
+/// from its commit until the job is paid or refunded: this contract counts the provider's open
+/// (committed, unsettled) jobs and Staking asks it (IStakeLocker.lockedWorkOf) before any unbond,
+/// so the count lives in a slot the commit and the payout write anyway. A provider's EIP-712 signed
 /// result (protocol/job_result.py) binds it to its commit: slashSignedResult slashes it through
 /// Staking (SLASHER_ROLE) when the commit differs or never came.
 /// @dev Gas is the point of the layout: a job keeps one slot (JobState: a 192-bit truncated hash
 /// of the Job beside its status, frozen flag and endsAt), written new once at create and
 /// rewritten at commit and at settlement; the Job itself comes back in calldata. Finding two Jobs
-/// with the same 192-bit hash takes about 2^96 hashes (birthday bound), out of reach.
+/// with the same 192-bit hash takes about 2^96 hashes (birthday bound), out of reach. Pull
+/// balances share a slot with a flag that stays set once credited (a withdrawal then rewrites a
+/// live slot instead of emptying it, so the next credit costs 5,000 gas instead of 22,100), and a
+/// provider's open-job count sits in its ETH balance slot (an ETH payout writes both at once).
 contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
     using SafeERC20 for IERC20;
 
@@ -56,8 +62,19 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
         address token;
     }
 
+    /// @dev A pull balance of one (token, account). `openJobs` is used in the ETH (token zero)
+    /// entry of a provider only: its committed jobs not yet paid or refunded. `used` is set by the
+    /// first credit and never cleared. uint192 holds any balance: each job is at most MAX_PRICE
+    /// (2^80) and there are fewer than 2^56 jobs.
+    struct Balance {
+        uint192 owed;
+        uint56 openJobs;
+        bool used;
+    }
+
     IProviderRegistry public immutable registry;
-    /// @notice The registry's Staking: provider stake is checked and locked there.
+    /// @notice The registry's Staking: a committing provider's stake is checked there; the lock is
+    /// this contract's open-job count, which Staking reads before any unbond (lockedWorkOf).
     IStaking public immutable staking;
     /// @notice The registry's minimum provider stake, required and locked at commit.
     uint256 public immutable minProviderStake;
@@ -76,7 +93,7 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
 
     mapping(uint256 jobId => JobState) private _jobs;
     mapping(uint256 jobId => FrozenJob) private _frozen;
-    mapping(address token => mapping(address account => uint256)) private _owed;
+    mapping(address token => mapping(address account => Balance)) private _balances;
 
     /// @param challengeWindow_ seconds a commit can be challenged, at most MAX_CHALLENGE_WINDOW
     /// @param protocolFeeBps_ fee on finalized jobs, at most MAX_FEE_BPS
@@ -139,12 +156,13 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
     /// @inheritdoc IJobEscrow
     function commitResult(Job calldata job, bytes32 outputRoot, uint256 itemCount, bytes32 resultDigest) external {
         _commit(job, outputRoot, itemCount, resultDigest);
+        _lock(msg.sender, 1);
     }
 
     /// @inheritdoc IJobEscrow
-    /// @dev Each entry goes through commitResult's checks and effects, one stake lock per job (so
-    /// every later unlock, whatever ends the job, has its own piece). Cheaper than separate calls:
-    /// the transaction base cost is paid once and Staking's slots are warm after the first entry.
+    /// @dev Each entry goes through commitResult's checks and effects; every entry's provider is
+    /// the sender (checked), so the stake is checked and the open-job count raised once for all
+    /// (each job still counts one piece, released by whatever ends it).
     function commitResults(
         Job[] calldata jobs,
         bytes32[] calldata outputRoots,
@@ -159,19 +177,20 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
         for (uint256 i; i < n; ++i) {
             _commit(jobs[i], outputRoots[i], itemCounts[i], resultDigests[i]);
         }
+        _lock(msg.sender, n);
     }
 
     /// @inheritdoc IJobEscrow
     function finalize(Job calldata job) external {
         uint256 fee = _finalize(job);
-        _credit(job.token, job.provider, job.price - fee);
+        _pay(job.token, job.provider, job.price - fee, 1);
         _credit(job.token, treasury, fee);
     }
 
     /// @inheritdoc IJobEscrow
-    /// @dev Credits accumulate in memory while the provider and token (for fees: the token) stay
-    /// the same, and are written when they change and at the end: one balance write per run
-    /// instead of one per job.
+    /// @dev Credits (and the provider's released jobs) accumulate in memory while the provider
+    /// and token (for fees: the token) stay the same, and are written when they change and at the
+    /// end: one balance write per run instead of one per job.
     function finalizeJobs(Job[] calldata jobs) external {
         uint256 n = jobs.length;
         _checkBatch(n);
@@ -179,22 +198,24 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
         address provider = jobs[0].provider;
         address feeToken = token;
         uint256 payout;
+        uint256 released;
         uint256 fees;
         for (uint256 i; i < n; ++i) {
             Job calldata job = jobs[i];
             uint256 fee = _finalize(job);
             if (job.provider != provider || job.token != token) {
-                _credit(token, provider, payout);
-                (token, provider, payout) = (job.token, job.provider, 0);
+                _pay(token, provider, payout, released);
+                (token, provider, payout, released) = (job.token, job.provider, 0, 0);
             }
             if (job.token != feeToken) {
                 _credit(feeToken, treasury, fees);
                 (feeToken, fees) = (job.token, 0);
             }
             payout += job.price - fee;
+            ++released;
             fees += fee;
         }
-        _credit(token, provider, payout);
+        _pay(token, provider, payout, released);
         _credit(feeToken, treasury, fees);
     }
 
@@ -267,7 +288,7 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
         emit JobUnfrozen(jobId, providerAtFault, providerAtFault ? job.price : 0);
         if (providerAtFault) {
             _refund(state, job.renter, job.token, job.price);
-            staking.unlockStake(job.provider);
+            _balances[address(0)][job.provider].openJobs -= 1;
         }
     }
 
@@ -309,10 +330,12 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
     }
 
     /// @inheritdoc IJobEscrow
+    /// @dev Leaves the slot's flag (and a provider's open-job count): see Balance.
     function withdraw(address token) external {
-        uint256 amount = _owed[token][msg.sender];
+        Balance storage balance = _balances[token][msg.sender];
+        uint256 amount = balance.owed;
         if (amount == 0) revert JobEscrowNothingOwed(token, msg.sender);
-        _owed[token][msg.sender] = 0;
+        balance.owed = 0;
         emit Withdrawn(token, msg.sender, amount);
         if (token == address(0)) {
             (bool ok,) = msg.sender.call{value: amount}("");
@@ -328,13 +351,26 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
     }
 
     /// @inheritdoc IJobEscrow
-    function hashJob(Job calldata job) public pure returns (bytes24) {
-        return bytes24(keccak256(abi.encode(job)));
+    /// @dev Job is ten static words, so abi.encode(job) is the 320 bytes at `job` in calldata
+    /// when they are canonical (clean addresses and uint64); hashed as they are, non-canonical
+    /// words give another hash, which no stored jobHash matches.
+    function hashJob(Job calldata job) public pure returns (bytes24 jobHash) {
+        assembly ("memory-safe") {
+            let ptr := mload(0x40)
+            calldatacopy(ptr, job, 0x140)
+            jobHash := and(keccak256(ptr, 0x140), not(0xffffffffffffffff))
+        }
     }
 
     /// @inheritdoc IJobEscrow
     function owedTo(address token, address account) external view returns (uint256) {
-        return _owed[token][account];
+        return _balances[token][account].owed;
+    }
+
+    /// @inheritdoc IStakeLocker
+    /// @dev The provider's committed jobs not yet paid or refunded (frozen ones included).
+    function lockedWorkOf(address account) external view returns (uint256) {
+        return _balances[address(0)][account].openJobs;
     }
 
     function _create(address provider, address token, bytes32 specHash, uint256 price, uint64 deadline)
@@ -349,8 +385,24 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
         if (deadline > latest) revert JobEscrowDeadlineTooFar(deadline, latest);
         if (!registry.isActive(provider)) revert JobEscrowProviderInactive(provider);
         jobId = ++jobCount;
-        Job memory job = Job(jobId, msg.sender, provider, token, price, specHash, deadline, 0, 0, 0);
-        _jobs[jobId] = JobState(bytes24(keccak256(abi.encode(job))), JobStatus.Funded, false, 0, false, false);
+        // keccak256(abi.encode(Job(jobId, msg.sender, provider, token, price, specHash, deadline,
+        // 0, 0, 0))): ten words in scratch memory past the free pointer (it is not moved).
+        bytes24 jobHash;
+        assembly ("memory-safe") {
+            let ptr := mload(0x40)
+            mstore(ptr, jobId)
+            mstore(add(ptr, 0x20), caller())
+            mstore(add(ptr, 0x40), provider)
+            mstore(add(ptr, 0x60), token)
+            mstore(add(ptr, 0x80), price)
+            mstore(add(ptr, 0xa0), specHash)
+            mstore(add(ptr, 0xc0), deadline)
+            mstore(add(ptr, 0xe0), 0)
+            mstore(add(ptr, 0x100), 0)
+            mstore(add(ptr, 0x120), 0)
+            jobHash := and(keccak256(ptr, 0x140), not(0xffffffffffffffff))
+        }
+        _jobs[jobId] = JobState(jobHash, JobStatus.Funded, false, 0, false, false);
         emit JobCreated(jobId, msg.sender, provider, token, price, specHash, deadline);
     }
 
@@ -364,17 +416,32 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
         if (block.timestamp >= job.deadline) revert JobEscrowDeadlinePassed(jobId, job.deadline);
         if (outputRoot == bytes32(0) || itemCount == 0) revert JobEscrowEmptyResult();
         if (itemCount > MAX_ITEM_COUNT) revert JobEscrowItemCountTooLarge(itemCount);
-        Job memory committed = job;
-        committed.outputRoot = outputRoot;
-        committed.itemCount = itemCount;
-        committed.resultDigest = resultDigest;
+        // The job as checked (canonical: it hashed to the slot) with its result in words 7..9.
+        bytes24 committedHash;
+        assembly ("memory-safe") {
+            let ptr := mload(0x40)
+            calldatacopy(ptr, job, 0x140)
+            mstore(add(ptr, 0xe0), outputRoot)
+            mstore(add(ptr, 0x100), itemCount)
+            mstore(add(ptr, 0x120), resultDigest)
+            committedHash := and(keccak256(ptr, 0x140), not(0xffffffffffffffff))
+        }
         // Fits: block.timestamp < deadline <= MAX_DEADLINE = uint32 max - MAX_CHALLENGE_WINDOW.
         uint32 windowEnd = uint32(block.timestamp + challengeWindow);
-        state.jobHash = bytes24(keccak256(abi.encode(committed)));
+        state.jobHash = committedHash;
         state.status = JobStatus.Committed;
         state.endsAt = windowEnd;
         emit ResultCommitted(jobId, outputRoot, itemCount, resultDigest, windowEnd);
-        staking.lockStake(msg.sender, minProviderStake);
+    }
+
+    /// @dev Accepts `count` jobs just committed by `provider`: its bonded stake must be at least
+    /// the minimum (Staking's own error, as its lock gave before), and they count as open work,
+    /// which Staking reads before any unbond, until each is paid or refunded.
+    function _lock(address provider, uint256 count) private {
+        uint256 bonded = staking.stakeOf(provider);
+        if (bonded < minProviderStake) revert IStaking.StakingBelowMinimum(provider, bonded, minProviderStake);
+        // count <= MAX_BATCH_SIZE and the total stays below the number of jobs: fits in uint56.
+        _balances[address(0)][provider].openJobs += uint56(count);
     }
 
     /// @dev finalize's checks and effects but the credits; returns the fee.
@@ -388,11 +455,26 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
         uint256 price = job.price;
         fee = (price * protocolFeeBps) / BPS;
         emit JobFinalized(job.id, job.provider, price - fee, fee);
-        staking.unlockStake(job.provider);
+    }
+
+    /// @dev Credits `provider` its payout and releases `released` of its open jobs: for ETH one
+    /// slot holds both, so a payout writes it once.
+    function _pay(address token, address provider, uint256 payout, uint256 released) private {
+        Balance storage eth = _balances[address(0)][provider];
+        if (token == address(0)) {
+            // payout is at most MAX_BATCH_SIZE prices of at most MAX_PRICE: fits in uint192.
+            (eth.owed, eth.openJobs, eth.used) = (eth.owed + uint192(payout), eth.openJobs - uint56(released), true);
+        } else {
+            eth.openJobs -= uint56(released);
+            _credit(token, provider, payout);
+        }
     }
 
     function _credit(address token, address account, uint256 amount) private {
-        if (amount != 0) _owed[token][account] += amount;
+        if (amount == 0) return;
+        Balance storage balance = _balances[token][account];
+        // amount is at most MAX_BATCH_SIZE prices of at most MAX_PRICE: fits in uint192.
+        (balance.owed, balance.used) = (balance.owed + uint192(amount), true);
     }
 
     function _checkBatch(uint256 length) private pure {
@@ -402,7 +484,7 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
     /// @dev Ends the job as Refunded and credits the renter its full price.
     function _refund(JobState storage state, address renter, address token, uint256 price) private {
         state.status = JobStatus.Refunded;
-        _owed[token][renter] += price;
+        _credit(token, renter, price);
     }
 
     /// @dev The job's slot, once `job` is known to be what it holds.

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 pragma solidity 0.8.24;
 
+import {IStakeLocker} from "./interfaces/IStakeLocker.sol";
 import {ILeaseManager} from "./interfaces/ILeaseManager.sol";
 import {IProviderRegistry} from "./interfaces/IProviderRegistry.sol";
 import {IStaking} from "./interfaces/IStaking.sol";
@@ -9,7 +10,7 @@ import {IStaking} from "./interfaces/IStaking.sol";
 /// @notice Per-second GPU leases; see ILeaseManager. The ETH held equals what active leases paid
 /// plus all pull balances. Needs LOCKER_ROLE on Staking: an active lease locks its provider's stake
 /// (no unbonding) until the lease ends.
-contract LeaseManager is ILeaseManager {
+contract LeaseManager is ILeaseManager, IStakeLocker {
     /// @inheritdoc ILeaseManager
     uint256 public constant MAX_DURATION = 365 days;
     /// @inheritdoc ILeaseManager
@@ -109,6 +110,12 @@ contract LeaseManager is ILeaseManager {
         if (block.timestamp >= deadline) revert LeaseManagerDeliveryWindowClosed(leaseId, uint64(deadline));
         _delivered[leaseId] = accessHash;
         emit LeaseDelivered(leaseId, msg.sender, accessHash);
+    }
+
+    /// @inheritdoc IStakeLocker
+    /// @dev A lease locks its provider's stake through Staking.lockStake: nothing is counted here.
+    function lockedWorkOf(address) external pure returns (uint256) {
+        return 0;
     }
 
     /// @inheritdoc ILeaseManager

@@ -2,6 +2,7 @@
 pragma solidity 0.8.24;
 
 import {OneTimeWiring} from "./access/OneTimeWiring.sol";
+import {IStakeLocker} from "./interfaces/IStakeLocker.sol";
 import {IStaking} from "./interfaces/IStaking.sol";
 
 /// @title Staking
@@ -30,6 +31,10 @@ contract Staking is IStaking, OneTimeWiring {
     mapping(address account => Account) private _accounts;
     mapping(address account => Unbonding) private _unbonding;
     mapping(address account => uint256) private _owed;
+    /// @dev The locker contracts (wired once, at most MAX_ROLE_HOLDERS): requestUnbond asks each
+    /// for the open work it counts itself (JobEscrow counts a provider's committed jobs where it
+    /// already writes, instead of locking here once per job).
+    IStakeLocker[] private _lockerContracts;
 
     /// @inheritdoc IStaking
     uint256 public totalBonded;
@@ -61,6 +66,14 @@ contract Staking is IStaking, OneTimeWiring {
     function wire(address[] calldata slashers, address[] calldata lockers) external wiring {
         _grantAll(SLASHER_ROLE, slashers);
         _grantAll(LOCKER_ROLE, lockers);
+        for (uint256 i; i < lockers.length; ++i) {
+            // An account without code (a test's locker) counts nothing itself. A contract must
+            // answer lockedWorkOf, or the wiring reverts here rather than every unbond later.
+            if (lockers[i].code.length == 0) continue;
+            IStakeLocker locker = IStakeLocker(lockers[i]);
+            locker.lockedWorkOf(address(0));
+            _lockerContracts.push(locker);
+        }
     }
 
     /// @inheritdoc IStaking
@@ -79,7 +92,8 @@ contract Staking is IStaking, OneTimeWiring {
         if (amount == 0) revert StakingZeroAmount();
         Account storage account = _accounts[msg.sender];
         uint256 bonded = account.bonded;
-        if (account.openWork != 0) revert StakingWorkOpen(msg.sender, account.openWork);
+        uint256 openWork = _openWork(msg.sender, account.openWork);
+        if (openWork != 0) revert StakingWorkOpen(msg.sender, openWork);
         if (amount > bonded) revert StakingInsufficientStake(msg.sender, amount, bonded);
         account.bonded = uint128(bonded - amount);
         totalBonded -= amount;
@@ -174,7 +188,7 @@ contract Staking is IStaking, OneTimeWiring {
 
     /// @inheritdoc IStaking
     function openWorkOf(address account) external view returns (uint256) {
-        return _accounts[account].openWork;
+        return _openWork(account, _accounts[account].openWork);
     }
 
     /// @inheritdoc IStaking
@@ -186,6 +200,15 @@ contract Staking is IStaking, OneTimeWiring {
     /// @inheritdoc IStaking
     function owedTo(address account) external view returns (uint256) {
         return _owed[account];
+    }
+
+    /// @dev `lockedHere` (pieces locked through lockStake) plus what every locker contract counts.
+    function _openWork(address account, uint256 lockedHere) private view returns (uint256 openWork) {
+        openWork = lockedHere;
+        uint256 count = _lockerContracts.length;
+        for (uint256 i; i < count; ++i) {
+            openWork += _lockerContracts[i].lockedWorkOf(account);
+        }
     }
 
     function _send(address to, uint256 amount) private {

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 pragma solidity ^0.8.24;
 
+import {IStakeLocker} from "./IStakeLocker.sol";
+
 /// @title Escrow of renters' payments for jobs, one storage slot per job
 /// @notice A renter funds a job in ETH or an ERC-20 (plain tokens only: no fee on transfer, no
 /// rebasing); the provider commits a Merkle root of its outputs before the deadline (which
@@ -9,7 +11,8 @@ pragma solidity ^0.8.24;
 /// lost in a dispute refunds the renter in full. A renter cancels in two steps (requestCancel,
 /// then cancel after cancelGrace) so that a provider can still commit a result it already gave. All payouts are pull balances per token
 /// (address(0) = ETH). Committing needs the registry's minimum provider stake bonded, and locks
-/// it in Staking (no unbonding) until the job is finalized or refunded. Deadlines are at most
+/// it (no unbonding) until the job is finalized or refunded: this contract counts the provider's
+/// open jobs (lockedWorkOf, IStakeLocker) and Staking adds them before any unbond. Deadlines are at most
 /// maxJobDuration ahead. Parameters are immutable and bounded; DISPUTE_ROLE (the
 /// ChallengeManager) is granted once at deployment (IOneTimeWiring).
 ///
@@ -20,7 +23,7 @@ pragma solidity ^0.8.24;
 /// JobCreated carries every term (the result fields are zero until the commit) and
 /// ResultCommitted the result. Every call that acts on a job takes the Job and reverts with
 /// JobEscrowJobMismatch unless it hashes to the stored jobHash (hashJob(job) to check one).
-interface IJobEscrow {
+interface IJobEscrow is IStakeLocker {
     enum JobStatus {
         None,
         Funded, // renter paid, no result yet

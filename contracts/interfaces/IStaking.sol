@@ -61,7 +61,8 @@ interface IStaking {
     function unlockStake(address account) external;
 
     /// @notice Grants SLASHER_ROLE to `slashers` and LOCKER_ROLE to `lockers`, once, by the
-    /// deployer; afterwards nobody can grant or revoke any role.
+    /// deployer; afterwards nobody can grant or revoke any role. Every locker that is a contract
+    /// must implement IStakeLocker: requestUnbond and openWorkOf add what it counts itself.
     function wire(address[] calldata slashers, address[] calldata lockers) external;
 
     /// Public API:
@@ -83,7 +84,9 @@ interface IStaking {
     /// @notice Stake of `account` that is unbonding, and when it is released.
     function unbondingOf(address account) external view returns (uint256 amount, uint64 releaseAt);
 
-    /// @notice Pieces of open work (accepted jobs, active leases) secured by `account`'s stake.
+    /// @notice Pieces of open work (accepted jobs, active leases) secured by `account`'s stake:
+    /// those locked through lockStake plus those each locker contract counts itself
+    /// (IStakeLocker.lockedWorkOf; JobEscrow counts committed jobs there).
     function openWorkOf(address account) external view returns (uint256);
 
     /// @notice Pull balance owed to `account`.

@@ -50,7 +50,8 @@ def test_a_batch_mixing_renters_tokens_and_providers_settles_every_job_once(
     theirs = [fund(provider2, renter), fund(provider2, stranger, token=True)]
     tx = _commit_all(escrow, mine, active_provider)
     assert [e["jobId"] for e in tx.events["ResultCommitted"]] == mine
-    assert len(tx.events["StakeLocked"]) == len(mine)  # one lock per job: each settles on its own
+    # One piece of open work per job (each settles on its own), counted by the escrow in one write.
+    assert "StakeLocked" not in tx.events and escrow.lockedWorkOf(active_provider) == len(mine)
     _commit_all(escrow, theirs, provider2)
     assert (staking.openWorkOf(active_provider), staking.openWorkOf(provider2)) == (4, 2)
 
@@ -132,3 +133,36 @@ def test_commit_batch_with_unequal_lengths_is_refused(escrow, fund, active_provi
     ids = [fund(active_provider, renter), fund(active_provider, renter)]
     with brownie.reverts(custom_error("JobEscrowBatchLengthMismatch")):
         escrow.commitResults([job_of(escrow, i) for i in ids], [ROOT], [ITEMS, ITEMS], [DIGEST, DIGEST], {"from": active_provider})
+
+
+def test_batched_jobs_lock_the_stake_until_the_last_one_settles(
+    escrow, staking, fund, active_provider, renter, disputer, custom_error
+):
+    """Attack: commit a batch (one count write for all), then unbond before the jobs settle. Every
+    job of the batch is a piece of open work: any unbond is refused until the last one is paid or
+    refunded, a frozen one included."""
+    jobs = [fund(active_provider, renter) for _ in range(3)]
+    _commit_all(escrow, jobs, active_provider)
+    assert escrow.lockedWorkOf(active_provider) == 3 and staking.openWorkOf(active_provider) == 3
+    with brownie.reverts(custom_error("StakingWorkOpen", active_provider, 3)):
+        staking.requestUnbond(1, {"from": active_provider})
+    escrow.freeze(job_of(escrow, jobs[2]), {"from": disputer})
+    chain.sleep(CHALLENGE_WINDOW)
+    escrow.finalizeJobs([job_of(escrow, i) for i in jobs[:2]], {"from": renter})
+    assert staking.openWorkOf(active_provider) == 1  # the frozen job still holds the stake
+    with brownie.reverts(custom_error("StakingWorkOpen", active_provider, 1)):
+        staking.requestUnbond(1, {"from": active_provider})
+    escrow.resolveFreeze(jobs[2], True, {"from": disputer})
+    assert escrow.lockedWorkOf(active_provider) == 0 and staking.openWorkOf(active_provider) == 0
+    staking.requestUnbond(1, {"from": active_provider})
+
+
+def test_a_batch_commit_below_the_minimum_stake_reverts_whole(
+    escrow, staking, fund, active_provider, renter, slasher, custom_error
+):
+    jobs = [fund(active_provider, renter) for _ in range(2)]
+    staking.slash(active_provider, 1, ZERO_ADDRESS, {"from": slasher})
+    with brownie.reverts(custom_error("StakingBelowMinimum", active_provider, ETHER - 1, ETHER)):
+        _commit_all(escrow, jobs, active_provider)
+    assert escrow.lockedWorkOf(active_provider) == 0
+    assert all(job_view(escrow, i)["status"] == JobStatus.FUNDED for i in jobs)

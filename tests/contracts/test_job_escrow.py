@@ -173,7 +173,9 @@ def test_provider_cannot_commit_for_someone_elses_job(
 def test_commit_result_accepts_a_funded_job_implicitly(escrow, staking, job_id, active_provider):
     tx = escrow.commitResult(job_of(escrow, job_id), ROOT, ITEMS, DIGEST, {"from": active_provider})
     assert "JobAccepted" not in tx.events  # the commit is the acceptance
-    assert tx.events["StakeLocked"]["openWork"] == 1 and staking.openWorkOf(active_provider) == 1
+    # The escrow counts the open job itself (no per-job write to Staking), and Staking adds it.
+    assert "StakeLocked" not in tx.events
+    assert escrow.lockedWorkOf(active_provider) == 1 and staking.openWorkOf(active_provider) == 1
     job = job_view(escrow, job_id)
     assert job["status"] == JobStatus.COMMITTED and job["committedAt"] == tx.timestamp
 
@@ -441,6 +443,22 @@ def test_withdraw_pays_eth_once(escrow, job_id, renter, custom_error):
     assert escrow.balance() == 0
     with brownie.reverts(custom_error("JobEscrowNothingOwed", ZERO_ADDRESS, renter)):
         escrow.withdraw(ZERO_ADDRESS, {"from": renter})
+
+
+def test_a_withdrawn_balance_is_credited_again_in_full(escrow, create, active_provider, renter, custom_error):
+    """A withdrawal keeps the balance slot live (a flag stays set): owedTo still reads zero, a
+    second withdraw still finds nothing, and the next credit adds up from zero."""
+    for round_ in range(2):
+        job_id = create()
+        escrow.commitResult(job_of(escrow, job_id), ROOT, ITEMS, DIGEST, {"from": active_provider})
+        chain.sleep(CHALLENGE_WINDOW)
+        escrow.finalize(job_of(escrow, job_id), {"from": renter})
+        payout = PRICE - PRICE * PROTOCOL_FEE_BPS // 10_000
+        assert escrow.owedTo(ZERO_ADDRESS, active_provider) == payout
+        assert escrow.withdraw(ZERO_ADDRESS, {"from": active_provider}).events["Withdrawn"]["amount"] == payout
+        assert escrow.owedTo(ZERO_ADDRESS, active_provider) == 0
+        with brownie.reverts(custom_error("JobEscrowNothingOwed", ZERO_ADDRESS, active_provider)):
+            escrow.withdraw(ZERO_ADDRESS, {"from": active_provider})
 
 
 def test_token_job_pays_provider_and_treasury_in_tokens(escrow, stablecoin, active_provider, renter, treasury):

@@ -245,6 +245,19 @@ def test_longest_delay_still_unbonds_and_releases(Staking, admin, treasury, veri
     assert contract.withdrawUnbonded({"from": verifier}).events["UnbondedWithdrawn"]["amount"] == ETHER
 
 
+def test_wire_refuses_a_locker_contract_that_does_not_count_its_work(
+    Staking, TestStablecoin, admin, treasury, escrow, leases
+):
+    """A locker contract must answer IStakeLocker.lockedWorkOf: one that cannot would make every
+    unbond revert later (or, if skipped, let stake it secures leave), so the wiring refuses it."""
+    not_a_locker = TestStablecoin.deploy({"from": admin})
+    contract = Staking.deploy(UNBONDING_DELAY, SLASH_REWARD_BPS, treasury, {"from": admin})
+    with brownie.reverts():
+        contract.wire([], [escrow, not_a_locker], {"from": admin})
+    contract.wire([], [escrow, leases], {"from": admin})
+    assert contract.openWorkOf(admin) == 0
+
+
 def test_wire_grants_roles_once_and_only_for_the_deployer(Staking, admin, treasury, stranger, custom_error):
     contract = Staking.deploy(UNBONDING_DELAY, SLASH_REWARD_BPS, treasury, {"from": admin})
     with brownie.reverts(custom_error("WiringNotDeployer", stranger)):
