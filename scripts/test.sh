@@ -54,6 +54,10 @@ if [ -z "${UNCHAINED_SKIP_HARDHAT:-}" ]; then
   port=$(python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   brownie networks modify hardhat-local port="$port" >/dev/null
 fi
+# Brownie's first load of the project after setup drops build files it does not keep (compiled
+# OpenZeppelin interfaces): load it once here, so that the two passes never load it while the
+# other rewrites it.
+brownie compile >/dev/null
 in_background "contracts on anvil" brownie test tests/contracts --disable-warnings
 if [ -z "${UNCHAINED_SKIP_HARDHAT:-}" ]; then
   in_background "contracts on Hardhat's node" env UNCHAINED_INVARIANT_EXAMPLES=3 \
