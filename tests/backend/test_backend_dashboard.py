@@ -215,6 +215,28 @@ def test_keccak_and_merkle_in_the_page_match_protocol(browser, server) -> None: 
     page.close()
 
 
+def test_a_wallet_connected_before_the_deployment_arrives_is_checked_against_it(browser, server, chain) -> None:  # type: ignore[no-untyped-def]
+    # The page's first fetch of /deployment held back until the wallet is connected (a quick
+    # click, a slow backend): the chain check waits for it instead of calling the network wrong.
+    wallet = InjectedWallet(chain[0].rpc_url)
+    page = browser.new_page()
+    page.expose_function("__testWallet", wallet.handle)
+    page.add_init_script(WALLET_SHIM)
+    held: list = []
+    page.route("**/deployment", lambda route: held.append(route))
+    page.goto(server + "/")
+    page.click("#connect")
+    page.wait_for_function("document.getElementById('account').textContent.length > 0")
+    assert held, "the page never asked for /deployment"
+    for route in held:
+        route.continue_()
+    page.wait_for_function("document.getElementById('wallet-balance').textContent.length > 0")
+    balance = page.inner_text("#wallet-balance")
+    assert balance.endswith(" ETH") and "another network" not in balance, balance
+    assert page.is_hidden("#chain-warning")
+    page.close()
+
+
 def test_empty_model_field_gives_a_readable_error(browser, server, chain, tmp_path) -> None:  # type: ignore[no-untyped-def]
     wallet = InjectedWallet(chain[0].rpc_url)
     page = open_page(browser, server, wallet)

@@ -53,9 +53,17 @@ async function call(contract, signature, args = []) {
 function authHeaders(extra = {}) { return { ...extra, Authorization: `Bearer ${state.token}` }; }
 
 // ---- network and sign-in: both refuse before anything is paid ----
+// The deployment (chain id, addresses), fetched once and again after a failure: the wallet may
+// be connected before the page's first fetch has answered.
+let deploymentLoad = null;
+function deployment() {
+  deploymentLoad ??= api("/deployment").then((d) => (state.deployment = d), (e) => { deploymentLoad = null; throw e; });
+  return deploymentLoad;
+}
+
 async function checkChain() {
+  const wanted = (await deployment()).chain_id;
   const walletChain = Number(BigInt(await wallet("eth_chainId")));
-  const wanted = state.deployment.chain_id;
   if (walletChain === wanted) { $("chain-warning").hidden = true; return; }
   $("chain-warning").hidden = false;
   $("chain-text").textContent = `Your wallet is on chain ${walletChain}; this marketplace settles on chain ${wanted}.`;
@@ -573,7 +581,7 @@ $("pog-provider").onchange = (e) => loadPog(e.target.value);
 $("only-mine").onchange = () => loadJobs();
 document.addEventListener("visibilitychange", () => { if (!document.hidden) refresh(); });
 (async () => {
-  try { state.deployment = await api("/deployment"); } catch (e) { say(`error: ${e.message}`); }
+  try { await deployment(); } catch (e) { say(`error: ${e.message}`); }
   await Promise.all([refresh(), loadModels()]);
   setInterval(refresh, POLL_MS);
 })();
