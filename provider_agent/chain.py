@@ -26,7 +26,7 @@ from web3.types import TxReceipt
 from client import contracts
 from client.contracts import Struct
 from client.errors import ClientError
-from client.escrow_jobs import read_job
+from client.escrow_jobs import JobNotFound, read_job
 from client.tx import TxSender, connect
 from protocol.deployments import Deployment, DeploymentFormatError
 from protocol.enums import ChallengeKind, ChallengeStatus, JobStatus, LeaseStatus
@@ -180,6 +180,21 @@ class ProviderChain:
                           challenge_window_end=state.endsAt if j.is_committed else 0,
                           status=JobStatus(state.status), frozen=state.frozen, output_root=j.output_root,
                           item_count=j.item_count, escrow_job=j)
+
+    def dispatched_job(self, job: EscrowJob) -> OnChainJob | None:
+        """The job as dispatched, if the escrow's slot vouches for it: one slot read when the slot
+        holds this Job's hash (funded, not yet committed: the dispatch's case), else the job
+        rebuilt from its events (committed, or not what was dispatched); None: no such job."""
+        state = self.contract("JobEscrow").functions.jobState(job.id).call()
+        if bytes(state.jobHash) == job.job_hash():
+            return OnChainJob(job_id=JobId(job.id), renter=job.renter, provider=job.provider, token=job.token,
+                              price=Wei(job.price), spec_hash=job.spec_hash, deadline=job.deadline,
+                              challenge_window_end=0, status=JobStatus(state.status), frozen=state.frozen,
+                              output_root=job.output_root, item_count=job.item_count, escrow_job=job)
+        try:
+            return self.job(JobId(job.id))
+        except JobNotFound:
+            return None
 
     def escrow_domain(self) -> EscrowDomain:
         """JobEscrow's EIP-712 domain, under which job results are signed (no chain read)."""

@@ -41,8 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from client.errors import TransactionReverted
-from client.escrow_jobs import JobNotFound
 from protocol.enums import ChallengeKind, JobStatus
+from protocol.escrow_job import EscrowJob
 from protocol.ids import ChallengeId, JobId
 from protocol.job_result import JobResult, SignedJobResult
 from protocol.jobs import JobSpec, JobSpecError
@@ -208,7 +208,7 @@ class JobService:
         job_id, began = job.job_id, time.monotonic()
         if job.provider != self.chain.address.lower():
             raise NotOurJob(job_id, job.provider)
-        check = self._checks.submit(self._read_chain, job_id)
+        check = self._checks.submit(self._read_chain, job)
         record = self.store.claim(job_id, job.deadline, job)
         if record.status in (SIGNED, COMMITTED, FINALIZED, REFUNDED):
             return self._settle_known(job, record.status, check.result())
@@ -241,12 +241,8 @@ class JobService:
         return JobOutcome(job_id, "signed", result.output_root, result.item_count, seconds=seconds,
                           uploaded=self._upload_if_pending(job_id))
 
-    def _read_chain(self, job_id: JobId) -> ChainView:
-        try:
-            job = self.chain.job(job_id)
-        except JobNotFound:
-            job = None
-        return ChainView(job, self.chain.now())
+    def _read_chain(self, job: DispatchedJob) -> ChainView:
+        return ChainView(self.chain.dispatched_job(EscrowJob.from_created(job.to_json())), self.chain.now())
 
     def _require_funded_for_us(self, job: DispatchedJob, view: ChainView) -> None:
         """Releases nothing for a job the chain does not show funded, ours, with the dispatched

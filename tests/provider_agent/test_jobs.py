@@ -229,6 +229,21 @@ def test_nothing_is_released_for_a_dispatched_job_the_chain_does_not_show_funded
     assert agent.committer.commit_signed() == [job_id]
 
 
+def test_a_job_dispatched_as_funded_is_checked_by_its_slot_alone(agent, market, monkeypatch):
+    """The check beside the work reads the escrow's slot (the dispatched Job hashes to it) and
+    the chain's time: no event query, whose cost grows with the chain on many nodes."""
+    content = agent.settings.content_dir
+    job_id, _ = market.create_job(content, save_torchscript(Tiny(), content), ITEMS[:2])
+
+    def no_event_query(job_id):  # type: ignore[no-untyped-def]
+        raise AssertionError(f"job {job_id} rebuilt from its events")
+
+    monkeypatch.setattr(agent.chain, "job", no_event_query)
+    assert agent.jobs.process(market.dispatched(job_id)).status == "signed"
+    monkeypatch.undo()
+    assert agent.committer.commit_signed() == [job_id]
+
+
 def test_a_batch_with_one_bad_job_commits_the_rest_and_refunds_the_bad_one(agent, market):
     content = agent.settings.content_dir
     model = save_torchscript(Tiny(), content)
