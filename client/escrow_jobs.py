@@ -24,12 +24,14 @@ def read_job(escrow: Contract, job_id: int, from_block: int = 0) -> EscrowJob:
     """The job `job_id`, with its result once committed, as its slot's hash vouches for. A node
     may still serve logs of blocks it has since replaced (a reorg, a test's snapshot revert), so
     the newest events that hash to the slot are the job."""
+    # The slot first, then the logs: a commit mined between the two reads is then a newer event the
+    # loop below passes over, never a slot whose event was not fetched.
+    stored = bytes(escrow.functions.jobState(job_id).call().jobHash)
     created = escrow.events.JobCreated().get_logs(argument_filters={"jobId": job_id}, from_block=from_block)
     if not created:
         raise JobNotFound(f"job {job_id} does not exist on escrow {escrow.address} (no JobCreated from block "
                           f"{from_block}: check the job id and --deployment)")
     commits = escrow.events.ResultCommitted().get_logs(argument_filters={"jobId": job_id}, from_block=from_block)
-    stored = bytes(escrow.functions.jobState(job_id).call().jobHash)
     for event in reversed(created):
         job = EscrowJob.from_created(event["args"])
         candidates = [job] + [job.committed(c["args"]["outputRoot"], c["args"]["itemCount"],

@@ -7,6 +7,7 @@ ends as a clear error, a refunded renter and a live agent."""
 from __future__ import annotations
 
 import dataclasses
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -289,6 +290,31 @@ def test_a_restart_commits_what_was_signed_before_it(agent, market, settings_for
     assert "0x" + agent.chain.job(job_id).output_root.hex() == restarted.jobs.signed_result(job_id).result.output_root
     # A redelivery of the dispatch after the restart does nothing more.
     assert restarted.jobs.process(market.dispatched(job_id)).status == "already-committed"
+
+
+def test_a_job_read_while_its_commit_is_mined_is_found(agent, market):
+    """A reader (the agent's heartbeat, a renter, the verifier) racing the provider's committer:
+    the commit is mined right after the reader's event queries. The slot is read before them, so
+    the events fetched always include the ones its hash covers."""
+    content = agent.settings.content_dir
+    job_id, _ = market.create_job(content, save_torchscript(Tiny(), content), ITEMS[:2])
+    assert agent.jobs.process(market.dispatched(job_id)).status == "signed"
+    escrow = agent.chain.contract("JobEscrow")
+
+    def commits_then_the_commit_is_mined():  # type: ignore[no-untyped-def]
+        query = escrow.events.ResultCommitted()
+
+        def get_logs(**kwargs):  # type: ignore[no-untyped-def]
+            logs = query.get_logs(**kwargs)
+            assert agent.committer.commit_signed() == [job_id]
+            return logs
+        return SimpleNamespace(get_logs=get_logs)
+
+    racing = SimpleNamespace(address=escrow.address, functions=escrow.functions, events=SimpleNamespace(
+        JobCreated=escrow.events.JobCreated, ResultCommitted=commits_then_the_commit_is_mined))
+    job = read_job(racing, job_id)
+    assert job.id == job_id and not job.is_committed  # the job as the slot stood when it was read
+    assert read_job(escrow, job_id).is_committed
 
 
 def test_failure_reason_fits_the_escrow_and_keeps_the_error_of_a_traceback():
