@@ -69,11 +69,8 @@ block_time_tests=(tests/e2e/test_market_job.py tests/e2e/test_faults.py)
 # scenario (its Ctrl-C test starts `unchained demo`, whose chain does not read the variable).
 instant_e2e_tests=(tests/cli/test_demo.py::test_the_demo_pays_the_honest_provider_refunds_the_cheaters_renter_and_slashes_the_cheater)
 pytest=(python -m pytest -p no:pytest-brownie -q -n "${UNCHAINED_TEST_WORKERS:-2}" --dist loadfile)
-# The block-time pass (a market of its own, its own chain and Redis on free ports) in the background
-# too, on one worker: its two modules wait on blocks most of the time.
-in_background "end-to-end tests with a block a second" env UNCHAINED_TEST_BLOCK_TIME=1 \
-  python -m pytest -p no:pytest-brownie -q "${block_time_tests[@]}"
 "${pytest[@]}" tests --ignore=tests/contracts "${block_time_tests[@]/#/--ignore=}"
+UNCHAINED_TEST_BLOCK_TIME=1 "${pytest[@]}" "${block_time_tests[@]}"
 if [ -n "${UNCHAINED_TEST_BOTH_MODES:-}" ]; then
   "${pytest[@]}" "${block_time_tests[@]}"
   UNCHAINED_TEST_BLOCK_TIME=1 "${pytest[@]}" "${instant_e2e_tests[@]}"
