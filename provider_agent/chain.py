@@ -70,6 +70,16 @@ class OnChainJob:
     escrow_job: EscrowJob  # the Job JobEscrow's calls take (protocol.escrow_job)
 
 
+def _on_chain_job(j: EscrowJob, state: Struct) -> OnChainJob:
+    """The Job with its slot's state (JobState): the window end only once committed (before, the
+    slot's endsAt is a requested cancel's time)."""
+    return OnChainJob(job_id=JobId(j.id), renter=j.renter, provider=j.provider, token=j.token, price=Wei(j.price),
+                      spec_hash=j.spec_hash, deadline=j.deadline,
+                      challenge_window_end=state.endsAt if j.is_committed else 0,
+                      status=JobStatus(state.status), frozen=state.frozen, output_root=j.output_root,
+                      item_count=j.item_count, escrow_job=j)
+
+
 def load_deployment(directory: Path, chain_id: int) -> Deployment:
     """Reads deployments/<chainId>.json (written by `unchained deploy`)."""
     path = directory / f"{chain_id}.json"
@@ -174,12 +184,7 @@ class ProviderChain:
         """The job from its events (client.escrow_jobs) and the escrow's slot (status, freeze)."""
         escrow = self.contract("JobEscrow")
         j = read_job(escrow, job_id)
-        state = escrow.functions.jobState(job_id).call()
-        return OnChainJob(job_id=job_id, renter=j.renter, provider=j.provider, token=j.token, price=Wei(j.price),
-                          spec_hash=j.spec_hash, deadline=j.deadline,
-                          challenge_window_end=state.endsAt if j.is_committed else 0,
-                          status=JobStatus(state.status), frozen=state.frozen, output_root=j.output_root,
-                          item_count=j.item_count, escrow_job=j)
+        return _on_chain_job(j, escrow.functions.jobState(job_id).call())
 
     def dispatched_job(self, job: EscrowJob) -> OnChainJob | None:
         """The job as dispatched, if the escrow's slot vouches for it: one slot read when the slot
@@ -187,10 +192,7 @@ class ProviderChain:
         rebuilt from its events (committed, or not what was dispatched); None: no such job."""
         state = self.contract("JobEscrow").functions.jobState(job.id).call()
         if bytes(state.jobHash) == job.job_hash():
-            return OnChainJob(job_id=JobId(job.id), renter=job.renter, provider=job.provider, token=job.token,
-                              price=Wei(job.price), spec_hash=job.spec_hash, deadline=job.deadline,
-                              challenge_window_end=0, status=JobStatus(state.status), frozen=state.frozen,
-                              output_root=job.output_root, item_count=job.item_count, escrow_job=job)
+            return _on_chain_job(job, state)
         try:
             return self.job(JobId(job.id))
         except JobNotFound:
