@@ -9,7 +9,7 @@ class identification), so a box can see what a verifier would decide before stak
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -22,10 +22,10 @@ from protocol.pog.challenge import MIN_K
 from protocol.pog.profiles import lookup, n_for
 from protocol.pog.workload import check_n
 from provider_agent import ProviderAgentError
-from provider_agent.gpus import Device, detect, resolve
-from provider_agent.keccak_native import require_native
-from provider_agent.pog_local import LocalRoundResult, local_round
-from provider_agent.pog_prover import TORCH_DTYPES, default_dtype
+
+if TYPE_CHECKING:
+    from provider_agent.gpus import Device
+    from provider_agent.pog_local import LocalRoundResult
 
 pog_app = typer.Typer(help="Proof of GPU: local benchmark and self-proof.", no_args_is_help=True)
 console = Console()
@@ -47,6 +47,12 @@ def run(
                                                    "on CPU, int8 on GPU.")] = None,
 ) -> None:
     """Generate, multiply, commit, self-challenge and verify; print TFLOPS, time split, class."""
+    # Imported here: they load torch (about 2 s), which no other command of the CLI needs.
+    from provider_agent.gpus import detect, resolve
+    from provider_agent.keccak_native import require_native
+    from provider_agent.pog_local import local_round
+    from provider_agent.pog_prover import TORCH_DTYPES, default_dtype
+
     require_native()  # before minutes of matmul: a slow hasher would understate the device
     try:
         devices = [resolve(device)] if device else detect()

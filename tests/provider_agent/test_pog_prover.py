@@ -134,7 +134,7 @@ def class_row(output):
 
 
 def test_pog_run_never_names_this_cpu_a_t4(monkeypatch):
-    monkeypatch.setattr("provider_agent.cli.resolve",
+    monkeypatch.setattr("provider_agent.gpus.resolve",
                         lambda spec: Device("cpu", "Tesla T4", "GPU-t4", 0))
     result = CliRunner().invoke(pog_app, ["run", "--n", "128", "--device", "cpu"])
     assert "T4" not in class_row(result.output), result.output
@@ -148,7 +148,7 @@ def test_pog_run_says_unidentified_when_a_cpu_server_could_match(monkeypatch):
     real = local.identify
     monkeypatch.setattr(local, "identify", lambda name, tflops, dtype, count:
                         real(name, max(tflops * 1000, 5.0), dtype, count))
-    monkeypatch.setattr("provider_agent.cli.resolve",
+    monkeypatch.setattr("provider_agent.gpus.resolve",
                         lambda spec: Device("cpu", "Tesla T4", "GPU-t4", 0))
     result = CliRunner(env={"COLUMNS": "200"}).invoke(pog_app, ["run", "--n", "128", "--device",
                                                                "cpu"])
