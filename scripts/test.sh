@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The test command (README, .ci/run): installs what is missing, then runs every test suite.
 #
-# The Python end-to-end tests run on two kinds of chain; each passes on both, CI runs each once:
+# The Python end-to-end tests run on two kinds of chain; each passes on both, CI runs each once,
+# all in one pytest run:
 # - instant mining (a transaction is mined as it arrives): protocol, services, the CLI and the
 #   demo (its Ctrl-C test included);
-# - a block a second, every transaction waiting for the next block as on a real chain
-#   (UNCHAINED_TEST_BLOCK_TIME=1): the paid job through the market (tests/e2e/test_market_job.py)
-#   and the faults on the whole market (tests/e2e/test_faults.py).
+# - a block a second, every transaction waiting for the next block as on a real chain: the
+#   modules marked `block_time`, the paid job through the market (tests/e2e/test_market_job.py)
+#   and the faults on the whole market (tests/e2e/test_faults.py). UNCHAINED_TEST_BLOCK_TIME, where
+#   set, puts every module on that kind of chain (0: instant mining).
 # UNCHAINED_TEST_BOTH_MODES=1 also runs those end-to-end tests in the other mode (about 5.5 more minutes
 # on a quiet 2-core machine: paid job 29 s, faults 185 s, demo scenario 102 s).
 set -euo pipefail
@@ -64,16 +66,16 @@ if [ -z "${UNCHAINED_SKIP_HARDHAT:-}" ]; then
     brownie test tests/contracts --network hardhat-local --disable-warnings
 fi
 # Everything else (protocol, services, end-to-end) with plain pytest; brownie's plugin stays off.
-block_time_tests=(tests/e2e/test_market_job.py tests/e2e/test_faults.py)
-# Run with instant mining in CI, and with UNCHAINED_TEST_BOTH_MODES also with the block time: the demo's
-# scenario (its Ctrl-C test starts `unchained demo`, whose chain does not read the variable).
-instant_e2e_tests=(tests/cli/test_demo.py::test_the_demo_pays_the_honest_provider_refunds_the_cheaters_renter_and_slashes_the_cheater)
+# The block-time modules wait on blocks most of the time: in the same run as the rest, a worker
+# busy with them leaves the CPU to the other worker and the contract passes.
 pytest=(python -m pytest -p no:pytest-brownie -q -n "${UNCHAINED_TEST_WORKERS:-2}" --dist loadfile)
-"${pytest[@]}" tests --ignore=tests/contracts "${block_time_tests[@]/#/--ignore=}"
-UNCHAINED_TEST_BLOCK_TIME=1 "${pytest[@]}" "${block_time_tests[@]}"
+"${pytest[@]}" tests --ignore=tests/contracts
 if [ -n "${UNCHAINED_TEST_BOTH_MODES:-}" ]; then
-  "${pytest[@]}" "${block_time_tests[@]}"
-  UNCHAINED_TEST_BLOCK_TIME=1 "${pytest[@]}" "${instant_e2e_tests[@]}"
+  UNCHAINED_TEST_BLOCK_TIME=0 "${pytest[@]}" -m block_time tests --ignore=tests/contracts
+  # The demo's scenario with the block time (its Ctrl-C test starts `unchained demo`, whose chain
+  # does not read the variable).
+  UNCHAINED_TEST_BLOCK_TIME=1 "${pytest[@]}" \
+    tests/cli/test_demo.py::test_the_demo_pays_the_honest_provider_refunds_the_cheaters_renter_and_slashes_the_cheater
 fi
 trap - EXIT
 background_results

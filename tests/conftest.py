@@ -1,7 +1,8 @@
 """What every Python test shares (the helpers live in tests/support/):
 
 - `chains`: the session's anvil chains with the contract set deployed once (tests/support/chain.py);
-  `shared_chain`: the module's chain of the kind UNCHAINED_TEST_BLOCK_TIME names, as just deployed.
+  `shared_chain`: the module's chain as just deployed, of the kind UNCHAINED_TEST_BLOCK_TIME names
+  (unset: a block a second for a module marked `block_time`, else instant mining).
 - `redis_url`: a private redis-server for each module (its queues and results never reach the next
   module's workers).
 - A test that runs a CLI command in-process (which configures logging for a real terminal) must
@@ -23,9 +24,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from tests.support.chain import SharedChain, SharedChains  # noqa: E402
+from tests.support.chain import SharedChain, SharedChains, module_block_time  # noqa: E402
 from tests.support.redis import private_redis  # noqa: E402
-from unchained_cli.chain import block_time_from_env  # noqa: E402
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -55,9 +55,9 @@ def chains(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedChains]:
 
 
 @pytest.fixture(scope="module")
-def shared_chain(chains: SharedChains) -> SharedChain:
-    """The session chain in the mode UNCHAINED_TEST_BLOCK_TIME asks for, as just deployed."""
-    return chains.get(block_time_from_env())
+def shared_chain(request: pytest.FixtureRequest, chains: SharedChains) -> SharedChain:
+    """The session chain of the module's kind (module_block_time), as just deployed."""
+    return chains.get(module_block_time(request.node))
 
 
 @pytest.fixture(scope="module")

@@ -63,11 +63,12 @@ def stop_on_sigterm() -> None:
         signal.signal(sig, interrupt)
 
 
-def block_time_from_env() -> float | None:
-    """UNCHAINED_TEST_BLOCK_TIME as seconds per block; None (instant mining) when unset or 0."""
+def block_time_from_env(default: float | None = None) -> float | None:
+    """UNCHAINED_TEST_BLOCK_TIME as seconds per block: None (instant mining) when 0, `default`
+    when unset."""
     raw = os.environ.get(BLOCK_TIME_ENV, "").strip()
     if not raw:
-        return None
+        return default
     try:
         seconds = float(raw)
     except ValueError as exc:

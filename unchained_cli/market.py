@@ -101,10 +101,11 @@ class MarketPlan:
         return max(used) + 1
 
 
-def plan_from_env(plan: MarketPlan) -> MarketPlan:
-    """`plan` on the chain that UNCHAINED_TEST_BLOCK_TIME asks for: with a block time, every
-    transaction waits for the next block; unset, the plan as it is (transactions mined at once)."""
-    block_time = block_time_from_env()
+def plan_from_env(plan: MarketPlan, default_block_time: float | None = None) -> MarketPlan:
+    """`plan` on the chain that UNCHAINED_TEST_BLOCK_TIME asks for (`default_block_time` when it
+    is unset): with a block time, every transaction waits for the next block; with none (0), the
+    plan as it is (transactions mined at once)."""
+    block_time = block_time_from_env(default_block_time)
     return plan if block_time is None else replace(plan, block_time=block_time, instant=False)
 
 

@@ -34,19 +34,20 @@ from backend.wallet import Wallet
 from client.escrow_jobs import read_job_view
 from protocol.enums import JobStatus
 from protocol.jobs import encode_output
+from tests.support.chain import BLOCK_TIME_S
 from tests.tiny_models import Slow, Tiny
 from unchained_cli.market import (ETH, FAST_PARAMS, ZERO_ADDRESS, Ledger, LocalMarket, MarketPlan, ProviderPlan,
                                   dev_account, plan_from_env, wait_for)
 
 pytestmark = [pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server is not installed"),
-              pytest.mark.e2e, pytest.mark.slow]
+              pytest.mark.e2e, pytest.mark.slow, pytest.mark.block_time]
 
 CHALLENGE_WINDOW = 30  # long enough for a restarted verifier (its start-up takes seconds) to audit a job
-# UNCHAINED_TEST_BLOCK_TIME=1: anvil with a block a second, every transaction waiting for it.
+# A block a second, every transaction waiting for it (UNCHAINED_TEST_BLOCK_TIME=0: mined at once).
 PLAN = plan_from_env(MarketPlan(
     providers=(ProviderPlan("provider-a", 1, mining=False), ProviderPlan("provider-b", 2, mining=False)),
     verifiers=(3,), renters=(4, 5), params=replace(FAST_PARAMS, challenge_window=CHALLENGE_WINDOW),
-    pog_interval_s=3600.0))
+    pog_interval_s=3600.0), default_block_time=BLOCK_TIME_S)
 ITEMS = [np.random.default_rng(i).standard_normal(8).astype(np.float32) for i in range(4)]
 MAX_PRICE = ETH // 20
 SETTLE_TIMEOUT = 90  # run and commit, or audit, or the agent's next heartbeat; on a busy CI box

@@ -48,10 +48,11 @@ from tests.tiny_models import Raises, Tiny
 from unchained_cli.deploy import Deployer, deploy_all, write_deployment
 from unchained_cli.market import wait_for
 
-pytestmark = pytest.mark.e2e
+# A block a second, every transaction waiting for it (UNCHAINED_TEST_BLOCK_TIME=0: mined at once).
+pytestmark = [pytest.mark.e2e, pytest.mark.block_time]
 
 # Far more blocks than come on their own while the lagging test looks (one per transaction on an
-# instant chain, a block a second with UNCHAINED_TEST_BLOCK_TIME=1): only the blocks the test mines
+# instant chain, a block a second on the block-time chain): only the blocks the test mines
 # give the backend its confirmations.
 LAG_BLOCKS = 120
 

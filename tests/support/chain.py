@@ -12,11 +12,22 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
 from web3 import Web3
 
 from protocol.deployments import Deployment
-from unchained_cli.chain import LocalChain, free_port
+from unchained_cli.chain import LocalChain, block_time_from_env, free_port
 from unchained_cli.deploy import Deployer, deploy_all, write_deployment
+
+
+# Seconds per block of a module marked `block_time` (the test command runs those modules so, beside
+# the rest with instant mining); UNCHAINED_TEST_BLOCK_TIME, where set, wins (0: instant mining).
+BLOCK_TIME_S = 1.0
+
+
+def module_block_time(node: pytest.Item | pytest.Collector) -> float | None:
+    """The block time the test's module runs with: None for instant mining."""
+    return block_time_from_env(BLOCK_TIME_S if node.get_closest_marker("block_time") else None)
 
 
 @dataclass
