@@ -13,6 +13,7 @@ import os
 import re
 import tempfile
 import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import NewType, Protocol
 
@@ -133,13 +134,23 @@ class HttpSource:
 
 
 class ContentCache:
-    """Hash-verified files under `root`, at most `max_bytes` in total, LRU-evicted."""
+    """Hash-verified files under `root`, at most `max_bytes` in total, LRU-evicted.
+
+    The files and their order of use are also kept in memory, so that storing one costs the same
+    however many the cache holds (reading the directory at every store made each job's fetches
+    grow with the cache). The directory stays the truth: it is read at the first store and again
+    every RESCAN_EVERY stores, which counts what another process sharing it stored or removed."""
+
+    RESCAN_EVERY = 256
 
     def __init__(self, root: Path, max_bytes: int, source: ContentSource) -> None:
         self.root = root
         self.max_bytes = max_bytes
         self.source = source
         self._lock = threading.Lock()
+        self._sizes: OrderedDict[str, int] | None = None  # name -> bytes, least recently used first
+        self._used = 0
+        self._stores = 0  # since the directory was last read
         root.mkdir(parents=True, exist_ok=True)
 
     def path(self, name: str) -> Path:
@@ -147,7 +158,10 @@ class ContentCache:
         name = _check_name(name)
         path = self.root / name
         if path.exists():
-            os.utime(path)  # most recently used
+            os.utime(path)  # most recently used, also for the next process that reads the directory
+            with self._lock:
+                if self._sizes is not None and name in self._sizes:
+                    self._sizes.move_to_end(name)
             return path
         data = self.source.fetch(name, self.max_bytes)
         actual = content_hash(data)
@@ -159,6 +173,9 @@ class ContentCache:
             with os.fdopen(fd, "wb") as out:
                 out.write(data)
             os.replace(tmp, path)  # atomic: a reader never sees a partial file
+            assert self._sizes is not None  # read by _make_room
+            self._sizes[name] = len(data)
+            self._used += len(data)
         logger.info("cached %s (%d bytes)", name, len(data))
         return path
 
@@ -171,11 +188,28 @@ class ContentCache:
     def _entries(self) -> list[Path]:
         return [p for p in self.root.iterdir() if _HASH.match(p.name)]
 
+    def _read_directory(self) -> None:
+        """The cached files from the directory, in order of last use (their mtimes)."""
+        found = []
+        for entry in os.scandir(self.root):
+            if _HASH.match(entry.name):
+                try:
+                    stat = entry.stat()
+                except FileNotFoundError:  # removed meanwhile by another process
+                    continue
+                found.append((stat.st_mtime, entry.name, stat.st_size))
+        found.sort()
+        self._sizes = OrderedDict((name, size) for _, name, size in found)
+        self._used = sum(self._sizes.values())
+        self._stores = 0
+
     def _make_room(self, incoming: int) -> None:
-        entries = sorted(self._entries(), key=lambda p: p.stat().st_mtime)
-        used = sum(p.stat().st_size for p in entries)
-        while entries and used + incoming > self.max_bytes:
-            victim = entries.pop(0)
-            used -= victim.stat().st_size
-            victim.unlink(missing_ok=True)
-            logger.info("evicted %s from the cache", victim.name)
+        if self._sizes is None or self._stores >= self.RESCAN_EVERY:
+            self._read_directory()
+        assert self._sizes is not None
+        self._stores += 1
+        while self._sizes and self._used + incoming > self.max_bytes:
+            victim, size = self._sizes.popitem(last=False)
+            self._used -= size
+            (self.root / victim).unlink(missing_ok=True)
+            logger.info("evicted %s from the cache", victim)

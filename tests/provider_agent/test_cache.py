@@ -71,3 +71,37 @@ def test_missing_and_oversized_content_are_clear_errors(backend, tmp_path):
         cache.path("0x" + "ab" * 32)
     with pytest.raises(ContentTooLarge):
         cache.path(_blob(1000))
+
+
+def test_a_store_does_not_read_the_whole_directory_again(backend, tmp_path, monkeypatch):
+    cache = ContentCache(tmp_path, 100_000, HttpSource(backend))
+    reads = []
+    real_scandir = os.scandir
+    monkeypatch.setattr(os, "scandir", lambda path: reads.append(path) or real_scandir(path))
+    for _ in range(20):
+        cache.path(_blob(100))
+    assert len(reads) == 1  # at the first store only: storing costs the same however full the cache is
+    assert cache.used_bytes() == 2000
+
+
+def test_a_restarted_cache_evicts_by_last_use_on_disk(backend, tmp_path):
+    first = ContentCache(tmp_path, 3000, HttpSource(backend))
+    a, b, c = _blob(1000), _blob(1000), _blob(1000)
+    for age, name in enumerate((a, b, c)):
+        first.path(name)
+        os.utime(tmp_path / name, (1_000_000 + age, 1_000_000 + age))  # a used longest ago
+    first.path(b)  # b used now
+    restarted = ContentCache(tmp_path, 3000, HttpSource(backend))
+    restarted.path(_blob(1000))
+    assert not (tmp_path / a).exists() and (tmp_path / b).exists() and (tmp_path / c).exists()
+
+
+def test_files_another_process_stored_are_counted_at_the_next_reading(backend, tmp_path):
+    ours = ContentCache(tmp_path, 3000, HttpSource(backend))
+    ours.RESCAN_EVERY = 1  # the directory read again at every store after the first
+    ours.path(_blob(1000))
+    theirs = ContentCache(tmp_path, 3000, HttpSource(backend))
+    theirs.path(_blob(1000))
+    theirs.path(_blob(1000))
+    ours.path(_blob(1000))  # the directory read again: three files there, one goes for the fourth
+    assert ours.used_bytes() <= 3000
