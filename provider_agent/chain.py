@@ -99,6 +99,7 @@ class ProviderChain:
         self.account = account
         self.deployment = deployment
         self._contracts: dict[str, Contract] = {}
+        self._job_state: contracts.ViewCall | None = None
         # The heartbeat thread and the Celery task both send: through this one sender, which owns the nonce.
         self.sender = TxSender(web3, account, deployment)
 
@@ -186,17 +187,23 @@ class ProviderChain:
         j = read_job(escrow, job_id)
         return _on_chain_job(j, escrow.functions.jobState(job_id).call())
 
-    def dispatched_job(self, job: EscrowJob) -> OnChainJob | None:
-        """The job as dispatched, if the escrow's slot vouches for it: one slot read when the slot
-        holds this Job's hash (funded, not yet committed: the dispatch's case), else the job
-        rebuilt from its events (committed, or not what was dispatched); None: no such job."""
-        state = self.contract("JobEscrow").functions.jobState(job.id).call()
+    def dispatched_job(self, job: EscrowJob) -> tuple[OnChainJob | None, int]:
+        """The job as dispatched, if the escrow's slot vouches for it, and the chain's time: the
+        slot and the latest block in one round trip when the slot holds this Job's hash (funded,
+        not yet committed: the dispatch's case), else the job rebuilt from its events (committed,
+        or not what was dispatched). None: no such job. This read runs beside every job's work,
+        so it skips web3's per-call work (ViewCall)."""
+        if self._job_state is None:
+            self._job_state = contracts.ViewCall(self.contract("JobEscrow"), "jobState")
+        state, now = contracts.read_with(self.web3, [self._job_state.request(job.id),
+                                                     ("eth_getBlockByNumber", ["latest", False])],
+                                         [self._job_state.decode, lambda block: int(block["timestamp"], 16)])
         if bytes(state.jobHash) == job.job_hash():
-            return _on_chain_job(job, state)
+            return _on_chain_job(job, state), now
         try:
-            return self.job(JobId(job.id))
+            return self.job(JobId(job.id)), now
         except JobNotFound:
-            return None
+            return None, now
 
     def escrow_domain(self) -> EscrowDomain:
         """JobEscrow's EIP-712 domain, under which job results are signed (no chain read)."""

@@ -242,7 +242,7 @@ class JobService:
                           uploaded=self._upload_if_pending(job_id))
 
     def _read_chain(self, job: DispatchedJob) -> ChainView:
-        return ChainView(self.chain.dispatched_job(EscrowJob.from_created(job.to_json())), self.chain.now())
+        return ChainView(*self.chain.dispatched_job(EscrowJob.from_created(job.to_json())))
 
     def _require_funded_for_us(self, job: DispatchedJob, view: ChainView) -> None:
         """Releases nothing for a job the chain does not show funded, ours, with the dispatched
