@@ -16,8 +16,8 @@ is recorded as such, never sent again; otherwise the job is recorded failed with
 reason, and `refund_failed` refunds its renter. The escrow itself accepts one commit per job,
 so nothing is committed twice.
 
-A round runs when a job is signed (`wake`) and every `interval_s` (finalizations, retries after an
-unreachable node).
+A round runs `gather_s` after a job is signed (`wake`) and every `interval_s` (finalizations,
+retries after an unreachable node).
 """
 
 from __future__ import annotations
@@ -44,10 +44,12 @@ T = TypeVar("T")
 
 
 class Committer:
-    def __init__(self, jobs: JobService, interval_s: float = 5.0, batch_size: int = MAX_BATCH) -> None:
+    def __init__(self, jobs: JobService, interval_s: float = 5.0, batch_size: int = MAX_BATCH,
+                 gather_s: float = 0.25) -> None:
         self.jobs = jobs
         self.interval_s = interval_s
         self.batch_size = batch_size
+        self.gather_s = gather_s
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -81,7 +83,11 @@ class Committer:
                 logger.warning("committer: round failed, again in %.1f s: %s", self.interval_s, exc)
             except Exception:  # never let the thread die: a dead committer leaves signed jobs unpaid
                 logger.exception("committer: round failed, again in %.1f s", self.interval_s)
-            self._wake.wait(self.interval_s)
+            if self._wake.wait(self.interval_s):
+                # Woken by a signed job: its reply to the renter goes out first (a round is tens of
+                # milliseconds of Python that would share the interpreter with it), and the jobs
+                # signed meanwhile go in the same commit.
+                self._stop.wait(self.gather_s)
 
     def run_once(self) -> tuple[list[int], list[int]]:
         """One round: (jobs committed now, jobs finalized now)."""

@@ -208,8 +208,9 @@ class JobService:
         job_id, began = job.job_id, time.monotonic()
         if job.provider != self.chain.address.lower():
             raise NotOurJob(job_id, job.provider)
-        check = self._checks.submit(self._read_chain, job)
         record = self.store.claim(job_id, job.deadline, job)
+        # Submitted after the claim: the read's Python would share the interpreter with it.
+        check = self._checks.submit(self._read_chain, job)
         if record.status in (SIGNED, COMMITTED, FINALIZED, REFUNDED):
             return self._settle_known(job, record.status, check.result())
         try:
