@@ -39,6 +39,9 @@ from pathlib import Path
 
 import httpx
 import numpy as np
+# Imported here, not on first use: numpy loads its random module lazily, and twenty renter threads
+# reaching it at once recurse in that loader (RecursionError).
+from numpy.random import default_rng
 import torch
 from rich.console import Console
 
@@ -140,7 +143,7 @@ def tiny_model() -> bytes:
 
 def job_inputs(renter: int, job: int, items: int) -> list[bytes]:
     """Distinct items per job, so no upload or output is a cached duplicate of another."""
-    rng = np.random.default_rng([renter, job])
+    rng = default_rng([renter, job])
     return [encode_output(rng.standard_normal(8).astype(np.float32)) for _ in range(items)]
 
 
