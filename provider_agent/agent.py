@@ -229,6 +229,12 @@ def get_agent() -> Agent:
         return _agent
 
 
+def built_agent() -> Agent | None:
+    """The process's agent if it was built (builds nothing)."""
+    with _agent_lock:
+        return _agent
+
+
 def use_agent(agent: Agent) -> Agent:
     """Makes `agent` the process's agent: `provider run` builds it with the account it opened,
     so the password is asked once and never handed on through the environment."""

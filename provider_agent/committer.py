@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from client.errors import ClientError, TransactionReverted
@@ -65,11 +65,17 @@ class Committer:
         return self
 
     def stop(self, timeout_s: float = 30.0) -> None:
+        """Ends the thread (waiting at most `timeout_s` for its round), then commits what is
+        signed: a result signed and never committed can be slashed once its job's deadline passes."""
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout_s)
+            if self._thread.is_alive():  # a round still waits for its receipt: it goes on alone
+                logger.warning("committer: still in a round after %.0f s; signed jobs left to it", timeout_s)
+                return
             self._thread = None
+        self._guarded(self.commit_signed)
 
     def wake(self) -> None:
         self._wake.set()
@@ -77,17 +83,20 @@ class Committer:
     def _loop(self) -> None:
         while not self._stop.is_set():
             self._wake.clear()
-            try:
-                self.run_once()
-            except (ClientError, ProviderAgentError, OSError) as exc:  # the node is down: next round
-                logger.warning("committer: round failed, again in %.1f s: %s", self.interval_s, exc)
-            except Exception:  # never let the thread die: a dead committer leaves signed jobs unpaid
-                logger.exception("committer: round failed, again in %.1f s", self.interval_s)
+            self._guarded(self.run_once)
             if self._wake.wait(self.interval_s):
                 # Woken by a signed job: its reply to the renter goes out first (a round is tens of
                 # milliseconds of Python that would share the interpreter with it), and the jobs
                 # signed meanwhile go in the same commit.
                 self._stop.wait(self.gather_s)
+
+    def _guarded(self, round_: Callable[[], object]) -> None:
+        try:
+            round_()
+        except (ClientError, ProviderAgentError, OSError) as exc:  # the node is down: next round
+            logger.warning("committer: round failed, again in %.1f s: %s", self.interval_s, exc)
+        except Exception:  # never let the thread die: a dead committer leaves signed jobs unpaid
+            logger.exception("committer: round failed, again in %.1f s", self.interval_s)
 
     def run_once(self) -> tuple[list[int], list[int]]:
         """One round: (jobs committed now, jobs finalized now)."""

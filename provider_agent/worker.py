@@ -37,7 +37,7 @@ from typing import Any
 import httpx
 import requests
 from celery import Task
-from celery.signals import worker_ready
+from celery.signals import worker_ready, worker_shutdown
 
 from client.broker import celery_settings, signed_celery
 from client.errors import NodeUnavailable
@@ -52,7 +52,7 @@ from protocol.tasks import (
     DispatchedJob,
     provider_queue,
 )
-from provider_agent.agent import get_agent
+from provider_agent.agent import built_agent, get_agent
 from provider_agent.backend_client import BackendUnavailable
 from provider_agent.cache import ContentUnavailable
 from provider_agent.jobs import UploadFailed
@@ -94,6 +94,14 @@ def celery_config(settings: Settings, address: str) -> dict[str, Any]:
 app = signed_celery("unchained_provider", lambda: get_agent().task_auth)
 # Evaluated when the configuration is first read, not at import: settings and the key stay lazy.
 app.add_defaults(lambda: celery_config(get_settings(), get_agent().chain.address))
+
+@worker_shutdown.connect
+def _commit_before_exit(**_: Any) -> None:
+    """A warm shutdown (SIGTERM, Ctrl-C) commits what is signed before the process ends."""
+    agent = built_agent()
+    if agent is not None and agent.committer is not None:
+        agent.committer.stop()
+
 
 @worker_ready.connect
 def _resume_orphaned_jobs(**_: Any) -> None:

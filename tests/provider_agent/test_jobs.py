@@ -328,3 +328,13 @@ def test_failure_reason_fits_the_escrow_and_keeps_the_error_of_a_traceback():
     assert failure_reason("bad-input: short") == "bad-input: short"
     long = failure_reason("bad-input: " + "é" * 300)
     assert len(long.encode()) <= 256 and long.startswith("bad-input: é")
+
+
+def test_a_stopping_committer_commits_what_was_signed_first(agent, market):
+    content = agent.settings.content_dir
+    job_id, _ = market.create_job(content, save_torchscript(Tiny(), content), ITEMS[:2])
+    assert agent.jobs.process(market.dispatched(job_id)).status == "signed"
+    assert agent.chain.job(job_id).status == JobStatus.FUNDED  # its round has not come
+    agent.committer.stop()  # as a worker's warm shutdown does
+    assert agent.chain.job(job_id).status == JobStatus.COMMITTED
+    assert agent.jobs.store.get(job_id).status == "committed"

@@ -27,6 +27,7 @@ from backend.settings import Settings as BackendSettings
 from client.broker import grant
 from client.keystore import PASSWORD_FILE_ENV
 from protocol.deployments import Deployment
+from protocol.enums import JobStatus
 from protocol.jobs import encode_output
 from protocol.merkle import keccak256
 from provider_agent.agent import Agent
@@ -186,4 +187,11 @@ def submit(market: Market, tmp_path: Path, job: Callable[..., str], provider: st
 def all_uploaded(api: httpx.Client, job_id: int) -> bool:
     response = api.get(f"/jobs/{job_id}/result")
     return response.status_code == 200 and all(i["digest"] for i in response.json()["items"])
+
+
+def committed_and_uploaded(market: Market, api: httpx.Client, job_id: int) -> bool:
+    """The job's signed result and every item at the backend, and its commit on-chain (the
+    provider's committer sends it after the upload)."""
+    state = market.session.contract("JobEscrow").functions.jobState(job_id).call()
+    return state.status == JobStatus.COMMITTED and all_uploaded(api, job_id)
 

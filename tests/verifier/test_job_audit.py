@@ -28,7 +28,7 @@ from tests.support.e2e_market import (  # noqa: F401  (market: a fixture)
     ETH,
     ITEMS,
     Market,
-    all_uploaded,
+    committed_and_uploaded,
     market,
     renter_cli,
     running_provider,
@@ -103,7 +103,7 @@ def honest_job(market: Market, tmp_path_factory: pytest.TempPathFactory) -> Hone
         job, _ = renter_cli(market, tmp_path, monkeypatch)
         with running_provider(market, tmp_path) as provider:
             job_id = submit(market, tmp_path, job, provider.address)
-            wait_until(lambda: all_uploaded(api, job_id), 45, f"job {job_id} committed and uploaded")
+            wait_until(lambda: committed_and_uploaded(market, api, job_id), 45, f"job {job_id} committed and uploaded")
     return HonestJob(job_id, provider.address, provider.settings)
 
 
@@ -186,7 +186,7 @@ def test_provider_with_garbage_items_is_challenged_escalated_voted_at_fault_and_
     api = httpx.Client(base_url=market.backend_url, timeout=10)
     with running_provider(market, tmp_path, cheat="job-every=5") as provider:
         job_id = submit(market, tmp_path, job, provider.address)
-        wait_until(lambda: all_uploaded(api, job_id), 45, f"job {job_id} committed and uploaded")
+        wait_until(lambda: committed_and_uploaded(market, api, job_id), 45, f"job {job_id} committed and uploaded")
 
         audit = auditor(market, tmp_path)
         audit.tick()
@@ -234,7 +234,7 @@ def test_provider_silent_after_committing_garbage_is_slashed_at_the_response_dea
     api = httpx.Client(base_url=market.backend_url, timeout=10)
     with running_provider(market, tmp_path, cheat="job-every=5") as provider:
         job_id = submit(market, tmp_path, job, provider.address)
-        wait_until(lambda: all_uploaded(api, job_id), 45, f"job {job_id} committed and uploaded")
+        wait_until(lambda: committed_and_uploaded(market, api, job_id), 45, f"job {job_id} committed and uploaded")
     audit = auditor(market, tmp_path)
     audit.tick()
     [challenged] = job_challenges(market, job_id)
