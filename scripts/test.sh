@@ -60,10 +60,9 @@ fi
 # OpenZeppelin interfaces): load it once here, so that the two passes never load it while the
 # other rewrites it.
 brownie compile >/dev/null
-# Niced: the Python pass below is the longest, so the background passes take the CPU it leaves.
-in_background "contracts on anvil" nice -n 10 brownie test tests/contracts --disable-warnings
+in_background "contracts on anvil" brownie test tests/contracts --disable-warnings
 if [ -z "${UNCHAINED_SKIP_HARDHAT:-}" ]; then
-  in_background "contracts on Hardhat's node" nice -n 10 env UNCHAINED_INVARIANT_EXAMPLES=3 \
+  in_background "contracts on Hardhat's node" env UNCHAINED_INVARIANT_EXAMPLES=3 \
     brownie test tests/contracts --network hardhat-local --disable-warnings
 fi
 # Everything else (protocol, services, end-to-end) with plain pytest; brownie's plugin stays off.
