@@ -45,7 +45,6 @@ def _wait_for(url: str, path: str, predicate, timeout: float = 15.0) -> dict:  #
     raise AssertionError(f"{path} did not reach the expected state")
 
 
-@pytest.mark.slow
 def test_submit_fund_commit_and_verified_result(server, chain, session, market, keystore, tmp_path) -> None:  # type: ignore[no-untyped-def]
     _, _, deployment = chain
     model_file = tmp_path / "net.pt"

@@ -139,7 +139,6 @@ def test_two_renters_with_identical_inputs_each_dry_run_their_own(app_client) ->
     assert caught.value.status == 403
 
 
-@pytest.mark.slow
 def test_a_model_that_hangs_or_hogs_memory_is_stopped_at_the_checker_limits(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """The loader runs untrusted files: a model that loops or allocates without end is killed
     at the checker's limits and the backend gets a verdict, not a hang."""

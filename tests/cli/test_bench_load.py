@@ -2,7 +2,6 @@
 
 from io import StringIO
 
-import pytest
 from rich.console import Console
 
 from unchained_cli.bench_load import Load, percentile, run, section
@@ -15,7 +14,6 @@ def test_percentile_is_nearest_rank():
     assert percentile([7.0], 99) == 7.0
 
 
-@pytest.mark.slow
 def test_tiny_load_settles_every_job_exactly_once_and_loses_no_wei(tmp_path):
     load = Load(providers=2, renters=3, jobs_per_renter=2, items_per_job=2, challenge_window_s=8,
                 settle_timeout_s=120)

@@ -223,7 +223,6 @@ def test_a_process_with_a_bad_cheat_refuses_to_start():
     assert "UNCHAINED_CHEAT: job-every='zero': the value must be a positive integer" in done.stderr
 
 
-@pytest.mark.slow
 def test_real_worker_passes_round_one_cheats_in_round_two_and_is_slashed_by_a_fraud_proof(
         settings_for, market, redis_url, tmp_path):  # noqa: F811  (fixtures)
     settings = settings_for(broker_url=redis_url, gpu_model="CPU")

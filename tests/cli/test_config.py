@@ -79,7 +79,6 @@ def test_the_backend_database_lives_per_network(monkeypatch: pytest.MonkeyPatch,
         Settings().db_url  # noqa: B018  no directory shared between networks by accident
 
 
-@pytest.mark.slow
 def test_backend_serve_on_any_port_signs_users_in_without_a_public_url(tmp_path: Path, capsys, monkeypatch, chains) -> None:  # type: ignore[no-untyped-def]
     import subprocess
     import sys

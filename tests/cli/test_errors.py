@@ -238,7 +238,6 @@ def test_other_commands_with_bad_input(capsys, net) -> None:  # type: ignore[no-
 # -- the installed command and --debug ----------------------------------------------------------
 
 
-@pytest.mark.slow
 def test_the_unchained_script_prints_one_line_and_a_traceback_only_with_debug(net) -> None:  # type: ignore[no-untyped-def]
     env = {**os.environ, "COLUMNS": "200"}
     plain = subprocess.run([UNCHAINED, "job", "status", "7", "--backend", net["down"]], capture_output=True,

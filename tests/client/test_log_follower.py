@@ -199,7 +199,6 @@ def tick_cost(proxy: RpcProxy, tick, s: ChainSession) -> tuple[int, int]:  # typ
     return idle, proxy.total()
 
 
-@pytest.mark.slow
 def test_rpc_calls_per_tick_stay_constant_as_the_chain_grows(chain, tmp_path) -> None:  # type: ignore[no-untyped-def]
     s, mode = chain
     if mode != "instant":

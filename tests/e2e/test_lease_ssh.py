@@ -31,7 +31,6 @@ def _ssh(key: Path, port: int, user: str, command: str) -> subprocess.CompletedP
                           capture_output=True, text=True, timeout=60)
 
 
-@pytest.mark.slow
 def test_renter_leases_logs_in_over_ssh_and_stopping_shuts_it_out(market, tmp_path, monkeypatch):  # noqa: F811
     renter_keystore, _renter = keystore(tmp_path, RENTER)
     monkeypatch.setenv(PASSWORD_FILE_ENV, str(password_file(tmp_path)))

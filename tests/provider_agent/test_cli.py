@@ -10,7 +10,6 @@ import sys
 
 import httpx
 import numpy as np
-import pytest
 from typer.testing import CliRunner
 
 from protocol.tasks import TASK_RUN_JOB, provider_queue
@@ -30,7 +29,6 @@ def _get(url: str):
         return None
 
 
-@pytest.mark.slow
 def test_provider_run_registers_mines_takes_a_job_and_reports_status(settings_for, market, redis_url, keystore,
                                                                      password_file):
     settings = settings_for()

@@ -129,7 +129,6 @@ def _refunded_at_once(agent, market, job_id, reason_words):
     ("hangs", "timeout", "budget"),
     ("hogs", "out-of-memory", "limit"),
 ])
-@pytest.mark.slow
 def test_bad_model_fails_job_refunds_renter_and_agent_survives(agent, market, case, kind, words):
     content = agent.settings.content_dir
     default_limits = agent.jobs.limits

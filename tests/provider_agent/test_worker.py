@@ -64,7 +64,6 @@ def test_job_through_worker_twice_delivered_is_committed_once(setup, market):
     assert _commits(market, job_id) == 1
 
 
-@pytest.mark.slow
 def test_worker_killed_mid_job_finishes_it_exactly_once(setup, market):
     settings, agent, client, queue = setup
     content = settings.content_dir

@@ -113,7 +113,6 @@ def test_honest_prover_passes_and_is_classed():
     assert verdict.gpus[0].gpu_class == "CPU" and verdict.gpus[0].checked == K
 
 
-@pytest.mark.slow
 def test_honest_prover_passes_1000_rounds_without_false_alarm():
     prover = PogProver([device("a")])
     failures = [r for r in range(1000) if not play(prover, n=64, label=str(r)).passed]

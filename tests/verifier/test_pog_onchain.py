@@ -21,9 +21,6 @@ from unchained_cli.session import ChainSession
 from verifier.chain import VerifierChain
 from verifier.pog_onchain import ChallengeState, OnchainPog
 
-# Each test runs on both kinds of chain, about ten seconds with the block time.
-pytestmark = pytest.mark.slow
-
 N = 128
 _accounts = itertools.count(1)
 

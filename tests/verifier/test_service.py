@@ -22,7 +22,6 @@ def market(request, chains):
     return ChainSession.connect(shared.rpc_url, shared.deployment), shared.rpc_url
 
 
-@pytest.mark.slow
 def test_service_stakes_runs_rounds_and_finishes_a_fraud_case_after_restart(market):
     s, rpc = market
     honest_uuid, skipper_uuid = cpu_device().uuid_hash, keccak256(b"GPU-skipper")
@@ -68,7 +67,6 @@ class LeavesMidTick(HonestLink):
         self.s.send(self.s.contract("ProviderRegistry").functions.deactivate(), self.provider)
 
 
-@pytest.mark.slow
 def test_one_providers_misbehaviour_does_not_stop_anothers_follow_up_in_the_same_tick(market):
     s, rpc = market
     silent_uuid, leaver_uuid = keccak256(b"GPU-silent-svc"), keccak256(b"GPU-leaver-svc")
