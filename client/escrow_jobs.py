@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from web3.contract import Contract
 
+from client.contracts import Struct
 from client.errors import ClientError
 from protocol.escrow_job import EscrowJob
 
@@ -21,12 +22,19 @@ class JobNotFound(ClientError):
 
 
 def read_job(escrow: Contract, job_id: int, from_block: int = 0) -> EscrowJob:
-    """The job `job_id`, with its result once committed, as its slot's hash vouches for. A node
-    may still serve logs of blocks it has since replaced (a reorg, a test's snapshot revert), so
-    the newest events that hash to the slot are the job."""
+    """The job `job_id`, with its result once committed, as its slot's hash vouches for."""
+    return read_job_and_state(escrow, job_id, from_block)[0]
+
+
+def read_job_and_state(escrow: Contract, job_id: int, from_block: int = 0) -> tuple[EscrowJob, Struct]:
+    """The job `job_id` and the slot (JobState) it was checked against: read once, so the status
+    and times a caller takes from it belong to that job. A node may still serve logs of blocks it
+    has since replaced (a reorg, a test's snapshot revert), so the newest events that hash to the
+    slot are the job."""
     # The slot first, then the logs: a commit mined between the two reads is then a newer event the
     # loop below passes over, never a slot whose event was not fetched.
-    stored = bytes(escrow.functions.jobState(job_id).call().jobHash)
+    state = escrow.functions.jobState(job_id).call()
+    stored = bytes(state.jobHash)
     created = escrow.events.JobCreated().get_logs(argument_filters={"jobId": job_id}, from_block=from_block)
     if not created:
         raise JobNotFound(f"job {job_id} does not exist on escrow {escrow.address} (no JobCreated from block "
@@ -38,7 +46,7 @@ def read_job(escrow: Contract, job_id: int, from_block: int = 0) -> EscrowJob:
                                             c["args"]["resultDigest"]) for c in reversed(commits)]
         for candidate in candidates:
             if candidate.job_hash() == stored:
-                return candidate
+                return candidate, state
     raise JobNotFound(f"job {job_id}: no events on escrow {escrow.address} hash to its slot")
 
 
@@ -67,11 +75,10 @@ def read_job_view(escrow: Contract, job_id: int, from_block: int = 0) -> JobView
     """read_job with the slot's status, freeze and times: the slot's endsAt is the challenge window
     end once the job is committed (committedAt = window end - window), the time a requested cancel
     may refund before."""
-    job = read_job(escrow, job_id, from_block)
-    state = escrow.functions.jobState(job_id).call()
+    job, state = read_job_and_state(escrow, job_id, from_block)
     window_end = state.endsAt if job.is_committed else 0
     committed_at = window_end - escrow.functions.challengeWindow().call() if window_end else 0
     return JobView(job, state.status, state.frozen, window_end, committed_at, 0 if job.is_committed else state.endsAt)
 
 
-__all__ = ["JobNotFound", "JobView", "read_job", "read_job_view"]
+__all__ = ["JobNotFound", "JobView", "read_job", "read_job_and_state", "read_job_view"]

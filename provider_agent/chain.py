@@ -26,7 +26,7 @@ from web3.types import TxReceipt
 from client import contracts
 from client.contracts import Struct
 from client.errors import ClientError
-from client.escrow_jobs import JobNotFound, read_job
+from client.escrow_jobs import JobNotFound, read_job, read_job_and_state
 from client.tx import TxSender, connect
 from protocol.deployments import Deployment, DeploymentFormatError
 from protocol.enums import ChallengeKind, ChallengeStatus, JobStatus, LeaseStatus
@@ -183,9 +183,7 @@ class ProviderChain:
 
     def job(self, job_id: JobId) -> OnChainJob:
         """The job from its events (client.escrow_jobs) and the escrow's slot (status, freeze)."""
-        escrow = self.contract("JobEscrow")
-        j = read_job(escrow, job_id)
-        return _on_chain_job(j, escrow.functions.jobState(job_id).call())
+        return _on_chain_job(*read_job_and_state(self.contract("JobEscrow"), job_id))
 
     def dispatched_job(self, job: EscrowJob) -> tuple[OnChainJob | None, int]:
         """The job as dispatched, if the escrow's slot vouches for it, and the chain's time: the

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from client.escrow_jobs import read_job
+from client.escrow_jobs import read_job, read_job_view
 from protocol.enums import ChallengeStatus, JobStatus
 from protocol.jobs import decode_output, encode_output, output_digest
 from protocol.merkle import MerkleTree
@@ -315,6 +315,30 @@ def test_a_job_read_while_its_commit_is_mined_is_found(agent, market):
     job = read_job(racing, job_id)
     assert job.id == job_id and not job.is_committed  # the job as the slot stood when it was read
     assert read_job(escrow, job_id).is_committed
+
+
+def test_a_job_view_read_while_its_commit_is_mined_has_the_status_of_the_job_it_holds(agent, market):
+    """The view's status and window come from the very slot read that vouched for its job: a
+    commit mined between the reads leaves a funded job with a funded status, not a committed one."""
+    content = agent.settings.content_dir
+    job_id, _ = market.create_job(content, save_torchscript(Tiny(), content), ITEMS[:2])
+    assert agent.jobs.process(market.dispatched(job_id)).status == "signed"
+    escrow = agent.chain.contract("JobEscrow")
+
+    def commits_then_the_commit_is_mined():  # type: ignore[no-untyped-def]
+        query = escrow.events.ResultCommitted()
+
+        def get_logs(**kwargs):  # type: ignore[no-untyped-def]
+            logs = query.get_logs(**kwargs)
+            assert agent.committer.commit_signed() == [job_id]
+            return logs
+        return SimpleNamespace(get_logs=get_logs)
+
+    racing = SimpleNamespace(address=escrow.address, functions=escrow.functions, events=SimpleNamespace(
+        JobCreated=escrow.events.JobCreated, ResultCommitted=commits_then_the_commit_is_mined))
+    view = read_job_view(racing, job_id)
+    assert not view.job.is_committed and view.status == JobStatus.FUNDED and view.challengeWindowEnd == 0
+    assert read_job_view(escrow, job_id).status == JobStatus.COMMITTED
 
 
 def test_failure_reason_fits_the_escrow_and_keeps_the_error_of_a_traceback():
