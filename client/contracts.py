@@ -61,12 +61,12 @@ class ViewCall:
 
     def __init__(self, contract: Contract, name: str) -> None:
         [abi] = [e for e in contract.abi if e.get("type") == "function" and e.get("name") == name]
-        self.name = name
         self._address = contract.address
         self._web3 = contract.w3
         self._selector = function_abi_to_4byte_selector(abi)
         self._inputs = [collapse_if_tuple(p) for p in abi["inputs"]]
         self._outputs = abi["outputs"]
+        self._output_types = [collapse_if_tuple(p) for p in self._outputs]
 
     def request(self, *args: Any) -> tuple[str, list[Any]]:
         data = "0x" + (self._selector + encode(self._inputs, list(args))).hex()
@@ -77,7 +77,7 @@ class ViewCall:
         return value
 
     def decode(self, result: str) -> Any:
-        values = decode([collapse_if_tuple(p) for p in self._outputs], bytes.fromhex(result[2:]))
+        values = decode(self._output_types, bytes.fromhex(result[2:]))
         named = [_named(p, v) for p, v in zip(self._outputs, values)]
         if len(named) == 1:
             return named[0]
@@ -86,7 +86,8 @@ class ViewCall:
 
 def read_with(web3: Web3, requests: Sequence[tuple[str, list[Any]]], decoders: Sequence[Any]) -> list[Any]:
     """The JSON-RPC `requests` in one round trip (one HTTP request), each result through its
-    decoder. A reverted call raises ContractLogicError as web3 does, any other error ReadFailed."""
+    decoder. A reverted call raises ContractLogicError as web3 does, another failed request
+    Web3RPCError, a batch the node refuses as a whole ReadFailed."""
     responses = web3.provider.make_batch_request([(method, params) for method, params in requests])
     if not isinstance(responses, list):  # the node refused the batch as a whole
         raise ReadFailed(f"the node refused a batch of {len(requests)} reads: {responses.get('error')}")
