@@ -7,6 +7,7 @@ import {ECDSA} from "@openzeppelin/contracts/utils/cryptography/ECDSA.sol";
 import {EIP712} from "@openzeppelin/contracts/utils/cryptography/EIP712.sol";
 import {OneTimeWiring} from "./access/OneTimeWiring.sol";
 import {IJobEscrow} from "./interfaces/IJobEscrow.sol";
+import {IProviderActivity} from "./interfaces/IProviderActivity.sol";
 import {IProviderRegistry} from "./interfaces/IProviderRegistry.sol";
 import {IStakeLocker} from "./interfaces/IStakeLocker.sol";
 import {IStaking} from "./interfaces/IStaking.sol";
@@ -26,7 +27,9 @@ import {IStaking} from "./interfaces/IStaking.sol";
 /// with the same 192-bit hash takes about 2^96 hashes (birthday bound), out of reach. Pull
 /// balances share a slot with a flag that stays set once credited (a withdrawal then rewrites a
 /// live slot instead of emptying it, so the next credit costs 5,000 gas instead of 22,100), and a
-/// provider's open-job count sits in its ETH balance slot (an ETH payout writes both at once).
+/// provider's open-job count and its activity flag (which the registry sets: IProviderActivity)
+/// sit in its ETH balance slot: an ETH payout writes the count with the balance, and funding a
+/// job reads one slot of this contract instead of calling the registry and Staking.
 contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
     using SafeERC20 for IERC20;
 
@@ -62,14 +65,16 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
         address token;
     }
 
-    /// @dev A pull balance of one (token, account). `openJobs` is used in the ETH (token zero)
-    /// entry of a provider only: its committed jobs not yet paid or refunded. `used` is set by the
-    /// first credit and never cleared. uint192 holds any balance: each job is at most MAX_PRICE
-    /// (2^80) and there are fewer than 2^56 jobs.
+    /// @dev A pull balance of one (token, account). `openJobs` and `active` are used in the ETH
+    /// (token zero) entry of a provider only: its committed jobs not yet paid or refunded, and
+    /// whether it is registered and not deactivated. `used` is set by the first credit and never
+    /// cleared. uint184 holds any balance: each job is at most MAX_PRICE (2^80) and there are
+    /// fewer than 2^56 jobs.
     struct Balance {
-        uint192 owed;
+        uint184 owed;
         uint56 openJobs;
         bool used;
+        bool active;
     }
 
     IProviderRegistry public immutable registry;
@@ -188,10 +193,28 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
     }
 
     /// @inheritdoc IJobEscrow
-    /// @dev Credits (and the provider's released jobs) accumulate in memory while the provider
-    /// and token (for fees: the token) stay the same, and are written when they change and at the
-    /// end: one balance write per run instead of one per job.
     function finalizeJobs(Job[] calldata jobs) external {
+        _finalizeJobs(jobs);
+    }
+
+    /// @inheritdoc IJobEscrow
+    /// @dev The payout and the withdrawal write the same slot: the second write costs 100 gas,
+    /// against a transaction of its own (21,000 and more) for a separate withdraw.
+    function finalizeJobsAndWithdraw(Job[] calldata jobs) external {
+        _finalizeJobs(jobs);
+        _withdraw(address(0));
+    }
+
+    /// @inheritdoc IProviderActivity
+    function setProviderActive(address provider, bool active) external {
+        if (msg.sender != address(registry)) revert JobEscrowNotRegistry(msg.sender);
+        _balances[address(0)][provider].active = active;
+    }
+
+    /// @dev finalizeJobs: credits (and the provider's released jobs) accumulate in memory while
+    /// the provider and token (for fees: the token) stay the same, and are written when they
+    /// change and at the end: one balance write per run instead of one per job.
+    function _finalizeJobs(Job[] calldata jobs) private {
         uint256 n = jobs.length;
         _checkBatch(n);
         address token = jobs[0].token;
@@ -221,8 +244,8 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
 
     /// @inheritdoc IJobEscrow
     function refundExpired(Job calldata job) external {
-        JobState storage state = _checked(job);
-        _requireStatus(job.id, state, JobStatus.Funded);
+        (JobState storage state, JobStatus status) = _checked(job);
+        _requireStatus(job.id, status, JobStatus.Funded);
         if (block.timestamp < job.deadline) revert JobEscrowDeadlineNotPassed(job.id, job.deadline);
         _refund(state, job.renter, job.token, job.price);
         emit JobExpired(job.id, job.renter, job.price);
@@ -230,8 +253,8 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
 
     /// @inheritdoc IJobEscrow
     function failJob(Job calldata job, string calldata reason) external {
-        JobState storage state = _checked(job);
-        _requireStatus(job.id, state, JobStatus.Funded);
+        (JobState storage state, JobStatus status) = _checked(job);
+        _requireStatus(job.id, status, JobStatus.Funded);
         if (msg.sender != job.provider) revert JobEscrowNotProvider(msg.sender);
         uint256 length = bytes(reason).length;
         if (length > MAX_FAILURE_REASON_BYTES) revert JobEscrowReasonTooLong(length, MAX_FAILURE_REASON_BYTES);
@@ -244,8 +267,8 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
     /// a commit in the grace voids the request at no extra write. Fits in 32 bits: now < deadline
     /// <= MAX_DEADLINE = uint32 max - MAX_CHALLENGE_WINDOW, and MAX_CANCEL_GRACE is below that window.
     function requestCancel(Job calldata job) external {
-        JobState storage state = _checked(job);
-        _requireStatus(job.id, state, JobStatus.Funded);
+        (JobState storage state, JobStatus status) = _checked(job);
+        _requireStatus(job.id, status, JobStatus.Funded);
         if (msg.sender != job.renter) revert JobEscrowNotRenter(msg.sender);
         if (state.endsAt != 0) revert JobEscrowCancelAlreadyRequested(job.id, state.endsAt);
         if (block.timestamp >= job.deadline) revert JobEscrowDeadlinePassed(job.id, job.deadline);
@@ -256,8 +279,8 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
 
     /// @inheritdoc IJobEscrow
     function cancel(Job calldata job) external {
-        JobState storage state = _checked(job);
-        _requireStatus(job.id, state, JobStatus.Funded);
+        (JobState storage state, JobStatus status) = _checked(job);
+        _requireStatus(job.id, status, JobStatus.Funded);
         if (msg.sender != job.renter) revert JobEscrowNotRenter(msg.sender);
         uint32 cancellableAt = state.endsAt;
         if (cancellableAt == 0) revert JobEscrowCancelNotRequested(job.id);
@@ -269,8 +292,8 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
 
     /// @inheritdoc IJobEscrow
     function freeze(Job calldata job) external onlyRole(DISPUTE_ROLE) {
-        JobState storage state = _checked(job);
-        _requireStatus(job.id, state, JobStatus.Committed);
+        (JobState storage state, JobStatus status) = _checked(job);
+        _requireStatus(job.id, status, JobStatus.Committed);
         if (state.frozen) revert JobEscrowFrozen(job.id);
         if (block.timestamp >= state.endsAt) revert JobEscrowWindowClosed(job.id, state.endsAt);
         state.frozen = true;
@@ -300,7 +323,7 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
         external
         returns (uint256 slashed)
     {
-        JobState storage state = _checked(job);
+        (JobState storage state,) = _checked(job);
         uint256 jobId = job.id;
         if (result.jobId != jobId) revert JobEscrowJobMismatch(result.jobId);
         if (state.resultSlashed) revert JobEscrowResultAlreadySlashed(jobId);
@@ -332,9 +355,19 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
     /// @inheritdoc IJobEscrow
     /// @dev Leaves the slot's flag (and a provider's open-job count): see Balance.
     function withdraw(address token) external {
+        if (_withdraw(token) == 0) revert JobEscrowNothingOwed(token, msg.sender);
+    }
+
+    /// @inheritdoc IJobEscrow
+    function isProviderActive(address provider) external view returns (bool) {
+        return _balances[address(0)][provider].active;
+    }
+
+    /// @dev Pays the caller its whole balance in `token`, if it has one; returns the amount.
+    function _withdraw(address token) private returns (uint256 amount) {
         Balance storage balance = _balances[token][msg.sender];
-        uint256 amount = balance.owed;
-        if (amount == 0) revert JobEscrowNothingOwed(token, msg.sender);
+        amount = balance.owed;
+        if (amount == 0) return 0;
         balance.owed = 0;
         emit Withdrawn(token, msg.sender, amount);
         if (token == address(0)) {
@@ -383,7 +416,7 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
         uint256 latest = block.timestamp + maxJobDuration;
         if (latest > MAX_DEADLINE) latest = MAX_DEADLINE;
         if (deadline > latest) revert JobEscrowDeadlineTooFar(deadline, latest);
-        if (!registry.isActive(provider)) revert JobEscrowProviderInactive(provider);
+        if (!_balances[address(0)][provider].active) revert JobEscrowProviderInactive(provider);
         jobId = ++jobCount;
         // keccak256(abi.encode(Job(jobId, msg.sender, provider, token, price, specHash, deadline,
         // 0, 0, 0))): ten words in scratch memory past the free pointer (it is not moved).
@@ -402,16 +435,18 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
             mstore(add(ptr, 0x120), 0)
             jobHash := and(keccak256(ptr, 0x140), not(0xffffffffffffffff))
         }
-        _jobs[jobId] = JobState(jobHash, JobStatus.Funded, false, 0, false, false);
+        // The slot is new (all zero): the two fields that are not, in one write.
+        JobState storage state = _jobs[jobId];
+        (state.jobHash, state.status) = (jobHash, JobStatus.Funded);
         emit JobCreated(jobId, msg.sender, provider, token, price, specHash, deadline);
     }
 
     /// @dev commitResult's checks and effects: the job is accepted on the way (the stake lock
     /// reverts below the minimum stake) and its hash now covers the result.
     function _commit(Job calldata job, bytes32 outputRoot, uint256 itemCount, bytes32 resultDigest) private {
-        JobState storage state = _checked(job);
+        (JobState storage state, JobStatus status) = _checked(job);
         uint256 jobId = job.id;
-        _requireStatus(jobId, state, JobStatus.Funded);
+        _requireStatus(jobId, status, JobStatus.Funded);
         if (msg.sender != job.provider) revert JobEscrowNotProvider(msg.sender);
         if (block.timestamp >= job.deadline) revert JobEscrowDeadlinePassed(jobId, job.deadline);
         if (outputRoot == bytes32(0) || itemCount == 0) revert JobEscrowEmptyResult();
@@ -446,10 +481,11 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
 
     /// @dev finalize's checks and effects but the credits; returns the fee.
     function _finalize(Job calldata job) private returns (uint256 fee) {
-        JobState storage state = _checked(job);
-        _requireStatus(job.id, state, JobStatus.Committed);
-        if (state.frozen) revert JobEscrowFrozen(job.id);
-        uint64 windowEnd = state.endsAt;
+        (JobState storage state, JobStatus status) = _checked(job);
+        _requireStatus(job.id, status, JobStatus.Committed);
+        // One statement, so that the two fields cost one slot read.
+        (bool frozen, uint64 windowEnd) = (state.frozen, state.endsAt);
+        if (frozen) revert JobEscrowFrozen(job.id);
         if (block.timestamp < windowEnd) revert JobEscrowWindowOpen(job.id, windowEnd);
         state.status = JobStatus.Finalized;
         uint256 price = job.price;
@@ -462,8 +498,8 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
     function _pay(address token, address provider, uint256 payout, uint256 released) private {
         Balance storage eth = _balances[address(0)][provider];
         if (token == address(0)) {
-            // payout is at most MAX_BATCH_SIZE prices of at most MAX_PRICE: fits in uint192.
-            (eth.owed, eth.openJobs, eth.used) = (eth.owed + uint192(payout), eth.openJobs - uint56(released), true);
+            // payout is at most MAX_BATCH_SIZE prices of at most MAX_PRICE: fits in uint184.
+            (eth.owed, eth.openJobs, eth.used) = (eth.owed + uint184(payout), eth.openJobs - uint56(released), true);
         } else {
             eth.openJobs -= uint56(released);
             _credit(token, provider, payout);
@@ -473,8 +509,8 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
     function _credit(address token, address account, uint256 amount) private {
         if (amount == 0) return;
         Balance storage balance = _balances[token][account];
-        // amount is at most MAX_BATCH_SIZE prices of at most MAX_PRICE: fits in uint192.
-        (balance.owed, balance.used) = (balance.owed + uint192(amount), true);
+        // amount is at most MAX_BATCH_SIZE prices of at most MAX_PRICE: fits in uint184.
+        (balance.owed, balance.used) = (balance.owed + uint184(amount), true);
     }
 
     function _checkBatch(uint256 length) private pure {
@@ -487,14 +523,17 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
         _credit(token, renter, price);
     }
 
-    /// @dev The job's slot, once `job` is known to be what it holds.
-    function _checked(Job calldata job) private view returns (JobState storage state) {
+    /// @dev The job's slot, once `job` is known to be what it holds, and its status (read with
+    /// the hash in one statement: one slot read).
+    function _checked(Job calldata job) private view returns (JobState storage state, JobStatus status) {
         state = _jobs[job.id];
-        if (state.status == JobStatus.None) revert JobEscrowUnknownJob(job.id);
-        if (state.jobHash != hashJob(job)) revert JobEscrowJobMismatch(job.id);
+        bytes24 jobHash;
+        (status, jobHash) = (state.status, state.jobHash);
+        if (status == JobStatus.None) revert JobEscrowUnknownJob(job.id);
+        if (jobHash != hashJob(job)) revert JobEscrowJobMismatch(job.id);
     }
 
-    function _requireStatus(uint256 jobId, JobState storage state, JobStatus expected) private view {
-        if (state.status != expected) revert JobEscrowWrongStatus(jobId, state.status);
+    function _requireStatus(uint256 jobId, JobStatus status, JobStatus expected) private pure {
+        if (status != expected) revert JobEscrowWrongStatus(jobId, status);
     }
 }

@@ -2,12 +2,14 @@
 pragma solidity 0.8.24;
 
 import {OneTimeWiring} from "./access/OneTimeWiring.sol";
+import {IProviderActivity} from "./interfaces/IProviderActivity.sol";
 import {IProviderRegistry} from "./interfaces/IProviderRegistry.sol";
 import {IStaking} from "./interfaces/IStaking.sol";
 
 /// @title ProviderRegistry
 /// @notice GPU providers, their prices and Proof-of-GPU status; see IProviderRegistry. POG_ROLE is
-/// granted once by the deployer (OneTimeWiring); the minimum stake is immutable.
+/// granted once by the deployer (OneTimeWiring), which names the JobEscrow told of every
+/// provider's activity in the same call; the minimum stake is immutable.
 contract ProviderRegistry is IProviderRegistry, OneTimeWiring {
     bytes32 public constant POG_ROLE = keccak256("POG_ROLE");
     /// @inheritdoc IProviderRegistry
@@ -17,6 +19,8 @@ contract ProviderRegistry is IProviderRegistry, OneTimeWiring {
     IStaking public immutable staking;
     /// @inheritdoc IProviderRegistry
     uint256 public immutable minProviderStake;
+    /// @inheritdoc IProviderRegistry
+    IProviderActivity public jobEscrow;
 
     mapping(address provider => Provider) private _providers;
     mapping(address provider => PogStatus) private _pog;
@@ -31,8 +35,10 @@ contract ProviderRegistry is IProviderRegistry, OneTimeWiring {
     }
 
     /// @inheritdoc IProviderRegistry
-    function wire(address[] calldata pogContracts) external wiring {
+    function wire(address[] calldata pogContracts, IProviderActivity jobEscrow_) external wiring {
+        if (address(jobEscrow_) == address(0)) revert WiringZeroAddress();
         _grantAll(POG_ROLE, pogContracts);
+        jobEscrow = jobEscrow_;
     }
 
     /// @inheritdoc IProviderRegistry
@@ -66,6 +72,7 @@ contract ProviderRegistry is IProviderRegistry, OneTimeWiring {
         p.metadataURI = metadataURI;
         p.registeredAt = uint64(block.timestamp);
         emit ProviderRegistered(msg.sender, gpuModel, count, pricePerGpuHour, pricePerJobUnit, metadataURI);
+        _tellEscrow(msg.sender, true);
     }
 
     /// @inheritdoc IProviderRegistry
@@ -89,6 +96,7 @@ contract ProviderRegistry is IProviderRegistry, OneTimeWiring {
         if (p.deactivated) revert ProviderRegistryAlreadyDeactivated(msg.sender);
         p.deactivated = true;
         emit ProviderDeactivated(msg.sender);
+        _tellEscrow(msg.sender, false);
     }
 
     /// @inheritdoc IProviderRegistry
@@ -97,6 +105,7 @@ contract ProviderRegistry is IProviderRegistry, OneTimeWiring {
         if (!p.deactivated) revert ProviderRegistryNotDeactivated(msg.sender);
         p.deactivated = false;
         emit ProviderReactivated(msg.sender);
+        _tellEscrow(msg.sender, true);
     }
 
     /// @inheritdoc IProviderRegistry
@@ -152,6 +161,12 @@ contract ProviderRegistry is IProviderRegistry, OneTimeWiring {
     /// @inheritdoc IProviderRegistry
     function pogStatusOf(address provider) external view returns (PogStatus memory) {
         return _pog[provider];
+    }
+
+    function _tellEscrow(address provider, bool active) private {
+        IProviderActivity escrow = jobEscrow;
+        if (address(escrow) == address(0)) revert ProviderRegistryNotWired();
+        escrow.setProviderActive(provider, active);
     }
 
     function _registered(address provider) private view returns (Provider storage p) {

@@ -226,10 +226,11 @@ class ProviderChain:
         return {e.args.jobId: e.args.challengeWindowEnd for e in events}
 
     def finalize_jobs(self, jobs: Sequence[EscrowJob]) -> TxReceipt:
-        """One `finalizeJobs` for the batch (all or nothing on-chain), each job with its result
-        (as `job()` reads it back)."""
-        return self.send(self.contract("JobEscrow").functions.finalizeJobs([j.as_tuple() for j in jobs]),
-                         "finalizeJobs jobs " + ",".join(str(j.id) for j in jobs))
+        """One `finalizeJobsAndWithdraw` for the batch (all or nothing on-chain), each job with
+        its result (as `job()` reads it back): the jobs' pay, with anything else the escrow owes
+        the provider in ETH, lands in its wallet in the same transaction."""
+        return self.send(self.contract("JobEscrow").functions.finalizeJobsAndWithdraw([j.as_tuple() for j in jobs]),
+                         "finalizeJobsAndWithdraw jobs " + ",".join(str(j.id) for j in jobs))
 
     def refund_expired(self, job_id: JobId) -> TxReceipt:
         job = read_job(self.contract("JobEscrow"), job_id)

@@ -7,7 +7,8 @@ here, off the critical path, from one thread whose transactions all go through t
 - every signed job (the local record, so a restart resumes signed-but-uncommitted jobs) is
   committed with `commitResults`, up to MAX_BATCH per transaction;
 - every committed job whose challenge window is over and that no challenge holds is finalized
-  with `finalizeJobs`, in the same batches.
+  with `finalizeJobsAndWithdraw`, in the same batches: the pay reaches the provider's wallet in
+  the finalizing transaction, with no withdrawal of its own.
 
 Both calls are all or nothing on-chain. A batch that reverts is split in halves until the entry
 that the escrow refuses is alone, so one bad job never holds back the others. A lone commit the

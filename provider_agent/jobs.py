@@ -13,7 +13,7 @@ result and every output with its proof against the signed root. The chain is rea
 is released (no signed result, no outputs, no failure report) for a job the chain does not show
 funded and addressed to us with the dispatched spec; such a job is recorded `rejected` and its
 outputs deleted. The signed job joins the committer's queue (provider_agent.committer), which
-sends `commitResults` and `finalizeJobs` in batches from one thread; commit accepts implicitly,
+sends `commitResults` and `finalizeJobsAndWithdraw` in batches from one thread; commit accepts implicitly,
 so no acceptJob is sent. The signature binds the provider: a commit that differs from it, or no
 commit by the deadline, can be slashed with it.
 

@@ -21,6 +21,7 @@ from unchained_cli.deploy import Deployer, deploy_all
 from unchained_cli.session import ChainSession
 
 CHUNK_BYTES = 256
+PAID = "finalize and withdraw (the provider, finalizeJobsAndWithdraw)"
 ETH = 10**18
 
 
@@ -74,13 +75,13 @@ def _timeout_claim(s: ChainSession, provider: str, verifier: str) -> int:
 
 
 BATCH = 10
-ZERO_ADDRESS = "0x" + "00" * 20
 
 
 def _job_rows(s: ChainSession, escrow, provider: str, renters: list[str], phase: str) -> list[GasRow]:
     """An ETH job's lifecycle alone (the commit accepts it), then BATCH jobs of alternating
-    renters committed in one commitResults and finalized in one finalizeJobs, per job. Both
-    withdraw the provider's balance once at the end; the fee stays with the treasury. Every call
+    renters committed in one commitResults and finalized in one finalizeJobsAndWithdraw, per job:
+    as the provider agent settles, its pay reaches its wallet in the finalizing transaction (the
+    lifecycle ends with the provider paid); the fee stays with the treasury. Every call
     after create passes the Job rebuilt from JobCreated (and ResultCommitted), as clients do.
     `phase` names the run in the rows: run first on a fresh deployment it is "cold" (first writes
     of the provider's and treasury's balances and bookkeeping); run again it is "steady" (the same
@@ -97,12 +98,10 @@ def _job_rows(s: ChainSession, escrow, provider: str, renters: list[str], phase:
     commit = s.send(escrow.functions.commitResult(job.as_tuple(), root, 128, digest), provider)
     job = job.committed(root, 128, digest)
     s.advance(window + 1)
-    finalize = s.send(escrow.functions.finalize(job.as_tuple()), renters[0])
-    withdraw = s.send(escrow.functions.withdraw(ZERO_ADDRESS), provider)
-    steps = [("create", create_gas), ("commit (accepts)", commit.gasUsed),
-             ("finalize", finalize.gasUsed), ("withdraw", withdraw.gasUsed)]
+    paid = s.send(escrow.functions.finalizeJobsAndWithdraw([job.as_tuple()]), provider)
+    steps = [("create", create_gas), ("commit (accepts)", commit.gasUsed), (PAID, paid.gasUsed)]
     rows = [GasRow(f"job ({phase}): {name}", gas) for name, gas in steps]
-    rows.append(GasRow(f"job ({phase}): total (create..withdraw)", sum(gas for _, gas in steps), 180_000))
+    rows.append(GasRow(f"job ({phase}): total (create..paid)", sum(gas for _, gas in steps), 180_000))
 
     created = [create(renters[i % len(renters)]) for i in range(BATCH)]
     jobs = [job for job, _ in created]
@@ -110,12 +109,10 @@ def _job_rows(s: ChainSession, escrow, provider: str, renters: list[str], phase:
                                                    [digest] * BATCH), provider)
     jobs = [j.committed(root, 128, digest) for j in jobs]
     s.advance(window + 1)
-    finalize = s.send(escrow.functions.finalizeJobs([j.as_tuple() for j in jobs]), renters[0])
-    withdraw = s.send(escrow.functions.withdraw(ZERO_ADDRESS), provider)
-    batch = [("create", sum(gas for _, gas in created)), ("commitResults", commit.gasUsed),
-             ("finalizeJobs", finalize.gasUsed), ("withdraw", withdraw.gasUsed)]
+    paid = s.send(escrow.functions.finalizeJobsAndWithdraw([j.as_tuple() for j in jobs]), provider)
+    batch = [("create", sum(gas for _, gas in created)), ("commitResults", commit.gasUsed), (PAID, paid.gasUsed)]
     rows += [GasRow(f"{BATCH} jobs batched ({phase}): {name}, per job", gas // BATCH) for name, gas in batch]
-    rows.append(GasRow(f"{BATCH} jobs batched ({phase}): total per job (create..withdraw)",
+    rows.append(GasRow(f"{BATCH} jobs batched ({phase}): total per job (create..paid)",
                        sum(gas for _, gas in batch) // BATCH, 90_000))
     return rows
 

@@ -153,10 +153,11 @@ def deploy_all(deployer: Deployer, params: DeployParams = DeployParams()) -> Dep
     ))
     # Who may do what, granted once and never again: only the challenge contract slashes,
     # freezes escrow and opens committee disputes; only the escrow and the lease contract lock
-    # stake that secures open work; only the PoG contract records PoG results.
+    # stake that secures open work; only the PoG contract records PoG results; only the registry
+    # tells the escrow which providers take jobs.
     deployer.call(staking, "wire", [challenges.address, escrow.address], [escrow.address, leases.address])
     deployer.call(escrow, "wire", [challenges.address])
-    deployer.call(registry, "wire", [pog.address])
+    deployer.call(registry, "wire", [pog.address], escrow.address)
     deployer.call(committee, "wire", [challenges.address])
     operator = operator_summary(deployer, treasury)
     if p.with_test_stablecoin:
@@ -203,6 +204,8 @@ def operator_summary(deployer: "Deployer", treasury: str) -> dict[str, Any]:
                     raise DeployError(f"{holder} lacks {role} on {name}")
             roles[name][role] = [f"{holder} {bound[holder].address}" for holder in holders]
     staking, escrow, challenges = bound["Staking"], bound["JobEscrow"], bound["ChallengeManager"]
+    if bound["ProviderRegistry"].functions.jobEscrow().call() != escrow.address:
+        raise DeployError("ProviderRegistry does not tell the JobEscrow which providers are active")
     return {
         "keeps": "the treasury address only: no admin role, no role, no setter on any contract",
         "treasury": treasury,

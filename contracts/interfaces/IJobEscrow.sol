@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 pragma solidity ^0.8.24;
 
+import {IProviderActivity} from "./IProviderActivity.sol";
 import {IStakeLocker} from "./IStakeLocker.sol";
 
 /// @title Escrow of renters' payments for jobs, one storage slot per job
@@ -23,7 +24,7 @@ import {IStakeLocker} from "./IStakeLocker.sol";
 /// JobCreated carries every term (the result fields are zero until the commit) and
 /// ResultCommitted the result. Every call that acts on a job takes the Job and reverts with
 /// JobEscrowJobMismatch unless it hashes to the stored jobHash (hashJob(job) to check one).
-interface IJobEscrow is IStakeLocker {
+interface IJobEscrow is IStakeLocker, IProviderActivity {
     enum JobStatus {
         None,
         Funded, // renter paid, no result yet
@@ -129,6 +130,7 @@ interface IJobEscrow is IStakeLocker {
     error JobEscrowCancelNotRequested(uint256 jobId);
     error JobEscrowCancelTooEarly(uint256 jobId, uint64 cancellableAt);
     error JobEscrowCancelAlreadyRequested(uint256 jobId, uint64 cancellableAt);
+    error JobEscrowNotRegistry(address caller);
 
     /// Hooks used by other Unchained contracts (stable):
 
@@ -154,7 +156,9 @@ interface IJobEscrow is IStakeLocker {
 
     /// Public API:
 
-    /// @notice Funds a job for an active `provider` with msg.value == `price` wei (1..MAX_PRICE).
+    /// @notice Funds a job for an active `provider` (registered and not deactivated, as the
+    /// registry told this contract: isProviderActive) with msg.value == `price` wei
+    /// (1..MAX_PRICE). Its stake is checked, and locked, where the work is accepted: at commit.
     /// JobCreated carries the whole Job (result fields zero).
     /// @param specHash keccak256 of the canonical job spec
     /// @param deadline unix time by which the result must be committed (in the future, at most
@@ -202,6 +206,11 @@ interface IJobEscrow is IStakeLocker {
     /// provider and token to pay the least gas). Anyone may call.
     function finalizeJobs(Job[] calldata jobs) external;
 
+    /// @notice finalizeJobs, then pays the caller everything it is owed in ETH (as withdraw(0)
+    /// would, with no error when that is nothing): the way a provider settles its jobs and takes
+    /// its pay in one transaction.
+    function finalizeJobsAndWithdraw(Job[] calldata jobs) external;
+
     /// @notice Refunds the renter in full when the deadline passed with no commit. Anyone may call.
     function refundExpired(Job calldata job) external;
 
@@ -243,6 +252,10 @@ interface IJobEscrow is IStakeLocker {
 
     /// @notice Pull balance of `account` in `token`.
     function owedTo(address token, address account) external view returns (uint256);
+
+    /// @notice Whether createJob accepts jobs for `provider`: registered and not deactivated, as
+    /// the registry last told this contract (IProviderActivity).
+    function isProviderActive(address provider) external view returns (bool);
 
     /// @notice Most entries in one commitResults or finalizeJobs call.
     function MAX_BATCH_SIZE() external view returns (uint256);

@@ -1,12 +1,16 @@
 // SPDX-License-Identifier: MIT
 pragma solidity ^0.8.24;
 
+import {IProviderActivity} from "./IProviderActivity.sol";
 import {IStaking} from "./IStaking.sol";
 
 /// @title Registry of GPU providers
 /// @notice A provider registers its GPUs (by device-UUID hash), prices and metadata while it
 /// holds the minimum stake in Staking; Proof-of-GPU results are recorded here by POG_ROLE, which
-/// the deployer grants once (IOneTimeWiring) to the ProofOfGpu contract.
+/// the deployer grants once (IOneTimeWiring) to the ProofOfGpu contract. The deployer names the
+/// JobEscrow in the same wiring: the registry tells it (IProviderActivity) whenever a provider
+/// registers, deactivates or reactivates, so that funding a job checks the provider in one slot
+/// of the escrow's own.
 interface IProviderRegistry {
     struct Provider {
         bytes32 gpuModel; // claimed model, e.g. bytes32("H100-SXM")
@@ -59,6 +63,7 @@ interface IProviderRegistry {
     error ProviderRegistryNotDeactivated(address provider);
     error ProviderRegistryZeroAddress();
     error ProviderRegistryZeroMinStake();
+    error ProviderRegistryNotWired();
 
     /// Hooks used by other Unchained contracts (stable):
 
@@ -80,9 +85,14 @@ interface IProviderRegistry {
     function setPogStatus(address provider, uint256 roundId, bytes32 gpuClass, uint256 tflopsMilli, bool passed)
         external;
 
-    /// @notice Grants POG_ROLE to `pogContracts`, once, by the deployer; afterwards nobody can
-    /// grant or revoke any role.
-    function wire(address[] calldata pogContracts) external;
+    /// @notice Grants POG_ROLE to `pogContracts` and names the JobEscrow told of every provider's
+    /// activity, once, by the deployer; afterwards nobody can grant or revoke any role, and
+    /// registering reverts (ProviderRegistryNotWired) until then.
+    function wire(address[] calldata pogContracts, IProviderActivity jobEscrow) external;
+
+    /// @notice The JobEscrow told whenever a provider registers, deactivates or reactivates
+    /// (zero until wired).
+    function jobEscrow() external view returns (IProviderActivity);
 
     /// @notice The Staking contract whose bonded stake qualifies providers.
     function staking() external view returns (IStaking);

@@ -1,7 +1,7 @@
 """The gas benchmark runs every settlement step for real; gas is deterministic, so the
 Proof-of-GPU goals double as regression guards."""
 
-from unchained_cli.bench_gas import BATCH, measure, uniform_tree
+from unchained_cli.bench_gas import BATCH, PAID, measure, uniform_tree
 from protocol.merkle import MerkleTree, leaf_hash
 
 
@@ -18,15 +18,15 @@ def test_gas_benchmark_measures_every_step_and_meets_the_pog_goals():
     totals = {}
     for phase in ("cold: fresh deployment", "steady: same provider again"):
         job = f"job ({phase})"
-        assert rows[f"{job}: total (create..withdraw)"].gas == sum(
-            rows[f"{job}: {s}"].gas for s in ("create", "commit (accepts)", "finalize", "withdraw"))
+        assert rows[f"{job}: total (create..paid)"].gas == sum(
+            rows[f"{job}: {s}"].gas for s in ("create", "commit (accepts)", PAID))
         group = f"{BATCH} jobs batched ({phase})"
-        per_job = [rows[f"{group}: {s}, per job"].gas for s in ("create", "commitResults", "finalizeJobs", "withdraw")]
-        batched = rows[f"{group}: total per job (create..withdraw)"].gas
+        per_job = [rows[f"{group}: {s}, per job"].gas for s in ("create", "commitResults", PAID)]
+        batched = rows[f"{group}: total per job (create..paid)"].gas
         assert sum(per_job) <= batched < sum(per_job) + len(per_job)  # each row is floored separately
         # Batching pays the base cost and the shared balances once: a batched job costs less.
-        assert batched < rows[f"{job}: total (create..withdraw)"].gas
-        totals[phase] = rows[f"{job}: total (create..withdraw)"].gas
+        assert batched < rows[f"{job}: total (create..paid)"].gas
+        totals[phase] = rows[f"{job}: total (create..paid)"].gas
     # The steady state never costs more than the first job of a fresh deployment.
     assert totals["steady: same provider again"] <= totals["cold: fresh deployment"]
     for step, row in rows.items():

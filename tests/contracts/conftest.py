@@ -187,7 +187,7 @@ def unchained(
     challenges = ChallengeManager.deploy(config, sender)
     staking.wire([challenges, escrow, slasher], [escrow, leases, locker], sender)
     escrow.wire([challenges, disputer], sender)
-    registry.wire([proof_of_gpu, pog], sender)
+    registry.wire([proof_of_gpu, pog], escrow, sender)
     committee.wire([challenges], sender)
     return {
         "staking": staking, "registry": registry, "escrow": escrow, "leases": leases,

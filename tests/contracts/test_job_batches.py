@@ -166,3 +166,61 @@ def test_a_batch_commit_below_the_minimum_stake_reverts_whole(
         _commit_all(escrow, jobs, active_provider)
     assert escrow.lockedWorkOf(active_provider) == 0
     assert all(job_view(escrow, i)["status"] == JobStatus.FUNDED for i in jobs)
+
+
+def test_finalize_and_withdraw_pays_the_provider_everything_it_is_owed_in_the_same_transaction(
+    escrow, staking, stablecoin, fund, active_provider, renter, treasury
+):
+    earlier = fund(active_provider, renter)
+    _commit_all(escrow, [earlier], active_provider)
+    chain.sleep(CHALLENGE_WINDOW)
+    escrow.finalize(job_of(escrow, earlier), {"from": renter})  # credited, not withdrawn
+    jobs = [fund(active_provider, renter), fund(active_provider, renter, token=True), fund(active_provider, renter)]
+    _commit_all(escrow, jobs, active_provider)
+    chain.sleep(CHALLENGE_WINDOW)
+    before = active_provider.balance()
+
+    tx = escrow.finalizeJobsAndWithdraw([job_of(escrow, i) for i in jobs], {"from": active_provider})
+
+    assert [e["jobId"] for e in tx.events["JobFinalized"]] == jobs
+    paid = 3 * (PRICE - _fee(PRICE))  # the earlier job's pay with this batch's ETH jobs
+    assert dict(tx.events["Withdrawn"]) == {"token": ZERO_ADDRESS, "account": active_provider, "amount": paid}
+    assert active_provider.balance() == before + paid  # zero gas price on the test chain
+    assert escrow.owedTo(ZERO_ADDRESS, active_provider) == 0
+    # The token job's pay stays a pull balance; every job's stake lock is released.
+    assert escrow.owedTo(stablecoin, active_provider) == TOKEN_PRICE - _fee(TOKEN_PRICE)
+    assert staking.openWorkOf(active_provider) == 0
+    assert escrow.owedTo(ZERO_ADDRESS, treasury) == 3 * _fee(PRICE)
+    assert escrow.balance() == 3 * _fee(PRICE)
+
+
+def test_finalize_and_withdraw_by_someone_owed_nothing_finalizes_and_pays_nobody(
+    escrow, fund, active_provider, renter, stranger
+):
+    jobs = [fund(active_provider, renter), fund(active_provider, renter)]
+    _commit_all(escrow, jobs, active_provider)
+    chain.sleep(CHALLENGE_WINDOW)
+    before = stranger.balance()
+
+    tx = escrow.finalizeJobsAndWithdraw([job_of(escrow, i) for i in jobs], {"from": stranger})
+
+    assert len(tx.events["JobFinalized"]) == 2 and "Withdrawn" not in tx.events
+    assert stranger.balance() == before
+    assert escrow.owedTo(ZERO_ADDRESS, active_provider) == 2 * (PRICE - _fee(PRICE))
+
+
+def test_finalize_and_withdraw_reverts_whole_when_a_job_cannot_be_finalized(
+    escrow, fund, active_provider, renter, custom_error
+):
+    done, early = fund(active_provider, renter), fund(active_provider, renter)
+    _commit_all(escrow, [done], active_provider)
+    chain.sleep(CHALLENGE_WINDOW)
+    _commit_all(escrow, [early], active_provider)
+    escrow.finalize(job_of(escrow, done), {"from": renter})
+    owed = escrow.owedTo(ZERO_ADDRESS, active_provider)
+    window_end = job_view(escrow, early)["challengeWindowEnd"]
+
+    with brownie.reverts(custom_error("JobEscrowWindowOpen", early, window_end)):
+        escrow.finalizeJobsAndWithdraw([job_of(escrow, early)], {"from": active_provider})
+
+    assert escrow.owedTo(ZERO_ADDRESS, active_provider) == owed  # nothing paid out

@@ -6,8 +6,8 @@ import pytest
 from brownie import ZERO_ADDRESS, chain
 
 from protocol.enums import JobStatus
-from conftest import (CANCEL_GRACE, CHALLENGE_WINDOW, DAY, ETHER, MAX_JOB_DURATION, PROTOCOL_FEE_BPS, WEEK, cancel_job,
-                      job_of, job_view)
+from conftest import (CANCEL_GRACE, CHALLENGE_WINDOW, DAY, ETHER, MAX_JOB_DURATION, MIN_PROVIDER_STAKE, PROTOCOL_FEE_BPS,
+                      WEEK, cancel_job, job_of, job_view)
 
 PRICE = ETHER // 10
 FEE = PRICE * PROTOCOL_FEE_BPS // 10_000
@@ -111,6 +111,36 @@ def test_create_job_reverts_for_deactivated_provider(escrow, registry, active_pr
     registry.deactivate({"from": active_provider})
     with brownie.reverts(custom_error("JobEscrowProviderInactive", active_provider)):
         escrow.createJob(active_provider, SPEC, PRICE, _deadline(), {"from": renter, "value": PRICE})
+
+
+def test_a_reactivated_provider_can_be_funded_again(escrow, registry, active_provider, renter):
+    registry.deactivate({"from": active_provider})
+    assert not escrow.isProviderActive(active_provider)
+    registry.reactivate({"from": active_provider})
+    assert escrow.isProviderActive(active_provider)
+    tx = escrow.createJob(active_provider, SPEC, PRICE, _deadline(), {"from": renter, "value": PRICE})
+    assert tx.events["JobCreated"]["provider"] == active_provider
+
+
+def test_only_the_registry_tells_the_escrow_who_is_active(escrow, active_provider, stranger, custom_error):
+    with brownie.reverts(custom_error("JobEscrowNotRegistry", stranger)):
+        escrow.setProviderActive(stranger, True, {"from": stranger})
+    with brownie.reverts(custom_error("JobEscrowNotRegistry", active_provider)):
+        escrow.setProviderActive(active_provider, False, {"from": active_provider})
+    assert escrow.isProviderActive(active_provider) and not escrow.isProviderActive(stranger)
+
+
+def test_a_provider_below_the_minimum_stake_is_funded_but_cannot_accept_and_the_renter_takes_it_back(
+    escrow, staking, active_provider, renter, custom_error
+):
+    """Funding checks registration in the escrow's own slot; the stake is checked (and locked)
+    where the job is accepted, at its commit, so an unbonding provider cannot take the job."""
+    staking.requestUnbond(MIN_PROVIDER_STAKE, {"from": active_provider})
+    job_id = escrow.createJob(active_provider, SPEC, PRICE, _deadline(), {"from": renter, "value": PRICE}).return_value
+    with brownie.reverts(custom_error("StakingBelowMinimum", active_provider, 0, MIN_PROVIDER_STAKE)):
+        escrow.commitResult(job_of(escrow, job_id), ROOT, 4, DIGEST, {"from": active_provider})
+    cancel_job(escrow, job_id, renter)
+    assert escrow.owedTo(ZERO_ADDRESS, renter) == PRICE
 
 
 def test_create_job_with_token_pulls_the_price(escrow, stablecoin, active_provider, renter):

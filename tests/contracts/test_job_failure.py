@@ -147,9 +147,9 @@ class FailingEscrowMachine(EscrowMachine):
 
 
 def test_escrow_holds_exactly_what_it_owes_with_failures(
-    chain_state_machine, escrow, staking, register_provider, active_provider, provider2, renter, stranger, disputer,
-    treasury,
+    chain_state_machine, escrow, staking, registry, register_provider, active_provider, provider2, renter, stranger,
+    disputer, treasury,
 ):
     register_provider(provider2)
-    chain_state_machine(FailingEscrowMachine, escrow, staking, [active_provider, provider2], [renter, stranger],
+    chain_state_machine(FailingEscrowMachine, escrow, staking, registry, [active_provider, provider2], [renter, stranger],
                         disputer, treasury, settings=SETTINGS)

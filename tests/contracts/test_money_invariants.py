@@ -81,9 +81,10 @@ class EscrowMachine:
     st_hours = strategy("uint8", min_value=1, max_value=48)
     st_flag = strategy("bool")
 
-    def __init__(cls, escrow, staking, providers, renters, disputer, treasury):
+    def __init__(cls, escrow, staking, registry, providers, renters, disputer, treasury):
         cls.escrow = escrow
         cls.staking = staking
+        cls.registry = registry
         cls.providers = providers
         cls.renters = renters
         cls.disputer = disputer
@@ -94,6 +95,7 @@ class EscrowMachine:
         self.jobs: dict[int, JobModel] = {}
         self.owed = {a.address: 0 for a in self.accounts}
         self.bonded = {p.address: MIN_PROVIDER_STAKE for p in self.providers}  # register_provider's stake
+        self.active = {p.address: True for p in self.providers}  # registered, not deactivated
         # Short examples need jobs at every stage: one funded, one committed, one past its commit.
         for pick in range(3):
             self.rule_create(pick * 8, (pick + 1) * ETHER // 10)
@@ -110,8 +112,9 @@ class EscrowMachine:
         renter = self.renters[st_pick % len(self.renters)]
         provider = self.providers[(st_pick // 7) % len(self.providers)]
         deadline = chain.time() + 2 * DAY
-        staked = self.bonded[provider.address] >= MIN_PROVIDER_STAKE  # else the provider is inactive
-        tx = _attempt(staked, self.escrow.createJob, provider, ROOT, st_price, deadline,
+        # Funding checks that the provider is registered and not deactivated; its stake is
+        # checked where the job is accepted, at commit.
+        tx = _attempt(self.active[provider.address], self.escrow.createJob, provider, ROOT, st_price, deadline,
                       {"from": renter, "value": st_price})
         if tx:
             self.jobs[tx.return_value] = JobModel(renter, provider, st_price, deadline)
@@ -127,6 +130,13 @@ class EscrowMachine:
         allowed = amount > 0 and self._open_work(provider) == 0
         if _attempt(allowed, self.staking.requestUnbond, amount, {"from": provider}):
             self.bonded[provider.address] = 0
+
+    def rule_toggle_activity(self, st_pick):
+        """The provider deactivates, or reactivates, in the registry, which tells the escrow."""
+        provider = self.providers[st_pick % len(self.providers)]
+        toggle = self.registry.deactivate if self.active[provider.address] else self.registry.reactivate
+        toggle({"from": provider})
+        self.active[provider.address] = not self.active[provider.address]
 
     def rule_restake(self, st_pick):
         provider = self.providers[st_pick % len(self.providers)]
@@ -163,8 +173,10 @@ class EscrowMachine:
             self.owed[self.treasury.address] += fee
             job.status = JobStatus.FINALIZED
 
-    def rule_finalize_batch(self, st_pick):
-        """finalizeJobs over every third job from the pick: all or nothing."""
+    def rule_finalize_batch(self, st_pick, st_flag):
+        """finalizeJobs over every third job from the pick (all or nothing), sent by the treasury;
+        with the flag, finalizeJobsAndWithdraw sent by the first job's provider, which is then
+        paid everything it is owed in ETH."""
         if not self.jobs:
             return
         ids = sorted(self.jobs)[st_pick % len(self.jobs)::3][:8]
@@ -172,12 +184,18 @@ class EscrowMachine:
         if any(_near(j.window_end) for j in jobs):
             return
         allowed = all(j.status == JobStatus.COMMITTED and not j.frozen and chain.time() >= j.window_end for j in jobs)
-        if _attempt(allowed, self.escrow.finalizeJobs, [job_of(self.escrow, i) for i in ids], {"from": self.treasury}):
+        sender = jobs[0].provider if st_flag else self.treasury
+        finalize = self.escrow.finalizeJobsAndWithdraw if st_flag else self.escrow.finalizeJobs
+        before = sender.balance()
+        if _attempt(allowed, finalize, [job_of(self.escrow, i) for i in ids], {"from": sender}):
             for job in jobs:
                 fee = job.price * PROTOCOL_FEE_BPS // 10_000
                 self.owed[job.provider.address] += job.price - fee
                 self.owed[self.treasury.address] += fee
                 job.status = JobStatus.FINALIZED
+            if st_flag:
+                assert sender.balance() == before + self.owed[sender.address]  # zero gas price here
+                self.owed[sender.address] = 0
 
     def rule_refund_expired(self, st_pick):
         if (picked := self._job(st_pick)) is None or _near(picked[1].deadline):
@@ -255,13 +273,13 @@ class EscrowMachine:
 
 
 def test_escrow_holds_exactly_what_it_owes(
-    chain_state_machine, escrow, staking, register_provider, provider, provider2, renter, stranger, disputer,
-    treasury,
+    chain_state_machine, escrow, staking, registry, register_provider, provider, provider2, renter, stranger,
+    disputer, treasury,
 ):
     register_provider(provider)
     register_provider(provider2)
     chain_state_machine(
-        EscrowMachine, escrow, staking, [provider, provider2], [renter, stranger], disputer, treasury,
+        EscrowMachine, escrow, staking, registry, [provider, provider2], [renter, stranger], disputer, treasury,
         settings=SETTINGS,
     )
 

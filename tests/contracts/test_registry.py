@@ -3,7 +3,7 @@ Proof-of-GPU status."""
 
 import brownie
 import pytest
-from brownie import web3
+from brownie import ZERO_ADDRESS, web3
 
 from conftest import ETHER, MIN_PROVIDER_STAKE, PRICE_PER_GPU_HOUR, PRICE_PER_JOB_UNIT
 
@@ -213,6 +213,28 @@ def test_pog_role_is_granted_once_by_the_deployer(registry, proof_of_gpu, pog, a
     assert registry.wired()
     assert registry.hasRole(registry.POG_ROLE(), proof_of_gpu) and registry.hasRole(registry.POG_ROLE(), pog)
     with brownie.reverts(custom_error("WiringAlreadyDone")):
-        registry.wire([stranger], {"from": admin})
+        registry.wire([stranger], stranger, {"from": admin})
     with brownie.reverts(custom_error("AccessControlUnauthorizedAccount", admin, bytes(32))):
         registry.grantRole(registry.POG_ROLE(), stranger, {"from": admin})
+
+
+def test_the_registry_tells_the_escrow_when_a_provider_registers_deactivates_and_reactivates(
+    registry, escrow, staked
+):
+    assert not escrow.isProviderActive(staked)
+    _register(registry, staked, _uuids(1))
+    assert escrow.isProviderActive(staked)
+    registry.deactivate({"from": staked})
+    assert not escrow.isProviderActive(staked)
+    registry.reactivate({"from": staked})
+    assert escrow.isProviderActive(staked)
+
+
+def test_registering_waits_for_the_wiring_that_names_the_escrow(
+    ProviderRegistry, staking, staked, admin, custom_error
+):
+    fresh = ProviderRegistry.deploy(staking, MIN_PROVIDER_STAKE, {"from": admin})
+    with brownie.reverts(custom_error("ProviderRegistryNotWired")):
+        _register(fresh, staked, _uuids(1))
+    with brownie.reverts(custom_error("WiringZeroAddress")):
+        fresh.wire([], ZERO_ADDRESS, {"from": admin})

@@ -87,7 +87,7 @@ def faults(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Faults]:
 @dataclass
 class Books:
     """The money that moves during one test: balances and gas, and what the escrow owes each
-    provider (earnings stay there while the provider's agent runs)."""
+    provider (earnings of jobs that others finalized stay there while the provider's agent runs)."""
 
     ledger: Ledger
     owed: dict[str, int]  # provider address -> wei
@@ -164,7 +164,11 @@ def assert_paid_once(f: Faults, books: Books, job: FundedJob, renter: str) -> No
     assert settlements(market, job.job_id) == 1
     [paid] = events(market, "JobEscrow", "JobFinalized", jobId=job.job_id)
     assert paid.args.providerAmount + paid.args.fee == job.price_wei
-    earned = {a: escrow_owed(market, a) - owed for a, owed in books.owed.items()}
+    # A provider's pay reaches its wallet when its agent finalizes (finalizeJobsAndWithdraw, with
+    # whatever else the escrow owed it), or stays owed when another party finalized.
+    settled, names = books.ledger.close(), {party.address: name for name, party in market.parties.items()}
+    earned = {a: escrow_owed(market, a) - owed + settled.change(names[a]) + settled.gas[names[a]]
+              for a, owed in books.owed.items()}
     assert earned == {a: paid.args.providerAmount if a == paid.args.provider else 0 for a in books.owed}
     assert escrow_owed(market, market.parties["treasury"].address) == paid.args.fee  # earlier tests withdrew theirs
     market.withdraw_all([n for n in market.parties if n.startswith("renter-") or n == "treasury"])

@@ -92,14 +92,20 @@ def test_job_runs_commits_root_answers_challenge_and_gets_paid(agent, market, fm
     assert agent.committer.finalize_due() == []  # the answered challenge still holds the escrow
     s.advance(challenges.functions.escalationWindow().call() + 1)
     s.send(challenges.functions.settle(challenge_id), market.verifier)
-    # The agent collects its own pay once the window is over and nothing holds the job: once.
+    # The agent collects its own pay once the window is over and nothing holds the job: once, in
+    # the finalizing transaction (finalizeJobsAndWithdraw), with whatever else the escrow owed it.
+    owed_before, before = agent.chain.owed()["JobEscrow"], s.balance(market.provider)
     assert agent.committer.finalize_due() == [job_id]
     assert agent.chain.job(job_id).status == JobStatus.FINALIZED
     assert agent.committer.finalize_due() == []
     assert agent.jobs.store.get(job_id).status == "finalized"
-    before = s.balance(market.provider)
+    [paid] = escrow.events.JobFinalized().get_logs(from_block=0, argument_filters={"jobId": job_id})
+    receipt = s.web3.eth.get_transaction_receipt(paid.transactionHash)
+    gas = receipt.gasUsed * receipt.effectiveGasPrice
+    assert s.balance(market.provider) == before + owed_before + paid.args.providerAmount - gas
     owed = agent.chain.owed()
-    assert owed["JobEscrow"] > 0 and owed["ChallengeManager"] > 0
+    assert owed["JobEscrow"] == 0 and owed["ChallengeManager"] > 0  # the challenge's reward is still owed
+    before = s.balance(market.provider)
     agent.chain.withdraw_all()
     assert s.balance(market.provider) > before
 
