@@ -128,7 +128,9 @@ def measure(chain_port: int | None = None) -> list[GasRow]:
         for account in (provider, verifier):
             s.send(staking.functions.stake(), account, value=5 * ETH)
         uuid = Web3.keccak(text="GPU-bench-0")
-        s.send(registry.functions.register(b"H100-SXM".ljust(32, b"\0"), [uuid], 10**15, 10**12, "ipfs://bench"), provider)
+        registered = s.send(registry.functions.register(b"H100-SXM".ljust(32, b"\0"), [uuid], 10**15, 10**12,
+                                                        "ipfs://bench"), provider)
+        rows.append(GasRow("provider: register (1 GPU; the registry tells the escrow it is active)", registered.gasUsed))
 
         # First on the fresh deployment (cold), then the same provider's next jobs (steady).
         rows += _job_rows(s, escrow, provider, [renter, verifier], "cold: fresh deployment")
