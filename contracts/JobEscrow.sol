@@ -356,7 +356,6 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
     }
 
     /// @inheritdoc IJobEscrow
-    /// @dev Leaves the slot's flag (and a provider's open-job count): see Balance.
     function withdraw(address token) external {
         if (_withdraw(token) == 0) revert JobEscrowNothingOwed(token, msg.sender);
     }
@@ -366,7 +365,8 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
         return _balances[address(0)][provider].active;
     }
 
-    /// @dev Pays the caller its whole balance in `token`, if it has one; returns the amount.
+    /// @dev Pays the caller its whole balance in `token`, if it has one; returns the amount. Leaves
+    /// the slot's flags (and a provider's open-job count): see Balance.
     function _withdraw(address token) private returns (uint256 amount) {
         Balance storage balance = _balances[token][msg.sender];
         amount = balance.owed;
