@@ -298,9 +298,15 @@ def test_a_restart_commits_what_was_signed_before_it(agent, market, settings_for
     assert restarted.jobs.process(market.dispatched(job_id)).status == "already-committed"
 
 
-def _committed_after_the_event_queries(agent, escrow, job_id):  # type: ignore[no-untyped-def]
-    """`escrow` as a reader sees it while the provider's committer races it: the job's commit is
-    mined right after the reader queries ResultCommitted."""
+def _signed_job_raced_by_its_commit(agent, market):  # type: ignore[no-untyped-def]
+    """A job the agent has signed but not committed, the escrow, and the escrow as a reader sees it
+    while the provider's committer races it: the job's commit is mined right after the reader
+    queries ResultCommitted."""
+    content = agent.settings.content_dir
+    job_id, _ = market.create_job(content, save_torchscript(Tiny(), content), ITEMS[:2])
+    assert agent.jobs.process(market.dispatched(job_id)).status == "signed"
+    escrow = agent.chain.contract("JobEscrow")
+
     def commits_then_the_commit_is_mined():  # type: ignore[no-untyped-def]
         query = escrow.events.ResultCommitted()
 
@@ -310,19 +316,16 @@ def _committed_after_the_event_queries(agent, escrow, job_id):  # type: ignore[n
             return logs
         return SimpleNamespace(get_logs=get_logs)
 
-    return SimpleNamespace(address=escrow.address, functions=escrow.functions, events=SimpleNamespace(
+    racing = SimpleNamespace(address=escrow.address, functions=escrow.functions, events=SimpleNamespace(
         JobCreated=escrow.events.JobCreated, ResultCommitted=commits_then_the_commit_is_mined))
+    return job_id, escrow, racing
 
 
 def test_a_job_read_while_its_commit_is_mined_is_found(agent, market):
     """A reader (the agent's heartbeat, a renter, the verifier) racing the provider's committer:
     the commit is mined right after the reader's event queries. The slot is read before them, so
     the events fetched always include the ones its hash covers."""
-    content = agent.settings.content_dir
-    job_id, _ = market.create_job(content, save_torchscript(Tiny(), content), ITEMS[:2])
-    assert agent.jobs.process(market.dispatched(job_id)).status == "signed"
-    escrow = agent.chain.contract("JobEscrow")
-    racing = _committed_after_the_event_queries(agent, escrow, job_id)
+    job_id, escrow, racing = _signed_job_raced_by_its_commit(agent, market)
     job = read_job(racing, job_id)
     assert job.id == job_id and not job.is_committed  # the job as the slot stood when it was read
     assert read_job(escrow, job_id).is_committed
@@ -331,11 +334,7 @@ def test_a_job_read_while_its_commit_is_mined_is_found(agent, market):
 def test_a_job_view_read_while_its_commit_is_mined_has_the_status_of_the_job_it_holds(agent, market):
     """The view's status and window come from the very slot read that vouched for its job: a
     commit mined between the reads leaves a funded job with a funded status, not a committed one."""
-    content = agent.settings.content_dir
-    job_id, _ = market.create_job(content, save_torchscript(Tiny(), content), ITEMS[:2])
-    assert agent.jobs.process(market.dispatched(job_id)).status == "signed"
-    escrow = agent.chain.contract("JobEscrow")
-    racing = _committed_after_the_event_queries(agent, escrow, job_id)
+    job_id, escrow, racing = _signed_job_raced_by_its_commit(agent, market)
     view = read_job_view(racing, job_id)
     assert not view.job.is_committed and view.status == JobStatus.FUNDED and view.challengeWindowEnd == 0
     assert read_job_view(escrow, job_id).status == JobStatus.COMMITTED
