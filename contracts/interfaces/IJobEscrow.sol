@@ -11,7 +11,7 @@ import {IStakeLocker} from "./IStakeLocker.sol";
 /// paid (minus the protocol fee). A job with no commit by the deadline, a cancelled one, or one
 /// lost in a dispute refunds the renter in full. A renter cancels in two steps (requestCancel,
 /// then cancel after cancelGrace) so that a provider can still commit a result it already gave. All payouts are pull balances per token
-/// (address(0) = ETH). Committing needs the registry's minimum provider stake bonded, and locks
+/// (address(0) = ETH); finalizeJobsAndWithdraw also pays its caller's ETH balance out at once. Committing needs the registry's minimum provider stake bonded, and locks
 /// it (no unbonding) until the job is finalized or refunded: this contract counts the provider's
 /// open jobs (lockedWorkOf, IStakeLocker) and Staking adds them before any unbond. Deadlines are at most
 /// maxJobDuration ahead. Parameters are immutable and bounded; DISPUTE_ROLE (the
