@@ -31,6 +31,7 @@ from eth_account import Account
 
 from protocol.jobs import JobSpec, encode_output
 from client.broker import party_celery
+from client.sandbox import close_idle
 from client.task_auth import TaskAuth, domain_of
 from protocol.broker import provider_keyprefix
 from protocol.ids import JobId
@@ -74,7 +75,11 @@ def _script(module: torch.nn.Module, directory: Path) -> str:
 
 def dispatch(rounds: int, gap_s: float) -> dict:
     """Medians over `rounds` jobs arriving `gap_s` apart (0: back to back), each after 5 pings."""
-    work = Path(tempfile.mkdtemp(prefix="bench-provider-"))
+    with tempfile.TemporaryDirectory(prefix="bench-provider-") as work:
+        return _dispatch(Path(work), rounds, gap_s)
+
+
+def _dispatch(work: Path, rounds: int, gap_s: float) -> dict:
     content = work / "content"
     content.mkdir()
     port = free_port()
@@ -95,6 +100,7 @@ def dispatch(rounds: int, gap_s: float) -> dict:
         from provider_agent.agent import Agent
 
         Agent.build(settings).register()
+        close_idle()  # the warm model sandbox the agent started here: the worker runs the jobs, with its own
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         env.update({f"UNCHAINED_PROVIDER_{k.upper()}": str(v) for k, v in settings.model_dump().items() if v is not None})
         queue = provider_queue(provider)
@@ -169,8 +175,12 @@ def _job_throughput(model_path: Path, inputs: list[Path]) -> float:
 
 
 def colocation(items: int, seconds: float) -> dict:
+    with tempfile.TemporaryDirectory(prefix="bench-coloc-") as work:
+        return _colocation(Path(work), items, seconds)
+
+
+def _colocation(work: Path, items: int, seconds: float) -> dict:
     torch.set_num_threads(1)
-    work = Path(tempfile.mkdtemp(prefix="bench-coloc-"))
     model = work / _script(Mlp(), work)
     rng = np.random.default_rng(0)
     inputs = [work / DirectorySource(work).put(encode_output(rng.standard_normal((64, 512)).astype(np.float32)))
