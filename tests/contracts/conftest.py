@@ -10,11 +10,13 @@ contracts.
 import gc
 import inspect
 import os
+import threading
 from collections.abc import Callable
 
 import brownie
 import pytest
 from brownie.network.account import Account
+from brownie.network.transaction import TransactionReceipt
 from hypothesis import settings as hypothesis_settings
 from hypothesis import stateful
 from hypothesis.strategies import SearchStrategy
@@ -46,7 +48,51 @@ def isolation(fn_isolation):
     alive now stay alive through the test, so they are frozen out of the collector's walk; what the
     test creates is still collected.
     """
+    _confirmations.settle()
     gc.freeze()
+
+
+class _Confirmations:
+    """Brownie confirms every transaction in a thread of its own. Once that thread has said
+    "confirmed", the test goes on, while the thread still marks every *other* transaction in
+    brownie's history with the same sender and nonce as dropped. A revert (between tests, between
+    a state machine's examples) hands those nonces out again, so a thread running late on a loaded
+    machine marked the next test's first transaction dropped ("Tx dropped without known
+    replacement", seen in a CI run beside the other suites). `settle` waits for the threads of
+    transactions already confirmed to end (a transaction still pending is left alone); it is
+    called before each test and each example starts sending."""
+
+    def __init__(self) -> None:
+        self.running: set[TransactionReceipt] = set()
+        self.changed = threading.Condition()
+
+    def track(self, confirm: Callable) -> Callable:
+        def tracked(receipt: TransactionReceipt, *args, **kwargs):
+            with self.changed:
+                self.running.add(receipt)
+            try:
+                return confirm(receipt, *args, **kwargs)
+            finally:
+                with self.changed:
+                    self.running.discard(receipt)
+                    self.changed.notify_all()
+
+        return tracked
+
+    def settle(self, timeout_s: float = 30.0) -> None:
+        with self.changed:
+            self.changed.wait_for(lambda: not any(r._confirmed.is_set() for r in self.running), timeout_s)
+
+
+_confirmations = _Confirmations()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _tracked_confirmations():
+    original = TransactionReceipt._await_confirmation
+    TransactionReceipt._await_confirmation = _confirmations.track(original)
+    yield
+    TransactionReceipt._await_confirmation = original
 
 
 @pytest.fixture(scope="module")
@@ -324,6 +370,7 @@ def chain_state_machine() -> Callable[..., None]:
 
         class Machine(rules, stateful.RuleBasedStateMachine):
             def __init__(self) -> None:
+                _confirmations.settle()
                 brownie.chain.revert()
                 stateful.RuleBasedStateMachine.__init__(self)
                 if hasattr(self, "setup"):
