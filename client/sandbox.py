@@ -26,9 +26,11 @@ child), a CPU-time limit (a backstop) and its own session. The parent enforces t
 budget: a job that overruns it is killed with its whole template, and a template whose job
 failed in any way but a clean exception of the model is replaced.
 
-Files alone cross the boundary: the parent copies the model and inputs into the job directory
-and writes a JSON request there, the child writes one encoded output per item or `error.json`;
-outputs are untrusted and checked by the caller. Every way a model can fail ends as one
+Files cross the boundary: the parent copies the model and inputs into the job directory and
+sends the request (one JSON line naming them, with the limits) down the template's stdin; the
+child writes one encoded output per item or `error.json`; outputs are untrusted and checked by
+the caller. The job directory is emptied in the background once the caller has the outputs, and
+a template is handed to no job before that is done. Every way a model can fail ends as one
 `SandboxFailed` with a `kind`.
 """
 
@@ -209,25 +211,29 @@ class _Spawner:
         return result.result()
 
 
-class _Discarder:
-    """Deletes finished jobs' files from one daemon thread, so that no job waits for the deletion
-    of the last one's (nor for a thread to start). One per process, as the spawner."""
+class _Cleaner:
+    """Empties finished jobs' directories and deletes their files from one daemon thread, in the
+    order asked, so that no job waits for the cleanup of the last one's (nor for a thread to
+    start). One per process, as the spawner."""
 
     def __init__(self) -> None:
-        self._directories: queue.SimpleQueue[Path] = queue.SimpleQueue()
-        threading.Thread(target=self._serve, name="sandbox-discard", daemon=True).start()
+        self._work: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        threading.Thread(target=self._serve, name="sandbox-cleaner", daemon=True).start()
 
     def _serve(self) -> None:
         while True:
-            shutil.rmtree(self._directories.get(), onerror=self._not_deleted)
+            self._work.get()()
+
+    def submit(self, work: Callable[[], None]) -> None:
+        self._work.put(work)
+
+    def discard(self, directory: Path) -> None:
+        self.submit(lambda: shutil.rmtree(directory, onerror=self._not_deleted))
 
     @staticmethod
     def _not_deleted(_function: object, path: str, exc_info: tuple) -> None:
         if not isinstance(exc_info[1], FileNotFoundError):  # gone with its template already
             logger.warning("finished job's file %s not deleted (%s): it goes with its sandbox", path, exc_info[1])
-
-    def discard(self, directory: Path) -> None:
-        self._directories.put(directory)
 
 
 _generations = itertools.count(1)
@@ -238,8 +244,11 @@ class _Template:
 
     READY_TIMEOUT_S = 180.0  # importing torch on a loaded machine; the job's own budget starts after
 
-    def __init__(self, threads: int, spawner: _Spawner, discarder: _Discarder) -> None:
-        self.discarder = discarder
+    def __init__(self, threads: int, spawner: _Spawner, cleaner: _Cleaner) -> None:
+        self.cleaner = cleaner
+        self._clean = threading.Event()  # set while the job directory holds no job's files
+        self._clean.set()
+        self._reset_error: OSError | None = None
         self.isolation = isolation()
         bwrap = bwrap_path() if self.isolation == "namespaces" else None
         self.generation = next(_generations)
@@ -268,18 +277,37 @@ class _Template:
         self._buffer = b""
         self.ready = False
 
+    def reset_later(self) -> None:
+        """Empties the job directory on the cleaner's thread; `wait_clean` waits for it."""
+        self._clean.clear()
+        self.cleaner.submit(self._reset_now)
+
+    def _reset_now(self) -> None:
+        try:
+            self.reset()
+        except OSError as exc:  # the job left something we cannot remove: this template is done
+            self._reset_error = exc
+        finally:
+            self._clean.set()
+
+    def wait_clean(self) -> OSError | None:
+        """Waits until the last job's files are out of the job directory; the error when they
+        could not be moved out (the template must not run another job then)."""
+        self._clean.wait()
+        return self._reset_error
+
     def reset(self) -> None:
         """Empties the job directory (its contents only: the sandbox holds the directory itself).
         The last job's files are moved out of it, one rename each, into a directory of the
-        template's outside the sandbox, and deleted there in the background: the job that left
-        them does not wait for the deletion (what cannot be deleted goes with the template)."""
+        template's outside the sandbox, and deleted there later: the next job does not wait for
+        the deletion (what cannot be deleted goes with the template)."""
         self.spool.mkdir(mode=0o700, exist_ok=True)
         entries = list(self.spool.iterdir())
         if entries:
             done = Path(tempfile.mkdtemp(prefix="done-", dir=self.base))
             for entry in entries:
                 entry.rename(done / entry.name)
-            self.discarder.discard(done)
+            self.cleaner.discard(done)
         (self.spool / "home").mkdir()
         (self.spool / "out").mkdir()
 
@@ -316,11 +344,11 @@ class _Template:
         except OSError:
             return "(no log)"
 
-    def run(self, limits: Limits) -> tuple[int, int]:
-        """Asks for one job (its request is in the job directory): (child pid, exit code).
-        SandboxFailed when the wall-clock budget runs out or the template dies."""
+    def run(self, limits: Limits, request: dict) -> tuple[int, int]:
+        """Asks for one job (its files in the job directory, named by `request`): (child pid,
+        exit code). SandboxFailed when the wall-clock budget runs out or the template dies."""
         cpu = int(limits.timeout_s * max(1, limits.threads)) + 5
-        order = json.dumps({"memory": limits.memory_bytes, "cpu": cpu}) + "\n"
+        order = json.dumps({"memory": limits.memory_bytes, "cpu": cpu, "request": request}) + "\n"
         deadline = time.monotonic() + limits.timeout_s
         try:
             self.process.stdin.write(order.encode())
@@ -337,6 +365,7 @@ class _Template:
 
     def close(self) -> None:
         """Kills the template and everything in its sandbox, and removes its files."""
+        self._clean.wait()  # a reset under way would put files back into the directory removed here
         if self.alive():
             try:
                 os.killpg(self.process.pid, signal.SIGKILL)
@@ -360,7 +389,7 @@ class _Pool:
     def __init__(self) -> None:
         self.pid = os.getpid()
         self.spawner = _Spawner()
-        self.discarder = _Discarder()
+        self.cleaner = _Cleaner()
         self.lock = threading.Lock()
         self.idle: list[tuple[tuple[object, ...], _Template]] = []
 
@@ -371,14 +400,15 @@ class _Pool:
     def take(self, threads: int) -> _Template:
         key = self.key(threads)
         with self.lock:
-            for i, (k, template) in enumerate(self.idle):
-                if k == key:
-                    del self.idle[i]
-                    if template.alive():
-                        return template
-                    template.close()
-                    break
-        return _Template(threads, self.spawner, self.discarder)
+            found = next((i for i, (k, _) in enumerate(self.idle) if k == key), None)
+            template = self.idle.pop(found)[1] if found is not None else None
+        if template is not None:
+            if (error := template.wait_clean()) is not None:
+                logger.warning("job directory of sandbox %s not emptied (%s): replacing it", template.generation, error)
+            elif template.alive():
+                return template
+            template.close()
+        return _Template(threads, self.spawner, self.cleaner)
 
     def give_back(self, threads: int, template: _Template) -> None:
         with self.lock:
@@ -393,7 +423,7 @@ class _Pool:
         with self.lock:
             if any(k == key and t.alive() for k, t in self.idle):
                 return
-        self.give_back(threads, _Template(threads, self.spawner, self.discarder))
+        self.give_back(threads, _Template(threads, self.spawner, self.cleaner))
 
     def close(self) -> None:
         with self.lock:
@@ -457,14 +487,13 @@ def run_model(model: Path, model_format: str, batches: Sequence[ItemBatch], limi
                 _stage(path, spool / "in" / f"{b.start + offset}", "input")
                 names.append(str(inside / "in" / f"{b.start + offset}"))
             request_batches.append({"start": b.start, "inputs": names, "batch_size": b.batch_size})
-        (spool / "request.json").write_text(json.dumps({
-            "model": str(inside / "model"), "format": model_format, "threads": limits.threads,
-            "out_dir": str(inside / "out"), "batches": request_batches}))
+        request = {"model": str(inside / "model"), "format": model_format, "threads": limits.threads,
+                   "out_dir": str(inside / "out"), "batches": request_batches}
         started = time.monotonic()
         logger.info("%s: model child of sandbox %s (pid %s; %s, %d items, AS limit %d MiB, %.0f s)", label,
                     template.generation, template.process.pid, model_format, sum(len(b.inputs) for b in batches),
                     limits.memory_bytes >> 20, limits.timeout_s)
-        child, status = template.run(limits)
+        child, status = template.run(limits, request)
         seconds = time.monotonic() - started
         if status != 0:
             raise _failure(status, spool, limits)
@@ -481,16 +510,10 @@ def run_model(model: Path, model_format: str, batches: Sequence[ItemBatch], limi
         healthy = exc.kind == "model-error" and template.alive()  # a clean exception leaves the template sound
         raise
     finally:
-        if healthy:
-            try:
-                template.reset()
-            except OSError as exc:  # the job left something we cannot remove: this template is done
-                logger.warning("%s: job directory of sandbox %s not emptied (%s): replacing it", label,
-                               template.generation, exc)
-                healthy = False
-            else:
-                pool.give_back(limits.threads, template)
-        if not healthy:  # killed and replaced: the next job gets a fresh template, started now
+        if healthy:  # emptied for the next job while this one's caller goes on
+            template.reset_later()
+            pool.give_back(limits.threads, template)
+        else:  # killed and replaced: the next job gets a fresh template, started now
             template.close()
             try:
                 pool.prewarm(limits.threads)

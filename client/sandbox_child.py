@@ -5,8 +5,8 @@ backend's model checks alike, so all compute with the same code) inside bubblewr
 with an allowlisted environment. It imports the inference libraries once, runs two tiny models of
 its own through a job's path (so what initialises on first use is done once, not per job), says
 `ready` on stdout, then for every order on stdin (one JSON line with the job's memory and CPU
-limits) hands it to a fresh child, forked ahead of the order, that applies the limits, reads
-`JOB_DIR/request.json` and only the files it names, writes one encoded output per item
+limits and the request: model, format, inputs) hands it to a fresh child, forked ahead of the
+order, that applies the limits, reads only the files the request names, writes one encoded output per item
 (`<index>.out`) or, on a failure it can still report, `error.json` with the error's kind and
 stage, and exits. The template itself never runs a job's model, so nothing a job does reaches
 the next one; it kills what the job left running in its session and answers each order with the
@@ -31,12 +31,11 @@ os.environ.pop("PWD", None)  # set by bwrap's --chdir; not on the allowlist the 
 _PR_SET_PDEATHSIG = 1
 
 
-def run_job(job_dir: Path) -> int:
-    """In the forked child: the job of `job_dir/request.json`; 0 when every output is written."""
+def run_job(job_dir: Path, request: dict) -> int:
+    """In the forked child: the job `request` (from its order); 0 when every output is written."""
     from protocol.inference import load_model, run_batches
     from protocol.jobs import JobSpecError, decode_output, encode_output
 
-    request = json.loads((job_dir / "request.json").read_text())
     out_dir = Path(request["out_dir"])
     stage = "load"
     try:
@@ -71,7 +70,7 @@ WarmUp = list[tuple[bytes, str]]  # our own tiny models: (model bytes, format)
 def _child(job_dir: Path, orders: int, report: int, warm_up: WarmUp) -> None:
     """A forked job child, started ahead of its job: its own session, death with the template,
     stdio away from the template's protocol pipes; it runs the warm-up models once more while it
-    waits (see `_exercise`), then takes its order (the limits), applies them, runs the job,
+    waits (see `_exercise`), then takes its order (limits and request), applies the limits, runs the job,
     reports its exit code on `report` and exits. Never returns."""
     code = 1
     try:
@@ -96,19 +95,25 @@ def _child(job_dir: Path, orders: int, report: int, warm_up: WarmUp) -> None:
         if not order:  # the template closed without a job for us
             code = 0
             return
-        limits = json.loads(order)
-        resource.setrlimit(resource.RLIMIT_AS, (limits["memory"], limits["memory"]))
-        resource.setrlimit(resource.RLIMIT_CPU, (limits["cpu"], limits["cpu"] + 5))
+        order_doc = json.loads(order)
+        resource.setrlimit(resource.RLIMIT_AS, (order_doc["memory"], order_doc["memory"]))
+        resource.setrlimit(resource.RLIMIT_CPU, (order_doc["cpu"], order_doc["cpu"] + 5))
         os.dup2(os.open(job_dir / "stderr", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 2)
         sys.stdin = sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the child
         sys.stderr = os.fdopen(2, "w", closefd=False)
-        code = run_job(job_dir)
+        code = run_job(job_dir, order_doc["request"])
         sys.stderr.flush()
         os.write(report, b"%d" % code)  # every output file is closed: the template may answer now
     finally:
         # Skipping the interpreter's teardown of torch and onnxruntime (about 0.3 s) is part of
         # what makes a job take milliseconds.
         os._exit(code)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def _fork_spare(job_dir: Path, warm_up: WarmUp) -> tuple[int, int, int]:
@@ -179,7 +184,7 @@ def serve(job_dir: Path) -> int:
     finished = None  # the last job's child: killed, and reaped while the next job runs
     for line in orders:
         child, order, report = spare
-        os.write(order, line)
+        _write_all(order, line)  # a request of many inputs is larger than the pipe holds
         os.close(order)
         if finished is not None:  # its exit (unmapping torch) took a few ms; none of them the job's
             os.waitpid(finished, 0)

@@ -162,7 +162,7 @@ def test_a_model_sees_no_network_no_file_outside_its_job_and_only_allowlisted_va
     # The test's directory exists inside only as the mount point of the probe's own site.
     assert seen["outside_dir"] == ["probe-site"], seen
     assert set(seen["env"]) <= ALLOWED, sorted(set(seen["env"]) - ALLOWED)
-    assert sorted(seen["job_files"]) == ["home", "in", "model", "out", "request.json", "stderr"]
+    assert sorted(seen["job_files"]) == ["home", "in", "model", "out", "stderr"]
 
 
 def test_nothing_a_job_leaves_behind_reaches_the_next_one(identity, probed) -> None:  # type: ignore[no-untyped-def]
@@ -170,6 +170,47 @@ def test_nothing_a_job_leaves_behind_reaches_the_next_one(identity, probed) -> N
     for seen in (first, second):  # job 1 set a global and wrote files in HOME and its directory
         assert seen["left_global"] is None, seen
         assert "left-behind" not in seen["home_files"] and "left-behind" not in seen["job_files"], seen
+
+
+def test_the_next_job_waits_for_the_last_ones_files_to_be_cleared(identity, probed,
+                                                                  monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # The directory is emptied on the cleaner's thread after the caller has the outputs; a slow
+    # emptying must hold the next job back, not let it see the last job's files.
+    honest = client.sandbox._Template.reset
+
+    def slow_reset(self):  # type: ignore[no-untyped-def]
+        time.sleep(0.5)
+        honest(self)
+
+    first = _probe(*identity)
+    monkeypatch.setattr(client.sandbox._Template, "reset", slow_reset)
+    second, third = _probe(*identity), _probe(*identity)
+    for seen in (first, second, third):
+        assert "left-behind" not in seen["job_files"] and "left-behind" not in seen["home_files"], seen
+        assert "error.json" not in seen["job_files"], seen
+
+
+def test_a_template_whose_job_directory_cannot_be_emptied_runs_no_other_job(identity, monkeypatch,
+                                                                            caplog) -> None:  # type: ignore[no-untyped-def]
+    model, inputs = identity
+    first = run_model(model, "torchscript", [ItemBatch(0, tuple(inputs), 2)], Limits(2 << 30, 60.0))
+    for _, template in client.sandbox._the_pool().idle:  # the first job's emptying is done honestly
+        assert template.wait_clean() is None
+    honest = client.sandbox._Template.reset
+
+    def refused(self):  # type: ignore[no-untyped-def]
+        raise PermissionError(13, "Permission denied", str(self.spool / "stuck"))
+
+    monkeypatch.setattr(client.sandbox._Template, "reset", refused)
+    second = run_model(model, "torchscript", [ItemBatch(0, tuple(inputs), 2)], Limits(2 << 30, 60.0))
+    [used] = [t for _, t in client.sandbox._the_pool().idle if t.generation == second.executor]
+    assert isinstance(used.wait_clean(), PermissionError)  # refused on the cleaner's thread
+    monkeypatch.setattr(client.sandbox._Template, "reset", honest)
+    with caplog.at_level(logging.WARNING, logger="client.sandbox"):
+        third = run_model(model, "torchscript", [ItemBatch(0, tuple(inputs), 2)], Limits(2 << 30, 60.0))
+    assert second.executor == first.executor  # the refusal comes after the second job's outputs
+    assert third.executor != second.executor and third.outputs == first.outputs
+    assert "not emptied" in caplog.text and "Permission denied" in caplog.text
 
 
 def test_a_process_a_job_leaves_running_is_killed_before_the_next_job(identity, tmp_path,
