@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from eth_account import Account
 from eth_account.messages import encode_typed_data
+from eth_utils import keccak
 
 from protocol.job_result import EscrowDomain, JobResult, JobResultError, SignedJobResult
 
@@ -20,6 +21,21 @@ def test_a_signed_result_recovers_its_provider_and_round_trips_through_json():
     assert again == signed
     recovered = Account._recover_hash(again.result.digest(DOMAIN), signature=again.signature)
     assert recovered == provider.address
+
+
+@pytest.mark.parametrize("domain, result", [
+    (DOMAIN, RESULT),
+    (EscrowDomain(1, "0x5FbDB2315678afecb367f032d93F642f64180aa3"), JobResult(2**256 - 1, "0x" + "00" * 32, 2**32 - 1,
+                                                                             "0x" + "FF" * 32)),
+    (EscrowDomain(2**64 + 5, "0x" + "0a" * 20), JobResult(1, "0x" + "5e" * 32, 1, "0x" + "01" * 32)),
+])
+def test_the_digest_is_eth_accounts_eip712_hash_and_sign_uses_it(domain, result):
+    signable = encode_typed_data(full_message=result.typed_data(domain))
+    assert result.digest(domain) == keccak(b"\x19" + signable.version + signable.header + signable.body)
+    provider = Account.create()
+    signed = SignedJobResult.sign(result, domain, provider)
+    assert signed.signer(domain) == provider.address  # recovered through eth-account's typed-data path
+    assert signed.signature == "0x" + provider.sign_message(signable).signature.hex().removeprefix("0x")
 
 
 def test_the_digest_binds_every_field_and_the_domain():
