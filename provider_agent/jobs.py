@@ -187,6 +187,15 @@ class ChainView:
         return JobStatus.NONE if self.job is None else self.job.status
 
 
+@dataclass(frozen=True)
+class _Fetched:
+    """A job's spec and the cached, hash-checked files of its model and inputs."""
+
+    spec: JobSpec
+    model: Path
+    inputs: list[Path]
+
+
 class JobService:
     def __init__(self, chain: ProviderChain, cache: ContentCache, store: JobStore, outputs: OutputStore,
                  limits: Limits, backend: BackendClient | None = None,
@@ -214,11 +223,11 @@ class JobService:
         if record.status in (SIGNED, COMMITTED, FINALIZED, REFUNDED):
             return self._settle_known(job, record.status, check.result())
         try:
-            spec = self._spec(job_id, bytes.fromhex(job.spec_hash[2:]))
+            fetched = self._fetch(job_id, bytes.fromhex(job.spec_hash[2:]))
             digests = self.outputs.digests(job_id) if record.status == COMPUTED else None
             seconds = None
             if digests is None:
-                digests, seconds = self._compute(job_id, spec)
+                digests, seconds = self._compute(job_id, fetched)
         except JobFailed as failure:
             view = check.result()
             self._require_funded_for_us(job, view)  # a failure report is a release too
@@ -296,7 +305,9 @@ class JobService:
         result = JobResult(job_id, "0x" + record.root.hex(), record.item_count or 0, "0x" + record.result_digest.hex())
         return SignedJobResult(result, self.chain.address, record.signature)
 
-    def _spec(self, job_id: int, spec_hash: bytes) -> JobSpec:
+    def _fetch(self, job_id: int, spec_hash: bytes) -> _Fetched:
+        """The job's spec, model and inputs, each fetched and hash-checked (BadJobInput when
+        one is not what its hash says or the spec is not for us)."""
         try:
             spec = JobSpec.parse(self.cache.read("0x" + spec_hash.hex()))
         except ContentUnavailable:
@@ -308,24 +319,22 @@ class JobService:
         if spec.provider != self.chain.address.lower():
             raise BadJobInput(job_id, f"the spec names provider {spec.provider}")
         try:  # everything is fetched and hash-checked before the model runs
-            self.cache.path(spec.model)
-            for name in spec.inputs:
-                self.cache.path(name)
+            return _Fetched(spec, self.cache.path(spec.model), [self.cache.path(name) for name in spec.inputs])
         except ContentUnavailable:
             raise
         except ContentError as exc:
             raise BadJobInput(job_id, str(exc)) from exc
-        return spec
 
-    def _compute(self, job_id: int, spec: JobSpec) -> tuple[list[bytes], float]:
+    def _compute(self, job_id: int, fetched: _Fetched) -> tuple[list[bytes], float]:
         from protocol.jobs import output_digest
 
         for hook in self.activity.started:
             hook(job_id)
         items, seconds = 0, 0.0
+        spec = fetched.spec
         try:
-            run = run_inference(job_id, self.cache.path(spec.model), spec.model_format,
-                                [self.cache.path(h) for h in spec.inputs], spec.batch_size, self.limits)
+            run = run_inference(job_id, fetched.model, spec.model_format, fetched.inputs, spec.batch_size,
+                                self.limits)
             items, seconds = len(run.outputs), run.seconds
         finally:
             for hook in self.activity.finished:
