@@ -217,15 +217,19 @@ class _Cleaner:
     start). One per process, as the spawner."""
 
     def __init__(self) -> None:
-        self._work: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._work: queue.SimpleQueue[tuple[float, Callable[[], None]]] = queue.SimpleQueue()
         threading.Thread(target=self._serve, name="sandbox-cleaner", daemon=True).start()
 
     def _serve(self) -> None:
         while True:
-            self._work.get()()
+            due, work = self._work.get()
+            time.sleep(max(0.0, due - time.monotonic()))
+            work()
 
-    def submit(self, work: Callable[[], None]) -> None:
-        self._work.put(work)
+    def submit(self, work: Callable[[], None], delay_s: float = 0.0) -> None:
+        """Runs `work` on the cleaner's thread, `delay_s` from now at the earliest (works run
+        in the order submitted, so every delay should be the same)."""
+        self._work.put((time.monotonic() + delay_s, work))
 
     def discard(self, directory: Path) -> None:
         self.submit(lambda: shutil.rmtree(directory, onerror=self._not_deleted))
@@ -237,6 +241,7 @@ class _Cleaner:
 
 
 _generations = itertools.count(1)
+RESET_DELAY_S = 0.02  # after a job's outputs are read: its caller's reply is out by then
 
 
 class _Template:
@@ -246,8 +251,8 @@ class _Template:
 
     def __init__(self, threads: int, spawner: _Spawner, cleaner: _Cleaner) -> None:
         self.cleaner = cleaner
-        self._clean = threading.Event()  # set while the job directory holds no job's files
-        self._clean.set()
+        self._reset_lock = threading.Lock()
+        self._dirty = False  # the job directory still holds the last job's files
         self._reset_error: OSError | None = None
         self.isolation = isolation()
         bwrap = bwrap_path() if self.isolation == "namespaces" else None
@@ -278,22 +283,28 @@ class _Template:
         self.ready = False
 
     def reset_later(self) -> None:
-        """Empties the job directory on the cleaner's thread; `wait_clean` waits for it."""
-        self._clean.clear()
-        self.cleaner.submit(self._reset_now)
+        """Has the job directory emptied a moment from now on the cleaner's thread, once the
+        caller's reply to the job is out (emptying it at once took the interpreter's lock from
+        that reply); `wait_clean` empties it at once if the next job comes first."""
+        with self._reset_lock:
+            self._dirty = True
+        self.cleaner.submit(self._reset_if_dirty, RESET_DELAY_S)
 
-    def _reset_now(self) -> None:
-        try:
-            self.reset()
-        except OSError as exc:  # the job left something we cannot remove: this template is done
-            self._reset_error = exc
-        finally:
-            self._clean.set()
+    def _reset_if_dirty(self) -> None:
+        with self._reset_lock:
+            if not self._dirty:
+                return
+            self._dirty = False
+            try:
+                self.reset()
+            except OSError as exc:  # the job left something we cannot remove: this template is done
+                self._reset_error = exc
 
     def wait_clean(self) -> OSError | None:
-        """Waits until the last job's files are out of the job directory; the error when they
-        could not be moved out (the template must not run another job then)."""
-        self._clean.wait()
+        """Empties the job directory of the last job's files unless that is done already (or
+        waits while the cleaner does it); the error when they could not be moved out (the
+        template must not run another job then)."""
+        self._reset_if_dirty()
         return self._reset_error
 
     def reset(self) -> None:
@@ -365,7 +376,8 @@ class _Template:
 
     def close(self) -> None:
         """Kills the template and everything in its sandbox, and removes its files."""
-        self._clean.wait()  # a reset under way would put files back into the directory removed here
+        with self._reset_lock:  # a reset under way would put files back into the directory removed here
+            self._dirty = False
         if self.alive():
             try:
                 os.killpg(self.process.pid, signal.SIGKILL)

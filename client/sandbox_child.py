@@ -29,6 +29,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.pop("PWD", None)  # set by bwrap's --chdir; not on the allowlist the models get
 
 _PR_SET_PDEATHSIG = 1
+SPARE_DELAY_S = 0.015  # see `serve`
 
 
 def run_job(job_dir: Path, request: dict) -> int:
@@ -204,6 +205,11 @@ def serve(job_dir: Path) -> int:
             pass
         replies.write(json.dumps({"pid": child, "status": status}).encode() + b"\n")
         replies.flush()
+        # The next spare is forked a moment later, unless the next order comes first: forking
+        # this process and warming the child up take a core for about 10 ms, which the caller
+        # needs now to deliver the job it just got back (2 ms of each no-op job on 2 cores).
+        # Only the OS buffer can hold the next order: the caller sends it after this reply.
+        select.select([orders], [], [], SPARE_DELAY_S)
         spare = _fork_spare(job_dir, warm_up)
     return 0
 
