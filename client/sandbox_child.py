@@ -8,9 +8,10 @@ its own through a job's path (so what initialises on first use is done once, not
 limits and the request: model, format, inputs) hands it to a fresh child, forked ahead of the
 order, that applies the limits, reads only the files the request names, writes one encoded output per item
 (`<index>.out`) or, on a failure it can still report, `error.json` with the error's kind and
-stage, and exits. The template itself never runs a job's model, so nothing a job does reaches
-the next one; it kills what the job left running in its session and answers each order with the
-child's pid and exit status.
+stage, and waits to be killed. The template itself never runs a job's model, so nothing a job
+does reaches the next one; it stops the job's session (the child and whatever it left running),
+answers each order with the child's pid and exit status, and kills that session a moment later,
+before the next child is forked.
 """
 
 from __future__ import annotations
@@ -105,6 +106,8 @@ def _child(job_dir: Path, orders: int, report: int, warm_up: WarmUp) -> None:
         code = run_job(job_dir, order_doc["request"])
         sys.stderr.flush()
         os.write(report, b"%d" % code)  # every output file is closed: the template may answer now
+        while True:  # ended by the template (SIGKILL) once its caller has the answer
+            signal.pause()
     finally:
         # Skipping the interpreter's teardown of torch and onnxruntime (about 0.3 s) is part of
         # what makes a job take milliseconds.
@@ -197,10 +200,12 @@ def serve(job_dir: Path) -> int:
         else:  # no report: it crashed or was killed; its exit status says how
             status = os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
         try:
-            # Anything the job left running in its session, before the answer: once the parent has
-            # it, it empties the job directory for the next job, and nothing may write there then.
-            # Also before the next child is forked, so no process of this job's meets it.
-            os.killpg(child, signal.SIGKILL)
+            # Anything the job left running in its session is stopped before the answer: once the
+            # parent has it, it empties the job directory for the next job, and nothing may write
+            # there then. Killed (below) before the next child is forked, so no process of this
+            # job's meets it; not at once, since the exit of a process that mapped torch takes
+            # milliseconds of a core that the caller needs now.
+            os.killpg(child, signal.SIGSTOP)
         except ProcessLookupError:
             pass
         replies.write(json.dumps({"pid": child, "status": status}).encode() + b"\n")
@@ -210,6 +215,10 @@ def serve(job_dir: Path) -> int:
         # needs now to deliver the job it just got back (2 ms of each no-op job on 2 cores).
         # Only the OS buffer can hold the next order: the caller sends it after this reply.
         select.select([orders], [], [], SPARE_DELAY_S)
+        try:
+            os.killpg(child, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         spare = _fork_spare(job_dir, warm_up)
     return 0
 
