@@ -219,17 +219,18 @@ class JobService:
             raise NotOurJob(job_id, job.provider)
         record = self.store.claim(job_id, job.deadline, job)
         # Submitted after the claim: the read's Python would share the interpreter with it.
-        check = self._checks.submit(self._read_chain, job)
         if record.status in (SIGNED, COMMITTED, FINALIZED, REFUNDED):
-            return self._settle_known(job, record.status, check.result())
+            return self._settle_known(job, record.status, self._read_chain(job))
+        check = None
         try:
             fetched = self._fetch(job_id, bytes.fromhex(job.spec_hash[2:]))
+            check = self._checks.submit(self._read_chain, job)
             digests = self.outputs.digests(job_id) if record.status == COMPUTED else None
             seconds = None
             if digests is None:
                 digests, seconds = self._compute(job_id, fetched)
         except JobFailed as failure:
-            view = check.result()
+            view = check.result() if check is not None else self._read_chain(job)
             self._require_funded_for_us(job, view)  # a failure report is a release too
             return self._fail_and_refund(job_id, failure)
         tree = MerkleTree.from_leaves(digests)
