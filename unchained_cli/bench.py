@@ -108,12 +108,12 @@ def dispatch_section() -> str:
         "| --- | ---: | ---: | ---: | ---: |",
     ]
     for gap in (2.0, 0.0):
-        r = bench_provider.dispatch(rounds=8, gap_s=gap)
+        r = bench_provider.dispatch(rounds=16, gap_s=gap)
         when = f"{gap:.0f} s apart" if gap else "back to back"
         lines.append(f"| {when} | {r['ping_round_trip_ms']} | {r['market_noop_job_ms']} | {r['ratio']} "
                      f"| {r['renter_funding_tx_ms']} |")
     lines += ["", "Both spans run from sending the signed task to holding the worker's checked, signed reply; "
-              "medians of 8 jobs, each right after 5 pings (the first job, which caches the model, not "
+              "medians of 16 jobs, each right after 5 pings (the first job, which caches the model, not "
               "counted). The job's reply comes when the worker has its result, computed in a fresh child "
               "forked from a warm sandboxed template (client/sandbox.py); where the worker commits before "
               "replying, the chain's steps are in the span. "
