@@ -12,7 +12,7 @@ What a template gets:
 - Linux namespaces through bubblewrap (`bwrap --unshare-all --die-with-parent`): no network
   (a loopback of its own, nothing listening), its own pids, and a file system made only of
   the system and interpreter directories (read-only) and one job directory (`/job`) that
-  holds the current job's files and nothing else; it is emptied after every job. Where bwrap
+  holds the current job's files and nothing else; it is emptied after every job, before the next. Where bwrap
   is missing the executor refuses to run unless `UNCHAINED_SANDBOX_ISOLATION=none` says to run
   without namespaces, and then says so in a warning at every template start.
 - an allowlisted environment built here, never a copy of the parent's: only what the
