@@ -3,8 +3,11 @@
 The backend only produces: it sends tasks by name (protocol.tasks) and never imports the
 provider agent. A job is dispatched once: the Dispatch row is committed before the message is
 sent, and the message carries the job as JobCreated announced it (protocol.tasks.DispatchedJob),
-so the provider starts at once and checks the chain beside its work. If the broker is down the
-row stays without a task id and `retry_pending` sends it later, from the indexed job.
+so the provider starts at once and checks the chain beside its work. It also carries the job's
+spec and the renter's inputs while they fit in MAX_INLINE_CONTENT_BYTES (the provider's queue is
+readable by that provider alone, who may fetch them anyway), so a small job needs no fetch before
+it runs. If the broker is down the row stays without a task id and `retry_pending` sends it
+later, from the indexed job.
 """
 
 from __future__ import annotations
@@ -21,7 +24,12 @@ from backend.auth import utcnow
 from backend.projections import Event
 from client.broker import QueueApps
 from client.task_auth import TaskAuth
-from protocol.tasks import TASK_LEASE, TASK_RUN_JOB, DispatchedJob, provider_queue
+from backend.errors import NotFound
+from backend.hub import holds_input
+from backend.storage import BlobStore
+from protocol.jobs import JobSpec
+from protocol.tasks import (MAX_INLINE_CONTENT_BYTES, TASK_LEASE, TASK_RUN_JOB, DispatchedJob, inline_content,
+                            provider_queue)
 
 log = logging.getLogger(__name__)
 
@@ -34,9 +42,10 @@ def make_celery(broker_url: str, auth: Callable[[], TaskAuth]) -> QueueApps:
 
 
 class Dispatcher:
-    def __init__(self, celery: QueueApps, factory: sessionmaker[Session]) -> None:
+    def __init__(self, celery: QueueApps, factory: sessionmaker[Session], blobs: BlobStore | None = None) -> None:
         self.celery = celery
         self.factory = factory
+        self.blobs = blobs  # None: dispatches carry no content
         # Whether a row may wait without a task id: at start (a previous run may have left some)
         # and after a refused send. The indexer asks after every pass; the table is read only then.
         self._maybe_pending = True
@@ -82,8 +91,10 @@ class Dispatcher:
     def _send(self, job: DispatchedJob) -> str | None:
         job_id, provider = job.job_id, job.provider
         queue = provider_queue(provider)
+        content = self._inline(job)
+        args = [job.to_json(), inline_content(content)] if content else [job.to_json()]
         try:
-            result = self.celery.for_provider(provider).send_task(TASK_RUN_JOB, args=[job.to_json()], queue=queue,
+            result = self.celery.for_provider(provider).send_task(TASK_RUN_JOB, args=args, queue=queue,
                                                                   task_id=f"run-job-{job_id}")
         except Exception:  # kombu raises OperationalError and friends: keep the row, retry later
             log.exception("job %s: broker unavailable, will retry dispatch to %s", job_id, queue)
@@ -95,6 +106,29 @@ class Dispatcher:
                 row.task_id, row.queued_at = result.id, utcnow()
         log.info("job %s dispatched to %s (task %s)", job_id, queue, result.id)
         return result.id
+
+    def _inline(self, job: DispatchedJob) -> dict[str, bytes]:
+        """The job's spec and, in the spec's order, the inputs its renter uploaded here, while
+        the total fits in MAX_INLINE_CONTENT_BYTES; whatever is left out the provider fetches."""
+        if self.blobs is None:
+            return {}
+        with self.factory() as session:
+            record = session.get(m.JobSpecRecord, job.spec_hash)
+            if record is None:
+                return {}
+            items = {job.spec_hash: record.canonical.encode()}
+            total = len(items[job.spec_hash])
+            for name in JobSpec.parse(record.canonical).inputs:
+                if name in items or not holds_input(session, name, job.renter):
+                    continue
+                try:
+                    data = self.blobs.path(name).read_bytes()
+                except (NotFound, OSError):
+                    break
+                if total + len(data) > MAX_INLINE_CONTENT_BYTES:
+                    break
+                items[name], total = data, total + len(data)
+        return items
 
     def retry_pending(self) -> int:
         """Sends the dispatches the broker refused (or a previous run left unsent)."""

@@ -76,7 +76,8 @@ class Backend:
                 if self.settings.keystore is None:
                     log.warning("dispatch is off: tasks are signed with the dispatch key; set UNCHAINED_BACKEND_KEYSTORE")
                 else:
-                    self.dispatcher = Dispatcher(make_celery(self.settings.broker_url, self.task_auth), self.factory)
+                    self.dispatcher = Dispatcher(make_celery(self.settings.broker_url, self.task_auth), self.factory,
+                                                 self.blobs)
             self.indexer = Indexer(
                 self.chain(), self.factory, self.settings.confirmations, self.settings.index_batch_blocks,
                 on_new_events=self._on_new_events,

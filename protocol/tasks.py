@@ -12,7 +12,9 @@ SQLAlchemy transport on a SQLite file on one machine without Redis.
 
 from __future__ import annotations
 
+import base64
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
@@ -27,7 +29,11 @@ QUEUE_VERIFY = "verify"
 QUEUE_SETTLE = "settle"
 
 # provider_agent consumes these from its own queue
-TASK_RUN_JOB = "unchained.provider.run_job"  # (job: DispatchedJob.to_json()) -> result summary (signed)
+# (job: DispatchedJob.to_json(), content: inline_content(...) | None) -> result summary (signed).
+# `content` carries the job's spec and small inputs by hash, so the provider starts without fetching them;
+# it checks each against its name like fetched content, and fetches what is missing or wrong.
+TASK_RUN_JOB = "unchained.provider.run_job"
+MAX_INLINE_CONTENT_BYTES = 256 * 1024  # a dispatch carries the spec and inputs only while they fit in this
 # (round_id: int, secret_hex: str) -> commitment message (JSON text). The verifier's secret, handed
 # over in the moment it broadcasts fixSeed (its clock already running): with the request block's
 # hash it gives the round seed (protocol.pog.pog_round_seed), checked against the round's secretHash.
@@ -101,6 +107,33 @@ class DispatchedJob:
                        _integer(doc["deadline"]))
         except KeyError as exc:
             raise BadDispatch(f"job payload lacks {exc.args[0]!r}") from None
+
+
+def inline_content(items: Mapping[str, bytes]) -> dict[str, str]:
+    """TASK_RUN_JOB's `content`: content hash -> base64 of the bytes (the caller keeps the total
+    within MAX_INLINE_CONTENT_BYTES)."""
+    return {name: base64.b64encode(data).decode() for name, data in items.items()}
+
+
+def read_inline_content(doc: Any) -> dict[str, bytes]:
+    """The bytes of TASK_RUN_JOB's `content` by name (None: nothing inline). The names are not
+    checked against the bytes here: the receiver does that as for any fetched content."""
+    if doc is None:
+        return {}
+    if not isinstance(doc, dict):
+        raise BadDispatch(f"content: expected a JSON object, got {type(doc).__name__}")
+    items, total = {}, 0
+    for name, data in doc.items():
+        if not isinstance(name, str) or not _HEX32.match(name) or not isinstance(data, str):
+            raise BadDispatch(f"content: expected content hash -> base64, got {name!r}")
+        try:
+            items[name.lower()] = base64.b64decode(data, validate=True)
+        except ValueError:
+            raise BadDispatch(f"content {name}: not base64") from None
+        total += len(items[name.lower()])
+        if total > MAX_INLINE_CONTENT_BYTES:
+            raise BadDispatch(f"content: more than {MAX_INLINE_CONTENT_BYTES} bytes inline")
+    return items
 
 
 def _integer(value: Any) -> int:

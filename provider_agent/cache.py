@@ -14,6 +14,7 @@ import re
 import tempfile
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping
 from pathlib import Path
 from typing import NewType, Protocol
 
@@ -167,6 +168,23 @@ class ContentCache:
         actual = content_hash(data)
         if actual != name:
             raise ContentMismatch(name, actual)
+        self._store(name, data)
+        return path
+
+    def seed(self, items: Mapping[str, bytes]) -> list[str]:
+        """Stores content handed over with a job (its dispatch) instead of fetched: each item
+        only if its bytes hash to its name and it fits; the rest is left to be fetched, so bad
+        content costs a fetch, never a wrong input. Returns the names refused."""
+        refused = []
+        for name, data in items.items():
+            if not _HASH.match(name) or content_hash(data) != name or len(data) > self.max_bytes:
+                refused.append(name)
+            elif not (self.root / name).exists():
+                self._store(ContentHash(name), data)
+        return refused
+
+    def _store(self, name: ContentHash, data: bytes) -> None:
+        path = self.root / name
         with self._lock:
             self._make_room(len(data))
             fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".fetch-")
@@ -177,7 +195,6 @@ class ContentCache:
             self._sizes[name] = len(data)
             self._used += len(data)
         logger.info("cached %s (%d bytes)", name, len(data))
-        return path
 
     def read(self, name: str) -> bytes:
         return self.path(name).read_bytes()

@@ -1,6 +1,8 @@
 """The provider's Celery worker: consumes `provider.<address>` (protocol.tasks names).
 
-Tasks are thin: they pass ids (a job: the job as dispatched, protocol.tasks.DispatchedJob), build
+Tasks are thin: they pass ids (a job: the job as dispatched, protocol.tasks.DispatchedJob, with its
+spec and small inputs when the dispatcher sends them, which go into the content cache only if
+they hash to their names), build
 the agent once per process (`get_agent`) and let `JobService` decide from the local record and
 the chain what is left to do, so a redelivered message never does work twice. A job payload that
 does not parse fails its task at once with the reason (the message is dropped, not retried).
@@ -51,6 +53,7 @@ from protocol.tasks import (
     BadDispatch,
     DispatchedJob,
     provider_queue,
+    read_inline_content,
 )
 from provider_agent.agent import built_agent, get_agent
 from provider_agent.backend_client import BackendUnavailable
@@ -138,13 +141,17 @@ def ping() -> str:
 
 
 @app.task(shared=False, name=TASK_RUN_JOB, bind=True, acks_late=True, **_retrying)
-def run_job(self: Task, job: Any) -> dict[str, Any]:
+def run_job(self: Task, job: Any, content: Any = None) -> dict[str, Any]:
     agent = get_agent()
     try:
         dispatched = DispatchedJob.from_json(job)
+        inline = read_inline_content(content)
     except BadDispatch as exc:  # not retried: the same bytes would fail again
         logger.error("run_job: bad job payload dropped (delivery %s): %s", self.request.id, exc)
         raise
+    if refused := agent.jobs.cache.seed(inline):  # the operator's mistake or worse: fetched instead
+        logger.warning("job %s: content sent with the dispatch does not match its names, fetched instead: %s",
+                       dispatched.job_id, ", ".join(refused))
     outcome = agent.jobs.process(dispatched)
     logger.info("job %s: %s (delivery %s, retry %s)", dispatched.job_id, outcome.status, self.request.id,
                 self.request.retries)

@@ -19,7 +19,12 @@ from client.escrow_jobs import read_job
 from protocol.merkle import keccak256
 from protocol.broker import provider_keyprefix
 from protocol.task_auth import HEADER
-from protocol.tasks import TASK_LEASE, TASK_RUN_JOB, DispatchedJob, provider_queue
+from backend import models as m
+from backend.auth import utcnow
+from backend.jobs import store_spec
+from protocol.jobs import JobSpec
+from protocol.tasks import (MAX_INLINE_CONTENT_BYTES, TASK_LEASE, TASK_RUN_JOB, DispatchedJob, provider_queue,
+                            read_inline_content)
 from unchained_cli.market import wait_for
 
 
@@ -70,6 +75,40 @@ def test_confirmed_job_is_enqueued_once_on_the_provider_queue(chain, session, ma
         assert len(_messages(broker, queue)) == before + 1
         assert all(m["headers"]["id"] != f"run-job-{job_id}"
                    for m in _messages(broker, provider_queue(market.provider2)))
+    finally:
+        backend.close()
+
+
+def test_a_dispatch_carries_the_spec_and_the_renters_inputs_that_fit(chain, session, market, tmp_path, redis_url,
+                                                                     dispatch_key) -> None:  # type: ignore[no-untyped-def]
+    settings = support.make_settings(chain, tmp_path, dispatch=True, broker_url=redis_url, confirmations=0,
+                                     **dispatch_key)
+    backend = Backend.open(settings)
+    try:
+        indexer = backend.make_indexer()
+        indexer.sync()
+        small, foreign, large = b"renter's input", b"someone else's input", bytes(MAX_INLINE_CONTENT_BYTES)
+        held = {}
+        with backend.factory() as db:
+            for data, owner in ((small, market.renter), (foreign, market.provider2), (large, market.renter)):
+                held[data] = backend.blobs.put(data)
+                db.add(m.Blob(content_hash=held[data], owner=owner.lower(), size=len(data), created_at=utcnow()))
+                db.add(m.BlobHolder(content_hash=held[data], account=owner.lower()))
+            db.commit()
+            spec = JobSpec(model="0x" + "11" * 32, model_format="torchscript",
+                           inputs=(held[small], held[foreign], held[small], held[large]), batch_size=1,
+                           tolerance_ppm=0, deadline=2**40, price_wei=10**15, provider=market.provider.lower())
+            store_spec(db, spec.canonical())
+        job_id = support.funded_job(session, market.renter, market.provider, spec.spec_hash, 10**15)
+        indexer.sync()
+        [message] = [msg for msg in _messages(redis.Redis.from_url(redis_url), provider_queue(market.provider))
+                     if msg["headers"]["id"] == f"run-job-{job_id}"]
+        args, _kwargs, _embed = json.loads(base64.b64decode(message["body"]))
+        payload, content = args
+        assert DispatchedJob.from_json(payload).job_id == job_id
+        # The spec and the renter's own input; not another account's input (the renter named it but
+        # never uploaded it) and not what would go past the size limit: the provider fetches those.
+        assert read_inline_content(content) == {"0x" + spec.spec_hash.hex(): spec.canonical(), held[small]: small}
     finally:
         backend.close()
 

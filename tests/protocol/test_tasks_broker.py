@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from kombu import Connection
 
-from protocol.tasks import BadBrokerUrl, broker_transport_options, result_backend_url
+from protocol.tasks import (MAX_INLINE_CONTENT_BYTES, BadBrokerUrl, BadDispatch, broker_transport_options,
+                            inline_content, read_inline_content, result_backend_url)
 
 
 @pytest.mark.parametrize("url", ["redis://127.0.0.1:6379/0", "rediss://user:pw@host:6380/1"])
@@ -49,3 +50,14 @@ def test_sqlite_options_open_a_working_transport(tmp_path) -> None:  # type: ign
         queue.put({"n": 1})
         assert queue.get(timeout=5).payload == {"n": 1}
         queue.close()
+
+
+def test_inline_content_round_trips_and_junk_is_refused():
+    name = "0x" + "ab" * 32
+    assert read_inline_content(inline_content({name: b"\x00spec"})) == {name: b"\x00spec"}
+    assert read_inline_content(None) == {}
+    for junk, reason in ((["x"], "JSON object"), ({"0x12": "AA=="}, "content hash"), ({name: 5}, "content hash"),
+                         ({name: "not base64!"}, "not base64"),
+                         ({name: inline_content({name: bytes(MAX_INLINE_CONTENT_BYTES + 1)})[name]}, "more than")):
+        with pytest.raises(BadDispatch, match=reason):
+            read_inline_content(junk)

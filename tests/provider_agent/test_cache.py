@@ -105,3 +105,15 @@ def test_files_another_process_stored_are_counted_at_the_next_reading(backend, t
     theirs.path(_blob(1000))
     ours.path(_blob(1000))  # the directory read again: three files there, one goes for the fourth
     assert ours.used_bytes() <= 3000
+
+
+def test_seeded_content_is_kept_only_when_it_matches_its_name(backend, tmp_path):
+    cache = ContentCache(tmp_path, 1500, HttpSource(backend))
+    good, wrong, large = os.urandom(100), "0x" + "cd" * 32, os.urandom(2000)
+    right_name = _blob(50)  # the source has the right bytes for the name the dispatch got wrong
+    refused = cache.seed({content_hash(good): good, wrong: b"claims to be cd..cd", right_name: b"not these",
+                          content_hash(large): large, "../escape": b"x"})
+    assert sorted(refused) == sorted([wrong, right_name, content_hash(large), "../escape"])
+    assert {p.name for p in tmp_path.iterdir() if not p.name.startswith(".")} == {content_hash(good)}
+    assert cache.read(content_hash(good)) == good  # served from the cache: the source never had it
+    assert cache.read(right_name) == BLOBS[right_name]  # fetched, not the dispatch's bytes

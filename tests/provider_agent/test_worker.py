@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from protocol.enums import JobStatus
-from protocol.tasks import TASK_RUN_JOB, provider_queue
+from protocol.tasks import TASK_RUN_JOB, inline_content, provider_queue
 from provider_agent.agent import Agent
 from provider_agent.state import JobStore
 from tests.support.broker import signed_sender
@@ -62,6 +62,40 @@ def test_job_through_worker_twice_delivered_is_committed_once(setup, market):
         worker.stop()
     assert agent.chain.job(job_id).status == JobStatus.COMMITTED
     assert _commits(market, job_id) == 1
+
+
+def test_a_job_whose_spec_and_inputs_come_with_the_dispatch_runs_without_fetching_them(setup, market, tmp_path):
+    settings, agent, client, queue = setup
+    renters = tmp_path / "backend-side"  # what the backend holds; the provider's source has only the model
+    renters.mkdir()
+    model = save_torchscript(Tiny(), settings.content_dir)
+    (renters / model).write_bytes((settings.content_dir / model).read_bytes())
+    job_id, spec = market.create_job(renters, model, ITEMS[:3])
+    spec_hash = market.dispatched(job_id).spec_hash
+    sent = {name: (renters / name).read_bytes() for name in (spec_hash, *spec.inputs)}
+    forged_id, forged_spec = market.create_job(renters, model, ITEMS[3:5])  # its content wrong inline
+    forged = {name: b"not this" for name in (market.dispatched(forged_id).spec_hash, *forged_spec.inputs)}
+    worker = Worker(settings, queue)
+    try:
+        done = client.send_task(TASK_RUN_JOB, args=[market.dispatched(job_id).to_json(), inline_content(sent)],
+                                queue=queue)
+        assert done.get(timeout=60)["result"]["status"] == "signed"
+        # Content that does not hash to its name is not used: the job runs on what the provider's
+        # own source gives (which the first job's source lacked, so it could run only on the dispatch's).
+        for name in (market.dispatched(forged_id).spec_hash, *forged_spec.inputs):
+            (settings.content_dir / name).write_bytes((renters / name).read_bytes())
+        fetched = client.send_task(TASK_RUN_JOB, args=[market.dispatched(forged_id).to_json(),
+                                                       inline_content(forged)], queue=queue)
+        assert fetched.get(timeout=60)["result"]["status"] == "signed"
+        bad = client.send_task(TASK_RUN_JOB, args=[market.dispatched(job_id).to_json(), {"0x12": "AA=="}],
+                               queue=queue)
+        with pytest.raises(Exception, match="content hash -> base64"):
+            bad.get(timeout=30)
+    finally:
+        worker.stop()
+    record = agent.jobs.store.get(job_id)
+    assert record is not None and record.status in ("signed", "committed")
+    assert agent.jobs.outputs.digests(forged_id) is not None and len(agent.jobs.outputs.digests(forged_id)) == 2
 
 
 def test_worker_killed_mid_job_finishes_it_exactly_once(setup, market):
