@@ -23,7 +23,7 @@ from backend import models as m
 from backend.auth import utcnow
 from backend.errors import BadInput, Conflict, Forbidden, NotFound
 from backend.matching import Candidate, NoMatch, Ranked, Request, explain, mining_floor, rank
-from backend.storage import BlobStore, Upload
+from backend.storage import BlobStore, Upload, content_hash
 from protocol.errors import ProtocolError
 from protocol.job_result import EscrowDomain, JobResultError, SignedJobResult
 from protocol.jobs import JobSpec, JobSpecError
@@ -142,28 +142,53 @@ def parse_proof(header: str) -> list[bytes]:
 
 def store_output(session: Session, job_id: int, index: int, uploader: str, upload: Upload,
                  siblings: list[bytes]) -> m.JobOutput:
+    root, item_count = _output_root(session, job_id, uploader)
+    _check_output(job_id, root, item_count, index, upload.digest, siblings)
+    upload.keep()
+    row = _output_row(session, job_id, index, upload.digest, siblings, upload.size)
+    session.commit()
+    return row
+
+
+def store_outputs(session: Session, blobs: BlobStore, job_id: int, uploader: str,
+                  items: list[tuple[int, bytes, list[bytes]]]) -> list[m.JobOutput]:
+    """Several items' outputs of one job in one request, all or nothing: every item is checked
+    under the result's root before any is stored."""
+    root, item_count = _output_root(session, job_id, uploader)
+    for index, data, siblings in items:
+        _check_output(job_id, root, item_count, index, content_hash(data), siblings)
+    rows = [_output_row(session, job_id, index, blobs.put(data), siblings, len(data)) for index, data, siblings in items]
+    session.commit()
+    return rows
+
+
+def _output_root(session: Session, job_id: int, uploader: str) -> tuple[str, int]:
     job = get_job(session, job_id)
     if uploader != job.provider:
         raise Forbidden(f"only job {job_id}'s provider {job.provider} uploads its outputs")
     found = result_root(job)
     if found is None:
         raise Conflict(f"job {job_id} has no signed or committed result yet")
-    root, item_count = found
+    return found
+
+
+def _check_output(job_id: int, root: str, item_count: int, index: int, digest: str, siblings: list[bytes]) -> None:
     if not 0 <= index < item_count:
         raise BadInput(f"item {index} is outside 0..{item_count - 1}")
-    digest = upload.digest
     try:
         verify_inclusion(leaf_hash(bytes.fromhex(digest[2:])), index, item_count, siblings, bytes.fromhex(root[2:]))
     except ProtocolError as exc:
         raise BadInput(f"item {index} does not match the result's output root: {exc}") from exc
-    upload.keep()
+
+
+def _output_row(session: Session, job_id: int, index: int, digest: str, siblings: list[bytes],
+                size: int) -> m.JobOutput:
     row = session.get(m.JobOutput, (job_id, index))
     if row is None:
         row = m.JobOutput(job_id=job_id, item_index=index, digest=digest,
-                          proof=["0x" + s.hex() for s in siblings], size=upload.size)
+                          proof=["0x" + s.hex() for s in siblings], size=size)
         session.add(row)
-        session.commit()
-    log.info("job %s item %s output %s stored (%s bytes)", job_id, index, digest, upload.size)
+    log.info("job %s item %s output %s stored (%s bytes)", job_id, index, digest, size)
     return row
 
 

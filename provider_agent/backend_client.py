@@ -14,6 +14,7 @@ will not accept this, whatever the retries: a bug or a misconfiguration to log).
 
 from __future__ import annotations
 
+import base64
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -94,6 +95,14 @@ class BackendClient:
                    "Content-Type": "application/octet-stream"}
         self._request(f"job {job_id} item {index} upload", "PUT", f"/jobs/{job_id}/outputs/{index}",
                       content=data, headers=headers)
+
+    def upload_outputs(self, job_id: int, items: Sequence[tuple[int, bytes, Sequence[bytes]]]) -> None:
+        """Several items' outputs (index, bytes, inclusion proof) in one request, stored all or
+        nothing; the caller keeps the body within protocol.jobs.MAX_OUTPUTS_BODY_BYTES."""
+        body = {"items": [{"index": index, "data": base64.b64encode(data).decode(),
+                           "proof": ["0x" + bytes(p).hex() for p in proof]} for index, data, proof in items]}
+        self._request(f"job {job_id} items {items[0][0]}..{items[-1][0]} upload", "PUT", f"/jobs/{job_id}/outputs",
+                      json=body)
 
     def report_failure(self, job_id: int, kind: str, error: str) -> None:
         self._request(f"job {job_id} failure report", "POST", f"/jobs/{job_id}/failure",

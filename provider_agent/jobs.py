@@ -35,7 +35,7 @@ from __future__ import annotations
 import logging
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,7 +45,7 @@ from protocol.enums import ChallengeKind, JobStatus
 from protocol.escrow_job import EscrowJob
 from protocol.ids import ChallengeId, JobId
 from protocol.job_result import JobResult, SignedJobResult
-from protocol.jobs import JobSpec, JobSpecError
+from protocol.jobs import MAX_OUTPUTS_BODY_BYTES, JobSpec, JobSpecError
 from protocol.merkle import MerkleTree, keccak256
 from provider_agent import ProviderAgentError
 from provider_agent.backend_client import BackendClient, BackendClientError, BackendRefused, BackendUnavailable
@@ -413,6 +413,23 @@ class JobService:
         return [r.job_id for r in self.store.with_status(SIGNED, COMMITTED)
                 if self.outputs.digests(r.job_id) is not None and not self.outputs.uploaded(r.job_id)]
 
+    def _upload_groups(self, job_id: int, tree: MerkleTree,
+                       indices: list[int]) -> Iterator[list[tuple[int, bytes, tuple]]]:
+        """The items to upload, as (index, bytes, proof), in groups that fit one request of
+        several items (PUT /jobs/{id}/outputs, base64 in JSON); a larger item goes alone."""
+        group: list[tuple[int, bytes, tuple]] = []
+        size = 0
+        for index in indices:
+            item = (index, self.outputs.output(job_id, index), tuple(tree.proof(index)))
+            cost = len(item[1]) * 4 // 3 + 80 * (len(item[2]) + 1)  # base64, hex siblings, JSON
+            if group and size + cost > MAX_OUTPUTS_BODY_BYTES:
+                yield group
+                group, size = [], 0
+            group.append(item)
+            size += cost
+        if group:
+            yield group
+
     def _upload_if_pending(self, job_id: int, recheck: bool = False) -> bool | None:
         """Uploads right after signing (`recheck`: whatever the backend lacks, even if all was
         sent once); a failure is logged and leaves the upload pending."""
@@ -447,9 +464,12 @@ class JobService:
                 if (signed := self.signed_result(job_id)) is not None:
                     self.backend.deliver_result(signed.to_json())
                 held = set() if fresh and attempt == 1 else self.backend.uploaded_items(job_id)
-                for index in sorted(set(range(len(digests))) - held):
-                    self.backend.upload_output(job_id, index, self.outputs.output(job_id, index), tree.proof(index))
-                    sent += 1
+                for group in self._upload_groups(job_id, tree, sorted(set(range(len(digests))) - held)):
+                    if len(group) == 1:
+                        self.backend.upload_output(job_id, *group[0])
+                    else:
+                        self.backend.upload_outputs(job_id, group)
+                    sent += len(group)
             except BackendUnavailable as exc:
                 if attempt == tries:
                     raise UploadFailed(job_id, exc) from exc

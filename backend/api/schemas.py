@@ -215,6 +215,18 @@ class JobResult(BaseModel):
     items: list[ResultItem]
 
 
+class OutputItem(BaseModel):
+    index: int
+    data: str = Field(description="the item's output bytes, base64")
+    proof: list[str] = Field(default=[], description="0x-hex sibling hashes of the item's digest, bottom-up")
+
+
+class OutputsUpload(BaseModel):
+    """Several items' outputs of one job in one request (PUT /jobs/{id}/outputs), all or nothing."""
+
+    items: list[OutputItem] = Field(min_length=1)
+
+
 class OutputStored(BaseModel):
     job_id: int
     index: int

@@ -3,8 +3,10 @@ job specs, output uploads checked against the on-chain root, quotes, health and 
 
 from __future__ import annotations
 
+import base64
 import json
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import backend_support as support
 import pytest
@@ -161,6 +163,37 @@ def test_malformed_job_spec_gets_422_naming_the_field(app_client) -> None:  # ty
     response = app_client.post("/jobs/specs", content=json.dumps(doc), headers={"Content-Type": "application/json"})
     assert response.status_code == 422 and "inputs[0]" in response.json()["detail"]
     assert app_client.post("/jobs/specs", content=b"{not json").status_code == 422
+
+
+def test_several_outputs_are_uploaded_in_one_request_all_or_nothing(app_client, session, market) -> None:  # type: ignore[no-untyped-def]
+    renter, provider, stranger = _as(app_client, 3), _as(app_client, 1), _as(app_client, UNSTAKED)
+    spec = JobSpec(model="0x" + keccak256(b"public-model").hex(), model_format="torchscript",
+                   inputs=tuple(renter.upload_input(b"bulk-%d" % i) for i in range(3)), batch_size=1,
+                   tolerance_ppm=0, deadline=session.now() + 3600, price_wei=10**15, provider=market.provider)
+    renter.store_spec(spec.canonical())
+    job_id = support.funded_job(session, market.renter, market.provider, spec.spec_hash, 10**15)
+    outputs = [b"bulk-output-%d" % i for i in range(3)]
+    tree = support.commit_outputs(session, market.provider, job_id, outputs)
+    _sync(app_client)
+    provider.sign_in()
+    stranger.sign_in()
+
+    def put(who: BackendClient, items: list[tuple[int, bytes, tuple]]) -> Any:  # type: ignore[type-arg]
+        body = {"items": [{"index": i, "data": base64.b64encode(d).decode(), "proof": ["0x" + p.hex() for p in proof]}
+                          for i, d, proof in items]}
+        return app_client.put(f"/jobs/{job_id}/outputs", json=body, headers=who._auth())
+
+    items = [(i, data, tuple(tree.proof(i))) for i, data in enumerate(outputs)]
+    forged = put(provider, [items[0], (1, b"forged", items[1][2]), items[2]])
+    assert forged.status_code == 422 and "item 1" in forged.json()["detail"]
+    assert all(item["digest"] is None for item in app_client.get(f"/jobs/{job_id}/result").json()["items"])
+    assert put(stranger, items).status_code == 403
+    assert app_client.put(f"/jobs/{job_id}/outputs", json={"items": [{"index": 0, "data": "not base64!"}]},
+                          headers=provider._auth()).status_code == 422
+    assert app_client.put(f"/jobs/{job_id}/outputs", json={"items": []}, headers=provider._auth()).status_code == 422
+    stored = put(provider, items)
+    assert stored.status_code == 201 and [row["index"] for row in stored.json()] == [0, 1, 2]
+    assert renter.download_verified(job_id) == outputs
 
 
 def test_outputs_are_accepted_only_under_the_onchain_root(app_client, session, market) -> None:  # type: ignore[no-untyped-def]

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import base64
 import json
 from typing import Annotated
 
@@ -20,10 +21,12 @@ from backend.api.schemas import (
     JobResult,
     JobSpecStored,
     OutputStored,
+    OutputsUpload,
     ResultItem,
     SignedResult,
 )
-from protocol.jobs import MAX_SPEC_BYTES, JobSpec
+from backend.errors import BadInput
+from protocol.jobs import MAX_OUTPUTS_BODY_BYTES, MAX_SPEC_BYTES, JobSpec
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 JobIdPath = Annotated[int, Path(ge=0, le=2**63 - 1)]
@@ -134,6 +137,26 @@ async def upload_output(
         upload.discard()  # bytes that do not prove inclusion leave nothing behind
     backend.metrics.upload_bytes.labels("output").inc(upload.size)
     return OutputStored(job_id=job_id, index=index, digest=row.digest, size=row.size)
+
+
+@router.put("/{job_id}/outputs", response_model=list[OutputStored], status_code=201,
+            responses={401: {}, 403: {}, 404: {}, 409: {}, 413: {}, 422: {}})
+async def upload_outputs(job_id: JobIdPath, request: Request, signer: SignedInDep, backend: BackendDep,
+                         db: DbDep) -> list[OutputStored]:
+    """The provider uploads several items' outputs at once (`OutputsUpload`: base64 bytes and the
+    inclusion proof of each, at most MAX_OUTPUTS_BODY_BYTES of JSON): one request for a job of
+    small outputs instead of one per item. All are checked under the job's result root before any
+    is stored."""
+    raw = await read_body(request, MAX_OUTPUTS_BODY_BYTES, "outputs")
+    try:
+        body = OutputsUpload.model_validate_json(raw)
+        items = [(item.index, base64.b64decode(item.data, validate=True), service.parse_proof(",".join(item.proof)))
+                 for item in body.items]
+    except ValueError as exc:  # pydantic's ValidationError and binascii's errors are ValueErrors
+        raise BadInput(f"outputs: {exc}") from None
+    rows = await run_in_threadpool(service.store_outputs, db, backend.blobs, job_id, signer, items)
+    backend.metrics.upload_bytes.labels("output").inc(sum(len(data) for _, data, _ in items))
+    return [OutputStored(job_id=job_id, index=row.item_index, digest=row.digest, size=row.size) for row in rows]
 
 
 @router.post("/{job_id}/failure", status_code=204, responses={401: {}, 403: {}, 404: {}})
