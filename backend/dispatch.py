@@ -3,10 +3,10 @@
 The backend only produces: it sends tasks by name (protocol.tasks) and never imports the
 provider agent. A job is dispatched once: the Dispatch row is committed before the message is
 sent, and the message carries the job as JobCreated announced it (protocol.tasks.DispatchedJob),
-so the provider starts at once and checks the chain beside its work. It also carries the job's
-spec and the renter's inputs while they fit in MAX_INLINE_CONTENT_BYTES (the provider's queue is
-readable by that provider alone, who may fetch them anyway), so a small job needs no fetch before
-it runs. If the broker is down the row stays without a task id and `retry_pending` sends it
+so the provider starts at once and checks the chain beside its work. A header of it
+(CONTENT_HEADER) carries the job's spec and the renter's inputs while they fit in
+MAX_INLINE_CONTENT_BYTES (the provider's queue is readable by that provider alone, who may fetch
+them anyway), so a small job needs no fetch before it runs. If the broker is down the row stays without a task id and `retry_pending` sends it
 later, from the indexed job.
 """
 
@@ -28,8 +28,8 @@ from backend.errors import NotFound
 from backend.hub import holds_input
 from backend.storage import BlobStore
 from protocol.jobs import JobSpec
-from protocol.tasks import (MAX_INLINE_CONTENT_BYTES, TASK_LEASE, TASK_RUN_JOB, DispatchedJob, inline_content,
-                            provider_queue)
+from protocol.tasks import (CONTENT_HEADER, MAX_INLINE_CONTENT_BYTES, TASK_LEASE, TASK_RUN_JOB, DispatchedJob,
+                            inline_content, provider_queue)
 
 log = logging.getLogger(__name__)
 
@@ -92,10 +92,10 @@ class Dispatcher:
         job_id, provider = job.job_id, job.provider
         queue = provider_queue(provider)
         content = self._inline(job)
-        args = [job.to_json(), inline_content(content)] if content else [job.to_json()]
         try:
-            result = self.celery.for_provider(provider).send_task(TASK_RUN_JOB, args=args, queue=queue,
-                                                                  task_id=f"run-job-{job_id}")
+            result = self.celery.for_provider(provider).send_task(
+                TASK_RUN_JOB, args=[job.to_json()], queue=queue, task_id=f"run-job-{job_id}",
+                headers={CONTENT_HEADER: inline_content(content)} if content else None)
         except Exception:  # kombu raises OperationalError and friends: keep the row, retry later
             log.exception("job %s: broker unavailable, will retry dispatch to %s", job_id, queue)
             self._maybe_pending = True

@@ -29,10 +29,12 @@ QUEUE_VERIFY = "verify"
 QUEUE_SETTLE = "settle"
 
 # provider_agent consumes these from its own queue
-# (job: DispatchedJob.to_json(), content: inline_content(...) | None) -> result summary (signed).
-# `content` carries the job's spec and small inputs by hash, so the provider starts without fetching them;
-# it checks each against its name like fetched content, and fetches what is missing or wrong.
-TASK_RUN_JOB = "unchained.provider.run_job"
+TASK_RUN_JOB = "unchained.provider.run_job"  # (job: DispatchedJob.to_json()) -> result summary (signed)
+# A TASK_RUN_JOB message header: the job's spec and small inputs by hash (`inline_content`), so the
+# provider starts without fetching them. Each item is checked against its name like fetched content
+# (what is missing or wrong is fetched), so the header needs no signature; and a worker that does
+# not read it runs the job as before.
+CONTENT_HEADER = "unchained_content"
 MAX_INLINE_CONTENT_BYTES = 256 * 1024  # a dispatch carries the spec and inputs only while they fit in this
 # (round_id: int, secret_hex: str) -> commitment message (JSON text). The verifier's secret, handed
 # over in the moment it broadcasts fixSeed (its clock already running): with the request block's
@@ -110,13 +112,13 @@ class DispatchedJob:
 
 
 def inline_content(items: Mapping[str, bytes]) -> dict[str, str]:
-    """TASK_RUN_JOB's `content`: content hash -> base64 of the bytes (the caller keeps the total
+    """CONTENT_HEADER's value: content hash -> base64 of the bytes (the caller keeps the total
     within MAX_INLINE_CONTENT_BYTES)."""
     return {name: base64.b64encode(data).decode() for name, data in items.items()}
 
 
 def read_inline_content(doc: Any) -> dict[str, bytes]:
-    """The bytes of TASK_RUN_JOB's `content` by name (None: nothing inline). The names are not
+    """The bytes of CONTENT_HEADER's value by name (None: nothing inline). The names are not
     checked against the bytes here: the receiver does that as for any fetched content."""
     if doc is None:
         return {}

@@ -1,8 +1,8 @@
 """The provider's Celery worker: consumes `provider.<address>` (protocol.tasks names).
 
-Tasks are thin: they pass ids (a job: the job as dispatched, protocol.tasks.DispatchedJob, with its
-spec and small inputs when the dispatcher sends them, which go into the content cache only if
-they hash to their names), build
+Tasks are thin: they pass ids (a job: the job as dispatched, protocol.tasks.DispatchedJob; its
+spec and small inputs may ride in the message's CONTENT_HEADER, and go into the content cache
+only if they hash to their names), build
 the agent once per process (`get_agent`) and let `JobService` decide from the local record and
 the chain what is left to do, so a redelivered message never does work twice. A job payload that
 does not parse fails its task at once with the reason (the message is dropped, not retried).
@@ -46,6 +46,7 @@ from client.errors import NodeUnavailable
 from protocol.broker import provider_keyprefix
 from protocol.ids import ChallengeId
 from protocol.tasks import (
+    CONTENT_HEADER,
     TASK_LEASE,
     TASK_POG_ANSWER,
     TASK_POG_ROUND,
@@ -141,11 +142,11 @@ def ping() -> str:
 
 
 @app.task(shared=False, name=TASK_RUN_JOB, bind=True, acks_late=True, **_retrying)
-def run_job(self: Task, job: Any, content: Any = None) -> dict[str, Any]:
+def run_job(self: Task, job: Any) -> dict[str, Any]:
     agent = get_agent()
     try:
         dispatched = DispatchedJob.from_json(job)
-        inline = read_inline_content(content)
+        inline = read_inline_content(getattr(self.request, CONTENT_HEADER, None))
     except BadDispatch as exc:  # not retried: the same bytes would fail again
         logger.error("run_job: bad job payload dropped (delivery %s): %s", self.request.id, exc)
         raise

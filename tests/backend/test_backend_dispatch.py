@@ -23,8 +23,8 @@ from backend import models as m
 from backend.auth import utcnow
 from backend.jobs import store_spec
 from protocol.jobs import JobSpec
-from protocol.tasks import (MAX_INLINE_CONTENT_BYTES, TASK_LEASE, TASK_RUN_JOB, DispatchedJob, provider_queue,
-                            read_inline_content)
+from protocol.tasks import (CONTENT_HEADER, MAX_INLINE_CONTENT_BYTES, TASK_LEASE, TASK_RUN_JOB, DispatchedJob,
+                            provider_queue, read_inline_content)
 from unchained_cli.market import wait_for
 
 
@@ -104,7 +104,8 @@ def test_a_dispatch_carries_the_spec_and_the_renters_inputs_that_fit(chain, sess
         [message] = [msg for msg in _messages(redis.Redis.from_url(redis_url), provider_queue(market.provider))
                      if msg["headers"]["id"] == f"run-job-{job_id}"]
         args, _kwargs, _embed = json.loads(base64.b64decode(message["body"]))
-        payload, content = args
+        [payload] = args  # the content rides in a header: a worker that does not read it runs the job as before
+        content = message["headers"][CONTENT_HEADER]
         assert DispatchedJob.from_json(payload).job_id == job_id
         # The spec and the renter's own input; not another account's input (the renter named it but
         # never uploaded it) and not what would go past the size limit: the provider fetches those.

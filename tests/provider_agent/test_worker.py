@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from protocol.enums import JobStatus
-from protocol.tasks import TASK_RUN_JOB, inline_content, provider_queue
+from protocol.tasks import CONTENT_HEADER, TASK_RUN_JOB, inline_content, provider_queue
 from provider_agent.agent import Agent
 from provider_agent.state import JobStore
 from tests.support.broker import signed_sender
@@ -77,18 +77,18 @@ def test_a_job_whose_spec_and_inputs_come_with_the_dispatch_runs_without_fetchin
     forged = {name: b"not this" for name in (market.dispatched(forged_id).spec_hash, *forged_spec.inputs)}
     worker = Worker(settings, queue)
     try:
-        done = client.send_task(TASK_RUN_JOB, args=[market.dispatched(job_id).to_json(), inline_content(sent)],
-                                queue=queue)
+        done = client.send_task(TASK_RUN_JOB, args=[market.dispatched(job_id).to_json()], queue=queue,
+                                headers={CONTENT_HEADER: inline_content(sent)})
         assert done.get(timeout=60)["result"]["status"] == "signed"
         # Content that does not hash to its name is not used: the job runs on what the provider's
         # own source gives (which the first job's source lacked, so it could run only on the dispatch's).
         for name in (market.dispatched(forged_id).spec_hash, *forged_spec.inputs):
             (settings.content_dir / name).write_bytes((renters / name).read_bytes())
-        fetched = client.send_task(TASK_RUN_JOB, args=[market.dispatched(forged_id).to_json(),
-                                                       inline_content(forged)], queue=queue)
+        fetched = client.send_task(TASK_RUN_JOB, args=[market.dispatched(forged_id).to_json()], queue=queue,
+                                   headers={CONTENT_HEADER: inline_content(forged)})
         assert fetched.get(timeout=60)["result"]["status"] == "signed"
-        bad = client.send_task(TASK_RUN_JOB, args=[market.dispatched(job_id).to_json(), {"0x12": "AA=="}],
-                               queue=queue)
+        bad = client.send_task(TASK_RUN_JOB, args=[market.dispatched(job_id).to_json()], queue=queue,
+                               headers={CONTENT_HEADER: {"0x12": "AA=="}})
         with pytest.raises(Exception, match="content hash -> base64"):
             bad.get(timeout=30)
     finally:
