@@ -33,6 +33,10 @@ logger = logging.getLogger(__name__)
 RETRYABLE = frozenset({404, 408, 409, 425, 429, 500, 502, 503, 504})
 
 
+# How the backend's framework answers a route it does not have (an earlier version of the backend).
+NO_SUCH_ROUTE = frozenset({(404, "Not Found"), (405, "Method Not Allowed")})
+
+
 class BackendClientError(ProviderAgentError):
     """A backend request failed; `status` is the HTTP status (None: no answer)."""
 
@@ -101,8 +105,14 @@ class BackendClient:
         nothing; the caller keeps the body within protocol.jobs.MAX_OUTPUTS_BODY_BYTES."""
         body = {"items": [{"index": index, "data": base64.b64encode(data).decode(),
                            "proof": ["0x" + bytes(p).hex() for p in proof]} for index, data, proof in items]}
-        self._request(f"job {job_id} items {items[0][0]}..{items[-1][0]} upload", "PUT", f"/jobs/{job_id}/outputs",
-                      json=body)
+        try:
+            self._request(f"job {job_id} items {items[0][0]}..{items[-1][0]} upload", "PUT",
+                          f"/jobs/{job_id}/outputs", json=body)
+        except BackendClientError as exc:
+            if (exc.status, exc.detail) not in NO_SUCH_ROUTE:
+                raise
+            for index, data, proof in items:  # a backend of an earlier version: one request per item
+                self.upload_output(job_id, index, data, proof)
 
     def report_failure(self, job_id: int, kind: str, error: str) -> None:
         self._request(f"job {job_id} failure report", "POST", f"/jobs/{job_id}/failure",

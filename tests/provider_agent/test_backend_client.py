@@ -13,7 +13,7 @@ from eth_account import Account
 from eth_account.messages import encode_defunct
 
 from protocol.siwe import SiweMessage
-from provider_agent.backend_client import BackendClient, BackendRefused
+from provider_agent.backend_client import BackendClient, BackendRefused, BackendUnavailable
 from tests.support.accounts import PROVIDER_KEY
 
 
@@ -24,6 +24,8 @@ class Server:
         self.domain = ""
         self.logins: list[dict] = []
         self.authorizations: list[str | None] = []
+        self.puts: list[str] = []
+        self.outputs_detail = "Not Found"
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -46,6 +48,14 @@ class Server:
                     return
                 outer.authorizations.append(self.headers.get("authorization"))
                 self._json(200, {"items": []})
+
+            def do_PUT(self) -> None:
+                self.rfile.read(int(self.headers["content-length"]))
+                outer.puts.append(self.path)
+                if self.path.endswith("/outputs"):  # as a backend without the route answers (FastAPI)
+                    self._json(404, {"detail": outer.outputs_detail})
+                    return
+                self._json(201, {})
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["content-length"])))
@@ -84,3 +94,13 @@ def test_refuses_to_sign_for_another_domain(server: Server) -> None:
     with pytest.raises(BackendRefused, match="market.example.org"):
         client.uploaded_items(1)
     assert server.logins == []  # nothing was signed or sent
+
+
+def test_outputs_go_one_by_one_to_a_backend_without_the_route_for_several(server: Server) -> None:
+    client = BackendClient(server.url, Account.from_key(PROVIDER_KEY))
+    client.upload_outputs(5, [(0, b"a", [bytes(32)]), (1, b"b", [bytes(32)])])
+    assert server.puts == ["/jobs/5/outputs", "/jobs/5/outputs/0", "/jobs/5/outputs/1"]
+    server.outputs_detail = "job 5 not found"  # the route exists; the job does not (yet): no fallback
+    with pytest.raises(BackendUnavailable):
+        client.upload_outputs(5, [(0, b"a", [bytes(32)]), (1, b"b", [bytes(32)])])
+    assert server.puts[3:] == ["/jobs/5/outputs"]
