@@ -6,8 +6,8 @@ sent, and the message carries the job as JobCreated announced it (protocol.tasks
 so the provider starts at once and checks the chain beside its work. A header of it
 (CONTENT_HEADER) carries the job's spec and the renter's inputs while they fit in
 MAX_INLINE_CONTENT_BYTES (the provider's queue is readable by that provider alone, who may fetch
-them anyway), so a small job needs no fetch before it runs. If the broker is down the row stays without a task id and `retry_pending` sends it
-later, from the indexed job.
+them anyway), so a small job needs no fetch before it runs. If the broker is down the row stays
+without a task id and `retry_pending` sends it later, from the indexed job.
 """
 
 from __future__ import annotations

@@ -227,8 +227,8 @@ class _Cleaner:
             work()
 
     def submit(self, work: Callable[[], None], delay_s: float = 0.0) -> None:
-        """Runs `work` on the cleaner's thread, `delay_s` from now at the earliest (works run
-        in the order submitted, so every delay should be the same)."""
+        """Runs `work` on the cleaner's thread, `delay_s` from now at the earliest; works run in
+        the order submitted, so a work also waits for the delays of those before it."""
         self._work.put((time.monotonic() + delay_s, work))
 
     def discard(self, directory: Path) -> None:
