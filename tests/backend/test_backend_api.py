@@ -188,8 +188,9 @@ def test_several_outputs_are_uploaded_in_one_request_all_or_nothing(app_client, 
     assert forged.status_code == 422 and "item 1" in forged.json()["detail"]
     assert all(item["digest"] is None for item in app_client.get(f"/jobs/{job_id}/result").json()["items"])
     assert put(stranger, items).status_code == 403
-    assert app_client.put(f"/jobs/{job_id}/outputs", json={"items": [{"index": 0, "data": "not base64!"}]},
-                          headers=provider._auth()).status_code == 422
+    for junk in ({"items": [{"index": 0, "data": "not base64!"}]}, {"items": [{"index": "x", "data": 5}]}):
+        refused = app_client.put(f"/jobs/{job_id}/outputs", json=junk, headers=provider._auth())
+        assert refused.status_code == 422 and "\n" not in refused.json()["detail"], refused.json()
     assert app_client.put(f"/jobs/{job_id}/outputs", json={"items": []}, headers=provider._auth()).status_code == 422
     stored = put(provider, items)
     assert stored.status_code == 201 and [row["index"] for row in stored.json()] == [0, 1, 2]

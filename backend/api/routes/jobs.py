@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Path, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, Response
+from pydantic import ValidationError
 from sqlalchemy import select
 from web3 import Web3
 
@@ -150,10 +151,14 @@ async def upload_outputs(job_id: JobIdPath, request: Request, signer: SignedInDe
     raw = await read_body(request, MAX_OUTPUTS_BODY_BYTES, "outputs")
     try:
         body = OutputsUpload.model_validate_json(raw)
+    except ValidationError as exc:  # one line, as every other refusal
+        raise BadInput("outputs: " + "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
+                                                for e in exc.errors())) from None
+    try:
         items = [(item.index, base64.b64decode(item.data, validate=True), service.parse_proof(",".join(item.proof)))
                  for item in body.items]
-    except ValueError as exc:  # pydantic's ValidationError and binascii's errors are ValueErrors
-        raise BadInput(f"outputs: {exc}") from None
+    except ValueError as exc:  # binascii's error for data that is not base64
+        raise BadInput(f"outputs: item data: {exc}") from None
     rows = await run_in_threadpool(service.store_outputs, db, backend.blobs, job_id, signer, items)
     backend.metrics.upload_bytes.labels("output").inc(sum(len(data) for _, data, _ in items))
     return [OutputStored(job_id=job_id, index=row.item_index, digest=row.digest, size=row.size) for row in rows]
