@@ -158,21 +158,34 @@ class Committer:
         """Finalizes (permissionless, but the provider is the one waiting for the money) every
         committed job whose challenge window is over and that no challenge holds, in batches;
         records the jobs the chain has settled either way. Returns the jobs finalized now. Only
-        jobs whose recorded window is over (or unknown) are read from the chain: one read per job
-        due, not per job committed."""
+        jobs whose recorded window is over (or unknown) are read from the chain, and as we
+        committed them: their slots in one round trip, events only for a slot that holds another
+        hash (or a record too old to hold the job)."""
         chain = self.jobs.chain
-        now, due = chain.now(), []
-        for record in self.jobs.store.with_status(COMMITTED):
-            if record.window_end is not None and now < record.window_end:
-                continue
-            job = chain.job(JobId(record.job_id))
+        now = chain.now()
+        over = [record for record in self.jobs.store.with_status(COMMITTED)
+                if record.window_end is None or now >= record.window_end]
+        held = [self._committed(record) for record in over]
+        known = chain.jobs_as_held([job for job in held if job is not None])
+        unknown = [chain.job(JobId(record.job_id)) for record, job in zip(over, held) if job is None]
+        due = []
+        for job in known + unknown:
             if job.status == JobStatus.COMMITTED and not job.frozen and now >= job.challenge_window_end:
                 due.append(job.escrow_job)
             elif job.status == JobStatus.FINALIZED:
-                self.jobs.store.update(record.job_id, FINALIZED)
+                self.jobs.store.update(job.job_id, FINALIZED)
             elif job.status == JobStatus.REFUNDED:  # a challenge found the provider at fault
-                self.jobs.store.update(record.job_id, REFUNDED)
+                self.jobs.store.update(job.job_id, REFUNDED)
         return [job_id for batch in _chunks(due, self.batch_size) for job_id in self._finalize(batch)]
+
+    @staticmethod
+    def _committed(record: JobRecord) -> EscrowJob | None:
+        """The job with the result we committed, as the escrow hashes it; None for a record kept
+        before records held the dispatched job."""
+        dispatched = record.dispatched()
+        if dispatched is None or record.root is None or record.result_digest is None:
+            return None
+        return EscrowJob.from_json(dispatched.to_json()).committed(record.root, record.item_count, record.result_digest)
 
     def _finalize(self, batch: Sequence[EscrowJob]) -> list[int]:
         ids = [job.id for job in batch]

@@ -279,6 +279,29 @@ def test_a_batch_with_one_bad_job_commits_the_rest_and_refunds_the_bad_one(agent
     assert all(agent.chain.job(j).status == JobStatus.FINALIZED for j in good)
 
 
+def test_finalizing_reads_the_slots_of_the_jobs_as_committed_not_their_events(agent, market, monkeypatch):
+    """Once their windows are over, the jobs the agent committed are checked by their slots in one
+    round trip; only a job whose slot holds another hash than the one recorded here (a record the
+    chain contradicts) is rebuilt from its events, and it is still finalized as the chain has it."""
+    content = agent.settings.content_dir
+    model = save_torchscript(Tiny(), content)
+    jobs = [market.create_job(content, model, ITEMS[:2])[0] for _ in range(3)]
+    for job_id in jobs:
+        assert agent.jobs.process(market.dispatched(job_id)).status == "signed"
+    assert sorted(agent.committer.commit_signed()) == jobs
+    contradicted = jobs[0]
+    agent.jobs.store.update(contradicted, "committed", root=b"\x01" * 32)
+    escrow = market.session.contract("JobEscrow")
+    market.session.advance(escrow.functions.challengeWindow().call() + 1)
+
+    rebuilt, from_events = [], agent.chain.job
+    monkeypatch.setattr(agent.chain, "job", lambda job_id: rebuilt.append(job_id) or from_events(job_id))
+    assert sorted(agent.committer.finalize_due()) == jobs
+    assert rebuilt == [contradicted]
+    assert all(from_events(j).status == JobStatus.FINALIZED for j in jobs)
+    assert all(agent.jobs.store.get(j).status == "finalized" for j in jobs)
+
+
 def test_a_restart_commits_what_was_signed_before_it(agent, market, settings_for):
     content = agent.settings.content_dir
     job_id, _ = market.create_job(content, save_torchscript(Tiny(), content), ITEMS[:3])
