@@ -334,7 +334,8 @@ def job_challenge(
     wallet = Wallet(rpc, load_keystore(keystore, password_file), deployment)
     challenges = wallet.contract("ChallengeManager")
     value = Web3.to_wei(bond, "ether") if bond is not None else challenges.functions.minBond().call()
-    job = read_job(wallet.contract("JobEscrow"), job_id)  # the Job with its committed result, as the escrow hashes it
+    # the Job with its committed result, as the escrow hashes it
+    job = read_job(wallet.contract("JobEscrow"), job_id, wallet.deployment.contract("JobEscrow").block)
     receipt = wallet.send(challenges.functions.challengeJob(job.as_tuple(), k), value=value)
     challenge_id = challenges.events.JobChallenged().process_receipt(receipt)[0]["args"]["challengeId"]
     console.print(f"challenge {challenge_id} on job {job_id}: {k} items, bond {Web3.from_wei(value, 'ether')} ETH "

@@ -196,13 +196,95 @@ def output_path(session: Session, blobs: BlobStore, job_id: int, index: int, vie
                 is_verifier: Callable[[str], bool] = lambda _: False) -> Path:
     """An item's stored output, for the job's renter and provider and for staked verifiers
     (`is_verifier`, asked last: it reads the chain), who audit it."""
-    job = get_job(session, job_id)
-    if viewer not in (job.renter, job.provider) and not is_verifier(viewer):
-        raise Forbidden(f"job {job_id}'s outputs are for its renter, its provider and staked verifiers")
+    _output_reader(session, job_id, viewer, is_verifier)
     row = session.get(m.JobOutput, (job_id, index))
     if row is None:
         raise NotFound(f"output of job {job_id} item", index)
     return blobs.path(row.digest)
+
+
+def _output_reader(session: Session, job_id: int, viewer: str, is_verifier: Callable[[str], bool]) -> m.Job:
+    job = get_job(session, job_id)
+    if viewer not in (job.renter, job.provider) and not is_verifier(viewer):
+        raise Forbidden(f"job {job_id}'s outputs are for its renter, its provider and staked verifiers")
+    return job
+
+
+# Several items in one answer (GET /jobs/{id}/outputs, GET /jobs/{id}/inputs): at most this many
+# bytes of items per answer (4 MiB once in base64, as PUT /jobs/{id}/outputs takes), and at least
+# one item, so that asking again for what was left always moves on.
+PAGE_BYTES = 3 * 1024 * 1024
+MAX_PAGE_INDICES = 256
+
+
+@dataclass(frozen=True)
+class PageItem:
+    index: int
+    content_hash: str  # keccak256 of `data`: an output's digest, an input's name in the spec
+    data: bytes
+    proof: list[str]  # an output's inclusion proof (0x-hex siblings); empty for an input
+
+
+@dataclass(frozen=True)
+class Page:
+    """Items of one job in one answer, in index order; the asked indices that hold nothing
+    (`missing`) and those left for another request (`left`)."""
+
+    items: list[PageItem]
+    missing: list[int]
+    left: list[int]
+
+
+def outputs_page(session: Session, blobs: BlobStore, job_id: int, indices: list[int], viewer: str,
+                 is_verifier: Callable[[str], bool] = lambda _: False) -> Page:
+    """The uploaded outputs of `indices` (all the job's items when empty) with their proofs, for
+    whoever may read them one by one; an item not uploaded (yet) is missing."""
+    job = _output_reader(session, job_id, viewer, is_verifier)
+    found = result_root(job)
+    if found is None:
+        raise Conflict(f"job {job_id} has no result yet (status {job.status})")
+    asked = _asked(indices, found[1])
+    rows = {row.item_index: row for row in session.scalars(
+        select(m.JobOutput).where(m.JobOutput.job_id == job_id, m.JobOutput.item_index.in_(asked)))}
+    return _page(asked, {i: (row.digest, row.size, row.proof) for i, row in rows.items()}, blobs)
+
+
+def inputs_page(session: Session, blobs: BlobStore, job_id: int, indices: list[int], viewer: str,
+                is_verifier: Callable[[str], bool] = lambda _: False) -> Page:
+    """The inputs of `indices` (all the job's items when empty) as its spec names them, for the
+    job's provider and staked verifiers: those who run its model. One check of the job for all
+    items, where GET /blobs/{hash} looks for a job naming each input; an input the backend does
+    not hold is missing."""
+    job = get_job(session, job_id)
+    if viewer != job.provider and not is_verifier(viewer):
+        raise Forbidden(f"job {job_id}'s inputs are for its provider and staked verifiers")
+    spec = JobSpec.parse(get_spec(session, job.spec_hash).canonical)
+    asked = _asked(indices, len(spec.inputs))
+    names = {i: spec.inputs[i] for i in asked}
+    held = {row.content_hash: row.size for row in session.scalars(
+        select(m.Blob).where(m.Blob.content_hash.in_(set(names.values()))))}
+    return _page(asked, {i: (name, held[name], []) for i, name in names.items() if name in held}, blobs)
+
+
+def _asked(indices: list[int], item_count: int) -> list[int]:
+    if len(indices) > MAX_PAGE_INDICES:
+        raise BadInput(f"index: {len(indices)} items asked; at most {MAX_PAGE_INDICES} per request")
+    outside = [i for i in indices if not 0 <= i < item_count]
+    if outside:
+        raise BadInput(f"index: {outside[:5]} outside the job's {item_count} items")
+    return sorted(set(indices)) if indices else list(range(item_count))
+
+
+def _page(asked: list[int], stored: dict[int, tuple[str, int, list[str]]], blobs: BlobStore) -> Page:
+    items, left, size = [], [], 0
+    for index in (i for i in asked if i in stored):
+        digest, item_size, proof = stored[index]
+        if left or (items and size + item_size > PAGE_BYTES):
+            left.append(index)
+            continue
+        items.append(PageItem(index, digest, blobs.path(digest).read_bytes(), proof))
+        size += item_size
+    return Page(items, [i for i in asked if i not in stored], left)
 
 
 def record_failure(session: Session, job_id: int, reporter: str, kind: str, error: str) -> m.JobFailure:

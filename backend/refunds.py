@@ -48,7 +48,7 @@ def refund_job(wallet: Wallet, job_id: int) -> str:
     if status == JobStatus.NONE:
         raise NotRefundable(f"job {job_id} does not exist on this chain (last job: "
                             f"{escrow.functions.jobCount().call()})")
-    job = read_job(escrow, job_id)
+    job = read_job(escrow, job_id, wallet.deployment.contract("JobEscrow").block)
     renter, provider, token, price, deadline = job.renter, job.provider, job.token, job.price, job.deadline
     me = wallet.account.address
     mine = renter.lower() == me.lower()

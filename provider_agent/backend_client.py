@@ -22,20 +22,12 @@ from typing import Any
 import httpx
 from eth_account.signers.local import LocalAccount
 
+from client.backend_answers import RETRYABLE, no_such_route
 from client.errors import SignInFailed
 from client.siwe import SiweSession
 from provider_agent import ProviderAgentError
 
 logger = logging.getLogger(__name__)
-
-# Statuses worth retrying: 404 and 409 mean the backend's indexer has not seen the job or its
-# commit yet (it follows the chain a few blocks behind), 429 and 5xx are load or outages.
-RETRYABLE = frozenset({404, 408, 409, 425, 429, 500, 502, 503, 504})
-
-
-# How the backend's framework answers a route it does not have (an earlier version of the backend).
-NO_SUCH_ROUTE = frozenset({(404, "Not Found"), (405, "Method Not Allowed")})
-
 
 class BackendClientError(ProviderAgentError):
     """A backend request failed; `status` is the HTTP status (None: no answer)."""
@@ -109,7 +101,7 @@ class BackendClient:
             self._request(f"job {job_id} items {items[0][0]}..{items[-1][0]} upload", "PUT",
                           f"/jobs/{job_id}/outputs", json=body)
         except BackendClientError as exc:
-            if (exc.status, exc.detail) not in NO_SUCH_ROUTE:
+            if exc.status is None or not no_such_route(exc.status, exc.detail):
                 raise
             for index, data, proof in items:  # a backend of an earlier version: one request per item
                 self.upload_output(job_id, index, data, proof)

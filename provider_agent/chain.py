@@ -185,7 +185,7 @@ class ProviderChain:
 
     def job(self, job_id: JobId) -> OnChainJob:
         """The job from its events (client.escrow_jobs) and the escrow's slot (status, freeze)."""
-        return _on_chain_job(*read_job_and_state(self.contract("JobEscrow"), job_id))
+        return _on_chain_job(*read_job_and_state(self.contract("JobEscrow"), job_id, self._escrow_block))
 
     def dispatched_job(self, job: EscrowJob) -> tuple[OnChainJob | None, int]:
         """The job as dispatched, if the escrow's slot vouches for it, and the chain's time: the
@@ -204,6 +204,12 @@ class ProviderChain:
             return self.job(JobId(job.id)), now
         except JobNotFound:
             return None, now
+
+    @property
+    def _escrow_block(self) -> int:
+        """Where the escrow's events start: no node is asked to scan the blocks before it (many
+        refuse ranges that long)."""
+        return self.deployment.contract("JobEscrow").block
 
     def jobs_as_held(self, jobs: Sequence[EscrowJob]) -> list[OnChainJob]:
         """Each job of `jobs` (as this agent holds it: dispatched, and committed with its result)
@@ -251,7 +257,7 @@ class ProviderChain:
                          "finalizeJobsAndWithdraw jobs " + ",".join(str(j.id) for j in jobs))
 
     def refund_expired(self, job_id: JobId) -> TxReceipt:
-        job = read_job(self.contract("JobEscrow"), job_id)
+        job = read_job(self.contract("JobEscrow"), job_id, self._escrow_block)
         return self.send(self.contract("JobEscrow").functions.refundExpired(job.as_tuple()), f"refundExpired {job_id}")
 
     def now(self) -> int:

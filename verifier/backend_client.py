@@ -11,14 +11,17 @@ this to us: a configuration problem to log).
 
 from __future__ import annotations
 
+import base64
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import httpx
 from eth_account.signers.local import LocalAccount
 
+from client.backend_answers import RETRYABLE, no_such_route
 from client.errors import SignInFailed
 from client.siwe import SiweSession
 from protocol.merkle import keccak256
@@ -26,11 +29,10 @@ from verifier import VerifierError
 
 logger = logging.getLogger(__name__)
 
-# 404/409: the backend's indexer has not seen the job or its commit yet; 429/5xx: load, outages.
 REPORT_TIMEOUT_S = 5.0  # a report is best effort: it must never hold up a decision's follow-up
 Decision = Literal["passed", "challenged", "escalated", "voted_fault", "voted_no_fault",
                    "fraud_proven", "timeout_claimed", "settled"]
-_RETRYABLE = frozenset({404, 408, 409, 425, 429, 500, 502, 503, 504})
+MAX_PAGE_INDICES = 256  # items asked in one GET /jobs/{id}/outputs or /inputs (the backend's bound)
 
 
 class BackendUnavailable(VerifierError):
@@ -68,9 +70,23 @@ def _checked(response: httpx.Response, what: str) -> httpx.Response:
     if response.status_code < 400:
         return response
     detail = response.text[:300]
-    if response.status_code in _RETRYABLE:
+    if response.status_code in RETRYABLE:
         raise BackendUnavailable(f"{what}: HTTP {response.status_code}: {detail}")
     raise BackendRefused(f"{what}: HTTP {response.status_code}: {detail}")
+
+
+FETCH_WORKERS = 8  # an audit's downloads in flight at once: each waits on the backend, not on this CPU
+T = TypeVar("T")
+
+
+def fetch_all(fetch: Callable[[T], bytes], keys: Sequence[T]) -> list[bytes]:
+    """fetch(key) for every key, up to FETCH_WORKERS at once, in the keys' order; the first
+    failure is raised, as a loop would raise it. One at a time, an audit's dozen round trips to a
+    busy backend took seconds and the verifier fell behind the committed jobs."""
+    if len(keys) < 2:
+        return [fetch(k) for k in keys]
+    with ThreadPoolExecutor(max_workers=min(FETCH_WORKERS, len(keys)), thread_name_prefix="audit-fetch") as pool:
+        return list(pool.map(fetch, keys))
 
 
 class VerifierBackend:
@@ -101,6 +117,43 @@ class VerifierBackend:
         return _checked(_call(lambda: self.http.get(f"/jobs/{job_id}/outputs/{index}")),
                         f"job {job_id} item {index} output").content
 
+    def outputs(self, job_id: int, indices: Sequence[int]) -> dict[int, bytes]:
+        """The uploaded outputs of `indices` (absent: not uploaded yet), several per request
+        (GET /jobs/{id}/outputs); checked by the caller against the root. One request per item
+        from a backend without that route."""
+        return self._items(f"/jobs/{job_id}/outputs", f"job {job_id} outputs", indices,
+                           lambda i: self.output(job_id, i))
+
+    def inputs(self, job_id: int, names: dict[int, bytes]) -> dict[int, bytes]:
+        """The inputs of the items in `names` (index -> keccak256, as the job's spec names them),
+        several per request (GET /jobs/{id}/inputs), each checked against its name here. One
+        request per item (GET /blobs/{hash}) from a backend without that route."""
+        found = self._items(f"/jobs/{job_id}/inputs", f"job {job_id} inputs", sorted(names),
+                            lambda i: self.content(names[i]))
+        for index, data in found.items():
+            if keccak256(data) != names[index]:
+                raise BackendRefused(f"job {job_id} input {index}: the backend served bytes with another hash")
+        missing = set(names) - set(found)
+        if missing:
+            raise BackendUnavailable(f"job {job_id}: the backend holds no input for items {sorted(missing)}")
+        return found
+
+    def _items(self, path: str, what: str, indices: Sequence[int], one: Callable[[int], bytes]) -> dict[int, bytes]:
+        found: dict[int, bytes] = {}
+        wanted = list(indices)
+        while wanted:
+            asked, wanted = wanted[:MAX_PAGE_INDICES], wanted[MAX_PAGE_INDICES:]
+            response = _call(lambda: self.http.get(path, params={"index": asked}))
+            if _route_missing(response):
+                rest = asked + wanted
+                return found | dict(zip(rest, fetch_all(one, rest)))
+            page = _checked(response, what).json()
+            if not page["items"] and page["left"]:  # every answer holds an item: this one is broken
+                raise BackendUnavailable(f"{what}: an answer with no item and {len(page['left'])} left")
+            found.update((int(item["index"]), base64.b64decode(item["data"])) for item in page["items"])
+            wanted = [int(i) for i in page["left"]] + wanted
+        return found
+
     def report(self, kind: Literal["job", "pog"], subject: int, decision: Decision, *,
                challenge_id: int | None = None, indices: Sequence[int] = (),
                expected: Sequence[str | None] = (), received: Sequence[str | None] = (),
@@ -121,6 +174,16 @@ class VerifierBackend:
 
     def close(self) -> None:
         self.http.close()
+
+
+def _route_missing(response: httpx.Response) -> bool:
+    """A backend of an earlier version, without the route."""
+    if response.status_code not in (404, 405):
+        return False
+    try:
+        return no_such_route(response.status_code, response.json().get("detail"))
+    except (ValueError, AttributeError):  # not JSON, or JSON but not an object
+        return False
 
 
 def _hex(tx_hash: str) -> str:

@@ -24,11 +24,10 @@ import random
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
 
 import numpy as np
 from hexbytes import HexBytes
@@ -145,9 +144,8 @@ class JobReexecutor:
         if missing:
             ranges = batches_holding(missing, spec.batch_size, len(spec.inputs))
             model = self.model(bytes.fromhex(spec.model[2:]))
-            inputs = fetch_all(self.backend.content, [bytes.fromhex(spec.inputs[i][2:]) for r in ranges for i in r])
-            fetched = iter(inputs)
-            batches = [Batch(r.start, tuple(next(fetched) for _ in r)) for r in ranges]
+            inputs = self.backend.inputs(job_id, {i: bytes.fromhex(spec.inputs[i][2:]) for r in ranges for i in r})
+            batches = [Batch(r.start, tuple(inputs[i] for i in r)) for r in ranges]
             with self._run_lock:
                 outputs = reexecute(job_id, model, spec.model_format, batches, self.limits,
                                     self.work_dir / str(job_id))
@@ -178,20 +176,6 @@ class JobReexecutor:
         return data
 
 
-FETCH_WORKERS = 8  # an audit's downloads in flight at once: each waits on the backend, not on this CPU
-T = TypeVar("T")
-
-
-def fetch_all(fetch: Callable[[T], bytes], keys: Sequence[T]) -> list[bytes]:
-    """fetch(key) for every key, up to FETCH_WORKERS at once, in the keys' order; the first
-    failure is raised, as a loop would raise it. One at a time, an audit's dozen round trips to a
-    busy backend took seconds and the verifier fell behind the committed jobs."""
-    if len(keys) < 2:
-        return [fetch(k) for k in keys]
-    with ThreadPoolExecutor(max_workers=min(FETCH_WORKERS, len(keys)), thread_name_prefix="audit-fetch") as pool:
-        return list(pool.map(fetch, keys))
-
-
 def check_outputs(backend: VerifierBackend, reexec: JobReexecutor, job_id: int, spec: JobSpec, root: bytes,
                   item_count: int, indices: list[int], revealed: dict[int, bytes] | None = None) -> Evidence:
     """Judges items of a committed job: each must have an uploaded output that hashes to its
@@ -207,8 +191,12 @@ def check_outputs(backend: VerifierBackend, reexec: JobReexecutor, job_id: int, 
             missing.append(index)
             continue
         uploaded.append((index, item, digest))
-    outputs = fetch_all(lambda found: backend.output(job_id, found[0]), uploaded)
-    for (index, item, digest), data in zip(uploaded, outputs):
+    outputs = backend.outputs(job_id, [index for index, _, _ in uploaded])
+    for index, item, digest in uploaded:
+        data = outputs.get(index)
+        if data is None:  # listed in the result, gone from the answer: as good as not uploaded
+            missing.append(index)
+            continue
         try:
             if output_digest(data) != digest:
                 raise ProtocolError(f"output hashes to 0x{output_digest(data).hex()}, not 0x{digest.hex()}")
@@ -249,7 +237,7 @@ def judge_answer(chain: VerifierChain, backend: VerifierBackend, reexec: JobReex
     if c.kind != ChallengeKind.JOB:
         raise AuditError(f"challenge {challenge_id} is not a job challenge")
     job_id = c.subject
-    job = read_job(chain.contract("JobEscrow"), job_id)
+    job = read_job(chain.contract("JobEscrow"), job_id, chain.deployment.contract("JobEscrow").block)
     spec = reexec.spec(job_id, job.spec_hash)
     revealed = revealed_digests(chain, challenge_id)
     return job_id, check_outputs(backend, reexec, job_id, spec, c.root, c.leafCount, list(revealed), revealed)
@@ -306,7 +294,7 @@ class JobAuditor:
         for job_id in self.committed_jobs():
             if job_id in self.done or self._retries.get(job_id, _Retry()).next_at > time.monotonic():
                 continue
-            job = read_job_view(self.escrow, job_id)
+            job = read_job_view(self.escrow, job_id, self.chain.deployment.contract("JobEscrow").block)
             if job.status != JobStatus.COMMITTED or job.frozen or now >= job.challengeWindowEnd \
                     or self.chain.address in (job.renter, job.provider):
                 self.done.add(job_id)  # finished, challenged by someone else, or ours: nothing to audit

@@ -227,6 +227,29 @@ class OutputsUpload(BaseModel):
     items: list[OutputItem] = Field(min_length=1)
 
 
+class OutputsPage(BaseModel):
+    """Outputs of one job, several in one answer (GET /jobs/{id}/outputs): each checkable by its
+    proof against the job's root, as one item's download is."""
+
+    items: list[OutputItem]
+    missing: list[int] = Field(description="asked items with no output uploaded (yet)")
+    left: list[int] = Field(description="asked items not in this answer (its size bound): ask again for them")
+
+
+class InputItem(BaseModel):
+    index: int
+    content_hash: str = Field(description="the input's keccak256, as the job spec names it")
+    data: str = Field(description="the input's bytes, base64")
+
+
+class InputsPage(BaseModel):
+    """Inputs of one job, several in one answer (GET /jobs/{id}/inputs)."""
+
+    items: list[InputItem]
+    missing: list[int] = Field(description="asked items whose input the backend does not hold")
+    left: list[int] = Field(description="asked items not in this answer (its size bound): ask again for them")
+
+
 class OutputStored(BaseModel):
     job_id: int
     index: int

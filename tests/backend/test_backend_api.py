@@ -20,7 +20,7 @@ from backend.client import ApiError, BackendClient
 from backend.errors import NotFound, Unauthenticated
 from protocol.job_result import EscrowDomain, JobResult, JobResultError, SignedJobResult
 from protocol.jobs import JobSpec
-from protocol.merkle import InvalidProof, MerkleTree, keccak256, leaf_hash
+from protocol.merkle import InvalidProof, MerkleTree, keccak256, leaf_hash, verify_inclusion
 from protocol.siwe import SiweMessage
 
 
@@ -195,6 +195,55 @@ def test_several_outputs_are_uploaded_in_one_request_all_or_nothing(app_client, 
     stored = put(provider, items)
     assert stored.status_code == 201 and [row["index"] for row in stored.json()] == [0, 1, 2]
     assert renter.download_verified(job_id) == outputs
+
+
+def test_a_jobs_outputs_and_inputs_are_read_several_in_one_request(app_client, session, market,
+                                                                   monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    renter, provider, verifier = _as(app_client, 3), _as(app_client, 1), _as(app_client, 4)
+    stranger = _as(app_client, UNSTAKED)
+    inputs = [b"page-input-%d" % i for i in range(4)]
+    spec = JobSpec(model="0x" + keccak256(b"public-model").hex(), model_format="torchscript",
+                   inputs=tuple(renter.upload_input(data) for data in inputs), batch_size=1,
+                   tolerance_ppm=0, deadline=session.now() + 3600, price_wei=10**15, provider=market.provider)
+    renter.store_spec(spec.canonical())
+    job_id = support.funded_job(session, market.renter, market.provider, spec.spec_hash, 10**15)
+    outputs = [b"page-output-%d" % i for i in range(4)]
+    tree = support.commit_outputs(session, market.provider, job_id, outputs)
+    _sync(app_client)
+    for i in (0, 1, 3):  # item 2 is not uploaded
+        provider.upload_output(job_id, i, outputs[i], tree.proof(i))
+    for who in (renter, verifier, stranger):
+        who.sign_in()
+
+    def get(who: BackendClient, what: str, *indices: int) -> Any:
+        return app_client.get(f"/jobs/{job_id}/{what}", params={"index": list(indices)}, headers=who._auth())
+
+    for who in (renter, provider, verifier):  # whoever reads them one by one
+        page = get(who, "outputs").json()
+        assert [item["index"] for item in page["items"]] == [0, 1, 3]
+        assert page["missing"] == [2] and page["left"] == []
+        for item in page["items"]:  # each proves its place under the committed root
+            data = base64.b64decode(item["data"])
+            assert data == outputs[item["index"]]
+            verify_inclusion(leaf_hash(keccak256(data)), item["index"], 4,
+                             [bytes.fromhex(p[2:]) for p in item["proof"]], tree.root)
+    assert [item["index"] for item in get(verifier, "outputs", 3, 1).json()["items"]] == [1, 3]
+    assert get(stranger, "outputs").status_code == 403
+    for bad in ((4,), (-1,), tuple(range(257))):
+        refused = get(verifier, "outputs", *bad)
+        assert refused.status_code == 422 and "index" in refused.json()["detail"]
+
+    for who in (provider, verifier):  # those who run the job's model
+        page = get(who, "inputs", 0, 2, 3).json()
+        assert [(item["index"], item["content_hash"], base64.b64decode(item["data"])) for item in page["items"]] == \
+            [(i, spec.inputs[i], inputs[i]) for i in (0, 2, 3)]
+    assert get(renter, "inputs").status_code == 403 and get(stranger, "inputs").status_code == 403
+
+    # An answer holds at least one item and stays within its bound; the rest is left to ask for.
+    monkeypatch.setattr("backend.jobs.PAGE_BYTES", len(inputs[0]) + 1)
+    first = get(verifier, "inputs").json()
+    assert [item["index"] for item in first["items"]] == [0] and first["left"] == [1, 2, 3]
+    assert [item["index"] for item in get(verifier, "outputs", 1, 3).json()["items"]] == [1]
 
 
 def test_outputs_are_accepted_only_under_the_onchain_root(app_client, session, market) -> None:  # type: ignore[no-untyped-def]

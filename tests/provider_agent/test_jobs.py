@@ -302,6 +302,19 @@ def test_finalizing_reads_the_slots_of_the_jobs_as_committed_not_their_events(ag
     assert all(agent.jobs.store.get(j).status == "finalized" for j in jobs)
 
 
+def test_a_job_is_read_from_the_escrows_deployment_block_not_from_genesis(agent, market, monkeypatch):
+    """Many nodes refuse log queries over long ranges: the events of a job are looked for from
+    the block the escrow was deployed in."""
+    content = agent.settings.content_dir
+    job_id, _ = market.create_job(content, save_torchscript(Tiny(), content), ITEMS[:2])
+    deployed = agent.chain.deployment.contract("JobEscrow").block
+    assert deployed > 0
+    queries, get_logs = [], agent.chain.web3.eth.get_logs
+    monkeypatch.setattr(agent.chain.web3.eth, "get_logs", lambda params: queries.append(params) or get_logs(params))
+    assert agent.chain.job(job_id).status == JobStatus.FUNDED
+    assert queries and all(int(q["fromBlock"]) == deployed for q in queries)
+
+
 def test_a_restart_commits_what_was_signed_before_it(agent, market, settings_for):
     content = agent.settings.content_dir
     job_id, _ = market.create_job(content, save_torchscript(Tiny(), content), ITEMS[:3])

@@ -133,9 +133,19 @@ def test_backend_serves_private_inputs_and_outputs_to_staked_verifiers_only(
         stranger.content(first_input)
     with pytest.raises(BackendRefused, match="403"):
         stranger.output(honest_job.job_id, 0)
+    names = {i: bytes.fromhex(name[2:]) for i, name in enumerate(spec.inputs)}
+    with pytest.raises(BackendRefused, match="403"):
+        stranger.outputs(honest_job.job_id, [0, 1])
+    with pytest.raises(BackendRefused, match="403"):
+        stranger.inputs(honest_job.job_id, names)
     _, verifier, _ = staked_verifier(market, AUDITOR, tmp_path)
     assert keccak256(verifier.content(first_input)) == first_input
     assert verifier.output(honest_job.job_id, 0).startswith(b'{"dtype":"float32"')
+    # Several at once, in one request each: the same bytes as one by one.
+    inputs = verifier.inputs(honest_job.job_id, names)
+    assert inputs == {i: verifier.content(name) for i, name in names.items()}
+    outputs = verifier.outputs(honest_job.job_id, list(range(len(ITEMS))))
+    assert outputs == {i: verifier.output(honest_job.job_id, i) for i in range(len(ITEMS))}
 
 
 def test_audit_with_the_backend_down_is_retried_then_given_up_without_a_bond(
@@ -271,7 +281,7 @@ def test_provider_silent_after_committing_garbage_is_slashed_at_the_response_dea
 def test_fetch_all_keeps_order_runs_at_once_and_raises_the_first_failure() -> None:
     import threading
 
-    from verifier.job_audit import fetch_all
+    from verifier.backend_client import fetch_all
 
     together = threading.Barrier(4, timeout=10)  # passes only if four fetches are in flight at once
 

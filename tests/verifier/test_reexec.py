@@ -83,7 +83,7 @@ def test_a_malformed_model_is_refused_in_the_child(tmp_path: Path) -> None:
 
 
 class ContentStore:
-    """The backend's blob route as the re-executor uses it: content by hash, counted."""
+    """The backend's routes as the re-executor uses them: content by hash, a job's inputs; reads counted."""
 
     def __init__(self) -> None:
         self.blobs: dict[bytes, bytes] = {}
@@ -96,6 +96,11 @@ class ContentStore:
     def content(self, content_hash: bytes) -> bytes:
         self.reads += 1
         return self.blobs[content_hash]
+
+    def inputs(self, job_id: int, names: dict[int, bytes]) -> dict[int, bytes]:
+        """A job's inputs in one read (GET /jobs/{id}/inputs)."""
+        self.reads += 1
+        return {index: self.blobs[name] for index, name in names.items()}
 
 
 def test_reexecuted_items_are_kept_so_a_later_judgement_runs_only_new_ones(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]

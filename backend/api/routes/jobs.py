@@ -4,7 +4,7 @@ import base64
 import json
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Path, Request
+from fastapi import APIRouter, Header, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, Response
 from pydantic import ValidationError
@@ -18,9 +18,13 @@ from backend.api.schemas import (
     HASH_PATTERN,
     FailureReport,
     FundingTx,
+    InputItem,
+    InputsPage,
     JobPublic,
     JobResult,
     JobSpecStored,
+    OutputItem,
+    OutputsPage,
     OutputStored,
     OutputsUpload,
     ResultItem,
@@ -32,6 +36,8 @@ from protocol.jobs import MAX_OUTPUTS_BODY_BYTES, MAX_SPEC_BYTES, JobSpec
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 JobIdPath = Annotated[int, Path(ge=0, le=2**63 - 1)]
 ItemPath = Annotated[int, Path(ge=0, le=2**31 - 1)]
+ItemsQuery = Annotated[list[int], Query(description=(
+    f"the items, repeated (index=0&index=3), at most {service.MAX_PAGE_INDICES}; none: every item of the job"))]
 
 
 def to_public(db, job: m.Job) -> JobPublic:  # type: ignore[no-untyped-def]
@@ -178,3 +184,30 @@ def download_output(job_id: JobIdPath, index: ItemPath, viewer: SignedInDep, bac
     path = service.output_path(db, backend.blobs, job_id, index, viewer,
                                lambda who: backend.chain().is_staked_verifier(who))
     return FileResponse(path, media_type="application/octet-stream")
+
+
+@router.get("/{job_id}/outputs", response_model=OutputsPage, responses={401: {}, 403: {}, 404: {}, 409: {}, 422: {}})
+def download_outputs(job_id: JobIdPath, viewer: SignedInDep, backend: BackendDep, db: DbDep,
+                     index: ItemsQuery = []) -> OutputsPage:  # noqa: B006 (FastAPI copies defaults)
+    """Several items' outputs with their proofs in one answer, for whoever may download them one
+    by one: as many as fit in about 4 MiB of JSON, the rest listed in `left` to ask again for."""
+    page = service.outputs_page(db, backend.blobs, job_id, index, viewer,
+                                lambda who: backend.chain().is_staked_verifier(who))
+    return OutputsPage(items=[OutputItem(index=item.index, data=_base64(item.data), proof=item.proof)
+                              for item in page.items], missing=page.missing, left=page.left)
+
+
+@router.get("/{job_id}/inputs", response_model=InputsPage, responses={401: {}, 403: {}, 404: {}, 422: {}})
+def download_inputs(job_id: JobIdPath, viewer: SignedInDep, backend: BackendDep, db: DbDep,
+                    index: ItemsQuery = []) -> InputsPage:  # noqa: B006 (FastAPI copies defaults)
+    """Several items' inputs in one answer, for the job's provider and staked verifiers (those who
+    run its model; anyone checks each against the spec's hash): as many as fit in about 4 MiB of
+    JSON, the rest listed in `left` to ask again for."""
+    page = service.inputs_page(db, backend.blobs, job_id, index, viewer,
+                               lambda who: backend.chain().is_staked_verifier(who))
+    return InputsPage(items=[InputItem(index=item.index, content_hash=item.content_hash, data=_base64(item.data))
+                             for item in page.items], missing=page.missing, left=page.left)
+
+
+def _base64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
