@@ -54,7 +54,12 @@ def load_model(data: bytes, model_format: str, threads: int = 1) -> BatchFn:
         module.eval()
 
         def run_torch(batch: np.ndarray) -> np.ndarray:
-            with torch.inference_mode():
+            # Not optimized: TorchScript's executor otherwise profiles a module's first calls and
+            # then runs a graph it rewrote for what it saw, so the first batches of a job and the
+            # later ones went through different graphs (a verifier re-executing one batch may run
+            # the other one), and each freshly loaded model paid about 30 ms of CPU for the
+            # rewriting: most of a small job in a forked child, which starts from scratch.
+            with torch.jit.optimized_execution(False), torch.inference_mode():
                 out = module(torch.from_numpy(batch))
             if not isinstance(out, torch.Tensor):
                 raise InferenceError(f"the model returned {type(out).__name__}; a job model returns one tensor")
