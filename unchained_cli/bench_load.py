@@ -415,15 +415,13 @@ def section(result: LoadResult) -> str:
     funding_rate = len(jobs) / max(result.funding_s, 1e-9)
     delivered_s = max(result.available.values(), default=result.started_at) - result.started_at
     delivered_rate = len(result.available) / max(delivered_s, 1e-9)
-    # A provider's service time: the gaps between its consecutive commits (its worker runs one job at a time).
-    gaps: list[float] = []
-    per_provider = []
-    for address, name in sorted(result.providers.items(), key=lambda kv: kv[1]):
-        times = sorted(committed[s.job_id] for s in jobs if s.provider == address and s.job_id in committed)
-        gaps += [b - a for a, b in zip(times, times[1:])]
-        per_provider.append(f"{name} {sum(1 for s in jobs if s.provider == address)}")
-    gap = percentile(gaps, 50) if gaps else float("nan")
-    capacity = load.providers / gap if gap else float("inf")  # jobs/s the providers commit together
+    per_provider = [f"{name} {sum(1 for s in jobs if s.provider == address)}"
+                    for address, name in sorted(result.providers.items(), key=lambda kv: kv[1])]
+    # The providers' pace: results delivered per second from the first to the last (their commits
+    # go out in batches a block apart, so the gaps between commits no longer tell it).
+    available = sorted(result.available.values())
+    serving = (len(available) - 1) / (available[-1] - available[0]) \
+        if len(available) > 1 and available[-1] > available[0] else float("nan")
 
     def row(name: str, values: list[float], unit: str) -> str:
         if not values:
@@ -463,11 +461,9 @@ def section(result: LoadResult) -> str:
         f"({funding_rate:.2f} jobs/s); a renter waits for each funding receipt before its next job (its wallet "
         f"reads the pending nonce). Providers: a worker runs one job at a time (the model in a child forked from "
         f"a warm sandbox template, the result signed and delivered at once) and a committer thread sends the "
-        f"commits and, once the window is over, the finalizations in batches; the median gap between one "
-        f"provider's commits was {gap:.0f} s, about {capacity:.2f} jobs/s for {load.providers} providers on this "
-        f"machine (block timestamps: 1 s resolution, and the jobs of one batch share one). "
-        f"The slower of the two bounds the run: "
-        f"**{'the providers' if capacity < funding_rate else 'funding'}**.",
+        f"commits and, once the window is over, the finalizations in batches; the {load.providers} providers "
+        f"delivered {serving:.2f} results/s from the first result to the last. The slower of the two bounds the "
+        f"run: **{'the providers' if serving < funding_rate else 'funding'}**.",
     ]
     lines += ["", f"Result available: {result.available_source or 'not measured'}."]
     if result.cpu is not None:
