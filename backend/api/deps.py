@@ -1,12 +1,17 @@
-"""Request dependencies as Annotated aliases."""
+"""Request dependencies as Annotated aliases.
+
+A dependency that does no blocking work is `async def`: FastAPI runs a plain `def` one in the
+thread pool, and each such trip (a queue, a thread's wake-up, the answer handed back to the event
+loop) cost about 0.25 ms of CPU, several per request, on these machines."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import Depends, Query, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy import Select
 from sqlalchemy.orm import Session
@@ -21,16 +26,19 @@ from backend.storage import BlobStore, Upload
 _bearer = HTTPBearer(auto_error=False, description="session token from POST /auth/login (Sign-In with Ethereum)")
 
 
-def get_backend(request: Request) -> Backend:
+async def get_backend(request: Request) -> Backend:
     return request.app.state.backend
 
 
 BackendDep = Annotated[Backend, Depends(get_backend)]
 
 
-def get_db(backend: BackendDep) -> Iterator[Session]:
-    with backend.factory() as session:
+async def get_db(backend: BackendDep) -> AsyncIterator[Session]:
+    session = backend.factory()  # no I/O yet: a connection is taken at the first query, in the pool's thread
+    try:
         yield session
+    finally:
+        await run_in_threadpool(session.close)  # hands the connection back (a rollback): I/O, off the loop
 
 
 DbDep = Annotated[Session, Depends(get_db)]
@@ -43,7 +51,7 @@ def optional_address(backend: BackendDep, db: DbDep, credentials: BearerDep) -> 
     return authenticate(db, backend.settings, credentials.credentials)
 
 
-def required_address(address: Annotated[str | None, Depends(optional_address)]) -> str:
+async def required_address(address: Annotated[str | None, Depends(optional_address)]) -> str:
     if address is None:
         raise Unauthenticated("sign in first: GET /auth/nonce, then POST /auth/login")
     return address
@@ -104,7 +112,7 @@ class PartyFilter:
         return query.limit(self.limit).offset(self.offset)
 
 
-def party_filter(
+async def party_filter(
     renter: Annotated[str | None, Query(pattern=ADDRESS_PATTERN)] = None,
     provider: Annotated[str | None, Query(pattern=ADDRESS_PATTERN)] = None,
     status: Annotated[str | None, Query(max_length=16)] = None,
