@@ -5,19 +5,36 @@ again once on a 401)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import base64
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import httpx
 from eth_account.signers.local import LocalAccount
 
 from backend.errors import BackendError, NotFound, Unauthenticated
+from client.backend_answers import no_such_route
 from client.errors import SignInFailed
 from client.siwe import SiweSession
+from protocol.jobs import MAX_INPUTS_BODY_BYTES
 from protocol.job_result import EscrowDomain, JobResultError, SignedJobResult
 from protocol.merkle import keccak256, leaf_hash, verify_inclusion
 
 SESSION_LIFETIME_S = 600  # a CLI command is short; a stolen token is worth little for long
+
+
+def _groups(items: Sequence[bytes], body_limit: int) -> list[list[bytes]]:
+    """`items` in order, in groups whose base64 (plus a little JSON) fits `body_limit`."""
+    groups: list[list[bytes]] = []
+    size = body_limit  # the first item opens a group
+    for data in items:
+        cost = (len(data) + 2) // 3 * 4 + 4
+        if size + cost > body_limit:
+            groups.append([])
+            size = 16
+        groups[-1].append(data)
+        size += cost
+    return groups
 
 
 class ApiError(BackendError):
@@ -111,6 +128,30 @@ class BackendClient:
 
     def upload_input(self, data: bytes) -> str:
         return self._call("POST", "/inputs", signed=True, content=data).json()["content_hash"]
+
+    def upload_inputs(self, items: Sequence[bytes], on_uploaded: Callable[[int], object] = lambda _: None) -> list[str]:
+        """Each item's id, in order: as many items per request (POST /inputs/batch) as fit its
+        body as base64 JSON, an item too large for that alone through POST /inputs; one request
+        per item to a backend without the batch route (an earlier version). `on_uploaded` gets
+        each item's size once the backend holds it (a progress bar)."""
+        ids: list[str] = []
+        for group in _groups(items, MAX_INPUTS_BODY_BYTES):
+            if len(group) > 1:
+                body = {"items": [base64.b64encode(data).decode() for data in group]}
+                try:
+                    answer = self._call("POST", "/inputs/batch", signed=True, json=body).json()
+                except ApiError as exc:
+                    if not no_such_route(exc.status, exc.detail):
+                        raise
+                else:
+                    ids += [row["content_hash"] for row in answer]
+                    for data in group:
+                        on_uploaded(len(data))
+                    continue
+            for data in group:
+                ids.append(self.upload_input(data))
+                on_uploaded(len(data))
+        return ids
 
     def store_spec(self, canonical: bytes) -> dict[str, Any]:
         return self._call("POST", "/jobs/specs", content=canonical, headers={"Content-Type": "application/json"}).json()

@@ -132,10 +132,7 @@ def submit_job(client: BackendClient, wallet: Wallet, model_hash: str, inputs: S
         raise BackendError(f"model {model_hash} is {entry['format']} in the hub, not {fmt}")
     fmt = entry["format"]
     signatures = check_inputs(inputs, batch_size)
-    hashes = []
-    for data in inputs:
-        hashes.append(client.upload_input(data))
-        on_upload(len(data))
+    hashes = client.upload_inputs(inputs, on_upload)
     if check:
         dry_run(client, model_hash, hashes, signatures, batch_size)
     request = dict(model=model_hash, items=len(inputs), private=private, max_price_wei=str(max_price_wei),

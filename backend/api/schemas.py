@@ -273,6 +273,12 @@ class InputStored(BaseModel):
     size: int
 
 
+class InputsUpload(BaseModel):
+    """Several inputs in one request (POST /inputs/batch)."""
+
+    items: list[str] = Field(min_length=1, description="each input's bytes, base64")
+
+
 class LeasePublic(WeiModel):
     lease_id: int
     renter: str

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import backend_support as support
+import httpx
 import pytest
 from eth_account.messages import encode_defunct
 from fastapi.testclient import TestClient
@@ -127,6 +128,60 @@ def test_sign_in_rejects_bad_messages(app_client, change, expected) -> None:  # 
 def test_uploads_require_a_session(app_client) -> None:  # type: ignore[no-untyped-def]
     assert app_client.post("/models", params={"name": "m"}, content=b"x").status_code == 401
     assert app_client.post("/inputs", content=b"x", headers={"Authorization": "Bearer forged"}).status_code == 401
+
+
+def test_several_inputs_are_uploaded_in_one_request(app_client) -> None:  # type: ignore[no-untyped-def]
+    renter = _as(app_client, 3)
+    items = [b"batch-input-%d" % i for i in range(5)] + [b"batch-input-0"]  # the same bytes twice: one id
+    sent: list[str] = []
+    app_client.event_hooks["request"].append(lambda request: sent.append(f"{request.method} {request.url.path}"))
+    try:
+        ids = renter.upload_inputs(items)
+    finally:
+        app_client.event_hooks["request"].pop()
+    assert ids == ["0x" + keccak256(data).hex() for data in items]
+    assert [s for s in sent if "/inputs" in s] == ["POST /inputs/batch"]
+    for content_hash, data in zip(ids, items):  # held by their uploader, as one by one
+        assert renter.http.get(f"/inputs/{content_hash}", headers=renter._auth()).content == data
+
+    def post(body: Any, who: BackendClient | None = renter) -> Any:  # type: ignore[type-arg]
+        return app_client.post("/inputs/batch", json=body, headers=who._auth() if who else {})
+
+    assert post({"items": [base64.b64encode(b"x").decode()]}, who=None).status_code == 401
+    for junk, words in (({"items": []}, "items"), ({"items": ["not base64!"]}, "item 0"),
+                        ({"items": [base64.b64encode(b"ok").decode(), ""]}, "empty"), ({"items": [5]}, "items.0")):
+        refused = post(junk)
+        assert refused.status_code == 422 and words in refused.json()["detail"], refused.json()
+        assert "\n" not in refused.json()["detail"]
+    too_big = post({"items": [base64.b64encode(bytes(3 << 20)).decode()] * 2})
+    assert too_big.status_code == 413 and "limit is" in too_big.json()["detail"]
+
+    # The client keeps each request within the body limit: an item too large for it goes alone.
+    sent.clear()
+    mixed = [b"a", b"b", bytes(3 << 20), b"c", b"d"]
+    app_client.event_hooks["request"].append(lambda request: sent.append(f"{request.method} {request.url.path}"))
+    try:
+        assert renter.upload_inputs(mixed) == ["0x" + keccak256(data).hex() for data in mixed]
+    finally:
+        app_client.event_hooks["request"].pop()
+    assert [s for s in sent if "/inputs" in s] == ["POST /inputs/batch", "POST /inputs", "POST /inputs/batch"]
+
+
+def test_inputs_go_one_by_one_to_a_backend_without_the_batch_route(app_client) -> None:  # type: ignore[no-untyped-def]
+    sent: list[str] = []
+
+    def earlier_version(request: httpx.Request) -> httpx.Response:
+        """This backend, but for the batch route, answered as FastAPI answers a route it lacks."""
+        sent.append(f"{request.method} {request.url.path}")
+        if request.url.path == "/inputs/batch":
+            return httpx.Response(405, json={"detail": "Method Not Allowed"})
+        return app_client.send(request)
+
+    http = httpx.Client(base_url=app_client.base_url, transport=httpx.MockTransport(earlier_version))
+    renter = BackendClient(http, support.anvil_key(3))
+    ids = renter.upload_inputs([b"old-backend-0", b"old-backend-1"])
+    assert ids == ["0x" + keccak256(b"old-backend-%d" % i).hex() for i in range(2)]
+    assert [s for s in sent if "/inputs" in s] == ["POST /inputs/batch", "POST /inputs", "POST /inputs"]
 
 
 def test_private_model_is_visible_only_to_its_owner(app_client) -> None:  # type: ignore[no-untyped-def]

@@ -7,13 +7,22 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, Response
-from pydantic import ValidationError
 from sqlalchemy import select
 from web3 import Web3
 
 from backend import jobs as service
 from backend import models as m
-from backend.api.deps import BINARY_BODY, BackendDep, DbDep, PartyFilterDep, SignedInDep, read_body, receive_upload
+from backend.api.deps import (
+    BINARY_BODY,
+    BackendDep,
+    DbDep,
+    PartyFilterDep,
+    SignedInDep,
+    decode_base64,
+    parse_json_body,
+    read_body,
+    receive_upload,
+)
 from backend.api.schemas import (
     HASH_PATTERN,
     FailureReport,
@@ -30,7 +39,6 @@ from backend.api.schemas import (
     ResultItem,
     SignedResult,
 )
-from backend.errors import BadInput
 from protocol.jobs import MAX_OUTPUTS_BODY_BYTES, MAX_SPEC_BYTES, JobSpec
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
@@ -154,17 +162,9 @@ async def upload_outputs(job_id: JobIdPath, request: Request, signer: SignedInDe
     inclusion proof of each, at most MAX_OUTPUTS_BODY_BYTES of JSON): one request for a job of
     small outputs instead of one per item. All are checked under the job's result root before any
     is stored."""
-    raw = await read_body(request, MAX_OUTPUTS_BODY_BYTES, "outputs")
-    try:
-        body = OutputsUpload.model_validate_json(raw)
-    except ValidationError as exc:  # one line, as every other refusal
-        raise BadInput("outputs: " + "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
-                                                for e in exc.errors())) from None
-    try:
-        items = [(item.index, base64.b64decode(item.data, validate=True), service.parse_proof(",".join(item.proof)))
-                 for item in body.items]
-    except ValueError as exc:  # binascii's error for data that is not base64
-        raise BadInput(f"outputs: item data: {exc}") from None
+    body = parse_json_body(await read_body(request, MAX_OUTPUTS_BODY_BYTES, "outputs"), OutputsUpload, "outputs")
+    items = [(item.index, decode_base64(item.data, "outputs: item data"), service.parse_proof(",".join(item.proof)))
+             for item in body.items]
     rows = await run_in_threadpool(service.store_outputs, db, backend.blobs, job_id, signer, items)
     backend.metrics.upload_bytes.labels("output").inc(sum(len(data) for _, data, _ in items))
     return [OutputStored(job_id=job_id, index=row.item_index, digest=row.digest, size=row.size) for row in rows]
