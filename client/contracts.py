@@ -103,6 +103,17 @@ def read_with(web3: Web3, requests: Sequence[tuple[str, list[Any]]], decoders: S
     return values
 
 
+BATCH_READS = 50  # reads in one JSON-RPC batch: public nodes refuse larger batches (often 100)
+
+
+def read_batched(web3: Web3, requests: Sequence[tuple[str, list[Any]]], decoders: Sequence[Any]) -> list[Any]:
+    """`read_with` for any number of requests: BATCH_READS per round trip."""
+    values: list[Any] = []
+    for start in range(0, len(requests), BATCH_READS):
+        values += read_with(web3, requests[start:start + BATCH_READS], decoders[start:start + BATCH_READS])
+    return values
+
+
 class ReadFailed(ClientError):
     """A batch of reads the node would not answer."""
 

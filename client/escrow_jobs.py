@@ -8,11 +8,13 @@ challenge or slash is exactly what the escrow will accept.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from web3.contract import Contract
 
-from client.contracts import Struct
+from client.contracts import BATCH_READS, Struct, ViewCall, read_batched
 from client.errors import ClientError
 from protocol.escrow_job import EscrowJob
 
@@ -31,22 +33,46 @@ def read_job_and_state(escrow: Contract, job_id: int, from_block: int = 0) -> tu
     and times a caller takes from it belong to that job. A node may still serve logs of blocks it
     has since replaced (a reorg, a test's snapshot revert), so the newest events that hash to the
     slot are the job."""
-    # The slot first, then the logs: a commit mined between the two reads is then a newer event the
-    # loop below passes over, never a slot whose event was not fetched.
-    state = escrow.functions.jobState(job_id).call()
+    return read_jobs_and_states(escrow, [job_id], from_block)[job_id]
+
+
+def read_jobs_and_states(escrow: Contract, job_ids: Iterable[int],
+                         from_block: int = 0) -> dict[int, tuple[EscrowJob, Struct]]:
+    """read_job_and_state for several jobs in a few round trips whatever their number: their
+    slots in JSON-RPC batches, their JobCreated and ResultCommitted events in one log query each
+    per BATCH_READS jobs (the job id is an indexed topic)."""
+    ids = sorted(set(job_ids))
+    slot = ViewCall(escrow, "jobState")
+    # The slots first, then the logs: a commit mined between the two reads is then a newer event
+    # the match passes over, never a slot whose event was not fetched.
+    states = read_batched(escrow.w3, [slot.request(i) for i in ids], [slot.decode] * len(ids))
+    created = _events_by_job(escrow.events.JobCreated(), ids, from_block)
+    commits = _events_by_job(escrow.events.ResultCommitted(), ids, from_block)
+    return {i: (_matching(escrow, i, state, created.get(i, []), commits.get(i, []), from_block), state)
+            for i, state in zip(ids, states)}
+
+
+def _events_by_job(event: Any, ids: list[int], from_block: int) -> dict[int, list[Any]]:
+    found: dict[int, list[Any]] = {}
+    for start in range(0, len(ids), BATCH_READS):
+        for log in event.get_logs(argument_filters={"jobId": ids[start:start + BATCH_READS]}, from_block=from_block):
+            found.setdefault(log["args"]["jobId"], []).append(log)
+    return found
+
+
+def _matching(escrow: Contract, job_id: int, state: Struct, created: list[Any], commits: list[Any],
+              from_block: int) -> EscrowJob:
     stored = bytes(state.jobHash)
-    created = escrow.events.JobCreated().get_logs(argument_filters={"jobId": job_id}, from_block=from_block)
     if not created:
         raise JobNotFound(f"job {job_id} does not exist on escrow {escrow.address} (no JobCreated from block "
                           f"{from_block}: check the job id and --deployment)")
-    commits = escrow.events.ResultCommitted().get_logs(argument_filters={"jobId": job_id}, from_block=from_block)
     for event in reversed(created):
         job = EscrowJob.from_created(event["args"])
         candidates = [job] + [job.committed(c["args"]["outputRoot"], c["args"]["itemCount"],
                                             c["args"]["resultDigest"]) for c in reversed(commits)]
         for candidate in candidates:
             if candidate.job_hash() == stored:
-                return candidate, state
+                return candidate
     raise JobNotFound(f"job {job_id}: no events on escrow {escrow.address} hash to its slot")
 
 
@@ -75,10 +101,21 @@ def read_job_view(escrow: Contract, job_id: int, from_block: int = 0) -> JobView
     """read_job with the slot's status, freeze and times: the slot's endsAt is the challenge window
     end once the job is committed (committedAt = window end - window), the time a requested cancel
     may refund before."""
-    job, state = read_job_and_state(escrow, job_id, from_block)
+    return read_job_views(escrow, [job_id], from_block)[job_id]
+
+
+def read_job_views(escrow: Contract, job_ids: Iterable[int], from_block: int = 0) -> dict[int, JobView]:
+    """read_job_view for several jobs, read as read_jobs_and_states reads them."""
+    found = read_jobs_and_states(escrow, job_ids, from_block)
+    window = escrow.functions.challengeWindow().call() if any(job.is_committed for job, _ in found.values()) else 0
+    return {i: _view(job, state, window) for i, (job, state) in found.items()}
+
+
+def _view(job: EscrowJob, state: Struct, window: int) -> JobView:
     window_end = state.endsAt if job.is_committed else 0
-    committed_at = window_end - escrow.functions.challengeWindow().call() if window_end else 0
+    committed_at = window_end - window if window_end else 0
     return JobView(job, state.status, state.frozen, window_end, committed_at, 0 if job.is_committed else state.endsAt)
 
 
-__all__ = ["JobNotFound", "JobView", "read_job", "read_job_and_state", "read_job_view"]
+__all__ = ["JobNotFound", "JobView", "read_job", "read_job_and_state", "read_job_view", "read_job_views",
+           "read_jobs_and_states"]

@@ -41,8 +41,6 @@ from provider_agent import ProviderAgentError
 
 logger = logging.getLogger(__name__)
 
-SLOT_READS = 50  # reads in one JSON-RPC batch: public nodes refuse larger batches (often 100)
-
 ZERO_ADDRESS = "0x" + "00" * 20
 # Blocks after which a challenge's unstored randomness is stored (or re-anchored) before
 # answering: the EVM serves 256 block hashes, and the answer must land while R is readable.
@@ -213,19 +211,15 @@ class ProviderChain:
 
     def jobs_as_held(self, jobs: Sequence[EscrowJob]) -> list[OnChainJob]:
         """Each job of `jobs` (as this agent holds it: dispatched, and committed with its result)
-        with its slot's state: the slots in one round trip per SLOT_READS, and only a job whose
+        with its slot's state: the slots in as few round trips as the node takes, and only a job whose
         slot does not hold its hash (settled otherwise, or not what we hold) rebuilt from its
         events. The committer's check of the jobs it finalizes, which read each job's events."""
         if self._job_state is None:
             self._job_state = contracts.ViewCall(self.contract("JobEscrow"), "jobState")
-        found = []
-        for start in range(0, len(jobs), SLOT_READS):
-            chunk = jobs[start:start + SLOT_READS]
-            states = contracts.read_with(self.web3, [self._job_state.request(j.id) for j in chunk],
-                                         [self._job_state.decode] * len(chunk))
-            found += [_on_chain_job(j, state) if bytes(state.jobHash) == j.job_hash() else self.job(JobId(j.id))
-                      for j, state in zip(chunk, states)]
-        return found
+        states = contracts.read_batched(self.web3, [self._job_state.request(j.id) for j in jobs],
+                                        [self._job_state.decode] * len(jobs))
+        return [_on_chain_job(j, state) if bytes(state.jobHash) == j.job_hash() else self.job(JobId(j.id))
+                for j, state in zip(jobs, states)]
 
     def escrow_domain(self) -> EscrowDomain:
         """JobEscrow's EIP-712 domain, under which job results are signed (no chain read)."""

@@ -34,7 +34,7 @@ from hexbytes import HexBytes
 from web3.logs import DISCARD
 
 from client.errors import NodeUnavailable, TransactionReverted
-from client.escrow_jobs import JobView, read_job, read_job_view
+from client.escrow_jobs import JobView, read_job, read_job_views
 from client.watched_ids import WatchedIds
 from protocol.enums import ChallengeKind, ChallengeStatus, JobStatus
 from protocol.errors import ProtocolError
@@ -291,10 +291,12 @@ class JobAuditor:
         """Audits every due job once (`parallel` at a time, the oldest first), then moves our own
         job challenges towards their end."""
         now, due = self.chain.now(), []
-        for job_id in self.committed_jobs():
-            if job_id in self.done or self._retries.get(job_id, _Retry()).next_at > time.monotonic():
-                continue
-            job = read_job_view(self.escrow, job_id, self.chain.deployment.contract("JobEscrow").block)
+        ready = [job_id for job_id in self.committed_jobs()
+                 if job_id not in self.done and self._retries.get(job_id, _Retry()).next_at <= time.monotonic()]
+        # All of them in a few reads (slots batched, one event query per kind), not four per job.
+        views = read_job_views(self.escrow, ready, self.chain.deployment.contract("JobEscrow").block)
+        for job_id in ready:
+            job = views[job_id]
             if job.status != JobStatus.COMMITTED or job.frozen or now >= job.challengeWindowEnd \
                     or self.chain.address in (job.renter, job.provider):
                 self.done.add(job_id)  # finished, challenged by someone else, or ours: nothing to audit

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from web3 import Web3
 
+from client.contracts import ViewCall, read_batched
 from client.errors import NodeUnavailable, TransactionReverted
 from client.watched_ids import WatchedIds
 from protocol.enums import ChallengeStatus
@@ -64,6 +65,9 @@ class VerifierService:
         self.leases = self.chain.contract("LeaseManager")
         self.challenges = self.chain.contract("ChallengeManager")
         self.pog = self.chain.contract("ProofOfGpu")
+        # Three reads a provider, every tick: in JSON-RPC batches, not one round trip each.
+        self._provider_views = (ViewCall(self.registry, "isActive"), ViewCall(self.leases, "isLeased"),
+                                ViewCall(self.registry, "pogStatusOf"))
         for part in (self.auditor, self.committee):
             if part is not None:
                 part.record = lambda event: self.metrics.jobs.labels(event).inc()
@@ -88,11 +92,13 @@ class VerifierService:
         self.watch.refresh()
         addresses = sorted(Web3.to_checksum_address(a) for a in self.watch.ids(PROVIDER))
         self.metrics.providers.set(len(addresses))
+        others = [a for a in addresses if a != self.chain.address]
+        views = self._provider_views
+        values = iter(read_batched(self.chain.web3, [view.request(a) for a in others for view in views],
+                                   [view.decode for _ in others for view in views]))
         # A provider with no round on record (pogStatusOf's timestamp is zero) is benchmarked on
         # the next tick: it cannot take jobs before. One that failed waits its interval.
-        return [ProviderState(a, self.registry.functions.isActive(a).call(), self.leases.functions.isLeased(a).call(),
-                              self.registry.functions.pogStatusOf(a).call().timestamp != 0)
-                for a in addresses if a != self.chain.address]
+        return [ProviderState(a, next(values), next(values), next(values).timestamp != 0) for a in others]
 
     def open_challenges(self) -> list[int]:
         """PoG challenges this verifier opened that are not resolved yet."""

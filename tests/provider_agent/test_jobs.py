@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from client.escrow_jobs import read_job, read_job_view
+from client.escrow_jobs import read_job, read_job_view, read_job_views
 from protocol.enums import ChallengeStatus, JobStatus
 from protocol.jobs import decode_output, encode_output, output_digest
 from protocol.merkle import MerkleTree
@@ -352,8 +352,9 @@ def _signed_job_raced_by_its_commit(agent, market):  # type: ignore[no-untyped-d
             return logs
         return SimpleNamespace(get_logs=get_logs)
 
-    racing = SimpleNamespace(address=escrow.address, functions=escrow.functions, events=SimpleNamespace(
-        JobCreated=escrow.events.JobCreated, ResultCommitted=commits_then_the_commit_is_mined))
+    events = SimpleNamespace(JobCreated=escrow.events.JobCreated, ResultCommitted=commits_then_the_commit_is_mined)
+    racing = SimpleNamespace(address=escrow.address, abi=escrow.abi, w3=escrow.w3, functions=escrow.functions,
+                             events=events)
     return job_id, escrow, racing
 
 
@@ -374,6 +375,27 @@ def test_a_job_view_read_while_its_commit_is_mined_has_the_status_of_the_job_it_
     view = read_job_view(racing, job_id)
     assert not view.job.is_committed and view.status == JobStatus.FUNDED and view.challengeWindowEnd == 0
     assert read_job_view(escrow, job_id).status == JobStatus.COMMITTED
+
+
+def test_several_jobs_are_read_in_a_few_round_trips_as_each_alone(agent, market, monkeypatch):
+    """The verifier reads every newly committed job of a tick at once: the same views as one by
+    one, in four round trips whatever their number (slots in one batch, one event query per
+    kind, the challenge window)."""
+    content = agent.settings.content_dir
+    model = save_torchscript(Tiny(), content)
+    jobs = [market.create_job(content, model, ITEMS[:2])[0] for _ in range(4)]
+    for job_id in jobs[:3]:
+        assert agent.jobs.process(market.dispatched(job_id)).status == "signed"
+    assert sorted(agent.committer.commit_signed()) == jobs[:3]
+    escrow = agent.chain.contract("JobEscrow")
+    alone = {job_id: read_job_view(escrow, job_id) for job_id in jobs}
+    import requests
+
+    trips, send = [], requests.Session.send  # every HTTP request to the node
+    monkeypatch.setattr(requests.Session, "send", lambda self, request, **kw: trips.append(1) or send(self, request, **kw))
+    together = read_job_views(escrow, jobs)
+    assert together == alone and len(trips) == 4
+    assert together[jobs[0]].job.is_committed and not together[jobs[3]].job.is_committed
 
 
 def test_failure_reason_fits_the_escrow_and_keeps_the_error_of_a_traceback():
