@@ -220,16 +220,24 @@ def test_malformed_job_spec_gets_422_naming_the_field(app_client) -> None:  # ty
     assert app_client.post("/jobs/specs", content=b"{not json").status_code == 422
 
 
-def test_several_outputs_are_uploaded_in_one_request_all_or_nothing(app_client, session, market) -> None:  # type: ignore[no-untyped-def]
-    renter, provider, stranger = _as(app_client, 3), _as(app_client, 1), _as(app_client, UNSTAKED)
+def _committed_job(app_client, session, market, renter: BackendClient, inputs: list[bytes],  # type: ignore[no-untyped-def]
+                   outputs: list[bytes]) -> tuple[JobSpec, int, MerkleTree]:
+    """A job over the renter's `inputs`, funded for the market's provider, its `outputs` committed
+    on-chain (none uploaded) and indexed."""
     spec = JobSpec(model="0x" + keccak256(b"public-model").hex(), model_format="torchscript",
-                   inputs=tuple(renter.upload_input(b"bulk-%d" % i) for i in range(3)), batch_size=1,
+                   inputs=tuple(renter.upload_input(data) for data in inputs), batch_size=1,
                    tolerance_ppm=0, deadline=session.now() + 3600, price_wei=10**15, provider=market.provider)
     renter.store_spec(spec.canonical())
     job_id = support.funded_job(session, market.renter, market.provider, spec.spec_hash, 10**15)
-    outputs = [b"bulk-output-%d" % i for i in range(3)]
     tree = support.commit_outputs(session, market.provider, job_id, outputs)
     _sync(app_client)
+    return spec, job_id, tree
+
+
+def test_several_outputs_are_uploaded_in_one_request_all_or_nothing(app_client, session, market) -> None:  # type: ignore[no-untyped-def]
+    renter, provider, stranger = _as(app_client, 3), _as(app_client, 1), _as(app_client, UNSTAKED)
+    outputs = [b"bulk-output-%d" % i for i in range(3)]
+    _, job_id, tree = _committed_job(app_client, session, market, renter, [b"bulk-%d" % i for i in range(3)], outputs)
     provider.sign_in()
     stranger.sign_in()
 
@@ -256,15 +264,8 @@ def test_a_jobs_outputs_and_inputs_are_read_several_in_one_request(app_client, s
                                                                    monkeypatch) -> None:  # type: ignore[no-untyped-def]
     renter, provider, verifier = _as(app_client, 3), _as(app_client, 1), _as(app_client, 4)
     stranger = _as(app_client, UNSTAKED)
-    inputs = [b"page-input-%d" % i for i in range(4)]
-    spec = JobSpec(model="0x" + keccak256(b"public-model").hex(), model_format="torchscript",
-                   inputs=tuple(renter.upload_input(data) for data in inputs), batch_size=1,
-                   tolerance_ppm=0, deadline=session.now() + 3600, price_wei=10**15, provider=market.provider)
-    renter.store_spec(spec.canonical())
-    job_id = support.funded_job(session, market.renter, market.provider, spec.spec_hash, 10**15)
-    outputs = [b"page-output-%d" % i for i in range(4)]
-    tree = support.commit_outputs(session, market.provider, job_id, outputs)
-    _sync(app_client)
+    inputs, outputs = [b"page-input-%d" % i for i in range(4)], [b"page-output-%d" % i for i in range(4)]
+    spec, job_id, tree = _committed_job(app_client, session, market, renter, inputs, outputs)
     for i in (0, 1, 3):  # item 2 is not uploaded
         provider.upload_output(job_id, i, outputs[i], tree.proof(i))
     for who in (renter, verifier, stranger):
