@@ -26,7 +26,7 @@ from backend.matching import Candidate, NoMatch, Ranked, Request, explain, minin
 from backend.storage import BlobStore, Upload, content_hash
 from protocol.errors import ProtocolError
 from protocol.job_result import EscrowDomain, JobResultError, SignedJobResult
-from protocol.jobs import JobSpec, JobSpecError
+from protocol.jobs import MAX_ITEMS_PER_READ, JobSpec, JobSpecError
 from protocol.merkle import MAX_PROOF_DEPTH, leaf_hash, verify_inclusion
 
 log = logging.getLogger(__name__)
@@ -214,7 +214,6 @@ def _output_reader(session: Session, job_id: int, viewer: str, is_verifier: Call
 # bytes of items per answer (4 MiB once in base64, as PUT /jobs/{id}/outputs takes), and at least
 # one item, so that asking again for what was left always moves on.
 PAGE_BYTES = 3 * 1024 * 1024
-MAX_PAGE_INDICES = 256
 
 
 @dataclass(frozen=True)
@@ -267,8 +266,8 @@ def inputs_page(session: Session, blobs: BlobStore, job_id: int, indices: list[i
 
 
 def _asked(indices: list[int], item_count: int) -> list[int]:
-    if len(indices) > MAX_PAGE_INDICES:
-        raise BadInput(f"index: {len(indices)} items asked; at most {MAX_PAGE_INDICES} per request")
+    if len(indices) > MAX_ITEMS_PER_READ:
+        raise BadInput(f"index: {len(indices)} items asked; at most {MAX_ITEMS_PER_READ} per request")
     outside = [i for i in indices if not 0 <= i < item_count]
     if outside:
         raise BadInput(f"index: {outside[:5]} outside the job's {item_count} items")

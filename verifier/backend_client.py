@@ -24,6 +24,7 @@ from eth_account.signers.local import LocalAccount
 from client.backend_answers import RETRYABLE, no_such_route
 from client.errors import SignInFailed
 from client.siwe import SiweSession
+from protocol.jobs import MAX_ITEMS_PER_READ
 from protocol.merkle import keccak256
 from verifier import VerifierError
 
@@ -32,7 +33,6 @@ logger = logging.getLogger(__name__)
 REPORT_TIMEOUT_S = 5.0  # a report is best effort: it must never hold up a decision's follow-up
 Decision = Literal["passed", "challenged", "escalated", "voted_fault", "voted_no_fault",
                    "fraud_proven", "timeout_claimed", "settled"]
-MAX_PAGE_INDICES = 256  # items asked in one GET /jobs/{id}/outputs or /inputs (the backend's bound)
 
 
 class BackendUnavailable(VerifierError):
@@ -142,7 +142,7 @@ class VerifierBackend:
         found: dict[int, bytes] = {}
         wanted = list(indices)
         while wanted:
-            asked, wanted = wanted[:MAX_PAGE_INDICES], wanted[MAX_PAGE_INDICES:]
+            asked, wanted = wanted[:MAX_ITEMS_PER_READ], wanted[MAX_ITEMS_PER_READ:]
             response = _call(lambda: self.http.get(path, params={"index": asked}))
             if _route_missing(response):
                 rest = asked + wanted

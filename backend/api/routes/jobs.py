@@ -39,13 +39,13 @@ from backend.api.schemas import (
     ResultItem,
     SignedResult,
 )
-from protocol.jobs import MAX_OUTPUTS_BODY_BYTES, MAX_SPEC_BYTES, JobSpec
+from protocol.jobs import MAX_ITEMS_PER_READ, MAX_OUTPUTS_BODY_BYTES, MAX_SPEC_BYTES, JobSpec
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 JobIdPath = Annotated[int, Path(ge=0, le=2**63 - 1)]
 ItemPath = Annotated[int, Path(ge=0, le=2**31 - 1)]
 ItemsQuery = Annotated[list[int], Query(description=(
-    f"the items, repeated (index=0&index=3), at most {service.MAX_PAGE_INDICES}; none: every item of the job"))]
+    f"the items, repeated (index=0&index=3), at most {MAX_ITEMS_PER_READ}; none: every item of the job"))]
 
 
 def to_public(db, job: m.Job) -> JobPublic:  # type: ignore[no-untyped-def]
