@@ -16,25 +16,11 @@ from backend.errors import BackendError, NotFound, Unauthenticated
 from client.backend_answers import no_such_route
 from client.errors import SignInFailed
 from client.siwe import SiweSession
-from protocol.jobs import MAX_INPUTS_BODY_BYTES
+from protocol.jobs import MAX_INPUTS_BODY_BYTES, base64_size, request_groups
 from protocol.job_result import EscrowDomain, JobResultError, SignedJobResult
 from protocol.merkle import keccak256, leaf_hash, verify_inclusion
 
 SESSION_LIFETIME_S = 600  # a CLI command is short; a stolen token is worth little for long
-
-
-def _groups(items: Sequence[bytes], body_limit: int) -> list[list[bytes]]:
-    """`items` in order, in groups whose base64 (plus a little JSON) fits `body_limit`."""
-    groups: list[list[bytes]] = []
-    size = body_limit  # the first item opens a group
-    for data in items:
-        cost = (len(data) + 2) // 3 * 4 + 4
-        if size + cost > body_limit:
-            groups.append([])
-            size = 16
-        groups[-1].append(data)
-        size += cost
-    return groups
 
 
 class ApiError(BackendError):
@@ -135,7 +121,8 @@ class BackendClient:
         per item to a backend without the batch route (an earlier version). `on_uploaded` gets
         each item's size once the backend holds it (a progress bar)."""
         ids: list[str] = []
-        for group in _groups(items, MAX_INPUTS_BODY_BYTES):
+        # base64 and its quotes and comma each, within the body less its `{"items": []}`
+        for group in request_groups(items, lambda data: base64_size(len(data)) + 4, MAX_INPUTS_BODY_BYTES - 16):
             if len(group) > 1:
                 body = {"items": [base64.b64encode(data).decode() for data in group]}
                 try:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -32,6 +33,30 @@ OUTPUT_DTYPES = ("float32", "float16", "int64", "int32", "uint8")
 
 _HASH = re.compile(r"^0x[0-9a-f]{64}$")
 _ADDRESS = re.compile(r"^0x[0-9a-fA-F]{40}$")
+
+
+T = TypeVar("T")
+
+
+def base64_size(size: int) -> int:
+    """Characters of `size` bytes in base64, as the several-items bodies carry them."""
+    return (size + 2) // 3 * 4
+
+
+def request_groups(items: Iterable[T], cost: Callable[[T], int], limit: int) -> Iterator[list[T]]:
+    """`items` in order, in groups whose costs add up to at most `limit` (the requests of several
+    items: PUT /jobs/{id}/outputs, POST /inputs/batch); an item too large to share goes alone."""
+    group: list[T] = []
+    size = 0
+    for item in items:
+        item_cost = cost(item)
+        if group and size + item_cost > limit:
+            yield group
+            group, size = [], 0
+        group.append(item)
+        size += item_cost
+    if group:
+        yield group
 
 
 class JobSpecError(ProtocolError):

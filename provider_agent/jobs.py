@@ -45,7 +45,7 @@ from protocol.enums import ChallengeKind, JobStatus
 from protocol.escrow_job import EscrowJob
 from protocol.ids import ChallengeId, JobId
 from protocol.job_result import JobResult, SignedJobResult
-from protocol.jobs import MAX_OUTPUTS_BODY_BYTES, JobSpec, JobSpecError
+from protocol.jobs import MAX_OUTPUTS_BODY_BYTES, JobSpec, JobSpecError, base64_size, request_groups
 from protocol.merkle import MerkleTree, keccak256
 from provider_agent import ProviderAgentError
 from provider_agent.backend_client import BackendClient, BackendClientError, BackendRefused, BackendUnavailable
@@ -416,19 +416,11 @@ class JobService:
     def _upload_groups(self, job_id: int, tree: MerkleTree,
                        indices: list[int]) -> Iterator[list[tuple[int, bytes, tuple]]]:
         """The items to upload, as (index, bytes, proof), in groups that fit one request of
-        several items (PUT /jobs/{id}/outputs, base64 in JSON); a larger item goes alone."""
-        group: list[tuple[int, bytes, tuple]] = []
-        size = 0
-        for index in indices:
-            item = (index, self.outputs.output(job_id, index), tuple(tree.proof(index)))
-            cost = len(item[1]) * 4 // 3 + 80 * (len(item[2]) + 1)  # base64, hex siblings, JSON
-            if group and size + cost > MAX_OUTPUTS_BODY_BYTES:
-                yield group
-                group, size = [], 0
-            group.append(item)
-            size += cost
-        if group:
-            yield group
+        several items (PUT /jobs/{id}/outputs, base64 in JSON); a larger item goes alone. Each
+        output is read as its group is formed, not all at once."""
+        items = ((index, self.outputs.output(job_id, index), tuple(tree.proof(index))) for index in indices)
+        return request_groups(items, lambda item: base64_size(len(item[1])) + 80 * (len(item[2]) + 1),
+                              MAX_OUTPUTS_BODY_BYTES)  # base64, hex siblings, JSON
 
     def _upload_if_pending(self, job_id: int, recheck: bool = False) -> bool | None:
         """Uploads right after signing (`recheck`: whatever the backend lacks, even if all was
