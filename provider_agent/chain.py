@@ -231,7 +231,7 @@ class ProviderChain:
     def commit_results(self, jobs: Sequence[DispatchedJob], results: Sequence[JobResult]) -> TxReceipt:
         """One `commitResults` for the batch (all or nothing on-chain; commit accepts the job)."""
         escrow = self.contract("JobEscrow")
-        fn = escrow.functions.commitResults([_escrow_job(j).as_tuple() for j in jobs],
+        fn = escrow.functions.commitResults([escrow_job(j).as_tuple() for j in jobs],
                                             [_raw32(r.output_root) for r in results],
                                             [r.item_count for r in results],
                                             [_raw32(r.result_digest) for r in results])
@@ -368,7 +368,8 @@ class ProviderChain:
         return Wei(total)
 
 
-def _escrow_job(job: DispatchedJob) -> EscrowJob:
+def escrow_job(job: DispatchedJob) -> EscrowJob:
+    """The dispatched job as JobEscrow's calls take it (its terms, no result yet)."""
     return EscrowJob.from_json(job.to_json())
 
 

@@ -35,6 +35,7 @@ from protocol.ids import JobId
 from protocol.job_result import JobResult
 from protocol.tasks import DispatchedJob
 from provider_agent import ProviderAgentError
+from provider_agent.chain import escrow_job
 from provider_agent.jobs import JobService
 from provider_agent.state import COMMITTED, FAILED, FINALIZED, REFUNDED, SIGNED, JobRecord
 
@@ -185,7 +186,7 @@ class Committer:
         dispatched = record.dispatched()
         if dispatched is None or record.root is None or record.result_digest is None:
             return None
-        return EscrowJob.from_json(dispatched.to_json()).committed(record.root, record.item_count, record.result_digest)
+        return escrow_job(dispatched).committed(record.root, record.item_count, record.result_digest)
 
     def _finalize(self, batch: Sequence[EscrowJob]) -> list[int]:
         ids = [job.id for job in batch]
