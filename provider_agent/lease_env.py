@@ -42,6 +42,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from protocol.lease_access import LeaseAccess, normalize_ssh_key
+from client.ports import free_port
 from provider_agent import ProviderAgentError
 
 log = logging.getLogger(__name__)
@@ -96,12 +97,6 @@ def gpu_device_nodes(dev_dir: Path, gpu_indices: list[int]) -> list[Path]:
 
 def cuda_visible_devices(gpu_indices: list[int]) -> str:
     return ",".join(str(i) for i in gpu_indices)
-
-
-def free_port(host: str) -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 def _system_binds() -> list[str]:

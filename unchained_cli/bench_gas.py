@@ -16,7 +16,8 @@ from web3 import Web3
 
 from protocol.escrow_job import EscrowJob
 from protocol.merkle import leaf_hash, node_hash
-from unchained_cli.chain import LocalChain, free_port
+from client.ports import free_port
+from unchained_cli.chain import LocalChain
 from unchained_cli.deploy import Deployer, deploy_all
 from unchained_cli.session import ChainSession
 

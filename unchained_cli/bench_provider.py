@@ -33,6 +33,7 @@ from protocol.jobs import JobSpec, encode_output
 from client.broker import party_celery
 from client.sandbox import close_idle
 from client.task_auth import TaskAuth, domain_of
+from client.ports import free_port
 from protocol.broker import provider_keyprefix
 from protocol.ids import JobId
 from protocol.tasks import TASK_RUN_JOB, DispatchedJob, provider_queue
@@ -42,7 +43,7 @@ from provider_agent.mining import MiningPolicy, MiningSupervisor, ReferenceMiner
 from provider_agent.runner import Limits, run_inference
 from provider_agent.settings import Settings
 from provider_agent.worker import TASK_PING
-from unchained_cli.chain import LocalChain, free_port
+from unchained_cli.chain import LocalChain
 from unchained_cli.deploy import Deployer, deploy_all, write_deployment
 from unchained_cli.session import ChainSession
 

@@ -7,7 +7,6 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -76,12 +75,6 @@ def block_time_from_env(default: float | None = None) -> float | None:
     if seconds < 0:
         raise ChainError(f"{BLOCK_TIME_ENV}={raw!r} is negative")
     return seconds or None
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @dataclass

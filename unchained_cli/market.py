@@ -29,8 +29,9 @@ from web3 import Web3
 
 from client.broker import grant
 from client.keystore import PASSWORD_FILE_ENV
+from client.ports import free_port
 from protocol.deployments import Deployment
-from unchained_cli.chain import LocalChain, block_time_from_env, die_with_parent, free_port
+from unchained_cli.chain import LocalChain, block_time_from_env, die_with_parent
 from unchained_cli.deploy import DeployParams, Deployer, deploy_all, write_deployment
 from unchained_cli.errors import CliError
 from unchained_cli.session import ChainSession

@@ -17,10 +17,11 @@ from backend_support import private_schema
 
 from backend.api.app import create_app
 from client.keystore import PASSWORD_FILE_ENV
+from client.ports import free_port
 from protocol.deployments import Deployment
 from tests.support.chain import SharedChains
 from tests.support.waiting import wait_until
-from unchained_cli.chain import LocalChain, free_port
+from unchained_cli.chain import LocalChain
 from unchained_cli.session import ChainSession
 
 

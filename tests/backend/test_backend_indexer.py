@@ -14,7 +14,8 @@ from backend import models as m
 from backend.chain import Chain
 from backend.db import make_engine, migrate, session_factory
 from backend.indexer import Indexer, rebuild
-from unchained_cli.chain import LocalChain, free_port
+from client.ports import free_port
+from unchained_cli.chain import LocalChain
 from unchained_cli.deploy import Deployer, deploy_all, write_deployment
 from unchained_cli.session import ChainSession
 

@@ -13,7 +13,7 @@ import redis
 from typer.testing import CliRunner
 
 from protocol.broker import provider_keyprefix
-from unchained_cli.chain import free_port
+from client.ports import free_port
 from unchained_cli.main import app
 
 PROVIDER = "0x" + "ab" * 20

@@ -15,7 +15,8 @@ from pathlib import Path
 import psutil
 from web3 import Web3
 
-from unchained_cli.chain import LocalChain, free_port
+from client.ports import free_port
+from unchained_cli.chain import LocalChain
 from unchained_cli.market import wait_for
 
 UNCHAINED = str(Path(sys.executable).with_name("unchained"))

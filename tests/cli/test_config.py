@@ -10,7 +10,7 @@ import pytest
 import typer
 
 from backend.settings import Settings
-from unchained_cli.chain import free_port
+from client.ports import free_port
 from unchained_cli.config import default_map
 from unchained_cli.errors import BadOption, run_guarded
 

@@ -9,8 +9,8 @@ import pytest
 from web3 import Web3
 
 from client import contracts
+from client.ports import free_port
 from protocol.deployments import Deployment, DeploymentFormatError
-from unchained_cli.chain import free_port
 
 CONTRACTS = {"Staking", "ProviderRegistry", "JobEscrow", "LeaseManager", "ProofOfGpu",
              "DisputeCommittee", "ChallengeManager", "TestStablecoin"}

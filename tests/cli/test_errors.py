@@ -18,7 +18,7 @@ import pytest
 import typer
 
 from tests.support.chain import SharedChains
-from unchained_cli.chain import free_port
+from client.ports import free_port
 from unchained_cli.errors import run_guarded
 from unchained_cli.market import KEYSTORE_PASSWORD, write_keystore
 from unchained_cli.session import ChainSession

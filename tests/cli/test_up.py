@@ -18,7 +18,7 @@ import redis
 from web3 import Web3
 
 from tests.support.waiting import wait_until
-from unchained_cli.chain import free_port
+from client.ports import free_port
 from unchained_cli.market import wait_for
 
 UNCHAINED = str(Path(sys.executable).with_name("unchained"))

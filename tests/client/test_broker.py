@@ -22,6 +22,7 @@ from kombu.exceptions import OperationalError
 
 from client.broker import QueueApps, grant, party_celery, revoke
 from client.task_auth import ChainRoles, TaskAuth, TaskRefused, domain_of
+from client.ports import free_port
 from protocol.broker import provider_keyprefix
 from protocol.deployments import Deployment
 from protocol.task_auth import HEADER
@@ -29,7 +30,7 @@ from protocol.tasks import TASK_POG_ROUND, TASK_RUN_JOB, provider_queue
 from tests.support.accounts import dev_account
 from tests.support.redis import RedisTls, private_redis
 from tests.support.waiting import wait_until
-from unchained_cli.chain import LocalChain, free_port
+from unchained_cli.chain import LocalChain
 from unchained_cli.deploy import Deployer, deploy_all
 
 DEPLOYER, PROVIDER_A, PROVIDER_B, VERIFIER, PROVIDER_C, PROVIDER_D = (dev_account(i) for i in (0, 1, 2, 4, 5, 6))

@@ -15,8 +15,9 @@ from web3 import Web3
 from client.log_follower import (DEFAULT_MAX_RANGE, Batch, Cursor, DeepReorg, Event, LogFollower, LogFollowerError,
                                  MemoryCursorStore)
 from client.watched_ids import SqliteCursorStore, WatchedIds, open_state
+from client.ports import free_port
 from protocol.deployments import Deployment
-from unchained_cli.chain import LocalChain, free_port
+from unchained_cli.chain import LocalChain
 from unchained_cli.deploy import Deployer, deploy_all
 from unchained_cli.market import wait_for
 from unchained_cli.session import ChainSession

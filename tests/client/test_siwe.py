@@ -16,7 +16,8 @@ from backend.api.app import create_app
 from backend.settings import Settings
 from client.errors import SignInFailed
 from client.siwe import SiweSession
-from unchained_cli.chain import LocalChain, free_port
+from client.ports import free_port
+from unchained_cli.chain import LocalChain
 from unchained_cli.deploy import Deployer, deploy_all, write_deployment
 
 BASE = "http://testserver"  # TestClient's base URL, which the backend is told is its public URL

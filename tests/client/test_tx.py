@@ -18,9 +18,10 @@ from client import contracts
 from client.errors import NodeUnavailable, TransactionNotMined, TransactionReverted
 from client.escrow_jobs import read_job
 from client.tx import TxSender, connect
+from client.ports import free_port
 from protocol.deployments import Deployment
 from rpc_proxy import RpcProxy
-from unchained_cli.chain import LocalChain, anvil_binary, free_port
+from unchained_cli.chain import LocalChain, anvil_binary
 from unchained_cli.deploy import Deployer, deploy_all
 
 MNEMONIC = "test test test test test test test test test test test junk"

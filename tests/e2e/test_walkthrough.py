@@ -31,7 +31,7 @@ import pytest
 import typer
 from web3 import Web3
 
-from unchained_cli.chain import free_port
+from client.ports import free_port
 from unchained_cli.market import dev_account, wait_for
 from unchained_cli.up import LOCAL_PARAMS
 

@@ -19,7 +19,7 @@ from tests.support.models import save_torchscript
 from tests.support.waiting import wait_until
 from unchained_cli.chain import REPO_ROOT as REPO
 from tests.tiny_models import Tiny
-from unchained_cli.chain import free_port
+from client.ports import free_port
 
 
 def _get(url: str):

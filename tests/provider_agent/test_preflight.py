@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from provider_agent.preflight import PreflightFailed, check_backend, check_broker
 from tests.support.provider_market import PASSWORD
-from unchained_cli.chain import free_port
+from client.ports import free_port
 from unchained_cli.main import app
 
 

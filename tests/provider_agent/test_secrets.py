@@ -15,10 +15,10 @@ import threading
 import time
 
 from client.sandbox import ALLOWED
+from client.ports import free_port
 from tests.client.procfs import children, environ_of
 from tests.support.provider_market import PASSWORD
 from unchained_cli.chain import REPO_ROOT as REPO
-from unchained_cli.chain import free_port
 
 SECRET = "provider-secret-93ab"
 

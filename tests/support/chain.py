@@ -16,7 +16,8 @@ import pytest
 from web3 import Web3
 
 from protocol.deployments import Deployment
-from unchained_cli.chain import LocalChain, block_time_from_env, free_port
+from client.ports import free_port
+from unchained_cli.chain import LocalChain, block_time_from_env
 from unchained_cli.deploy import Deployer, deploy_all, write_deployment
 
 

@@ -26,6 +26,7 @@ from backend.api.app import create_app
 from backend.settings import Settings as BackendSettings
 from client.broker import grant
 from client.keystore import PASSWORD_FILE_ENV
+from client.ports import free_port
 from protocol.deployments import Deployment
 from protocol.enums import JobStatus
 from protocol.jobs import encode_output
@@ -37,7 +38,7 @@ from tests.support.chain import SharedChain
 from tests.support.waiting import wait_until
 from tests.support.worker import Worker
 from tests.tiny_models import Tiny
-from unchained_cli.chain import LocalChain, free_port
+from unchained_cli.chain import LocalChain
 from unchained_cli.main import app
 from unchained_cli.market import DEV_MNEMONIC
 from unchained_cli.session import ChainSession

@@ -13,7 +13,8 @@ from pathlib import Path
 import redis
 
 from tests.support.waiting import wait_until
-from unchained_cli.chain import die_with_parent, free_port
+from client.ports import free_port
+from unchained_cli.chain import die_with_parent
 
 
 @dataclass(frozen=True)

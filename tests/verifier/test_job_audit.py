@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from client.escrow_jobs import read_job, read_job_view
+from client.ports import free_port
 from protocol.enums import ChallengeStatus, JobStatus
 from protocol.jobs import JobSpec
 from protocol.merkle import keccak256
@@ -35,7 +36,6 @@ from tests.support.e2e_market import (  # noqa: F401  (market: a fixture)
     submit,
 )
 from tests.support.waiting import wait_until
-from unchained_cli.chain import free_port
 from verifier.backend_client import BackendRefused, BackendUnavailable, VerifierBackend
 from verifier.chain import VerifierChain
 from verifier.committee import CommitteeMember
