@@ -16,10 +16,11 @@ from collections.abc import Callable
 import brownie
 import pytest
 from brownie.network.account import Account
-from brownie.network.transaction import TransactionReceipt
+from brownie.network.transaction import Status, TransactionReceipt
 from hypothesis import settings as hypothesis_settings
 from hypothesis import stateful
 from hypothesis.strategies import SearchStrategy
+from web3.exceptions import TransactionNotFound
 
 WEEK = 7 * 24 * 3600
 DAY = 24 * 3600
@@ -48,49 +49,64 @@ def isolation(fn_isolation):
     alive now stay alive through the test, so they are frozen out of the collector's walk; what the
     test creates is still collected.
     """
-    _confirmations.settle()
     gc.freeze()
 
 
-class _Confirmations:
-    """Brownie confirms every transaction in a thread of its own. Once that thread has said
-    "confirmed", the test goes on, while the thread still marks every *other* transaction in
-    brownie's history with the same sender and nonce as dropped. A revert (between tests, between
-    a state machine's examples) hands those nonces out again, so a thread running late on a loaded
-    machine marked the next test's first transaction dropped ("Tx dropped without known
-    replacement", seen in a CI run beside the other suites). `settle` waits for the threads of
-    transactions already confirmed to end (a transaction still pending is left alone); it is
-    called before each test and each example starts sending."""
+class _HeldEvent:
+    """A receipt's `_confirmed` event while its confirmation thread runs: brownie's `set()` there
+    is held back, so that the sending thread wakes only when `_confirm_then_wake` is done."""
 
-    def __init__(self) -> None:
-        self.running: set[TransactionReceipt] = set()
-        self.changed = threading.Condition()
+    def __init__(self, event: threading.Event) -> None:
+        self.event = event
 
-    def track(self, confirm: Callable) -> Callable:
-        def tracked(receipt: TransactionReceipt, *args, **kwargs):
-            with self.changed:
-                self.running.add(receipt)
-            try:
-                return confirm(receipt, *args, **kwargs)
-            finally:
-                with self.changed:
-                    self.running.discard(receipt)
-                    self.changed.notify_all()
+    def set(self) -> None:
+        pass
 
-        return tracked
+    def is_set(self) -> bool:
+        return self.event.is_set()
 
-    def settle(self, timeout_s: float = 30.0) -> None:
-        with self.changed:
-            self.changed.wait_for(lambda: not any(r._confirmed.is_set() for r in self.running), timeout_s)
+    def wait(self, timeout: float | None = None) -> bool:
+        return self.event.wait(timeout)
 
 
-_confirmations = _Confirmations()
+def _mined(txid: str) -> bool:
+    try:
+        return brownie.web3.eth.get_transaction_receipt(txid) is not None
+    except TransactionNotFound:
+        return False
+
+
+def _confirm_then_wake(confirm: Callable) -> Callable:
+    """Brownie confirms every transaction in a thread of its own, which wakes the sending thread
+    as soon as it has a verdict. Two races of that thread failed CI runs with "Tx dropped without
+    known replacement": after saying "confirmed" it still marks every *other* transaction in
+    brownie's history with the same sender and nonce as dropped, and a revert (between tests,
+    between a state machine's examples) hands those nonces out again, so a thread running late
+    marked the next test's transaction; and a thread that read the sender's nonce past its
+    transaction before the node served the receipt called a mined transaction dropped. Here the
+    sender wakes only when the thread is done, and a transaction called dropped while the chain
+    holds its receipt is confirmed again."""
+
+    def confirmed_then_woken(receipt: TransactionReceipt, *args, **kwargs):
+        confirmed = receipt._confirmed
+        receipt._confirmed = _HeldEvent(confirmed)
+        try:
+            result = confirm(receipt, *args, **kwargs)
+            if receipt.status == Status.Dropped and _mined(receipt.txid):
+                receipt.status = Status.Pending
+                result = confirm(receipt, *args, **kwargs)
+            return result
+        finally:
+            receipt._confirmed = confirmed
+            confirmed.set()
+
+    return confirmed_then_woken
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _tracked_confirmations():
     original = TransactionReceipt._await_confirmation
-    TransactionReceipt._await_confirmation = _confirmations.track(original)
+    TransactionReceipt._await_confirmation = _confirm_then_wake(original)
     yield
     TransactionReceipt._await_confirmation = original
 
@@ -370,7 +386,6 @@ def chain_state_machine() -> Callable[..., None]:
 
         class Machine(rules, stateful.RuleBasedStateMachine):
             def __init__(self) -> None:
-                _confirmations.settle()
                 brownie.chain.revert()
                 stateful.RuleBasedStateMachine.__init__(self)
                 if hasattr(self, "setup"):
