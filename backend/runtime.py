@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
+from backend.auth import SessionCache
 from backend.chain import Chain
 from backend.db import make_engine, migrate, session_factory
 from backend.dispatch import Dispatcher, make_celery
@@ -34,6 +35,7 @@ class Backend:
     factory: sessionmaker[Session]
     blobs: BlobStore
     metrics: Metrics
+    sessions: SessionCache
     _chain: Chain | None = None
     _task_auth: TaskAuth | None = None
     indexer: Indexer | None = None
@@ -49,7 +51,8 @@ class Backend:
         engine = make_engine(settings.db_url)
         migrate(engine)
         return cls(settings=settings, engine=engine, factory=session_factory(engine),
-                   blobs=BlobStore(settings.blob_dir), metrics=Metrics())
+                   blobs=BlobStore(settings.blob_dir), metrics=Metrics(),
+                   sessions=SessionCache(settings, settings.session_cache_s))
 
     def chain(self) -> Chain:
         """The chain connection, made on first use (the API serves the index without a node)."""

@@ -63,6 +63,9 @@ class Settings(BaseModel):
     siwe_uri: str = ""
     nonce_ttl_s: int = Field(default=300, ge=10)
     session_ttl_s: int = Field(default=3600, ge=60)
+    # How long a process trusts a session it looked up without asking the database again (auth.SessionCache):
+    # a logout through another backend process takes effect here within this time. 0: ask every time.
+    session_cache_s: float = Field(default=30.0, ge=0, le=300)
     session_secret: str = DEV_SECRET  # key of the session-token hash
     max_model_bytes: int = Field(default=256 * 1024 * 1024, ge=1)
     max_input_bytes: int = Field(default=16 * 1024 * 1024, ge=1)

@@ -48,10 +48,13 @@ DbDep = Annotated[Session, Depends(get_db)]
 BearerDep = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 
 
-def optional_address(backend: BackendDep, db: DbDep, credentials: BearerDep) -> str | None:
+async def optional_address(backend: BackendDep, db: DbDep, credentials: BearerDep) -> str | None:
     if credentials is None:
         return None
-    return authenticate(db, backend.settings, credentials.credentials)
+    token = credentials.credentials
+    if (address := backend.sessions.address(token)) is not None:
+        return address
+    return await run_in_threadpool(authenticate, db, backend.settings, token, backend.sessions)
 
 
 async def required_address(address: Annotated[str | None, Depends(optional_address)]) -> str:

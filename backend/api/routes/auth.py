@@ -54,4 +54,4 @@ def me(address: SignedInDep) -> Me:
 @router.post("/logout", status_code=status.HTTP_204_NO_CONTENT, responses={401: {}})
 def logout(address: SignedInDep, credentials: BearerDep, backend: BackendDep, db: DbDep) -> None:
     if credentials is not None:
-        auth.logout(db, backend.settings, credentials.credentials)
+        auth.logout(db, backend.settings, credentials.credentials, backend.sessions)
