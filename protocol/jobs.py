@@ -24,6 +24,8 @@ MAX_ITEMS = 100_000
 MAX_OUTPUT_BYTES = 64 * 1024 * 1024
 # PUT /jobs/{id}/outputs (several items in one request): its JSON body, base64 bytes and proofs.
 MAX_OUTPUTS_BODY_BYTES = 4 * 1024 * 1024
+# PUT /jobs/{id}/signed-result: the signed result's fields and one PUT /jobs/{id}/outputs body's items.
+MAX_RESULT_BODY_BYTES = MAX_OUTPUTS_BODY_BYTES + 4096
 # GET /jobs/{id}/outputs and /inputs (several items of a job in one answer): items asked at most.
 MAX_ITEMS_PER_READ = 256
 # POST /inputs/batch (several of a renter's inputs in one request): its JSON body, base64 bytes.

@@ -78,11 +78,15 @@ class BackendClient:
         result = self._request(f"job {job_id} result", "GET", f"/jobs/{job_id}/result").json()
         return {item["index"] for item in result["items"] if item["digest"] is not None}
 
-    def deliver_result(self, signed: dict[str, Any]) -> None:
+    def deliver_result(self, signed: dict[str, Any], items: Sequence[tuple[int, bytes, Sequence[bytes]]] = ()) -> bool:
         """The provider-signed JobResult (protocol.job_result.SignedJobResult JSON): the renter has
-        the result from this moment, before the commit is mined. Idempotent."""
-        self._request(f"job {signed['jobId']} signed result", "PUT", f"/jobs/{signed['jobId']}/signed-result",
-                      json=signed)
+        the result from this moment, before the commit is mined. Idempotent. `items` (index, bytes,
+        inclusion proof; within protocol.jobs.MAX_OUTPUTS_BODY_BYTES as for upload_outputs) go in
+        the same request; returns whether the backend stored them (an earlier version ignores them)."""
+        body = {**signed, "outputs": _output_items(items)} if items else signed
+        answer = self._request(f"job {signed['jobId']} signed result", "PUT", f"/jobs/{signed['jobId']}/signed-result",
+                               json=body).json()
+        return bool(items) and "outputs" in answer
 
     def upload_output(self, job_id: int, index: int, data: bytes, proof: Sequence[bytes]) -> None:
         """One item's output bytes with its inclusion proof (`X-Merkle-Proof`: comma-separated
@@ -95,8 +99,7 @@ class BackendClient:
     def upload_outputs(self, job_id: int, items: Sequence[tuple[int, bytes, Sequence[bytes]]]) -> None:
         """Several items' outputs (index, bytes, inclusion proof) in one request, stored all or
         nothing; the caller keeps the body within protocol.jobs.MAX_OUTPUTS_BODY_BYTES."""
-        body = {"items": [{"index": index, "data": base64.b64encode(data).decode(),
-                           "proof": ["0x" + bytes(p).hex() for p in proof]} for index, data, proof in items]}
+        body = {"items": _output_items(items)}
         try:
             self._request(f"job {job_id} items {items[0][0]}..{items[-1][0]} upload", "PUT",
                           f"/jobs/{job_id}/outputs", json=body)
@@ -125,3 +128,9 @@ class BackendClient:
 
     def report_mining(self, provider: str, report: dict[str, Any]) -> None:
         self._request(f"provider {provider} mining report", "POST", f"/providers/{provider}/mining", json=report)
+
+
+def _output_items(items: Sequence[tuple[int, bytes, Sequence[bytes]]]) -> list[dict[str, Any]]:
+    """Outputs as the backend's several-items bodies carry them: base64 bytes, 0x-hex siblings."""
+    return [{"index": index, "data": base64.b64encode(data).decode(), "proof": ["0x" + bytes(p).hex() for p in proof]}
+            for index, data, proof in items]

@@ -32,6 +32,7 @@ job's output directory records that the backend holds every item.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import shutil
 import time
@@ -56,6 +57,12 @@ from provider_agent.runner import BadJobInput, JobFailed, Limits, run_inference
 from provider_agent.state import COMMITTED, COMPUTED, FAILED, FINALIZED, REFUNDED, REJECTED, SIGNED, JobStore
 
 logger = logging.getLogger(__name__)
+
+
+def _upload_cost(item: tuple[int, bytes, tuple]) -> int:
+    """An output's share of a several-items JSON body: base64 bytes, hex siblings, JSON."""
+    return base64_size(len(item[1])) + 80 * (len(item[2]) + 1)
+
 
 MAX_FAILURE_REASON_BYTES = 256  # JobEscrow.MAX_FAILURE_REASON_BYTES
 
@@ -419,8 +426,7 @@ class JobService:
         several items (PUT /jobs/{id}/outputs, base64 in JSON); a larger item goes alone. Each
         output is read as its group is formed, not all at once."""
         items = ((index, self.outputs.output(job_id, index), tuple(tree.proof(index))) for index in indices)
-        return request_groups(items, lambda item: base64_size(len(item[1])) + 80 * (len(item[2]) + 1),
-                              MAX_OUTPUTS_BODY_BYTES)  # base64, hex siblings, JSON
+        return request_groups(items, _upload_cost, MAX_OUTPUTS_BODY_BYTES)
 
     def _upload_if_pending(self, job_id: int, recheck: bool = False) -> bool | None:
         """Uploads right after signing (`recheck`: whatever the backend lacks, even if all was
@@ -453,10 +459,23 @@ class JobService:
         while True:
             try:
                 sent = 0
+                groups = None
+                if fresh and attempt == 1:  # nothing asked: every item goes
+                    groups = self._upload_groups(job_id, tree, list(range(len(digests))))
                 if (signed := self.signed_result(job_id)) is not None:
-                    self.backend.deliver_result(signed.to_json())
-                held = set() if fresh and attempt == 1 else self.backend.uploaded_items(job_id)
-                for group in self._upload_groups(job_id, tree, sorted(set(range(len(digests))) - held)):
+                    # The first request's worth of items rides with the result (one request for a job
+                    # of small outputs), unless it is one item too large to share a body.
+                    along = next(groups, []) if groups is not None else []
+                    if sum(map(_upload_cost, along)) > MAX_OUTPUTS_BODY_BYTES:
+                        groups, along = itertools.chain([along], groups), []
+                    if self.backend.deliver_result(signed.to_json(), along):
+                        sent += len(along)
+                    elif along:  # a backend of an earlier version ignored them
+                        groups = itertools.chain([along], groups)
+                if groups is None:
+                    held = self.backend.uploaded_items(job_id)
+                    groups = self._upload_groups(job_id, tree, sorted(set(range(len(digests))) - held))
+                for group in groups:
                     if len(group) == 1:
                         self.backend.upload_output(job_id, *group[0])
                     else:

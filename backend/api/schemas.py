@@ -221,6 +221,24 @@ class OutputItem(BaseModel):
     proof: list[str] = Field(default=[], description="0x-hex sibling hashes of the item's digest, bottom-up")
 
 
+class OutputStored(BaseModel):
+    job_id: int
+    index: int
+    digest: str
+    size: int
+
+
+class ResultDelivery(SignedResult):
+    """The signed result and, in the same request, outputs under its root (PUT
+    /jobs/{id}/signed-result): a job of small outputs reaches the renter in one request."""
+
+    outputs: list[OutputItem] = Field(default=[], description="items under the signed root, as PUT /jobs/{id}/outputs")
+
+
+class ResultDelivered(SignedResult):
+    outputs: list[OutputStored] = Field(description="the outputs stored with it (the delivery's, all or none)")
+
+
 class OutputsUpload(BaseModel):
     """Several items' outputs of one job in one request (PUT /jobs/{id}/outputs), all or nothing."""
 
@@ -248,13 +266,6 @@ class InputsPage(BaseModel):
     items: list[InputItem]
     missing: list[int] = Field(description="asked items whose input the backend does not hold")
     left: list[int] = Field(description="asked items not in this answer (its size bound): ask again for them")
-
-
-class OutputStored(BaseModel):
-    job_id: int
-    index: int
-    digest: str
-    size: int
 
 
 class ModelPublic(BaseModel):

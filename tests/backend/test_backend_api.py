@@ -402,6 +402,42 @@ def test_signed_result_reaches_the_renter_before_the_commit_and_a_different_comm
     assert app_client.get(f"/jobs/{job_id}").json()["commit_matches_signed"] is False
 
 
+def test_the_signed_result_and_its_outputs_arrive_in_one_request(app_client, session, market) -> None:  # type: ignore[no-untyped-def]
+    renter, provider = _as(app_client, 3), _as(app_client, 1)
+    domain = app_client.app.state.backend.chain().escrow_domain()
+    outputs = [b"together-%d" % i for i in range(3)]
+    tree = MerkleTree([leaf_hash(keccak256(o)) for o in outputs])
+
+    def items(which: list[int], data: list[bytes] = outputs) -> list[dict]:  # type: ignore[type-arg]
+        return [{"index": i, "data": base64.b64encode(data[i]).decode(),
+                 "proof": ["0x" + p.hex() for p in tree.proof(i)]} for i in which]
+
+    def deliver(job_id: int, body: dict) -> httpx.Response:  # type: ignore[type-arg]
+        return provider.http.put(f"/jobs/{job_id}/signed-result", json=body, headers=provider._auth())
+
+    job_id = support.funded_job(session, market.renter, market.provider, keccak256(b"together"), 10**15)
+    _sync(app_client)
+    answer = deliver(job_id, {**_signed(job_id, outputs, 1, domain), "outputs": items([0, 1, 2])})
+    assert answer.status_code == 200
+    assert [o["index"] for o in answer.json()["outputs"]] == [0, 1, 2]
+    assert app_client.get(f"/jobs/{job_id}/result").json()["committed"] is False
+    assert renter.download_verified(job_id) == outputs  # the renter has everything after one request
+
+    # An output that is not under the signed root: refused, none of the delivery's outputs stored,
+    # while the signed result (valid on its own) is kept.
+    other = support.funded_job(session, market.renter, market.provider, keccak256(b"together-2"), 10**15)
+    _sync(app_client)
+    forged = items([0, 1], [outputs[0], b"forged", outputs[2]])
+    answer = deliver(other, {**_signed(other, outputs, 1, domain), "outputs": forged})
+    assert answer.status_code == 422 and "item 1" in answer.json()["detail"]
+    result = app_client.get(f"/jobs/{other}/result").json()
+    assert result["signed"] is not None and all(item["digest"] is None for item in result["items"])
+    # Without outputs it is the plain delivery; too large a body is refused before it is read whole.
+    assert deliver(other, _signed(other, outputs, 1, domain)).json()["outputs"] == []
+    huge = {**_signed(other, outputs, 1, domain), "outputs": [{"index": 0, "data": "A" * (5 << 20), "proof": []}]}
+    assert deliver(other, huge).status_code == 413
+
+
 def test_client_rejects_an_output_that_does_not_match_the_root(app_client, market) -> None:  # type: ignore[no-untyped-def]
     renter = _as(app_client, 3)
     job_id = max(j["job_id"] for j in app_client.get("/jobs", params={"renter": market.renter}).json()

@@ -36,10 +36,12 @@ from backend.api.schemas import (
     OutputsPage,
     OutputStored,
     OutputsUpload,
+    ResultDelivered,
+    ResultDelivery,
     ResultItem,
     SignedResult,
 )
-from protocol.jobs import MAX_ITEMS_PER_READ, MAX_OUTPUTS_BODY_BYTES, MAX_SPEC_BYTES, JobSpec
+from protocol.jobs import MAX_ITEMS_PER_READ, MAX_OUTPUTS_BODY_BYTES, MAX_RESULT_BODY_BYTES, MAX_SPEC_BYTES, JobSpec
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 JobIdPath = Annotated[int, Path(ge=0, le=2**63 - 1)]
@@ -124,15 +126,29 @@ def get_result(job_id: JobIdPath, backend: BackendDep, db: DbDep) -> JobResult:
     )
 
 
-@router.put("/{job_id}/signed-result", response_model=SignedResult,
-            responses={401: {}, 403: {}, 404: {}, 422: {}})
-def deliver_signed_result(job_id: JobIdPath, body: SignedResult, signer: SignedInDep, backend: BackendDep,
-                          db: DbDep) -> SignedResult:
+@router.put("/{job_id}/signed-result", response_model=ResultDelivered,
+            responses={401: {}, 403: {}, 404: {}, 409: {}, 413: {}, 422: {}})
+async def deliver_signed_result(job_id: JobIdPath, request: Request, signer: SignedInDep, backend: BackendDep,
+                                db: DbDep) -> ResultDelivered:
     """The job's provider hands over its EIP-712-signed result (protocol/job_result.py) as soon
     as it is computed, before the batched commit: the renter can fetch the outputs (checked
-    against the signed root) at once. The signature must recover to the job's provider."""
-    service.store_signed_result(db, job_id, signer, body.model_dump(), backend.chain().escrow_domain())
-    return body
+    against the signed root) at once. The signature must recover to the job's provider
+    (`ResultDelivery`). `outputs` (optional, at most MAX_RESULT_BODY_BYTES of JSON in all) are stored after the
+    result as PUT /jobs/{id}/outputs stores them: one request for a job of small outputs."""
+    body = parse_json_body(await read_body(request, MAX_RESULT_BODY_BYTES, "signed result"), ResultDelivery,
+                           "signed result")
+    items = [(item.index, decode_base64(item.data, "outputs: item data"), service.parse_proof(",".join(item.proof)))
+             for item in body.outputs]
+    signed = body.model_dump(exclude={"outputs"})
+
+    def store() -> list[m.JobOutput]:
+        service.store_signed_result(db, job_id, signer, signed, backend.chain().escrow_domain())
+        return service.store_outputs(db, backend.blobs, job_id, signer, items) if items else []
+
+    rows = await run_in_threadpool(store)
+    backend.metrics.upload_bytes.labels("output").inc(sum(len(data) for _, data, _ in items))
+    return ResultDelivered(**signed, outputs=[OutputStored(job_id=job_id, index=row.item_index, digest=row.digest,
+                                                           size=row.size) for row in rows])
 
 
 @router.put("/{job_id}/outputs/{index}", response_model=OutputStored, status_code=201,
