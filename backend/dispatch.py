@@ -25,7 +25,7 @@ from backend.projections import Event
 from client.broker import QueueApps
 from client.task_auth import TaskAuth
 from backend.errors import NotFound
-from backend.hub import holds_input
+from backend.hub import IN_QUERY_HASHES, inputs_held
 from backend.storage import BlobStore
 from protocol.jobs import JobSpec
 from protocol.tasks import (CONTENT_HEADER, MAX_INLINE_CONTENT_BYTES, TASK_LEASE, TASK_RUN_JOB, DispatchedJob,
@@ -118,16 +118,18 @@ class Dispatcher:
                 return {}
             items = {job.spec_hash: record.canonical.encode()}
             total = len(items[job.spec_hash])
-            for name in JobSpec.parse(record.canonical).inputs:
-                if name in items or not holds_input(session, name, job.renter):
-                    continue
-                try:
-                    data = self.blobs.path(name).read_bytes()
-                except (NotFound, OSError):
-                    break
-                if total + len(data) > MAX_INLINE_CONTENT_BYTES:
-                    break
-                items[name], total = data, total + len(data)
+            names = list(dict.fromkeys(JobSpec.parse(record.canonical).inputs))  # in order, each once
+            for start in range(0, len(names), IN_QUERY_HASHES):
+                chunk = names[start:start + IN_QUERY_HASHES]
+                held = inputs_held(session, chunk, job.renter)
+                for name in (n for n in chunk if n in held):
+                    try:
+                        data = self.blobs.path(name).read_bytes()
+                    except (NotFound, OSError):
+                        return items
+                    if total + len(data) > MAX_INLINE_CONTENT_BYTES:
+                        return items
+                    items[name], total = data, total + len(data)
         return items
 
     def retry_pending(self) -> int:

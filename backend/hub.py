@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import or_, select
@@ -19,6 +19,7 @@ from protocol.jobs import MODEL_FORMATS, JobSpec, JobSpecError, decode_output
 
 log = logging.getLogger(__name__)
 
+IN_QUERY_HASHES = 500  # content hashes in one query's IN list (SQLite's bound on variables)
 _NAME = re.compile(r"^[A-Za-z0-9._\-/ ]{1,128}$")
 
 
@@ -101,6 +102,15 @@ def _input_row(session: Session, owner: str, digest: str, size: int) -> m.Blob:
 
 def holds_input(session: Session, content_hash: str, account: str) -> bool:
     return session.get(m.BlobHolder, (content_hash, account)) is not None
+
+
+def inputs_held(session: Session, content_hashes: Sequence[str], account: str) -> set[str]:
+    """Which of `content_hashes` `account` uploaded: one query (a job's inputs at dispatch)."""
+    held: set[str] = set()
+    for start in range(0, len(content_hashes), IN_QUERY_HASHES):
+        held.update(session.scalars(select(m.BlobHolder.content_hash).where(
+            m.BlobHolder.account == account, m.BlobHolder.content_hash.in_(content_hashes[start:start + IN_QUERY_HASHES]))))
+    return held
 
 
 def named_by_jobs_of(session: Session, provider: str | None, content_hash: str) -> bool:

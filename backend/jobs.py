@@ -157,9 +157,18 @@ def store_outputs(session: Session, blobs: BlobStore, job_id: int, uploader: str
     root, item_count = _output_root(session, job_id, uploader)
     for index, data, siblings in items:
         _check_output(job_id, root, item_count, index, content_hash(data), siblings)
-    rows = [_output_row(session, job_id, index, blobs.put(data), siblings, len(data)) for index, data, siblings in items]
+    # One query for the items already stored (a request's items are a range, mostly new), not a
+    # get and an autoflush per item.
+    indices = [index for index, _, _ in items]
+    stored = set(session.scalars(select(m.JobOutput.item_index).where(
+        m.JobOutput.job_id == job_id, m.JobOutput.item_index.between(min(indices), max(indices)))))
+    rows: dict[int, m.JobOutput] = {}
+    for index, data, siblings in items:
+        if index not in rows:  # an index given twice is stored once
+            rows[index] = (session.get(m.JobOutput, (job_id, index)) if index in stored else
+                           _new_output_row(session, job_id, index, blobs.put(data), siblings, len(data)))
     session.commit()
-    return rows
+    return [rows[index] for index in indices]
 
 
 def _output_root(session: Session, job_id: int, uploader: str) -> tuple[str, int]:
@@ -183,11 +192,15 @@ def _check_output(job_id: int, root: str, item_count: int, index: int, digest: s
 
 def _output_row(session: Session, job_id: int, index: int, digest: str, siblings: list[bytes],
                 size: int) -> m.JobOutput:
-    row = session.get(m.JobOutput, (job_id, index))
-    if row is None:
-        row = m.JobOutput(job_id=job_id, item_index=index, digest=digest,
-                          proof=["0x" + s.hex() for s in siblings], size=size)
-        session.add(row)
+    """The item's output row, added unless stored already."""
+    return session.get(m.JobOutput, (job_id, index)) or _new_output_row(session, job_id, index, digest, siblings, size)
+
+
+def _new_output_row(session: Session, job_id: int, index: int, digest: str, siblings: list[bytes],
+                    size: int) -> m.JobOutput:
+    row = m.JobOutput(job_id=job_id, item_index=index, digest=digest, proof=["0x" + s.hex() for s in siblings],
+                      size=size)
+    session.add(row)
     log.info("job %s item %s output %s stored (%s bytes)", job_id, index, digest, size)
     return row
 
