@@ -33,8 +33,7 @@ class Chain:
     web3: Web3
     deployment: Deployment
     verifier_ttl_s: float = 0.0  # how long a staked verifier's verdict is trusted (Settings.verifier_check_ttl_s)
-    # Made once per name: building a web3 contract parses its whole ABI.
-    _contracts: dict[str, Contract] = field(default_factory=dict, repr=False)
+    _contracts: contracts.DeployedContracts = field(init=False, repr=False)
     _verifiers: dict[str, float] = field(default_factory=dict, repr=False)  # address -> when found staked
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -52,11 +51,11 @@ class Chain:
             raise ChainUnavailable(f"{path} is for chain {deployment.chain_id}, the node is chain {chain_id}")
         return cls(web3, deployment, settings.verifier_check_ttl_s)
 
+    def __post_init__(self) -> None:
+        self._contracts = contracts.DeployedContracts(self.web3, self.deployment)
+
     def contract(self, name: str) -> Contract:
-        with self._lock:
-            if name not in self._contracts:
-                self._contracts[name] = contracts.deployed(self.web3, self.deployment, name)
-            return self._contracts[name]
+        return self._contracts(name)
 
     def escrow_domain(self) -> EscrowDomain:
         """JobEscrow's EIP-712 domain, under which providers sign job results (no chain read)."""

@@ -29,9 +29,10 @@ class Wallet:
         self.deployment: Deployment = load_deployment(
             deployment_file or REPO_ROOT / "deployments" / f"{self.web3.eth.chain_id}.json")
         self.sender = TxSender(self.web3, account, self.deployment)
+        self._contracts = contracts.DeployedContracts(self.web3, self.deployment)
 
     def contract(self, name: str) -> Contract:
-        return contracts.deployed(self.web3, self.deployment, name)
+        return self._contracts(name)
 
     def send(self, fn: Any, value: int = 0) -> TxReceipt:
         return self.sender.send(fn, value)

@@ -52,6 +52,23 @@ def deployed(web3: Web3, deployment: Deployment, name: str) -> Contract:
     return bind(web3, found.address, found.abi)
 
 
+class DeployedContracts:
+    """The deployment's contracts bound to one connection, each built on first use: web3 builds a
+    contract from its ABI in about 15 ms (JobEscrow on these machines), which a renter's wallet
+    paid on every job and the verifier on every read."""
+
+    def __init__(self, web3: Web3, deployment: Deployment) -> None:
+        self.web3 = web3
+        self.deployment = deployment
+        self._bound: dict[str, Contract] = {}
+
+    def __call__(self, name: str) -> Contract:
+        found = self._bound.get(name)
+        if found is None:  # two threads may both build it; one of the two is kept
+            found = self._bound.setdefault(name, deployed(self.web3, self.deployment, name))
+        return found
+
+
 class ViewCall:
     """One view function of a bound contract, called on a hot path without web3's per-call work
     (finding and validating the function in the ABI, encoding through its middlewares: about 4 of
@@ -132,4 +149,4 @@ def _tuple_class(names: tuple[str, ...]) -> type:
     return namedtuple("Struct", names)  # type: ignore[misc]  # noqa: PYI024
 
 
-__all__ = ["ReadFailed", "Struct", "ViewCall", "bind", "deployed", "factory", "read_with"]
+__all__ = ["DeployedContracts", "ReadFailed", "Struct", "ViewCall", "bind", "deployed", "factory", "read_with"]

@@ -98,7 +98,7 @@ class ProviderChain:
         self.web3 = web3
         self.account = account
         self.deployment = deployment
-        self._contracts: dict[str, Contract] = {}
+        self._contracts = contracts.DeployedContracts(web3, deployment)
         self._job_state: contracts.ViewCall | None = None
         # The heartbeat thread and the Celery task both send: through this one sender, which owns the nonce.
         self.sender = TxSender(web3, account, deployment)
@@ -113,9 +113,7 @@ class ProviderChain:
         return self.account.address
 
     def contract(self, name: str) -> Contract:
-        if name not in self._contracts:
-            self._contracts[name] = contracts.deployed(self.web3, self.deployment, name)
-        return self._contracts[name]
+        return self._contracts(name)
 
     # -- sending ---------------------------------------------------------------------------
 

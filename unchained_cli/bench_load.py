@@ -49,6 +49,7 @@ from backend.client import BackendClient
 from backend.errors import BackendError
 from backend.renter import submit_job
 from backend.wallet import Wallet
+from client.contracts import read_batched
 from client.keystore import load_keystore
 from client.log_follower import Batch, Event, EventDecoder, LogFollower, MemoryCursorStore
 from protocol.jobs import encode_output
@@ -384,6 +385,11 @@ class EventReader:
 
     def _add(self, batch: Batch) -> None:
         out = self.events
+        unread = sorted({e.block_number for e in batch.events} - self.stamps.keys())
+        # One round trip for the batch's blocks (a block per transaction here: a read per event was
+        # most of this observer's CPU).
+        self.stamps.update(zip(unread, read_batched(self.session.web3, [
+            ("eth_getBlockByNumber", [hex(n), False]) for n in unread], [_timestamp] * len(unread))))
         for e in batch.events:
             job_id = int(e.args["jobId"])
             if e.name == "JobCreated":
@@ -398,9 +404,11 @@ class EventReader:
                 out.refunded[job_id] = "JobUnfrozen (provider at fault)"
 
     def _stamp(self, event: Event) -> int:
-        if event.block_number not in self.stamps:
-            self.stamps[event.block_number] = self.session.web3.eth.get_block(event.block_number)["timestamp"]
         return self.stamps[event.block_number]
+
+
+def _timestamp(block: dict) -> int:  # type: ignore[type-arg]
+    return int(block["timestamp"], 16)
 
 
 def section(result: LoadResult) -> str:

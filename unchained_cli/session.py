@@ -24,13 +24,17 @@ class ChainSession:
     web3: Web3
     deployment: Deployment
     _senders: dict[str, TxSender] = field(default_factory=dict, repr=False)
+    _contracts: contracts.DeployedContracts = field(init=False, repr=False)
 
     @classmethod
     def connect(cls, rpc_url: str, deployment: Deployment) -> "ChainSession":
         return cls(connect(rpc_url), deployment)
 
+    def __post_init__(self) -> None:
+        self._contracts = contracts.DeployedContracts(self.web3, self.deployment)
+
     def contract(self, name: str) -> Contract:
-        return contracts.deployed(self.web3, self.deployment, name)
+        return self._contracts(name)
 
     @property
     def accounts(self) -> list[str]:

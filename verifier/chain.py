@@ -7,7 +7,7 @@ answer or does not mine in time: transient, retried on the next tick).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from eth_account.signers.local import LocalAccount
@@ -27,6 +27,7 @@ class VerifierChain:
     web3: Web3
     deployment: Deployment
     sender: TxSender
+    _contracts: contracts.DeployedContracts = field(init=False, repr=False)
 
     @classmethod
     def connect(cls, rpc_url: str, deployment: Deployment, account: LocalAccount | None = None,
@@ -42,8 +43,11 @@ class VerifierChain:
     def address(self) -> str:
         return self.sender.address
 
+    def __post_init__(self) -> None:
+        self._contracts = contracts.DeployedContracts(self.web3, self.deployment)
+
     def contract(self, name: str) -> Contract:
-        return contracts.deployed(self.web3, self.deployment, name)
+        return self._contracts(name)
 
     def send(self, fn: Any, value: int = 0) -> TxReceipt:
         """Sends a contract call from the verifier's account and waits for it to be mined."""
