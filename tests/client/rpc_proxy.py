@@ -1,5 +1,6 @@
 """A JSON-RPC proxy in front of anvil that counts every request by method and, like many public
-nodes, refuses eth_getLogs over more than `max_log_range` blocks."""
+nodes, refuses eth_getLogs over more than `max_log_range` blocks; like some, it may refuse batches
+(`refuse_batches`) or not know some methods (`unknown_methods`)."""
 
 from __future__ import annotations
 
@@ -15,10 +16,14 @@ REFUSAL = {"code": -32600, "message": "eth_getLogs block range too large, range 
 
 
 class RpcProxy:
-    def __init__(self, upstream: str, max_log_range: int | None = None) -> None:
+    def __init__(self, upstream: str, max_log_range: int | None = None, refuse_batches: bool = False,
+                 unknown_methods: frozenset[str] = frozenset()) -> None:
         self.upstream = upstream
         self.max_log_range = max_log_range
+        self.refuse_batches = refuse_batches
+        self.unknown_methods = unknown_methods
         self.calls: Counter[str] = Counter()
+        self.posts = 0  # HTTP requests: a batch is one
         self.log_ranges: list[int] = []  # blocks asked by each eth_getLogs the node answered
         self.refused = 0
         self._lock = threading.Lock()
@@ -61,8 +66,21 @@ class RpcProxy:
         with self._lock:
             return sum(self.calls.values())
 
-    def _answer(self, request: dict[str, Any], body: bytes) -> bytes:
+    def _answer(self, request: dict[str, Any] | list[dict[str, Any]], body: bytes) -> bytes:
+        with self._lock:
+            self.posts += 1
+        if not isinstance(request, list):
+            return self._answer_one(request, body)
+        if self.refuse_batches:
+            error = {"code": -32600, "message": "batch requests are not supported"}
+            return json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()
+        return b"[" + b",".join(self._answer_one(r, json.dumps(r).encode()) for r in request) + b"]"
+
+    def _answer_one(self, request: dict[str, Any], body: bytes) -> bytes:
         method = request["method"]
+        if method in self.unknown_methods:
+            error = {"code": -32601, "message": f"the method {method} does not exist/is not available"}
+            return json.dumps({"jsonrpc": "2.0", "id": request["id"], "error": error}).encode()
         width = None
         if method == "eth_getLogs":
             params = request["params"][0]

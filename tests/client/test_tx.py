@@ -235,3 +235,39 @@ def test_contract_reads_ask_the_node_its_chain_id_once_not_per_call(instant: Nod
             staking.functions.stakeOf(dev_key(0).address).call()
         assert proxy.calls["eth_call"] == 5
         assert proxy.calls["eth_chainId"] <= 1
+
+
+def test_a_transactions_reads_go_to_the_node_in_one_round_trip(instant: Node) -> None:
+    """The estimate, the pending count and the fees: one HTTP request before the send."""
+    with RpcProxy(instant.chain.rpc_url) as proxy:
+        web3 = connect(proxy.url)
+        staking = contracts.bind(web3, instant.deployment.contract("Staking").address,
+                                 instant.deployment.contract("Staking").abi)
+        sender = TxSender(web3, dev_key(2), instant.deployment)
+        sender.send(staking.functions.stake(), value=1)  # the chain id, asked once per connection
+        proxy.reset()
+        posts = proxy.posts
+        with pytest.raises(TransactionReverted, match="StakingInsufficientStake"):  # the estimate's error, decoded
+            sender.broadcast(staking.functions.requestUnbond(10**30))
+        assert proxy.posts - posts == 1
+        receipt = sender.send(staking.functions.stake(), value=1)
+        assert receipt["status"] == 1
+        assert all(proxy.calls[m] == 2 for m in ("eth_estimateGas", "eth_getTransactionCount",
+                                                   "eth_getBlockByNumber", "eth_maxPriorityFeePerGas"))
+        assert proxy.calls["eth_sendRawTransaction"] == 1
+
+
+@pytest.mark.parametrize("node", [{"refuse_batches": True},
+                                  {"unknown_methods": frozenset({"eth_maxPriorityFeePerGas"})}],
+                         ids=["no-batches", "no-priority-fee-method"])
+def test_a_node_without_batches_or_the_priority_fee_method_still_gets_eip_1559_transactions(
+        instant: Node, node: dict) -> None:  # type: ignore[type-arg]
+    with RpcProxy(instant.chain.rpc_url, **node) as proxy:
+        web3 = connect(proxy.url)
+        found = instant.deployment.contract("Staking")
+        staking = contracts.bind(web3, found.address, found.abi)
+        receipt = TxSender(web3, dev_key(2), instant.deployment).send(staking.functions.stake(), value=1)
+        tx = instant.web3.eth.get_transaction(receipt["transactionHash"])
+        assert receipt["status"] == 1 and tx["type"] == 2 and tx["maxPriorityFeePerGas"] >= 0
+        if node.get("refuse_batches"):
+            assert proxy.calls["eth_estimateGas"] == 1  # asked on its own after the batch was refused
