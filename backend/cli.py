@@ -17,7 +17,7 @@ from backend.errors import Conflict
 from backend.renter import check_lease, end_lease, start_lease, submit_job
 from backend.settings import Settings
 from backend.wallet import Wallet
-from client import contracts
+from client import blocks, contracts
 from client.escrow_jobs import read_job
 from client.keystore import PASSWORD_FILE_HELP, load_keystore
 from client.tx import connect
@@ -418,7 +418,7 @@ def lease_status(
     web3 = connect(rpc, timeout_s=30)
     deployed = load_deployment(deployment or REPO_ROOT / "deployments" / f"{web3.eth.chain_id}.json")
     leases = contracts.deployed(web3, deployed, "LeaseManager")
-    quote = quote_lease(leases, lease_id, int(web3.eth.get_block("latest")["timestamp"]))
+    quote = quote_lease(leases, lease_id, blocks.timestamp(web3))
     row = BackendClient.connect(backend).get(f"/leases/{lease_id}")
     state = "active" if quote.active else "ended"
     console.print(f"lease {lease_id}: {state}, {'delivered' if quote.delivered else 'NOT delivered'}", highlight=False)

@@ -12,6 +12,7 @@ from web3 import Web3
 
 from backend.errors import BackendError
 from backend.wallet import Wallet
+from client import blocks
 from client.escrow_jobs import read_job
 from protocol.enums import JobStatus
 
@@ -52,7 +53,7 @@ def refund_job(wallet: Wallet, job_id: int) -> str:
     renter, provider, token, price, deadline = job.renter, job.provider, job.token, job.price, job.deadline
     me = wallet.account.address
     mine = renter.lower() == me.lower()
-    now = int(wallet.web3.eth.get_block("latest")["timestamp"])
+    now = blocks.timestamp(wallet.web3)
     if status == JobStatus.REFUNDED:
         owed = escrow.functions.owedTo(token, renter).call()
         where = f"{WITHDRAW_HINT}" if owed else "it has been withdrawn already"

@@ -14,6 +14,7 @@ from web3 import Web3
 from backend.client import ApiError, BackendClient
 from backend.errors import BackendError
 from backend.wallet import Wallet
+from client import blocks
 from protocol.enums import LeaseStatus
 from protocol.jobs import JobSpec, JobSpecError, decode_output
 from protocol.lease_access import (LeaseAccess, LeaseDomain, LeaseKey, LeaseMessageError, normalize_ssh_key, sign,
@@ -148,7 +149,7 @@ def submit_job(client: BackendClient, wallet: Wallet, model_hash: str, inputs: S
             raise BackendError(f"provider {provider} is not eligible for this job within "
                                f"{Web3.from_wei(max_price_wei, 'ether')} ETH: {provider_unfit(client, provider)}")
         chosen, price = provider.lower(), int(match[0]["price_wei"])
-    deadline = wallet.web3.eth.get_block("latest")["timestamp"] + deadline_s
+    deadline = blocks.timestamp(wallet.web3) + deadline_s
     spec = JobSpec(model=model_hash, model_format=fmt, inputs=tuple(hashes), batch_size=batch_size,
                    tolerance_ppm=tolerance_ppm, deadline=deadline, price_wei=price, provider=chosen)
     client.store_spec(spec.canonical())

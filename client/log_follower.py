@@ -36,7 +36,7 @@ from web3 import Web3
 from web3.contract import Contract
 from web3.exceptions import Web3RPCError
 
-from client import contracts
+from client import blocks, contracts
 from client.errors import ClientError
 from protocol.deployments import Deployment
 
@@ -294,7 +294,7 @@ class LogFollower:
         return delivered
 
     def _block_hash(self, number: int) -> str:
-        return "0x" + bytes(self.web3.eth.get_block(number)["hash"]).hex()
+        return "0x" + blocks.block_hash(self.web3, number).hex()
 
     def _check_cursor(self, cursor: Cursor) -> None:
         if not cursor.block_hash:  # saved by an older store without its hash: nothing to compare

@@ -15,6 +15,7 @@ from typing import Any
 
 from web3 import Web3
 
+from client import blocks
 from client.contracts import bind, deployed
 from client.errors import PayoutError
 from client.log_follower import events_between
@@ -104,7 +105,7 @@ def owed_to(web3: Web3, deployment: Deployment, account: str, tokens: Iterable[s
         staking = deployed(web3, deployment, "Staking")
         unbonding = staking.functions.unbondingOf(account).call()
         waiting = None
-        now = int(web3.eth.get_block("latest")["timestamp"])
+        now = blocks.timestamp(web3)
         if unbonding.amount:
             # The contract compares with the next block's timestamp, which is at least this one's.
             if unbonding.releaseAt <= now:

@@ -23,7 +23,7 @@ from web3.exceptions import BlockNotFound
 from web3.logs import DISCARD
 from web3.types import TxReceipt
 
-from client import contracts
+from client import blocks, contracts
 from client.contracts import Struct
 from client.errors import ClientError
 from client.escrow_jobs import JobNotFound, read_job, read_job_and_state
@@ -253,7 +253,7 @@ class ProviderChain:
         return self.send(self.contract("JobEscrow").functions.refundExpired(job.as_tuple()), f"refundExpired {job_id}")
 
     def now(self) -> int:
-        return int(self.web3.eth.get_block("latest")["timestamp"])
+        return blocks.timestamp(self.web3)
 
     # -- challenges and PoG ----------------------------------------------------------------
 
@@ -298,7 +298,7 @@ class ProviderChain:
             c = self.challenge(challenge_id)
         randomness = c.randomness
         if randomness == bytes(32):
-            randomness = bytes(self.web3.eth.get_block(c.anchorBlock)["hash"])
+            randomness = blocks.block_hash(self.web3, c.anchorBlock)
         return challenge_indices(randomness, c.root, c.leafCount, c.k)
 
     def respond(self, challenge_id: ChallengeId, leaves: list[bytes], proofs: list[list[bytes]]) -> TxReceipt:
@@ -315,7 +315,7 @@ class ProviderChain:
         deadline = time.monotonic() + wait_s
         while True:
             try:
-                return bytes(self.web3.eth.get_block(number)["hash"])
+                return blocks.block_hash(self.web3, number)
             except BlockNotFound:
                 if time.monotonic() > deadline:
                     raise ChainError(f"block {number} not known to our node after {wait_s:.0f} s") from None

@@ -16,7 +16,7 @@ from web3 import Web3
 from web3.contract import Contract
 from web3.types import TxReceipt
 
-from client import contracts
+from client import blocks, contracts
 from client.tx import TxSender, connect
 from protocol.deployments import Deployment
 from verifier import VerifierError
@@ -61,4 +61,4 @@ class VerifierChain:
         return self.sender.mined(tx_hash, what)
 
     def now(self) -> int:
-        return self.web3.eth.get_block("latest")["timestamp"]
+        return blocks.timestamp(self.web3)
