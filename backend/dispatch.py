@@ -81,17 +81,17 @@ class Dispatcher:
     def dispatch(self, job: DispatchedJob) -> str | None:
         queue = provider_queue(job.provider)
         try:
-            with self.factory.begin() as session:
+            with self.factory.begin() as session:  # read first: SQLite's write lock only for the insert
+                content = self._inline(session, job)
                 session.add(m.Dispatch(job_id=job.job_id, queue=queue))
         except IntegrityError:
             log.info("job %s already dispatched", job.job_id)
             return None
-        return self._send(job)
+        return self._send(job, content)
 
-    def _send(self, job: DispatchedJob) -> str | None:
+    def _send(self, job: DispatchedJob, content: dict[str, bytes]) -> str | None:
         job_id, provider = job.job_id, job.provider
         queue = provider_queue(provider)
-        content = self._inline(job)
         try:
             result = self.celery.for_provider(provider).send_task(
                 TASK_RUN_JOB, args=[job.to_json()], queue=queue, task_id=f"run-job-{job_id}",
@@ -107,29 +107,28 @@ class Dispatcher:
         log.info("job %s dispatched to %s (task %s)", job_id, queue, result.id)
         return result.id
 
-    def _inline(self, job: DispatchedJob) -> dict[str, bytes]:
+    def _inline(self, session: Session, job: DispatchedJob) -> dict[str, bytes]:
         """The job's spec and, in the spec's order, the inputs its renter uploaded here, while
         the total fits in MAX_INLINE_CONTENT_BYTES; whatever is left out the provider fetches."""
         if self.blobs is None:
             return {}
-        with self.factory() as session:
-            record = session.get(m.JobSpecRecord, job.spec_hash)
-            if record is None:
-                return {}
-            items = {job.spec_hash: record.canonical.encode()}
-            total = len(items[job.spec_hash])
-            names = list(dict.fromkeys(JobSpec.parse(record.canonical).inputs))  # in order, each once
-            for start in range(0, len(names), IN_QUERY_HASHES):
-                chunk = names[start:start + IN_QUERY_HASHES]
-                held = inputs_held(session, chunk, job.renter)
-                for name in (n for n in chunk if n in held):
-                    try:
-                        data = self.blobs.path(name).read_bytes()
-                    except (NotFound, OSError):
-                        return items
-                    if total + len(data) > MAX_INLINE_CONTENT_BYTES:
-                        return items
-                    items[name], total = data, total + len(data)
+        record = session.get(m.JobSpecRecord, job.spec_hash)
+        if record is None:
+            return {}
+        items = {job.spec_hash: record.canonical.encode()}
+        total = len(items[job.spec_hash])
+        names = list(dict.fromkeys(JobSpec.parse(record.canonical).inputs))  # in order, each once
+        for start in range(0, len(names), IN_QUERY_HASHES):
+            chunk = names[start:start + IN_QUERY_HASHES]
+            held = inputs_held(session, chunk, job.renter)
+            for name in (n for n in chunk if n in held):
+                try:
+                    data = self.blobs.path(name).read_bytes()
+                except (NotFound, OSError):
+                    return items
+                if total + len(data) > MAX_INLINE_CONTENT_BYTES:
+                    return items
+                items[name], total = data, total + len(data)
         return items
 
     def retry_pending(self) -> int:
@@ -143,7 +142,8 @@ class Dispatcher:
             jobs = [dispatched_job({"jobId": j.job_id, "renter": j.renter, "provider": j.provider, "token": j.token,
                                     "price": j.price, "specHash": j.spec_hash, "deadline": j.deadline})
                     for j in pending]
-        return sum(self._send(job) is not None for job in jobs)
+            contents = [self._inline(session, job) for job in jobs]
+        return sum(self._send(job, content) is not None for job, content in zip(jobs, contents))
 
 
 def dispatched_job(args: Mapping[str, object]) -> DispatchedJob:
