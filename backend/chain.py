@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +34,6 @@ class Chain:
     verifier_ttl_s: float = 0.0  # how long a staked verifier's verdict is trusted (Settings.verifier_check_ttl_s)
     _contracts: contracts.DeployedContracts = field(init=False, repr=False)
     _verifiers: dict[str, float] = field(default_factory=dict, repr=False)  # address -> when found staked
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
     def connect(cls, settings: Settings) -> Chain:

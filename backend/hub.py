@@ -105,12 +105,9 @@ def holds_input(session: Session, content_hash: str, account: str) -> bool:
 
 
 def inputs_held(session: Session, content_hashes: Sequence[str], account: str) -> set[str]:
-    """Which of `content_hashes` `account` uploaded: one query (a job's inputs at dispatch)."""
-    held: set[str] = set()
-    for start in range(0, len(content_hashes), IN_QUERY_HASHES):
-        held.update(session.scalars(select(m.BlobHolder.content_hash).where(
-            m.BlobHolder.account == account, m.BlobHolder.content_hash.in_(content_hashes[start:start + IN_QUERY_HASHES]))))
-    return held
+    """Which of `content_hashes` (at most IN_QUERY_HASHES) `account` uploaded, in one query."""
+    return set(session.scalars(select(m.BlobHolder.content_hash).where(
+        m.BlobHolder.account == account, m.BlobHolder.content_hash.in_(content_hashes))))
 
 
 def named_by_jobs_of(session: Session, provider: str | None, content_hash: str) -> bool:

@@ -194,12 +194,11 @@ class TxSender:
             raise self._refused(what, Web3RPCError(str(estimate["error"]), rpc_response=estimate))
         if "error" in count:
             raise self._refused(what, Web3RPCError(str(count["error"]), rpc_response=count))
+        gas, pending = _with_headroom(int(estimate["result"], 16)), int(count["result"], 16)
         base = (block.get("result") or {}).get("baseFeePerGas")
         if base is None or "error" in priority:  # before London, or no eth_maxPriorityFeePerGas: web3's way
-            return _with_headroom(int(estimate["result"], 16)), int(count["result"], 16), self._fees()
-        tip = int(priority["result"], 16)
-        return (_with_headroom(int(estimate["result"], 16)), int(count["result"], 16),
-                {"maxFeePerGas": 2 * int(base, 16) + tip, "maxPriorityFeePerGas": tip})
+            return gas, pending, self._fees()
+        return gas, pending, _eip1559_fees(int(base, 16), int(priority["result"], 16))
 
     def _estimate(self, fields: TxParams, what: str) -> int:
         try:
@@ -242,8 +241,7 @@ class TxSender:
         base = self.web3.eth.get_block("latest").get("baseFeePerGas")
         if base is None:  # a node before London: legacy pricing
             return {"gasPrice": self.web3.eth.gas_price}
-        priority = self.web3.eth.max_priority_fee
-        return {"maxFeePerGas": 2 * base + priority, "maxPriorityFeePerGas": priority}
+        return _eip1559_fees(base, self.web3.eth.max_priority_fee)
 
     def _submit(self, tx: dict[str, Any]) -> HexBytes:
         if isinstance(self.account, str):
@@ -271,6 +269,11 @@ class TxSender:
 
 def _with_headroom(estimate: int) -> int:
     return estimate + estimate // 5 + GAS_HEADROOM
+
+
+def _eip1559_fees(base_fee: int, tip: int) -> dict[str, int]:
+    """Twice the base fee (six full blocks of its rise) plus the node's suggested tip."""
+    return {"maxFeePerGas": 2 * base_fee + tip, "maxPriorityFeePerGas": tip}
 
 
 def _name(call: ContractFunction | ContractConstructor) -> str:

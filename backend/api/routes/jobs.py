@@ -41,6 +41,7 @@ from backend.api.schemas import (
     ResultItem,
     SignedResult,
 )
+from backend.runtime import Backend
 from protocol.jobs import MAX_ITEMS_PER_READ, MAX_OUTPUTS_BODY_BYTES, MAX_RESULT_BODY_BYTES, MAX_SPEC_BYTES, JobSpec
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
@@ -137,8 +138,7 @@ async def deliver_signed_result(job_id: JobIdPath, request: Request, signer: Sig
     result as PUT /jobs/{id}/outputs stores them: one request for a job of small outputs."""
     body = parse_json_body(await read_body(request, MAX_RESULT_BODY_BYTES, "signed result"), ResultDelivery,
                            "signed result")
-    items = [(item.index, decode_base64(item.data, "outputs: item data"), service.parse_proof(",".join(item.proof)))
-             for item in body.outputs]
+    items = _output_items(body.outputs)
     signed = body.model_dump(exclude={"outputs"})
 
     def store() -> list[m.JobOutput]:
@@ -146,9 +146,7 @@ async def deliver_signed_result(job_id: JobIdPath, request: Request, signer: Sig
         return service.store_outputs(db, backend.blobs, job_id, signer, items) if items else []
 
     rows = await run_in_threadpool(store)
-    backend.metrics.upload_bytes.labels("output").inc(sum(len(data) for _, data, _ in items))
-    return ResultDelivered(**signed, outputs=[OutputStored(job_id=job_id, index=row.item_index, digest=row.digest,
-                                                           size=row.size) for row in rows])
+    return ResultDelivered(**signed, outputs=_outputs_stored(backend, job_id, items, rows))
 
 
 @router.put("/{job_id}/outputs/{index}", response_model=OutputStored, status_code=201,
@@ -179,9 +177,19 @@ async def upload_outputs(job_id: JobIdPath, request: Request, signer: SignedInDe
     small outputs instead of one per item. All are checked under the job's result root before any
     is stored."""
     body = parse_json_body(await read_body(request, MAX_OUTPUTS_BODY_BYTES, "outputs"), OutputsUpload, "outputs")
-    items = [(item.index, decode_base64(item.data, "outputs: item data"), service.parse_proof(",".join(item.proof)))
-             for item in body.items]
+    items = _output_items(body.items)
     rows = await run_in_threadpool(service.store_outputs, db, backend.blobs, job_id, signer, items)
+    return _outputs_stored(backend, job_id, items, rows)
+
+
+def _output_items(items: list[OutputItem]) -> list[tuple[int, bytes, list[bytes]]]:
+    """Several-items bodies' outputs as the service stores them: (index, bytes, proof siblings)."""
+    return [(item.index, decode_base64(item.data, "outputs: item data"), service.parse_proof(",".join(item.proof)))
+            for item in items]
+
+
+def _outputs_stored(backend: Backend, job_id: int, items: list[tuple[int, bytes, list[bytes]]],
+                    rows: list[m.JobOutput]) -> list[OutputStored]:
     backend.metrics.upload_bytes.labels("output").inc(sum(len(data) for _, data, _ in items))
     return [OutputStored(job_id=job_id, index=row.item_index, digest=row.digest, size=row.size) for row in rows]
 
