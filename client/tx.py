@@ -31,7 +31,6 @@ import logging
 import threading
 from typing import Any
 
-import requests
 from eth_account.signers.local import LocalAccount
 from hexbytes import HexBytes
 from web3 import Web3
@@ -42,6 +41,7 @@ from web3.types import RPCEndpoint, TxParams, TxReceipt
 
 from client.errors import NodeUnavailable, TransactionNotMined, TransactionRefused, TransactionReverted
 from client.reverts import Revert, revert_of
+from client.rpc_session import rpc_session
 from protocol.deployments import Deployment
 
 logger = logging.getLogger(__name__)
@@ -57,28 +57,11 @@ def http_web3(rpc_url: str, timeout_s: float = 60.0) -> Web3:
     """A web3 over HTTP that asks the node its chain id once per thread: web3's validation
     middleware reads it before every eth_call and gas estimate, which without the cache doubles
     the calls each party makes (a tenth of a provider agent's and a sixth of a verifier's CPU
-    under load). A node does not change chains under a running party. Its HTTP session reads
-    the environment once (`rpc_session`)."""
+    under load). A node does not change chains under a running party. Its HTTP session is
+    `client.rpc_session`'s: kept-alive standard-library connections to a node reached directly."""
     provider = Web3.HTTPProvider(rpc_url, request_kwargs={"timeout": timeout_s}, session=rpc_session(rpc_url),
                                  cache_allowed_requests=True, cacheable_requests={RPCEndpoint("eth_chainId")})
     return Web3(provider)
-
-
-def rpc_session(rpc_url: str) -> requests.Session:
-    """An HTTP session for one node that honours the environment as requests does (HTTP(S)_PROXY
-    and NO_PROXY, REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE, ~/.netrc) but reads it once, here: by
-    default requests reads it again at every request, twice walking the whole environment for
-    proxy variables (0.3-0.5 ms of every RPC call, most of a provider's chain check beside a job).
-    A running party's environment does not change. One session serves every thread: its
-    connection pool is thread-safe, and JSON-RPC keeps no cookies."""
-    session = requests.Session()
-    settings = session.merge_environment_settings(rpc_url, {}, None, None, None)
-    session.proxies.update(settings["proxies"])
-    session.verify = settings["verify"]
-    session.cert = settings["cert"]
-    session.auth = requests.utils.get_netrc_auth(rpc_url)
-    session.trust_env = False
-    return session
 
 
 def connect(rpc_url: str, timeout_s: float = 60.0) -> Web3:

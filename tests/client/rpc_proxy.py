@@ -1,6 +1,8 @@
 """A JSON-RPC proxy in front of anvil that counts every request by method and, like many public
 nodes, refuses eth_getLogs over more than `max_log_range` blocks; like some, it may refuse batches
-(`refuse_batches`) or not know some methods (`unknown_methods`)."""
+(`refuse_batches`) or not know some methods (`unknown_methods`). It speaks HTTP/1.1 and keeps
+connections open (`connections` counts those accepted) unless `close_each`: then it closes every
+connection after its answer without saying so, as a node dropping idle connections does."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ REFUSAL = {"code": -32600, "message": "eth_getLogs block range too large, range 
 
 class RpcProxy:
     def __init__(self, upstream: str, max_log_range: int | None = None, refuse_batches: bool = False,
-                 unknown_methods: frozenset[str] = frozenset()) -> None:
+                 unknown_methods: frozenset[str] = frozenset(), close_each: bool = False) -> None:
         self.upstream = upstream
         self.max_log_range = max_log_range
         self.refuse_batches = refuse_batches
@@ -26,10 +28,18 @@ class RpcProxy:
         self.posts = 0  # HTTP requests: a batch is one
         self.log_ranges: list[int] = []  # blocks asked by each eth_getLogs the node answered
         self.refused = 0
+        self.connections = 0
         self._lock = threading.Lock()
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def setup(self) -> None:
+                super().setup()
+                with proxy._lock:
+                    proxy.connections += 1
+
             def do_POST(self) -> None:  # noqa: N802 (http.server's name)
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 answer = proxy._answer(json.loads(body), body)
@@ -38,6 +48,7 @@ class RpcProxy:
                 self.send_header("Content-Length", str(len(answer)))
                 self.end_headers()
                 self.wfile.write(answer)
+                self.close_connection = close_each
 
             def log_message(self, *args: Any) -> None:
                 pass
