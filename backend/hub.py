@@ -85,9 +85,25 @@ def store_inputs(session: Session, blobs: BlobStore, owner: str, items: list[byt
     empty = [index for index, data in enumerate(items) if not data]
     if empty:
         raise BadInput(f"inputs: items {empty[:5]} are empty")
-    rows = [_input_row(session, owner, blobs.put(data), len(data)) for data in items]
+    digests = [blobs.put(data) for data in items]
+    sizes = dict(zip(digests, map(len, items)))
+    # Two queries a chunk for the rows already there, not two gets and an autoflush an item.
+    rows: dict[str, m.Blob] = {}
+    held: set[str] = set()
+    unique = list(sizes)
+    for start in range(0, len(unique), IN_QUERY_HASHES):
+        chunk = unique[start:start + IN_QUERY_HASHES]
+        rows.update((row.content_hash, row) for row in session.scalars(select(m.Blob).where(
+            m.Blob.content_hash.in_(chunk))))
+        held |= inputs_held(session, chunk, owner)
+    for digest, size in sizes.items():
+        if digest not in rows:
+            rows[digest] = m.Blob(content_hash=digest, owner=owner, size=size, created_at=utcnow())
+            session.add(rows[digest])
+        if digest not in held:  # uploading the bytes proves holding them
+            session.add(m.BlobHolder(content_hash=digest, account=owner))
     session.commit()
-    return rows
+    return [rows[digest] for digest in digests]
 
 
 def _input_row(session: Session, owner: str, digest: str, size: int) -> m.Blob:

@@ -143,6 +143,15 @@ def test_several_inputs_are_uploaded_in_one_request(app_client) -> None:  # type
     assert [s for s in sent if "/inputs" in s] == ["POST /inputs/batch"]
     for content_hash, data in zip(ids, items):  # held by their uploader, as one by one
         assert renter.http.get(f"/inputs/{content_hash}", headers=renter._auth()).content == data
+    # Bytes stored already: uploaded again by their owner, and by another renter who then holds them too.
+    assert renter.upload_inputs(items[:3]) == ids[:3]
+    other = _as(app_client, 4)
+    assert other.http.get(f"/inputs/{ids[1]}", headers=other._auth()).status_code == 403
+    again = other.upload_inputs([items[1], b"batch-input-new", items[1]])
+    assert again == [ids[1], "0x" + keccak256(b"batch-input-new").hex(), ids[1]]
+    for content_hash, data in ((ids[1], items[1]), (again[1], b"batch-input-new")):
+        assert other.http.get(f"/inputs/{content_hash}", headers=other._auth()).content == data
+    assert renter.http.get(f"/inputs/{again[1]}", headers=renter._auth()).status_code == 403
 
     def post(body: Any, who: BackendClient | None = renter) -> Any:  # type: ignore[type-arg]
         return app_client.post("/inputs/batch", json=body, headers=who._auth() if who else {})
