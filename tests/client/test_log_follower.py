@@ -13,7 +13,7 @@ from rpc_proxy import RpcProxy
 from web3 import Web3
 
 from client.log_follower import (DEFAULT_MAX_RANGE, Batch, Cursor, DeepReorg, Event, LogFollower, LogFollowerError,
-                                 MemoryCursorStore)
+                                 MemoryCursorStore, _plain)
 from client.watched_ids import SqliteCursorStore, WatchedIds, open_state
 from client.ports import free_port
 from protocol.deployments import Deployment
@@ -259,3 +259,39 @@ def test_watched_ids_survive_a_restart_and_a_restart_reads_only_new_blocks(chain
     assert restarted.ids("staker") == sorted(set(known) | {s.accounts[6].lower()})
     restarted.forget("staker", [s.accounts[6].lower()])
     assert s.accounts[6].lower() not in watch(s.web3).ids("staker")  # forgetting is kept too
+
+
+def test_logs_are_decoded_as_web3_decodes_them(chain) -> None:  # type: ignore[no-untyped-def]
+    """The follower decodes the node's JSON itself: every event of a deployment with strings,
+    byte strings, arrays, addresses and numbers comes out as web3's own decoding, made plain."""
+    s, _ = chain
+    provider, renter = s.accounts[8], s.accounts[9]
+    stake(s, 8, 10**18)
+    registry, escrow = s.contract("ProviderRegistry"), s.contract("JobEscrow")
+    if not registry.functions.isRegistered(provider).call():
+        s.send(registry.functions.register(b"CPU".ljust(32, b"\0"), [b"\x01" * 32, b"\x02" * 32], 10**16, 10**12,
+                                           "ipfs://provider-ünïcode"), provider)
+    s.send(registry.functions.setMetadataURI("https://example.org/a"), provider)
+    s.send(escrow.functions.createJob(provider, b"\x11" * 32, 10**15, s.now() + 3600), renter, value=10**15)
+    ours = everything(s, None)
+    raw = s.web3.eth.get_logs({"fromBlock": min(c.block for c in s.deployment.contracts.values()), "toBlock": "latest",
+                               "address": [s.contract(n).address for n in s.deployment.contracts]})
+    by_address = {s.contract(n).address.lower(): n for n in s.deployment.contracts}
+    expected = []
+    for log in raw:
+        contract = s.contract(by_address[log["address"].lower()])
+        for event in contract.events:
+            try:
+                decoded = event.process_log(log)
+            except Exception:  # noqa: BLE001 - another event of this contract
+                continue
+            addresses = {i["name"] for i in event.abi["inputs"] if i["type"] in ("address", "address[]")}
+            expected.append((by_address[log["address"].lower()], decoded["event"],
+                             {k: _plain(v, k in addresses) for k, v in decoded["args"].items()},
+                             log["blockNumber"], "0x" + bytes(log["transactionHash"]).hex(), log["logIndex"]))
+            break
+    got = [(e.contract, e.name, e.args, e.block_number, e.tx_hash, e.log_index) for e in ours]
+    assert got == expected
+    names = {name for _, name, *_ in got}
+    assert {"Staked", "ProviderRegistered", "MetadataURIUpdated", "JobCreated"} <= names, names
+    assert any(e.args.get("oldURI") == "ipfs://provider-ünïcode" for e in ours)
