@@ -16,6 +16,7 @@ from web3.contract import Contract
 
 from client.contracts import BATCH_READS, Struct, ViewCall, read_batched
 from client.errors import ClientError
+from client.log_follower import EventLayout, get_logs
 from protocol.escrow_job import EscrowJob
 
 
@@ -46,30 +47,36 @@ def read_jobs_and_states(escrow: Contract, job_ids: Iterable[int],
     # The slots first, then the logs: a commit mined between the two reads is then a newer event
     # the match passes over, never a slot whose event was not fetched.
     states = read_batched(escrow.w3, [slot.request(i) for i in ids], [slot.decode] * len(ids))
-    created = _events_by_job(escrow.events.JobCreated(), ids, from_block)
-    commits = _events_by_job(escrow.events.ResultCommitted(), ids, from_block)
+    created = _events_by_job(escrow, "JobCreated", ids, from_block)
+    commits = _events_by_job(escrow, "ResultCommitted", ids, from_block)
     return {i: (_matching(escrow, i, state, created.get(i, []), commits.get(i, []), from_block), state)
             for i, state in zip(ids, states)}
 
 
-def _events_by_job(event: Any, ids: list[int], from_block: int) -> dict[int, list[Any]]:
-    found: dict[int, list[Any]] = {}
+def _events_by_job(escrow: Contract, name: str, ids: list[int], from_block: int) -> dict[int, list[dict[str, Any]]]:
+    """The event's arguments (plain: addresses lower-case, bytes 0x-hex) by job id, in chain order."""
+    layout = EventLayout(next(item for item in escrow.abi if item.get("type") == "event" and item["name"] == name))
+    found: dict[int, list[dict[str, Any]]] = {}
     for start in range(0, len(ids), BATCH_READS):
-        for log in event.get_logs(argument_filters={"jobId": ids[start:start + BATCH_READS]}, from_block=from_block):
-            found.setdefault(log["args"]["jobId"], []).append(log)
+        job_topics = ["0x%064x" % job_id for job_id in ids[start:start + BATCH_READS]]
+        query = {"address": escrow.address, "topics": [layout.topic, job_topics], "fromBlock": hex(from_block),
+                 "toBlock": "latest"}
+        for log in get_logs(escrow.w3, query):
+            args = layout.args(log["topics"], log["data"])
+            found.setdefault(args["jobId"], []).append(args)
     return found
 
 
-def _matching(escrow: Contract, job_id: int, state: Struct, created: list[Any], commits: list[Any],
-              from_block: int) -> EscrowJob:
+def _matching(escrow: Contract, job_id: int, state: Struct, created: list[dict[str, Any]],
+              commits: list[dict[str, Any]], from_block: int) -> EscrowJob:
     stored = bytes(state.jobHash)
     if not created:
         raise JobNotFound(f"job {job_id} does not exist on escrow {escrow.address} (no JobCreated from block "
                           f"{from_block}: check the job id and --deployment)")
     for event in reversed(created):
-        job = EscrowJob.from_created(event["args"])
-        candidates = [job] + [job.committed(c["args"]["outputRoot"], c["args"]["itemCount"],
-                                            c["args"]["resultDigest"]) for c in reversed(commits)]
+        job = EscrowJob.from_created(event)
+        candidates = [job] + [job.committed(c["outputRoot"], c["itemCount"], c["resultDigest"])
+                              for c in reversed(commits)]
         for candidate in candidates:
             if candidate.job_hash() == stored:
                 return candidate

@@ -128,12 +128,13 @@ def _plain(value: Any, address: bool) -> Any:
     return value.lower() if address else value
 
 
-class _EventLayout:
+class EventLayout:
     """Where one event's arguments sit in a log (topics or data) and how to read them: decoded
     here with eth_abi from the node's JSON, with web3's result (its argument order: indexed
     first) and without its per-log formatting, a fifth of a party's time spent following logs."""
 
     def __init__(self, item: Mapping[str, Any]) -> None:
+        self.topic = "0x" + bytes(event_abi_to_log_topic(dict(item))).hex()  # type: ignore[arg-type]
         self.indexed = [(i["name"], collapse_if_tuple(dict(i))) for i in item["inputs"] if i.get("indexed")]
         self.unindexed = [(i["name"], collapse_if_tuple(dict(i))) for i in item["inputs"] if not i.get("indexed")]
         self.addresses = {i["name"] for i in item["inputs"] if i["type"] in ("address", "address[]")}
@@ -165,7 +166,7 @@ class EventDecoder:
     asked for those topics only."""
 
     def __init__(self, web3: Web3, deployment: Deployment, only: Mapping[str, Iterable[str]] | None = None) -> None:
-        self._by_topic: dict[tuple[str, str], tuple[str, str, _EventLayout]] = {}
+        self._by_topic: dict[tuple[str, str], tuple[str, str, EventLayout]] = {}
         wanted = {name: set(events) for name, events in only.items()} if only is not None else None
         for name, deployed in deployment.contracts.items():
             if wanted is not None and name not in wanted:
@@ -175,8 +176,8 @@ class EventDecoder:
                     continue
                 if wanted is not None and item["name"] not in wanted[name]:
                     continue
-                topic = "0x" + bytes(event_abi_to_log_topic(item)).hex()  # type: ignore[arg-type]
-                self._by_topic[(deployed.address.lower(), topic)] = (name, item["name"], _EventLayout(item))
+                layout = EventLayout(item)
+                self._by_topic[(deployed.address.lower(), layout.topic)] = (name, item["name"], layout)
         if wanted is not None:
             found = {(n, e) for n, e, _ in self._by_topic.values()}
             missing = sorted(f"{n}.{e}" for n, events in wanted.items() for e in events if (n, e) not in found)
@@ -236,7 +237,7 @@ class RangeReader:
             last = min(end, start + self.max_range - 1)
             params = {**self.decoder.log_filter(), "fromBlock": hex(start), "toBlock": hex(last)}
             try:
-                raw = _get_logs(self.web3, params)
+                raw = get_logs(self.web3, params)
             except Exception as exc:  # web3 raises Web3RPCError or ValueError by transport
                 if not _refused_range(exc):
                     raise LogFollowerError(f"eth_getLogs for blocks {start}..{last} failed: {exc}") from exc
@@ -260,7 +261,7 @@ class RangeReader:
         return out
 
 
-def _get_logs(web3: Web3, params: dict[str, Any]) -> list[dict[str, Any]]:
+def get_logs(web3: Web3, params: dict[str, Any]) -> list[dict[str, Any]]:
     """eth_getLogs answered as the node's JSON (the decoder reads it as is)."""
     answer = web3.provider.make_request(RPCEndpoint("eth_getLogs"), [params])
     if answer.get("error") is not None:
@@ -343,5 +344,5 @@ class LogFollower:
             raise DeepReorg(cursor.block, cursor.block_hash, current, self.confirmations)
 
 
-__all__ = ["Batch", "Cursor", "CursorStore", "DeepReorg", "Event", "EventDecoder", "LogFollower",
-           "LogFollowerError", "MemoryCursorStore", "RangeReader", "events_between"]
+__all__ = ["Batch", "Cursor", "CursorStore", "DeepReorg", "Event", "EventDecoder", "EventLayout", "LogFollower",
+           "LogFollowerError", "MemoryCursorStore", "RangeReader", "events_between", "get_logs"]

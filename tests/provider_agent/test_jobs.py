@@ -7,12 +7,14 @@ ends as a clear error, a refunded renter and a live agent."""
 from __future__ import annotations
 
 import dataclasses
-from types import SimpleNamespace
+from contextlib import contextmanager
 
 import numpy as np
 import pytest
 
+from client import escrow_jobs
 from client.escrow_jobs import read_job, read_job_view, read_job_views
+from client.log_follower import EventLayout
 from protocol.enums import ChallengeStatus, JobStatus
 from protocol.jobs import decode_output, encode_output, output_digest
 from protocol.merkle import MerkleTree
@@ -309,10 +311,10 @@ def test_a_job_is_read_from_the_escrows_deployment_block_not_from_genesis(agent,
     job_id, _ = market.create_job(content, save_torchscript(Tiny(), content), ITEMS[:2])
     deployed = agent.chain.deployment.contract("JobEscrow").block
     assert deployed > 0
-    queries, get_logs = [], agent.chain.web3.eth.get_logs
-    monkeypatch.setattr(agent.chain.web3.eth, "get_logs", lambda params: queries.append(params) or get_logs(params))
+    queries, get_logs = [], escrow_jobs.get_logs
+    monkeypatch.setattr(escrow_jobs, "get_logs", lambda web3, query: queries.append(query) or get_logs(web3, query))
     assert agent.chain.job(job_id).status == JobStatus.FUNDED
-    assert queries and all(int(q["fromBlock"]) == deployed for q in queries)
+    assert queries and all(int(q["fromBlock"], 16) == deployed for q in queries)
 
 
 def test_a_restart_commits_what_was_signed_before_it(agent, market, settings_for):
@@ -334,45 +336,49 @@ def test_a_restart_commits_what_was_signed_before_it(agent, market, settings_for
     assert restarted.jobs.process(market.dispatched(job_id)).status == "already-committed"
 
 
-def _signed_job_raced_by_its_commit(agent, market):  # type: ignore[no-untyped-def]
-    """A job the agent has signed but not committed, the escrow, and the escrow as a reader sees it
-    while the provider's committer races it: the job's commit is mined right after the reader
-    queries ResultCommitted."""
+def _signed_job_raced_by_its_commit(agent, market, monkeypatch):  # type: ignore[no-untyped-def]
+    """A job the agent has signed but not committed, the escrow, and a context in which a reader
+    races the provider's committer: the job's commit is mined right after the reader queries
+    ResultCommitted."""
     content = agent.settings.content_dir
     job_id, _ = market.create_job(content, save_torchscript(Tiny(), content), ITEMS[:2])
     assert agent.jobs.process(market.dispatched(job_id)).status == "signed"
     escrow = agent.chain.contract("JobEscrow")
+    committed_topic = EventLayout(next(i for i in escrow.abi if i.get("name") == "ResultCommitted")).topic
+    get_logs = escrow_jobs.get_logs
 
-    def commits_then_the_commit_is_mined():  # type: ignore[no-untyped-def]
-        query = escrow.events.ResultCommitted()
-
-        def get_logs(**kwargs):  # type: ignore[no-untyped-def]
-            logs = query.get_logs(**kwargs)
+    def commits_then_the_commit_is_mined(web3, query):  # type: ignore[no-untyped-def]
+        logs = get_logs(web3, query)
+        if query["topics"][0] == committed_topic:
             assert agent.committer.commit_signed() == [job_id]
-            return logs
-        return SimpleNamespace(get_logs=get_logs)
+        return logs
 
-    events = SimpleNamespace(JobCreated=escrow.events.JobCreated, ResultCommitted=commits_then_the_commit_is_mined)
-    racing = SimpleNamespace(address=escrow.address, abi=escrow.abi, w3=escrow.w3, functions=escrow.functions,
-                             events=events)
+    @contextmanager
+    def racing():  # type: ignore[no-untyped-def]
+        with monkeypatch.context() as patch:
+            patch.setattr(escrow_jobs, "get_logs", commits_then_the_commit_is_mined)
+            yield
+
     return job_id, escrow, racing
 
 
-def test_a_job_read_while_its_commit_is_mined_is_found(agent, market):
+def test_a_job_read_while_its_commit_is_mined_is_found(agent, market, monkeypatch):
     """A reader (the agent's heartbeat, a renter, the verifier) racing the provider's committer:
     the commit is mined right after the reader's event queries. The slot is read before them, so
     the events fetched always include the ones its hash covers."""
-    job_id, escrow, racing = _signed_job_raced_by_its_commit(agent, market)
-    job = read_job(racing, job_id)
+    job_id, escrow, racing = _signed_job_raced_by_its_commit(agent, market, monkeypatch)
+    with racing():
+        job = read_job(escrow, job_id)
     assert job.id == job_id and not job.is_committed  # the job as the slot stood when it was read
     assert read_job(escrow, job_id).is_committed
 
 
-def test_a_job_view_read_while_its_commit_is_mined_has_the_status_of_the_job_it_holds(agent, market):
+def test_a_job_view_read_while_its_commit_is_mined_has_the_status_of_the_job_it_holds(agent, market, monkeypatch):
     """The view's status and window come from the very slot read that vouched for its job: a
     commit mined between the reads leaves a funded job with a funded status, not a committed one."""
-    job_id, escrow, racing = _signed_job_raced_by_its_commit(agent, market)
-    view = read_job_view(racing, job_id)
+    job_id, escrow, racing = _signed_job_raced_by_its_commit(agent, market, monkeypatch)
+    with racing():
+        view = read_job_view(escrow, job_id)
     assert not view.job.is_committed and view.status == JobStatus.FUNDED and view.challengeWindowEnd == 0
     assert read_job_view(escrow, job_id).status == JobStatus.COMMITTED
 
