@@ -15,6 +15,7 @@ from eth_account.signers.local import LocalAccount
 from backend.errors import BackendError, NotFound, Unauthenticated
 from client.backend_answers import no_such_route
 from client.errors import SignInFailed
+from client.keepalive import http_client
 from client.siwe import SiweSession
 from protocol.jobs import MAX_INPUTS_BODY_BYTES, base64_size, request_groups
 from protocol.job_result import EscrowDomain, JobResultError, SignedJobResult
@@ -39,7 +40,7 @@ class BackendClient:
 
     @classmethod
     def connect(cls, base_url: str, account: LocalAccount | None = None, timeout: float = 60.0) -> BackendClient:
-        return cls(httpx.Client(base_url=base_url, timeout=timeout), account)
+        return cls(http_client(base_url, timeout=timeout), account)
 
     def close(self) -> None:
         self.http.close()

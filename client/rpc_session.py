@@ -3,8 +3,8 @@
 requests spends about 1 ms of CPU on each call before a byte leaves (preparing the request, its
 cookie jar, its adapters), five times what the node takes to answer a local read, and every
 party makes several calls a job. A node reached directly (no proxy, no credentials: a local or
-LAN node, an RPC provider over HTTPS) is served by `KeepAliveSession` instead: one kept-alive
-`http.client` connection per thread, about 0.2 ms a call. A node behind a proxy of the
+LAN node, an RPC provider over HTTPS) is served by `KeepAliveSession` instead: kept-alive
+`http.client` connections (`client.keepalive`), about 0.2 ms a call. A node behind a proxy of the
 environment, or needing ~/.netrc or URL credentials, keeps a requests session
 that has read the environment once (`requests_session`).
 
@@ -15,14 +15,13 @@ every caller (`except OSError`, the provider worker's transient errors) already 
 from __future__ import annotations
 
 import http.client
-import ssl
-import threading
 from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
 
-import certifi
 import requests
+
+from client.keepalive import Connections
 
 
 def rpc_session(rpc_url: str) -> KeepAliveSession | requests.Session:
@@ -30,10 +29,10 @@ def rpc_session(rpc_url: str) -> KeepAliveSession | requests.Session:
     for a direct http(s) URL, requests where a proxy or credentials apply."""
     session = requests_session(rpc_url)
     parts = urlsplit(rpc_url)
-    direct = (parts.scheme in ("http", "https") and bool(parts.hostname) and not parts.username
-              and not requests.utils.select_proxy(rpc_url, session.proxies)
-              and session.auth is None and session.cert is None)
-    return KeepAliveSession(rpc_url, session.verify) if direct else session
+    plain = (parts.scheme in ("http", "https") and bool(parts.hostname) and not parts.username
+             and not requests.utils.select_proxy(rpc_url, session.proxies)
+             and session.auth is None and session.cert is None)
+    return KeepAliveSession(rpc_url, session.verify) if plain else session
 
 
 def requests_session(rpc_url: str) -> requests.Session:
@@ -53,78 +52,32 @@ def requests_session(rpc_url: str) -> requests.Session:
 
 
 class KeepAliveSession:
-    """What web3's HTTPProvider asks of a session (`post`, for one node's URL), over one
-    kept-alive connection per thread (web3 is shared by a party's threads)."""
+    """What web3's HTTPProvider asks of a session (`post`, for one node's URL), over kept-alive
+    `client.keepalive.Connections`. A call is sent again when its connection broke at the send:
+    JSON-RPC over HTTP answers a repeated call as the first (a repeated raw transaction is
+    "already known", which the sender handles)."""
 
     def __init__(self, rpc_url: str, verify: bool | str = True) -> None:
         parts = urlsplit(rpc_url)
         self.url = rpc_url
-        self._https = parts.scheme == "https"
-        self._host, self._port = parts.hostname or "", parts.port
         self._target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        self._tls = self._tls_context(verify) if self._https else None
-        self._local = threading.local()
-
-    @staticmethod
-    def _tls_context(verify: bool | str) -> ssl.SSLContext:
-        if verify is False:
-            context = ssl.create_default_context()
-            context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
-            return context
-        # requests' default trust store (certifi), or the bundle REQUESTS_CA_BUNDLE names
-        return ssl.create_default_context(cafile=verify if isinstance(verify, str) else certifi.where())
+        self.connections = Connections(rpc_url, verify)
 
     def post(self, url: str, data: bytes | None = None, headers: dict[str, str] | None = None,
              timeout: float | None = None, **_: Any) -> RpcAnswer:
-        """POSTs `data`; a connection the node closed while idle is opened again once, so the
-        request is sent at most twice (JSON-RPC over HTTP answers a repeated call as the first)."""
         if url != self.url:
             raise ValueError(f"this session serves {self.url}, not {url}")
-        reused = getattr(self._local, "connection", None) is not None
         try:
-            return self._post(data, headers or {}, timeout)
-        except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
-            if not reused:
-                raise requests.ConnectionError(f"{self.url}: the node closed the connection") from None
-            return self._post(data, headers or {}, timeout)
-
-    def _post(self, data: bytes | None, headers: dict[str, str], timeout: float | None) -> RpcAnswer:
-        connection = self._connection(timeout)
-        try:
-            connection.request("POST", self._target, body=data, headers=headers)
-            response = connection.getresponse()
-            content = response.read()
-        except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
-            self.close()
-            raise
+            answer = self.connections.request("POST", self._target, data, list((headers or {}).items()), timeout,
+                                              repeatable=True)
         except TimeoutError as exc:
-            self.close()
             raise requests.Timeout(f"{self.url}: no answer within {timeout} s") from exc
         except (OSError, http.client.HTTPException) as exc:
-            self.close()
             raise requests.ConnectionError(f"{self.url}: {type(exc).__name__}: {exc}") from exc
-        if response.will_close:
-            self.close()
-        return RpcAnswer(self.url, response.status, response.reason, content)
-
-    def _connection(self, timeout: float | None) -> http.client.HTTPConnection:
-        connection: http.client.HTTPConnection | None = getattr(self._local, "connection", None)
-        if connection is None:
-            connection = (http.client.HTTPSConnection(self._host, self._port, timeout=timeout, context=self._tls)
-                          if self._https else http.client.HTTPConnection(self._host, self._port, timeout=timeout))
-            self._local.connection = connection
-        elif connection.timeout != timeout:
-            connection.timeout = timeout
-            if connection.sock is not None:
-                connection.sock.settimeout(timeout)
-        return connection
+        return RpcAnswer(self.url, answer.status, answer.reason, answer.content)
 
     def close(self) -> None:
-        """Closes this thread's connection (the next call opens another)."""
-        connection = getattr(self._local, "connection", None)
-        self._local.connection = None
-        if connection is not None:
-            connection.close()
+        self.connections.close()
 
 
 class RpcAnswer:

@@ -24,6 +24,7 @@ from eth_account.signers.local import LocalAccount
 
 from client.backend_answers import RETRYABLE, no_such_route
 from client.errors import SignInFailed
+from client.keepalive import http_client
 from client.siwe import SiweSession
 from provider_agent import ProviderAgentError
 
@@ -62,7 +63,7 @@ class BackendClient:
     def __init__(self, base_url: str, account: LocalAccount, lifetime_s: int = 3600, timeout: float = 60.0) -> None:
         self.base_url = base_url.rstrip("/")
         self.auth = SiweSession(account, self.base_url, lifetime_s)
-        self.http = httpx.Client(base_url=self.base_url, timeout=timeout, auth=self.auth)
+        self.http = http_client(self.base_url, timeout=timeout, auth=self.auth)
 
     def _request(self, what: str, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:

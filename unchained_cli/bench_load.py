@@ -37,7 +37,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import httpx
 import numpy as np
 # Imported here, not on first use: numpy loads its random module lazily, and twenty renter threads
 # reaching it at once recurse in that loader (RecursionError).
@@ -50,6 +49,7 @@ from backend.errors import BackendError
 from backend.renter import submit_job
 from backend.wallet import Wallet
 from client.contracts import read_batched
+from client.keepalive import http_client
 from client.keystore import load_keystore
 from client.log_follower import Batch, Event, EventDecoder, LogFollower, MemoryCursorStore
 from protocol.jobs import encode_output
@@ -314,7 +314,7 @@ class ResultWatch:
     seen: dict[int, float] = field(default_factory=dict)  # job id -> wall clock the bench saw every output
 
     def __post_init__(self) -> None:
-        self.http = httpx.Client(base_url=self.backend_url, timeout=10)
+        self.http = http_client(self.backend_url, timeout=10)
 
     def poll(self, committed: set[int]) -> None:
         """Without the backend's stamp: looks at the results of committed jobs not yet complete."""

@@ -23,6 +23,7 @@ from eth_account.signers.local import LocalAccount
 
 from client.backend_answers import RETRYABLE, no_such_route
 from client.errors import SignInFailed
+from client.keepalive import http_client
 from client.siwe import SiweSession
 from protocol.jobs import MAX_ITEMS_PER_READ
 from protocol.merkle import keccak256
@@ -94,8 +95,7 @@ class VerifierBackend:
 
     def __init__(self, base_url: str, account: LocalAccount, lifetime_s: int = 3600, timeout: float = 30.0) -> None:
         self.base_url = base_url.rstrip("/")
-        self.http = httpx.Client(base_url=self.base_url, timeout=timeout,
-                                 auth=SiweSession(account, self.base_url, lifetime_s))
+        self.http = http_client(self.base_url, timeout=timeout, auth=SiweSession(account, self.base_url, lifetime_s))
 
     def content(self, content_hash: bytes) -> bytes:
         """Content by keccak256 (spec, model, input), checked against its hash here."""
