@@ -10,6 +10,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -34,25 +35,36 @@ class _Proxy(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802 - http.server's name
         request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.seen.append(self.path)
-        body = json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": "0x7a69"}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        _answer(self, 200, json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": "0x7a69"}).encode())
 
     def log_message(self, *_: object) -> None:
         pass
 
 
+def _answer(handler: BaseHTTPRequestHandler, status: int, body: bytes) -> None:
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
+@contextmanager
+def _serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 @pytest.fixture
 def proxy() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Proxy)
     _Proxy.seen = []
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with _serving(_Proxy) as url:
+        yield url
 
 
 NODE = "http://node.invalid:8545"  # resolvable by no one: only a proxy can answer for it
@@ -150,11 +162,7 @@ class _Stub(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802 - http.server's name
         self.rfile.read(int(self.headers["Content-Length"]))
         time.sleep(self.delay_s)
-        body = b"upstream failed"
-        self.send_response(self.status)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        _answer(self, self.status, b"upstream failed")
 
     def log_message(self, *_: object) -> None:
         pass
@@ -162,11 +170,8 @@ class _Stub(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def stub() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Stub)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with _serving(_Stub) as url:
+        yield url
 
 
 def test_failures_are_raised_as_requests_errors(stub, monkeypatch) -> None:  # type: ignore[no-untyped-def]
