@@ -2,8 +2,8 @@
 
 requests and httpx spend 1-2 ms of CPU on each request in their own layers (request preparation,
 cookie jars, httpcore's and h11's pure-Python HTTP), several times what a local node or the
-backend takes to answer; every party makes several calls a job. `Connections` holds one
-`http.client` connection per thread to one origin. It is served to web3 as its requests session
+backend takes to answer; every party makes several calls a job. `Connections` keeps idle
+`http.client` connections to one origin for the next request of any thread. It is served to web3 as its requests session
 (`client.rpc_session`) and to httpx as its transport (`http_client`), so callers keep those
 libraries' interfaces, auth flows and errors.
 
@@ -35,7 +35,6 @@ class Answer:
     reason: str
     headers: list[tuple[str, str]]
     content: bytes
-    will_close: bool
 
 
 class Connections:
@@ -83,7 +82,7 @@ class Connections:
             connection.close()
         else:
             self._give_back(connection)
-        return Answer(response.status, response.reason, response.getheaders(), content, response.will_close)
+        return Answer(response.status, response.reason, response.getheaders(), content)
 
     def _take(self, timeout: float | None) -> http.client.HTTPConnection:
         while True:

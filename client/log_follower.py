@@ -165,7 +165,7 @@ class EventDecoder:
     `only` narrows it to some events ({"ChallengeManager": ["PogChallenged"]}); the node is then
     asked for those topics only."""
 
-    def __init__(self, web3: Web3, deployment: Deployment, only: Mapping[str, Iterable[str]] | None = None) -> None:
+    def __init__(self, deployment: Deployment, only: Mapping[str, Iterable[str]] | None = None) -> None:
         self._by_topic: dict[tuple[str, str], tuple[str, str, EventLayout]] = {}
         wanted = {name: set(events) for name, events in only.items()} if only is not None else None
         for name, deployed in deployment.contracts.items():
@@ -273,7 +273,7 @@ def events_between(web3: Web3, deployment: Deployment, only: Mapping[str, Iterab
                    end: int | None = None, max_range: int = DEFAULT_MAX_RANGE) -> list[Event]:
     """A one-off read of some events in a block range (end: the head), in bounded pieces."""
     last = web3.eth.block_number if end is None else end
-    return RangeReader(web3, EventDecoder(web3, deployment, only), max_range).read(start, last)
+    return RangeReader(web3, EventDecoder(deployment, only), max_range).read(start, last)
 
 
 class LogFollower:
@@ -296,7 +296,7 @@ class LogFollower:
         """A follower of the deployment's events (or `only` some), from the earliest contract's block."""
         names = list(only) if only is not None else list(deployment.contracts)
         start = min(deployment.contract(n).block for n in names)
-        return cls(web3, EventDecoder(web3, deployment, only), store, start_block=start, **options)
+        return cls(web3, EventDecoder(deployment, only), store, start_block=start, **options)
 
     def position(self) -> int:
         """The last block handled (the block before start_block when none was)."""

@@ -21,17 +21,14 @@ from urllib.parse import urlsplit
 
 import requests
 
-from client.keepalive import Connections
+from client.keepalive import Connections, direct
 
 
 def rpc_session(rpc_url: str) -> KeepAliveSession | requests.Session:
     """The session for the node at `rpc_url`: kept-alive connections of the standard library
     for a direct http(s) URL, requests where a proxy or credentials apply."""
     session = requests_session(rpc_url)
-    parts = urlsplit(rpc_url)
-    plain = (parts.scheme in ("http", "https") and bool(parts.hostname) and not parts.username
-             and not requests.utils.select_proxy(rpc_url, session.proxies)
-             and session.auth is None and session.cert is None)
+    plain = direct(rpc_url) and session.auth is None and session.cert is None  # no ~/.netrc entry, no client cert
     return KeepAliveSession(rpc_url, session.verify) if plain else session
 
 

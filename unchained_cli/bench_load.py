@@ -376,7 +376,7 @@ class EventReader:
         only = {"JobEscrow": ["JobCreated", "ResultCommitted", "JobFinalized", "JobExpired", "JobCancelled",
                               "JobFailed", "JobUnfrozen"]}
         web3 = self.session.web3
-        self.follower = LogFollower(web3, EventDecoder(web3, self.session.deployment, only), MemoryCursorStore(),
+        self.follower = LogFollower(web3, EventDecoder(self.session.deployment, only), MemoryCursorStore(),
                                     start_block=self.first_block)
 
     def read(self) -> Events:
