@@ -16,6 +16,9 @@ if TYPE_CHECKING:  # bench_load imports torch and the market: only the load sect
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS_MD = REPO_ROOT / "docs" / "BENCHMARKS.md"
+# Everything from this heading on is written by hand (earlier runs, what changed and why); a full run
+# rewrites the file above it and keeps it.
+NOTES_HEADING = "## Notes and earlier runs"
 
 
 def machine() -> str:
@@ -47,8 +50,8 @@ def gas_section() -> str:
 
 def run(selected: list[str] | None = None, path: Path = BENCHMARKS_MD, load: Load | None = None) -> str:
     """Runs the selected sections (all by default), the load section with `load` (the default
-    load when None). Only a full run rewrites `path`, so the file always holds one consistent
-    run of every benchmark."""
+    load when None). Only a full run rewrites `path`, so its top always holds one consistent
+    run of every benchmark; the hand-written notes from NOTES_HEADING on are kept."""
     names = selected or list(SECTIONS)
     unknown = [n for n in names if n not in SECTIONS]
     if unknown:
@@ -67,8 +70,17 @@ def run(selected: list[str] | None = None, path: Path = BENCHMARKS_MD, load: Loa
     text = "\n".join(header) + "\n\n".join(sections[n]() for n in names) + "\n"
     if selected is None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+        path.write_text(text + kept_notes(path))
     return text
+
+
+def kept_notes(path: Path) -> str:
+    try:
+        old = path.read_text()
+    except FileNotFoundError:
+        return ""
+    start = old.find(f"\n{NOTES_HEADING}")
+    return "" if start < 0 else old[start:]
 
 
 def pog_section() -> str:
