@@ -30,6 +30,8 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.pop("PWD", None)  # set by bwrap's --chdir; not on the allowlist the models get
 
 _PR_SET_PDEATHSIG = 1
+_MADV_COLLAPSE = 25  # Linux 6.1 and later
+_HUGE_PAGE = 2 << 20
 SPARE_DELAY_S = 0.015  # see `serve`
 
 
@@ -173,6 +175,31 @@ def _exercise(warm_up: WarmUp) -> None:
         encode_output(np.ascontiguousarray(load_model(data, model_format)(batch)[0]))
 
 
+def _collapse_into_huge_pages() -> int:
+    """Asks the kernel to back the template's anonymous memory (about 150 MiB once torch and the
+    warm-up have run) with 2 MiB pages; returns how many bytes it collapsed. Every fork copies
+    the parent's page tables: one entry per 2 MiB instead of 512 took a fork and exit from about 17
+    to 7 ms of CPU here, paid once by the provider's job and once by each verifier's re-execution.
+    Only pages already there are collapsed (the mappings keep their THP mode, so a job's new memory
+    is allocated as before); a write in the child still copies 4 KiB. Best effort: a kernel older
+    than 6.1, or THP set to `never`, refuses and nothing changes."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    collapsed = 0
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            fields = line.split()
+            anonymous = fields[4] == "0" and (len(fields) == 5 or fields[5] == "[heap]")
+            if fields[1] != "rw-p" or not anonymous:
+                continue
+            start, end = (int(x, 16) for x in fields[0].split("-"))
+            start = -(-start // _HUGE_PAGE) * _HUGE_PAGE
+            end = end // _HUGE_PAGE * _HUGE_PAGE
+            if end > start and libc.madvise(start, end - start, _MADV_COLLAPSE) == 0:
+                collapsed += end - start
+    return collapsed
+
+
 def serve(job_dir: Path) -> int:
     """The template: warm up, then one forked child per order until stdin closes."""
     import protocol.inference
@@ -180,9 +207,11 @@ def serve(job_dir: Path) -> int:
     protocol.inference.deterministic()  # the switch once here; each job's own call then costs nothing
     warm_up = _warm_up_models()
     _exercise(warm_up)
+    huge = _collapse_into_huge_pages()
     orders, replies = sys.stdin.buffer, sys.stdout.buffer
     # Forking is safe only while no thread pool of torch's runs: the count is in the log.
-    replies.write(f"ready pid={os.getpid()} threads={len(os.listdir('/proc/self/task'))}\n".encode())
+    replies.write(f"ready pid={os.getpid()} threads={len(os.listdir('/proc/self/task'))} "
+                  f"huge_pages_mib={huge >> 20}\n".encode())
     replies.flush()
     spare = _fork_spare(job_dir, warm_up)
     finished = None  # the last job's child: killed, and reaped while the next job runs
