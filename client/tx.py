@@ -31,7 +31,10 @@ import logging
 import threading
 from typing import Any
 
+from eth_abi.exceptions import EncodingError
+from eth_abi.grammar import ABIType, TupleType, parse
 from eth_account.signers.local import LocalAccount
+from eth_utils import get_abi_input_types
 from hexbytes import HexBytes
 from web3 import Web3
 from web3.contract.contract import ContractConstructor, ContractFunction
@@ -106,7 +109,7 @@ class TxSender:
         """Signs and sends `call` without waiting for it to be mined (for a reveal whose timing
         matters: the caller does its part while the block is produced, then calls `mined`)."""
         what = what or _name(call)
-        fields: TxParams = {"from": self.address, "value": value, "data": _data(call)}
+        fields: TxParams = {"from": self.address, "value": value, "data": calldata(call)}
         if isinstance(call, ContractFunction):
             fields["to"] = call.address
         with self._lock:
@@ -263,10 +266,32 @@ def _name(call: ContractFunction | ContractConstructor) -> str:
     return call.fn_name if isinstance(call, ContractFunction) else "deploy"
 
 
-def _data(call: ContractFunction | ContractConstructor) -> str:
+def calldata(call: ContractFunction | ContractConstructor) -> str:
+    """The transaction data of `call`, as web3 encodes it. Arguments already in the codec's own
+    form (bytes for bytesN, text for strings, checksummed addresses: what the services pass) go
+    straight to web3's codec; web3's normalizing walk of the arguments cost about 1 ms a job of a
+    batched commit (10.6 against 0.8 ms for ten jobs). Anything else (hex strings for bytes, ENS
+    names, a value the codec refuses) takes web3's own way, with its conversions and errors."""
     if isinstance(call, ContractConstructor):
         return call.data_in_transaction
+    types = get_abi_input_types(call.abi)
+    if not call.kwargs and all(_checksummed(parse(t), v) for t, v in zip(types, call.arguments)):
+        try:
+            return call.selector + call.w3.codec.encode(types, call.arguments).hex()
+        except EncodingError:
+            pass
     return call._encode_transaction_data()  # web3 has no public name for a call's calldata
+
+
+def _checksummed(abi_type: ABIType, value: Any) -> bool:
+    """Whether every address string in `value` is checksummed: web3 refuses the others, and the
+    codec would encode them."""
+    if abi_type.is_array:
+        return isinstance(value, (list, tuple)) and all(_checksummed(abi_type.item_type, v) for v in value)
+    if isinstance(abi_type, TupleType):
+        return isinstance(value, (list, tuple)) and all(
+            _checksummed(t, v) for t, v in zip(abi_type.components, value))
+    return abi_type.base != "address" or not isinstance(value, str) or Web3.is_checksum_address(value)
 
 
 def _rpc_message(exc: Web3RPCError) -> str:
@@ -274,4 +299,4 @@ def _rpc_message(exc: Web3RPCError) -> str:
     return str(error.get("message")) if isinstance(error, dict) and error.get("message") else str(exc)
 
 
-__all__ = ["POLL_S", "RECEIPT_TIMEOUT_S", "TxSender", "connect"]
+__all__ = ["POLL_S", "RECEIPT_TIMEOUT_S", "TxSender", "calldata", "connect"]
