@@ -32,6 +32,7 @@ os.environ.pop("PWD", None)  # set by bwrap's --chdir; not on the allowlist the 
 _PR_SET_PDEATHSIG = 1
 _MADV_COLLAPSE = 25  # Linux 6.1 and later
 _HUGE_PAGE = 2 << 20
+COLLAPSE_AFTER_JOBS = 10  # see `_collapse_into_huge_pages`
 SPARE_DELAY_S = 0.015  # see `serve`
 
 
@@ -177,11 +178,13 @@ def _exercise(warm_up: WarmUp) -> None:
 
 def _collapse_into_huge_pages() -> int:
     """Asks the kernel to back the template's anonymous memory (about 150 MiB once torch and the
-    warm-up have run) with 2 MiB pages; returns how many bytes it collapsed. Every fork copies
-    the parent's page tables: one entry per 2 MiB instead of 512 took a fork and exit from about 17
-    to 7 ms of CPU here, paid once by the provider's job and once by each verifier's re-execution.
+    warm-up have run) with 2 MiB pages; returns how many bytes it collapsed. Every fork copies the
+    parent's page tables: one entry per 2 MiB instead of 512 took a fork and exit from about 17 to
+    7 ms of CPU here, paid once by the provider's job and once by each verifier's re-execution.
+    The collapse itself costs about 0.25 s of CPU, paid back after some 50 jobs: `serve` asks once
+    a template has run COLLAPSE_AFTER_JOBS (one that runs a few jobs and is closed never pays it).
     Only pages already there are collapsed (the mappings keep their THP mode, so a job's new memory
-    is allocated as before); a write in the child still copies 4 KiB. Best effort: a kernel older
+    is allocated as before); a write in a child still copies 4 KiB. Best effort: a kernel older
     than 6.1, or THP set to `never`, refuses and nothing changes."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
@@ -207,15 +210,13 @@ def serve(job_dir: Path) -> int:
     protocol.inference.deterministic()  # the switch once here; each job's own call then costs nothing
     warm_up = _warm_up_models()
     _exercise(warm_up)
-    huge = _collapse_into_huge_pages()
     orders, replies = sys.stdin.buffer, sys.stdout.buffer
     # Forking is safe only while no thread pool of torch's runs: the count is in the log.
-    replies.write(f"ready pid={os.getpid()} threads={len(os.listdir('/proc/self/task'))} "
-                  f"huge_pages_mib={huge >> 20}\n".encode())
+    replies.write(f"ready pid={os.getpid()} threads={len(os.listdir('/proc/self/task'))}\n".encode())
     replies.flush()
     spare = _fork_spare(job_dir, warm_up)
     finished = None  # the last job's child: killed, and reaped while the next job runs
-    for line in orders:
+    for jobs_run, line in enumerate(orders, 1):
         child, order, report = spare
         _write_all(order, line)  # a request of many inputs is larger than the pipe holds
         os.close(order)
@@ -248,6 +249,11 @@ def serve(job_dir: Path) -> int:
             os.killpg(child, signal.SIGKILL)
         except ProcessLookupError:
             pass
+        if jobs_run == COLLAPSE_AFTER_JOBS:  # with no child alive that still shares the pages
+            if finished is not None:
+                os.waitpid(finished, 0)
+                finished = None
+            print(f"collapsed {_collapse_into_huge_pages() >> 20} MiB into huge pages", file=sys.stderr, flush=True)
         spare = _fork_spare(job_dir, warm_up)
     return 0
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import platform
+import re
 import socket
 import subprocess
 import sys
@@ -25,6 +27,7 @@ import client.sandbox
 from client.sandbox import (ALLOWED, ISOLATION_ENV, ItemBatch, Limits, SandboxFailed, SandboxUnavailable,
                             run_model)
 from protocol.jobs import decode_output, encode_output
+from client.sandbox_child import COLLAPSE_AFTER_JOBS
 from tests.tiny_models import Hangs, Hogs
 
 PROBE = '''
@@ -151,6 +154,19 @@ def test_a_second_job_reuses_the_warm_template_in_a_fresh_child(identity) -> Non
     assert second.child != first.child  # each job in its own forked process
     assert first.outputs == second.outputs
     assert [decode_output(second.outputs[i])[0] for i in range(3)] == [0, 1, 2]
+
+
+def test_a_template_that_keeps_running_jobs_backs_its_memory_with_huge_pages(identity) -> None:  # type: ignore[no-untyped-def]
+    model, inputs = identity
+    runs = [run_model(model, "torchscript", [ItemBatch(0, tuple(inputs), 2)], Limits(2 << 30, 60.0))
+            for _ in range(COLLAPSE_AFTER_JOBS + 2)]
+    assert len({run.executor for run in runs}) == 1 and len({run.child for run in runs}) == len(runs)
+    assert all(run.outputs == runs[0].outputs for run in runs)  # forks after the collapse compute the same
+    template = next(t for _, t in client.sandbox._the_pool().idle if t.generation == runs[0].executor)
+    collapsed = re.search(r"collapsed (\d+) MiB into huge pages", template.log_tail())
+    assert collapsed is not None, template.log_tail()  # once, after COLLAPSE_AFTER_JOBS jobs
+    if kernel_collapses():
+        assert int(collapsed.group(1)) >= 64  # most of what importing torch allocated
 
 
 def test_a_model_sees_no_network_no_file_outside_its_job_and_only_allowlisted_variables(
@@ -315,3 +331,37 @@ def test_without_bwrap_the_executor_refuses_unless_told_to_run_unisolated(identi
     assert [decode_output(run.outputs[i])[0] for i in range(3)] == [0, 1, 2]
     assert "WITHOUT namespace isolation" in caplog.text
 
+
+THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+
+COLLAPSE_PROGRAM = """
+import json
+from client.sandbox_child import _collapse_into_huge_pages
+
+def huge_kib():
+    with open("/proc/self/smaps_rollup") as rollup:
+        return next(int(line.split()[1]) for line in rollup if line.startswith("AnonHugePages:"))
+
+memory = bytearray(64 << 20)  # touched: every page is there
+memory[::4096] = b"x" * len(memory[::4096])
+before = huge_kib()
+collapsed = _collapse_into_huge_pages()
+print(json.dumps({"before": before, "after": huge_kib(), "collapsed": collapsed, "intact": memory[8192] == 120}))
+"""
+
+
+def kernel_collapses() -> bool:
+    release = tuple(int(part) for part in platform.release().split(".")[:2] if part.isdigit())
+    return release >= (6, 1) and THP.is_file() and "[never]" not in THP.read_text()
+
+
+@pytest.mark.skipif(not kernel_collapses(), reason="needs Linux 6.1+ (MADV_COLLAPSE) and THP not set to never")
+def test_anonymous_memory_is_collapsed_into_huge_pages() -> None:
+    done = subprocess.run([sys.executable, "-c", COLLAPSE_PROGRAM], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen["intact"]
+    # Most of the 64 MiB buffer (not all: its ends need not fall on 2 MiB boundaries).
+    assert seen["after"] - seen["before"] >= 48 << 10
+    assert seen["collapsed"] >= 48 << 20
