@@ -10,6 +10,7 @@ import pytest
 from web3 import Web3
 from web3.exceptions import InvalidAddress
 
+from client.contracts import bind
 from client.tx import calldata
 from protocol.escrow_job import EscrowJob
 from unchained_cli.deploy import load_artifact
@@ -19,7 +20,7 @@ OTHER = Web3.to_checksum_address("0x" + "cd" * 20)
 
 
 def contract(name: str):  # type: ignore[no-untyped-def]
-    return Web3().eth.contract(address=ADDRESS, abi=load_artifact(name)["abi"])
+    return bind(Web3(), ADDRESS, load_artifact(name)["abi"])
 
 
 def escrow_jobs(n: int) -> list[EscrowJob]:
