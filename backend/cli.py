@@ -11,7 +11,6 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 from web3 import Web3
-from web3.logs import DISCARD
 
 from backend.client import BackendClient
 from backend.errors import Conflict
@@ -338,7 +337,7 @@ def job_challenge(
     # the Job with its committed result, as the escrow hashes it
     job = read_job(wallet.contract("JobEscrow"), job_id, wallet.deployment.contract("JobEscrow").block)
     receipt = wallet.send(challenges.functions.challengeJob(job.as_tuple(), k), value=value)
-    challenge_id = challenges.events.JobChallenged().process_receipt(receipt, errors=DISCARD)[0]["args"]["challengeId"]
+    challenge_id = contracts.emitted(challenges, "JobChallenged", receipt)[0]["args"]["challengeId"]
     console.print(f"challenge {challenge_id} on job {job_id}: {k} items, bond {Web3.from_wei(value, 'ether')} ETH "
                   f"(tx 0x{bytes(receipt['transactionHash']).hex()}); escalate with the verifier or wait for the answer")
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from web3 import Web3
-from web3.logs import DISCARD
 
 from backend.errors import BackendError
 from backend.wallet import Wallet
 from client import blocks
+from client.contracts import emitted
 from client.escrow_jobs import read_job
 from protocol.enums import JobStatus
 
@@ -75,7 +75,7 @@ def refund_job(wallet: Wallet, job_id: int) -> str:
                             f"closed at {_date(window_end)}: it pays the provider, nothing to refund")
     if now >= deadline:
         receipt = wallet.send(escrow.functions.refundExpired(job.as_tuple()))
-        refund = escrow.events.JobExpired().process_receipt(receipt, errors=DISCARD)[0]["args"]["refund"]
+        refund = emitted(escrow, "JobExpired", receipt)[0]["args"]["refund"]
         to = "you" if mine else f"renter {renter}"
         return (f"job {job_id} passed its deadline {_date(deadline)} without a result: {_amount(refund, token)} "
                 f"credited to {to} in JobEscrow (tx 0x{bytes(receipt['transactionHash']).hex()}); {WITHDRAW_HINT}")
@@ -87,7 +87,7 @@ def refund_job(wallet: Wallet, job_id: int) -> str:
     # then, once the grace has passed with no commit, the cancel that refunds.
     if ends_at == 0:
         receipt = wallet.send(escrow.functions.requestCancel(job.as_tuple()))
-        at = escrow.events.JobCancelRequested().process_receipt(receipt, errors=DISCARD)[0]["args"]["cancellableAt"]
+        at = emitted(escrow, "JobCancelRequested", receipt)[0]["args"]["cancellableAt"]
         return (f"job {job_id}: cancel requested (tx 0x{bytes(receipt['transactionHash']).hex()}); provider "
                 f"{provider} may still commit a result until {_date(at)} (in {_duration(at - now)}), which voids "
                 f"the request; run `unchained job refund {job_id}` again after that to be refunded")
@@ -95,6 +95,6 @@ def refund_job(wallet: Wallet, job_id: int) -> str:
         raise NotRefundable(f"job {job_id}: cancel already requested; it can be cancelled from {_date(ends_at)} "
                             f"(in {_duration(ends_at - now)}) unless provider {provider} commits a result first")
     receipt = wallet.send(escrow.functions.cancel(job.as_tuple()))
-    refund = escrow.events.JobCancelled().process_receipt(receipt, errors=DISCARD)[0]["args"]["refund"]
+    refund = emitted(escrow, "JobCancelled", receipt)[0]["args"]["refund"]
     return (f"job {job_id} cancelled before the provider committed a result: {_amount(refund, token)} credited to "
             f"you in JobEscrow (tx 0x{bytes(receipt['transactionHash']).hex()}); {WITHDRAW_HINT}")

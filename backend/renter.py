@@ -10,12 +10,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from web3 import Web3
-from web3.logs import DISCARD
 
 from backend.client import ApiError, BackendClient
 from backend.errors import BackendError
 from backend.wallet import Wallet
 from client import blocks
+from client.contracts import emitted
 from protocol.enums import LeaseStatus
 from protocol.jobs import JobSpec, JobSpecError, decode_output
 from protocol.lease_access import (LeaseAccess, LeaseDomain, LeaseKey, LeaseMessageError, normalize_ssh_key, sign,
@@ -157,7 +157,7 @@ def submit_job(client: BackendClient, wallet: Wallet, model_hash: str, inputs: S
     escrow = wallet.contract("JobEscrow")
     receipt = wallet.send(escrow.functions.createJob(Web3.to_checksum_address(chosen), spec.spec_hash, price, deadline),
                           value=price)
-    job_id = escrow.events.JobCreated().process_receipt(receipt, errors=DISCARD)[0]["args"]["jobId"]
+    job_id = emitted(escrow, "JobCreated", receipt)[0]["args"]["jobId"]
     return FundedJob(job_id, chosen, price, spec.spec_hash, bytes(receipt["transactionHash"]))
 
 
@@ -167,7 +167,7 @@ def start_lease(wallet: Wallet, provider: str, gpus: int, seconds: int) -> tuple
     address = Web3.to_checksum_address(provider)
     cost = leases.functions.leaseCost(address, gpus, seconds).call()
     receipt = wallet.send(leases.functions.startLease(address, gpus, seconds), value=cost)
-    lease_id = leases.events.LeaseStarted().process_receipt(receipt, errors=DISCARD)[0]["args"]["leaseId"]
+    lease_id = emitted(leases, "LeaseStarted", receipt)[0]["args"]["leaseId"]
     return lease_id, cost, bytes(receipt["transactionHash"])
 
 
@@ -258,7 +258,7 @@ def end_lease(wallet: Wallet, lease_id: int) -> tuple[int, int, bytes]:
     """Ends a lease now; returns (provider earned, renter refund, tx hash) in wei."""
     leases = wallet.contract("LeaseManager")
     receipt = wallet.send(leases.functions.endLease(lease_id))
-    ended = leases.events.LeaseEnded().process_receipt(receipt, errors=DISCARD)[0]["args"]
+    ended = emitted(leases, "LeaseEnded", receipt)[0]["args"]
     return ended["providerEarned"], ended["renterRefund"], bytes(receipt["transactionHash"])
 
 

@@ -21,6 +21,8 @@ from eth_utils.abi import collapse_if_tuple, function_abi_to_4byte_selector
 from web3 import Web3
 from web3.contract import Contract
 from web3.exceptions import ContractLogicError, Web3RPCError
+from web3.logs import DISCARD
+from web3.types import EventData, TxReceipt
 
 from client.errors import ClientError
 
@@ -50,6 +52,13 @@ def deployed(web3: Web3, deployment: Deployment, name: str) -> Contract:
     """The deployment's contract `name` (DeploymentFormatError when it has none)."""
     found = deployment.contract(name)
     return bind(web3, found.address, found.abi)
+
+
+def emitted(contract: Contract, event: str, receipt: TxReceipt) -> tuple[EventData, ...]:
+    """The `event`s `contract` logged in a mined transaction. A receipt also holds the logs of the
+    other contracts the transaction called (Staking's, the registry's); web3 would warn about each
+    of those (MismatchedABI) before skipping it, so they are skipped quietly."""
+    return contract.events[event]().process_receipt(receipt, errors=DISCARD)
 
 
 class DeployedContracts:

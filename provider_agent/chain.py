@@ -20,7 +20,6 @@ from eth_account.signers.local import LocalAccount
 from web3 import Web3
 from web3.contract import Contract
 from web3.exceptions import BlockNotFound
-from web3.logs import DISCARD
 from web3.types import TxReceipt
 
 from client import blocks, contracts
@@ -237,8 +236,7 @@ class ProviderChain:
 
     def window_ends(self, receipt: TxReceipt) -> dict[int, int]:
         """Job id -> challenge window end of every ResultCommitted in a mined commit."""
-        # DISCARD: the receipt also holds Staking's logs
-        events = self.contract("JobEscrow").events.ResultCommitted().process_receipt(receipt, errors=DISCARD)
+        events = contracts.emitted(self.contract("JobEscrow"), "ResultCommitted", receipt)
         return {e.args.jobId: e.args.challengeWindowEnd for e in events}
 
     def finalize_jobs(self, jobs: Sequence[EscrowJob]) -> TxReceipt:

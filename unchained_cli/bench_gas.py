@@ -16,6 +16,7 @@ from web3 import Web3
 
 from protocol.escrow_job import EscrowJob
 from protocol.merkle import leaf_hash, node_hash
+from client.contracts import emitted
 from client.ports import free_port
 from unchained_cli.chain import LocalChain
 from unchained_cli.deploy import Deployer, deploy_all
@@ -92,7 +93,7 @@ def _job_rows(s: ChainSession, escrow, provider: str, renters: list[str], phase:
 
     def create(renter: str) -> tuple[EscrowJob, int]:
         receipt = s.send(escrow.functions.createJob(provider, spec, price, s.now() + 3600), renter, value=price)
-        created = escrow.events.JobCreated().process_receipt(receipt)[0]["args"]
+        created = emitted(escrow, "JobCreated", receipt)[0]["args"]
         return EscrowJob.from_created(created), receipt.gasUsed
 
     job, create_gas = create(renters[0])

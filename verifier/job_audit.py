@@ -31,9 +31,9 @@ from pathlib import Path
 
 import numpy as np
 from hexbytes import HexBytes
-from web3.logs import DISCARD
 
 from client.errors import NodeUnavailable, TransactionReverted
+from client.contracts import emitted
 from client.escrow_jobs import JobView, read_job, read_job_views
 from client.watched_ids import WatchedIds
 from protocol.enums import ChallengeKind, ChallengeStatus, JobStatus
@@ -365,7 +365,7 @@ class JobAuditor:
         except TransactionReverted as exc:  # window closed or someone challenged first
             logger.warning("job %s: challenge refused: %s (evidence: %s)", job_id, exc, evidence.describe())
             return
-        event = self.manager.events.JobChallenged().process_receipt(receipt, errors=DISCARD)[0].args
+        event = emitted(self.manager, "JobChallenged", receipt)[0].args
         tx = receipt.transactionHash.hex()
         logger.warning("job %s: challenged as challenge %s, k=%d, bond %s wei, tx %s; evidence: %s",
                        job_id, event.challengeId, MAX_K, bond, tx, evidence.describe())

@@ -29,10 +29,9 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
 
-from web3.logs import DISCARD
 
 from client.errors import NodeUnavailable, TransactionReverted
-from client.contracts import Struct
+from client.contracts import Struct, emitted
 from protocol.enums import ChallengeStatus, RoundStatus
 from protocol.errors import ProtocolError, WrongElement
 from protocol.pog.challenge import MIN_K, pog_round_seed, pog_secret_hash
@@ -128,7 +127,7 @@ class OnchainPog:
             raise VerifierError(f"provider {provider} claims GPUs of different classes: {sizes}")
         secret = os.urandom(32)  # revealed by fixSeed below; with the request block's hash, the seed
         receipt = self.chain.send(self.pog.functions.requestRound(provider, sizes[0], pog_secret_hash(secret)))
-        round_id = self.pog.events.RoundRequested().process_receipt(receipt)[0].args.roundId
+        round_id = emitted(self.pog, "RoundRequested", receipt)[0].args.roundId
         seed = pog_round_seed(bytes(receipt.blockHash), secret, round_id, bytes.fromhex(provider[2:]))
         logger.info("PoG round %s for %s: n=%s, seed 0x%s revealed now", round_id, provider, sizes[0], seed.hex())
 
@@ -203,7 +202,7 @@ class OnchainPog:
         except TransactionReverted as exc:  # someone else fixed it first: the chain holds it either way
             logger.info("challenge %s: randomness not fixed by us: %s", challenge_id, exc)
             return False
-        moved = self.challenges.events.ChallengeReanchored().process_receipt(receipt, errors=DISCARD)
+        moved = emitted(self.challenges, "ChallengeReanchored", receipt)
         logger.info("challenge %s: randomness %s, tx %s", challenge_id,
                     f"re-anchored to block {moved[0].args.anchorBlock}" if moved else "fixed",
                     receipt.transactionHash.hex())
@@ -220,7 +219,7 @@ class OnchainPog:
                 raise
             logger.info("challenge %s: already closed (status %s): %s", challenge_id, status, exc)
             return ChallengeState.CLOSED
-        closed = self.challenges.events.ChallengeClosed().process_receipt(receipt, errors=DISCARD)
+        closed = emitted(self.challenges, "ChallengeClosed", receipt)
         status = closed[0].args.status if closed else self.challenges.functions.challenge(challenge_id).call().status
         tx = receipt.transactionHash.hex()
         if status == ChallengeStatus.DISMISSED:
@@ -280,7 +279,7 @@ class OnchainPog:
         ids = []
         for g in gpus:
             receipt = self.chain.send(self.challenges.functions.challengePog(round_id, g, self.k), value=bond)
-            ids.append(self.challenges.events.PogChallenged().process_receipt(receipt)[0].args.challengeId)
+            ids.append(emitted(self.challenges, "PogChallenged", receipt)[0].args.challengeId)
         for challenge_id in ids:  # stored while readable: the provider's indices can never expire
             self.fix_randomness(challenge_id)
         if verdict is not None and not detail:
