@@ -21,7 +21,6 @@ from dataclasses import dataclass
 import brownie
 from brownie import ZERO_ADDRESS, chain
 from brownie.test import strategy
-from hypothesis import HealthCheck
 
 from protocol.enums import JobStatus
 from conftest import (
@@ -37,14 +36,7 @@ from conftest import (
     job_of,
 )
 
-# Every example talks to anvil, so it is slow by hypothesis' standards; the health checks that
-# assume pure-Python examples are off.
-SETTINGS = {
-    "max_examples": 20,
-    "stateful_step_count": 12,
-    "deadline": None,
-    "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large],
-}
+SETTINGS = {"max_examples": 20, "stateful_step_count": 12, "deadline": None}
 LEASE_DELIVERY_WINDOW = 5 * 60
 MARGIN = 30  # seconds around a time boundary where the block time cannot be predicted
 ROOT = b"\x22" * 32
