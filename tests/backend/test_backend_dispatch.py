@@ -15,6 +15,7 @@ import redis
 from eth_account import Account
 
 from backend.runtime import Backend
+from client.contracts import emitted
 from client.escrow_jobs import read_job
 from protocol.merkle import keccak256
 from protocol.broker import provider_keyprefix
@@ -150,7 +151,7 @@ def test_lease_start_and_end_are_told_to_the_provider(chain, session, market, tm
         leases = session.contract("LeaseManager")
         cost = leases.functions.leaseCost(market.provider, 1, 3600).call()
         receipt = session.send(leases.functions.startLease(market.provider, 1, 3600), market.renter, value=cost)
-        lease_id = leases.events.LeaseStarted().process_receipt(receipt)[0]["args"]["leaseId"]
+        lease_id = emitted(leases, "LeaseStarted", receipt)[0]["args"]["leaseId"]
         indexer.sync()
         session.send(leases.functions.endLease(lease_id), market.renter)
         indexer.sync()

@@ -20,6 +20,7 @@ import pytest
 import torch
 from sqlalchemy import create_engine, func, select
 
+from client.contracts import emitted
 from client.escrow_jobs import read_job, read_job_view
 from backend import models as m
 from protocol.enums import JobStatus
@@ -128,7 +129,7 @@ def test_renter_job_is_dispatched_run_uploaded_verified_and_paid(market: Market,
     owed_before = escrow.functions.owedTo("0x" + "00" * 20, provider.address).call()
     market.session.advance(escrow.functions.challengeWindow().call() + 1)
     receipt = market.session.send(escrow.functions.finalize(read_job(escrow, job_id).as_tuple()), renter)
-    paid = escrow.events.JobFinalized().process_receipt(receipt)[0]["args"]
+    paid = emitted(escrow, "JobFinalized", receipt)[0]["args"]
     assert paid["provider"] == provider.address and paid["providerAmount"] + paid["fee"] == funded.price > 0
     assert read_job_view(escrow, job_id).status == JobStatus.FINALIZED
     assert escrow.functions.owedTo("0x" + "00" * 20, provider.address).call() == owed_before + paid["providerAmount"]
