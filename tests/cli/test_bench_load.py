@@ -29,10 +29,12 @@ def test_tiny_load_settles_every_job_exactly_once_and_loses_no_wei(tmp_path):
     # Finalization waits for the challenge window, which starts at the commit.
     assert all(result.finalized[j][0] - result.committed[j] >= load.challenge_window_s for j in ids)
     assert result.all_settled
-    # The renter can fetch every result, and not before its job was funded.
+    # The renter can fetch every result, and not before its job was funded: not before the block of
+    # JobCreated (anvil stamps a block with the wall clock's second, so that block's time is a lower
+    # bound). The renter's own receipt time is not one: a busy renter thread can return from its
+    # funding call after the provider already delivered (a run of the suite saw that once).
     assert set(result.available) == ids, out.getvalue()
-    funded_at = {s.job_id: s.funded_at for s in result.submitted}
-    assert all(result.available[j] >= funded_at[j] for j in ids)
+    assert all(result.available[j] >= result.created[j] for j in ids), (result.available, result.created)
     # Every kind of process that serves a job spent CPU on it.
     cpu = result.cpu.seconds
     for kind in ("anvil", "backend (", "provider agents", "provider job runs", "verifiers", "verifier re-executions",
