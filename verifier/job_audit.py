@@ -32,8 +32,8 @@ from pathlib import Path
 import numpy as np
 from hexbytes import HexBytes
 
-from client.errors import NodeUnavailable, TransactionReverted
 from client.contracts import emitted
+from client.errors import NodeUnavailable, TransactionReverted
 from client.escrow_jobs import JobView, read_job, read_job_views
 from client.watched_ids import WatchedIds
 from protocol.enums import ChallengeKind, ChallengeStatus, JobStatus

@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
 
-
 from client.errors import NodeUnavailable, TransactionReverted
 from client.contracts import Struct, emitted
 from protocol.enums import ChallengeStatus, RoundStatus
