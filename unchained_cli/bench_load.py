@@ -55,8 +55,9 @@ from client.log_follower import Batch, Event, EventDecoder, LogFollower, MemoryC
 from protocol.jobs import encode_output
 from unchained_cli.session import ChainSession
 from unchained_cli.market import (
-    ETH, FAST_PARAMS, LocalMarket, MarketError, MarketPlan, Party, ProviderPlan, wait_for)
+    ETH, FAST_PARAMS, LocalMarket, MarketError, MarketPlan, Party, ProviderPlan, dev_account, wait_for)
 from unchained_cli.process_cpu import CpuMeter, CpuUsage, Root
+from verifier.audit_draw import AuditDraw
 
 MAX_PRICE_WEI = ETH // 20
 POLL_S = 1.0
@@ -81,6 +82,7 @@ class Submitted:
     job_id: int
     provider: str  # lower-case address
     items: int
+    price_wei: int
     submit_s: float  # local clock, the whole submit_job call
     funded_s: float  # local clock, since the first submit
     funded_at: float  # wall clock (Unix time) at the funding receipt
@@ -103,6 +105,8 @@ class LoadResult:
     available_source: str = ""  # what marked it (the backend's stamp, or the bench's polling)
     started_at: float = 0.0  # wall clock of the first submit
     audited: set[int] = field(default_factory=set)  # jobs a verifier reported a decision on (passed or challenged)
+    drawn: set[int] = field(default_factory=set)  # jobs some verifier had to audit (verifier.audit_draw)
+    floors: list[float] = field(default_factory=list)  # each job's least audit probability
     cpu: CpuUsage | None = None  # the market's CPU over the run, by process kind
 
     @property
@@ -249,7 +253,7 @@ def drive(market: LocalMarket, load: Load, model_hash: str, providers: list[Part
                     continue
                 now, funded_at = time.monotonic(), time.time()
                 with lock:
-                    submitted.append(Submitted(job.job_id, job.provider, load.items_per_job,
+                    submitted.append(Submitted(job.job_id, job.provider, load.items_per_job, job.price_wei,
                                                now - began, now - start, funded_at))
         finally:
             client.close()
@@ -287,7 +291,18 @@ def drive(market: LocalMarket, load: Load, model_hash: str, providers: list[Part
     return LoadResult(load, sorted(submitted, key=lambda s: s.job_id), errors, events.created, events.committed,
                       events.finalized, refunded, wall, max((s.funded_s for s in submitted), default=0.0), 0,
                       available=available, available_source=source, started_at=started_at,
-                      audited=audited_jobs(market) & ids)
+                      audited=audited_jobs(market) & ids, **audit_draws(market, submitted))
+
+
+def audit_draws(market: LocalMarket, submitted: list[Submitted]) -> dict:
+    """The jobs each verifier drew for a mandatory audit and every job's floor, computed as the
+    verifiers compute them (their keys are anvil's public development keys)."""
+    slash = market.session.contract("ChallengeManager").functions.slashAmount().call()
+    escrow = market.session.contract("JobEscrow").address
+    draws = [AuditDraw.for_account(dev_account(index), slash) for index in market.plan.verifiers]
+    drawn = {s.job_id for s in submitted if any(d.must_audit(escrow, s.job_id, s.price_wei, s.items) for d in draws)}
+    floors = [1 - math.prod(1 - d.floor(s.price_wei, s.items) for d in draws) for s in submitted]
+    return {"drawn": drawn, "floors": floors}
 
 
 def audited_jobs(market: LocalMarket) -> set[int]:
@@ -462,8 +477,11 @@ def section(result: LoadResult) -> str:
         f"{len(settled) / result.wall_s:.2f} jobs/s, {items / result.wall_s:.1f} items/s ({result.wall_s:.0f} s "
         f"until all were settled, which includes the last job's {load.challenge_window_s} s challenge window).",
         "",
-        f"Verifier audits: {len(result.audited)} of {len(jobs)} jobs were audited (re-executed and reported) "
-        "inside their challenge windows.",
+        f"Verifier audits (audit coverage): **{len(result.drawn & result.audited)} of {len(result.drawn)} jobs "
+        f"drawn for a mandatory audit** were audited (re-executed and reported) inside their challenge windows, "
+        f"and {len(result.audited)} of {len(jobs)} jobs in all (the undrawn ones with capacity left over). Each "
+        f"job's floor, the least probability at which it is audited so that cheating on it is a loss "
+        f"(docs/PROTOCOL.md, \"Audit probability\"): {floor_range(result.floors)}.",
         "",
         f"Where the time goes: funding: all {len(jobs)} jobs were funded in {result.funding_s:.0f} s "
         f"({funding_rate:.2f} jobs/s); a renter waits for each funding receipt before its next job (its wallet "
@@ -483,6 +501,12 @@ def section(result: LoadResult) -> str:
         lines += ["", "Failures:", "", *(f"- {p}" for p in problems)]
     lines += ["", "Method: unchained_cli/bench_load.py (PoG once per provider before the run; no mining)."]
     return "\n".join(lines)
+
+
+def floor_range(floors: list[float]) -> str:
+    if not floors:
+        return "no jobs"
+    return f"median {percentile(floors, 50):.3f}, from {min(floors):.3f} to {max(floors):.3f}"
 
 
 def cpu_table(cpu: CpuUsage, jobs: int) -> list[str]:

@@ -18,6 +18,7 @@ from protocol.deployments import Deployment, DeploymentFormatError
 from protocol.tasks import BadBrokerUrl
 from protocol.units import eth
 from verifier import VerifierError
+from verifier.audit_draw import AuditDraw
 from verifier.backend_client import VerifierBackend
 from verifier.chain import VerifierChain
 from verifier.committee import CommitteeMember
@@ -76,6 +77,10 @@ def run(
                                                 min=0)] = None,
     metrics_port: Annotated[int | None, _option("METRICS_PORT", "Prometheus /metrics port (default 9102; "
                                                                 "0: off).", min=0, max=65535)] = None,
+    audit_all: Annotated[bool | None, _option("AUDIT_ALL", "Audit every committed job; default: each job drawn "
+                                                           "secretly with at least the probability that makes "
+                                                           "cheating on it a loss (docs/PROTOCOL.md), plus "
+                                                           "every other one capacity allows.")] = None,
 ) -> None:
     """Stake if needed, then run rounds and follow challenges until interrupted."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
@@ -84,7 +89,7 @@ def run(
         "deployment_file": deployment, "work_dir": work_dir, "pog_interval_s": pog_interval,
         "pog_jitter_s": pog_jitter, "pog_n": pog_n, "pog_dtype": pog_dtype,
         "stake_wei": Web3.to_wei(stake, "ether") if stake is not None else None,
-        "metrics_port": metrics_port,
+        "metrics_port": metrics_port, "audit_all": audit_all,
     }.items() if v is not None}
     try:
         settings = Settings.from_env(**overrides)
@@ -108,8 +113,10 @@ def run(
             backend_client = VerifierBackend(settings.backend_url, account)
             limits = ReexecLimits(settings.reexec_memory_bytes, settings.reexec_timeout_s)
             reexec = JobReexecutor(backend_client, limits, settings.work_dir)
+            draw = None if settings.audit_all else AuditDraw.for_account(
+                account, chain.contract("ChallengeManager").functions.slashAmount().call())
             auditor = JobAuditor(chain, backend_client, reexec, max_attempts=settings.audit_attempts,
-                                 backoff_s=settings.audit_backoff_s, parallel=settings.audit_parallel)
+                                 backoff_s=settings.audit_backoff_s, parallel=settings.audit_parallel, draw=draw)
             committee = CommitteeMember(chain, backend_client, reexec)
         service = VerifierService(chain, settings, lambda provider: CeleryProverLink(app, provider),
                                   auditor=auditor, committee=committee)

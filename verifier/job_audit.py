@@ -43,6 +43,7 @@ from protocol.inference import batches_holding
 from protocol.jobs import JobSpec, JobSpecError, decode_output, encode_output, output_digest, within_tolerance
 from protocol.merkle import leaf_hash, verify_inclusion
 from verifier import VerifierError
+from verifier.audit_draw import AuditDraw
 from verifier.backend_client import BackendRefused, BackendUnavailable, VerifierBackend
 from verifier.chain import VerifierChain
 from verifier.reexec import Batch, ReexecFailed, ReexecLimits, reexecute
@@ -243,6 +244,18 @@ def judge_answer(chain: VerifierChain, backend: VerifierBackend, reexec: JobReex
     return job_id, check_outputs(backend, reexec, job_id, spec, c.root, c.leafCount, list(revealed), revealed)
 
 
+def audit_order(due: list[tuple[JobId, JobView]], must_audit: Callable[[tuple[JobId, JobView]], bool],
+                parallel: int) -> list[tuple[JobId, JobView]]:
+    """A tick's audits: every job that must be audited, then others while fewer than `parallel`
+    run, each group by the end of its window (the closest first). Jobs left out stay due for the
+    next tick until their windows close."""
+    def closing(entry: tuple[JobId, JobView]) -> int:
+        return entry[1].challengeWindowEnd
+    drawn = sorted((e for e in due if must_audit(e)), key=closing)
+    spare = sorted((e for e in due if not must_audit(e)), key=closing)
+    return drawn + spare[:max(0, parallel - len(drawn))]
+
+
 @dataclass
 class _Retry:
     attempts: int = 0
@@ -268,6 +281,9 @@ class JobAuditor:
     # Audits at once: an audit mostly waits on the backend (a dozen requests), so one at a time
     # left half the jobs of a busy market unaudited when their windows closed.
     parallel: int = 4
+    # Which jobs must be audited (verifier.audit_draw); None: every one. The others are audited
+    # only with capacity left over, so a busy market still audits every drawn job in its window.
+    draw: AuditDraw | None = None
     _retries: dict[int, _Retry] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -302,12 +318,17 @@ class JobAuditor:
                 self.done.add(job_id)  # finished, challenged by someone else, or ours: nothing to audit
                 continue
             due.append((JobId(job_id), job))
-        audits = [self._audits.submit(self._attempt, job_id, job) for job_id, job in due]
+        audits = [self._audits.submit(self._attempt, job_id, job)
+                  for job_id, job in audit_order(due, lambda entry: self.must_audit(*entry), self.parallel)]
         wait(audits)  # all end before an unexpected error ends the tick: none runs into the next
         for audit in audits:
             audit.result()
         for challenge_id in self.own_challenges():
             self.follow_up(ChallengeId(challenge_id))
+
+    def must_audit(self, job_id: int, job: JobView) -> bool:
+        """Whether the job was drawn for a mandatory audit (every job without a draw)."""
+        return self.draw is None or self.draw.must_audit(self.escrow.address, job_id, job.price, job.itemCount)
 
     def _attempt(self, job_id: JobId, job: JobView) -> None:
         try:
@@ -446,5 +467,5 @@ class JobAuditor:
                             **evidence.report_fields())
 
 
-__all__ = ["AuditError", "Evidence", "JobAuditor", "JobReexecutor", "check_outputs", "judge_answer",
+__all__ = ["AuditError", "Evidence", "JobAuditor", "JobReexecutor", "audit_order", "check_outputs", "judge_answer",
            "revealed_digests"]

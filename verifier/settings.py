@@ -43,6 +43,9 @@ class Settings(BaseModel):
     audit_attempts: int = Field(default=5, ge=1)  # tries before a transiently failing audit is given up
     audit_backoff_s: float = Field(default=5.0, gt=0)
     audit_parallel: int = Field(default=4, ge=1)  # audits at once (their model runs still one at a time)
+    # Audit every committed job (True), or those drawn with at least the probability that makes
+    # cheating a loss plus whatever capacity is left (verifier.audit_draw).
+    audit_all: bool = False
 
     @classmethod
     def from_env(cls, **overrides: Any) -> "Settings":

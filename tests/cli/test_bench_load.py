@@ -41,6 +41,11 @@ def test_tiny_load_settles_every_job_exactly_once_and_loses_no_wei(tmp_path):
                  "renters"):
         assert next(v for k, v in cpu.items() if k.startswith(kind)) > 0, cpu
     assert result.cpu.total <= result.cpu.wall_s * result.cpu.cores
+    # Every job some verifier drew for a mandatory audit was audited inside its window; each job's
+    # floor is the published one (a 2-item job is checked whole: detection 1).
+    assert result.drawn <= result.audited, (result.drawn, result.audited)
+    assert len(result.floors) == 6 and all(0 < f < 1 for f in result.floors), result.floors
     text = section(result)
     assert "All settled: **yes**" in text and "6 of 6 jobs finalized" in text
+    assert "drawn for a mandatory audit" in text
     assert "funded (renter's receipt) -> result available" in text and "CPU s per job" in text
