@@ -9,7 +9,7 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.orm import Session, sessionmaker
 
 log = logging.getLogger(__name__)
@@ -44,10 +44,18 @@ def alembic_config(url: str) -> Config:
     return config
 
 
+MIGRATION_LOCK = "unchained-backend-migrations"
+
+
 def migrate(engine: Engine) -> None:
-    """Brings the schema to the newest revision (idempotent)."""
+    """Brings the schema to the newest revision (idempotent). On PostgreSQL, replicas starting
+    together migrate one at a time: each waits for a transaction-level advisory lock (per schema),
+    and the next one finds the schema at head. SQLite serializes the writes itself."""
     config = alembic_config(engine.url.render_as_string(hide_password=False))
     with engine.begin() as connection:
+        if engine.dialect.name == "postgresql":
+            connection.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || ':' || :name, 0))"),
+                               {"name": MIGRATION_LOCK})
         config.attributes["connection"] = connection
         command.upgrade(config, "head")
     log.info("database %s at migration head", engine.url.render_as_string(hide_password=True))

@@ -7,7 +7,9 @@ so the provider starts at once and checks the chain beside its work. A header of
 (CONTENT_HEADER) carries the job's spec and the renter's inputs while they fit in
 MAX_INLINE_CONTENT_BYTES (the provider's queue is readable by that provider alone, who may fetch
 them anyway), so a small job needs no fetch before it runs. If the broker is down the row stays
-without a task id and `retry_pending` sends it later, from the indexed job.
+without a task id and `retry_pending` sends it later, from the indexed job. `sweep` finds funded
+jobs with no row at all (a replica that indexed JobCreated and died before dispatching) and
+dispatches them; a new leader (backend.leader) sweeps first.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from protocol.tasks import (CONTENT_HEADER, MAX_INLINE_CONTENT_BYTES, TASK_LEASE
 
 log = logging.getLogger(__name__)
 
+UNSETTLED = ("funded", "cancel requested", "accepted")  # a provider may still commit these (models.Job.status)
+
 
 def make_celery(broker_url: str, auth: Callable[[], TaskAuth]) -> QueueApps:
     """The backend's senders, one per provider queue (on that provider's key prefix), signing
@@ -49,6 +53,7 @@ class Dispatcher:
         # Whether a row may wait without a task id: at start (a previous run may have left some)
         # and after a refused send. The indexer asks after every pass; the table is read only then.
         self._maybe_pending = True
+        self.broker_refused = False  # the last send failed: the leader may step down
 
     def on_new_events(self, events: Sequence[Event]) -> None:
         """Indexer hook: every newly confirmed JobCreated is a funded job to dispatch; a lease
@@ -98,8 +103,9 @@ class Dispatcher:
                 headers={CONTENT_HEADER: inline_content(content)} if content else None)
         except Exception:  # kombu raises OperationalError and friends: keep the row, retry later
             log.exception("job %s: broker unavailable, will retry dispatch to %s", job_id, queue)
-            self._maybe_pending = True
+            self._maybe_pending = self.broker_refused = True
             return None
+        self.broker_refused = False
         with self.factory.begin() as session:
             row = session.get(m.Dispatch, job_id)
             if row is not None:
@@ -139,11 +145,28 @@ class Dispatcher:
         with self.factory() as session:
             pending = session.scalars(select(m.Job).join(m.Dispatch, m.Dispatch.job_id == m.Job.job_id)
                                       .where(m.Dispatch.task_id.is_(None))).all()
-            jobs = [dispatched_job({"jobId": j.job_id, "renter": j.renter, "provider": j.provider, "token": j.token,
-                                    "price": j.price, "specHash": j.spec_hash, "deadline": j.deadline})
-                    for j in pending]
+            jobs = [job_of(j) for j in pending]
             contents = [self._inline(session, job) for job in jobs]
         return sum(self._send(job, content) is not None for job, content in zip(jobs, contents))
+
+    def sweep(self) -> int:
+        """Dispatches every funded job that has no dispatch row (indexed by a replica that died
+        before dispatching it), then whatever waits without a task id. Returns the sends."""
+        with self.factory() as session:
+            stranded = session.scalars(select(m.Job).outerjoin(m.Dispatch, m.Dispatch.job_id == m.Job.job_id)
+                                       .where(m.Job.status.in_(UNSETTLED), m.Dispatch.job_id.is_(None))).all()
+            jobs = [job_of(j) for j in stranded]
+        if jobs:
+            log.warning("sweep: %d funded job(s) were never dispatched: %s", len(jobs), [j.job_id for j in jobs])
+        sent = sum(self.dispatch(job) is not None for job in jobs)
+        self._maybe_pending = True
+        return sent + self.retry_pending()
+
+
+def job_of(row: m.Job) -> DispatchedJob:
+    """The TASK_RUN_JOB payload from an indexed job."""
+    return dispatched_job({"jobId": row.job_id, "renter": row.renter, "provider": row.provider, "token": row.token,
+                           "price": row.price, "specHash": row.spec_hash, "deadline": row.deadline})
 
 
 def dispatched_job(args: Mapping[str, object]) -> DispatchedJob:

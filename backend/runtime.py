@@ -1,4 +1,8 @@
-"""One backend process: settings, database, blob store, chain connection, indexer, dispatcher."""
+"""One backend process: settings, database, blob store, chain connection, indexer, dispatcher.
+
+Several processes (replicas) may share one database: each serves the API, and the one holding the
+leader lock (backend.leader) indexes and dispatches.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ from backend.chain import Chain
 from backend.db import make_engine, migrate, session_factory
 from backend.dispatch import Dispatcher, make_celery
 from backend.indexer import Indexer
+from backend.leader import Leadership
 from backend.metrics import Metrics
 from backend.projections import Event
 from backend.errors import BackendError
@@ -26,6 +31,8 @@ from client.keystore import load_keystore
 from client.task_auth import TaskAuth, domain_of
 
 log = logging.getLogger(__name__)
+
+LEADER_REST_S = 3.0  # a leader the broker refused leaves the lock to other replicas this long
 
 
 @dataclass
@@ -41,6 +48,7 @@ class Backend:
     indexer: Indexer | None = None
     dispatcher: Dispatcher | None = None
     heads: NewHeads | None = None  # new blocks pushed by the node, while the indexer thread runs
+    leadership: Leadership | None = None  # made with the indexer thread
     _thread: threading.Thread | None = field(default=None, repr=False)
     _stop: threading.Event = field(default_factory=threading.Event, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -109,22 +117,45 @@ class Backend:
                 self.heads.close()
 
     def _follow_until_closed(self, heads: NewHeads | None) -> None:
-        while not self._stop.is_set():
-            began = time.monotonic()
-            try:
-                indexer = self.make_indexer()
-                indexer.sync()
-                if self.dispatcher is not None:
-                    self.dispatcher.retry_pending()
-            except BackendError as exc:  # node or broker away: one line a pass, not a traceback
-                log.warning("indexer pass failed (%s); retrying in %.1fs", exc, self.settings.index_poll_seconds)
-            except Exception:  # keep following: the next pass retries from the committed cursor
-                log.exception("indexer pass failed; retrying in %.1fs", self.settings.index_poll_seconds)
-            if heads is not None:
-                heads.wait(self.settings.index_poll_seconds)
-            else:
-                self._stop.wait(self.settings.index_poll_seconds)
-            self._stop.wait(self.settings.index_min_interval_s - (time.monotonic() - began))
+        self.leadership = Leadership(self.engine)
+        try:
+            while not self._stop.is_set():
+                self._pass(heads)
+        finally:
+            self.leadership.release()
+
+    def _pass(self, heads: NewHeads | None) -> None:
+        """One pass, then a wait for the next block or poll."""
+        began = time.monotonic()
+        try:
+            self._lead()
+        except BackendError as exc:  # node or broker away: one line a pass, not a traceback
+            log.warning("indexer pass failed (%s); retrying in %.1fs", exc, self.settings.index_poll_seconds)
+        except Exception:  # keep following: the next pass retries from the committed cursor
+            log.exception("indexer pass failed; retrying in %.1fs", self.settings.index_poll_seconds)
+        if heads is not None:
+            heads.wait(self.settings.index_poll_seconds)
+        else:
+            self._stop.wait(self.settings.index_poll_seconds)
+        self._stop.wait(self.settings.index_min_interval_s - (time.monotonic() - began))
+
+    def _lead(self) -> None:
+        """As the leader, index and dispatch; a replica that just became leader first sweeps what
+        a previous leader left undispatched. Otherwise nothing: the API reads what the leader indexes."""
+        assert self.leadership is not None
+        was_leading = self.leadership.leading
+        if not self.leadership.hold():
+            return
+        if not was_leading:
+            self.indexer = None  # another replica moved the cursor meanwhile: start from the stored one
+        self.make_indexer().sync()
+        if self.dispatcher is None:
+            return
+        if not was_leading:
+            self.dispatcher.sweep()
+        self.dispatcher.retry_pending()
+        if self.dispatcher.broker_refused:  # a replica that reaches the broker should dispatch instead
+            self.leadership.step_down(LEADER_REST_S)
 
     def close(self) -> None:
         self._stop.set()

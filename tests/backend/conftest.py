@@ -83,3 +83,12 @@ def keystore(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "password").write_text("correct horse\n")
     monkeypatch.setenv(PASSWORD_FILE_ENV, str(tmp_path / "password"))
     return path
+
+
+@pytest.fixture
+def dispatch_key(tmp_path: Path) -> dict[str, Path]:
+    """The dispatch key of the test deployment: the deployer's, anvil #0 (client.task_auth.dispatcher_of)."""
+    path = tmp_path / "dispatcher.json"
+    path.write_text(json.dumps(Account.encrypt(backend_support.anvil_key(0).key, "dispatch", kdf="scrypt", iterations=1 << 10)))
+    (tmp_path / "dispatch-password").write_text("dispatch\n")
+    return {"keystore": path, "password_file": tmp_path / "dispatch-password"}

@@ -12,7 +12,6 @@ from pathlib import Path
 import backend_support as support
 import pytest
 import redis
-from eth_account import Account
 
 from backend.runtime import Backend
 from client.contracts import emitted
@@ -32,15 +31,6 @@ from unchained_cli.market import wait_for
 def _messages(client: redis.Redis, queue: str) -> list[dict]:  # type: ignore[type-arg]
     """The messages on a provider's queue, which lies under its key prefix (protocol.broker)."""
     return [json.loads(raw) for raw in client.lrange(provider_keyprefix(queue.removeprefix("provider.")) + queue, 0, -1)]
-
-
-@pytest.fixture
-def dispatch_key(tmp_path: Path) -> dict[str, Path]:
-    """The dispatch key of the test deployment: the deployer's, anvil #0 (client.task_auth.dispatcher_of)."""
-    path = tmp_path / "dispatcher.json"
-    path.write_text(json.dumps(Account.encrypt(support.anvil_key(0).key, "dispatch", kdf="scrypt", iterations=1 << 10)))
-    (tmp_path / "dispatch-password").write_text("dispatch\n")
-    return {"keystore": path, "password_file": tmp_path / "dispatch-password"}
 
 
 def test_confirmed_job_is_enqueued_once_on_the_provider_queue(chain, session, market, tmp_path, redis_url, dispatch_key) -> None:  # type: ignore[no-untyped-def]

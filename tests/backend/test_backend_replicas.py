@@ -1,0 +1,130 @@
+"""Backend replicas on one PostgreSQL database: one leader indexes and dispatches, a killed leader is
+replaced, a new leader sends what a dead one indexed but never dispatched, migrations run once."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+import threading
+
+import backend_support as support
+import pytest
+import redis
+from sqlalchemy import create_engine, func, select, text
+
+from backend import models as m
+from backend.db import make_engine, migrate
+from backend.leader import Leadership
+from backend.runtime import Backend
+from protocol.broker import provider_keyprefix
+from protocol.merkle import keccak256
+from protocol.tasks import provider_queue
+from tests.support.waiting import wait_until
+
+
+def run_job_ids(redis_url: str, provider: str) -> list[str]:
+    """The task ids of the run_job messages waiting on a provider's queue."""
+    queue = provider_queue(provider)
+    raw = redis.Redis.from_url(redis_url).lrange(provider_keyprefix(queue.removeprefix("provider.")) + queue, 0, -1)
+    return [json.loads(r)["headers"]["id"] for r in raw]
+
+
+def test_replicas_starting_together_migrate_once(pg_url) -> None:  # type: ignore[no-untyped-def]
+    engines = [make_engine(pg_url) for _ in range(3)]
+    errors: list[BaseException] = []
+
+    def start(engine) -> None:  # type: ignore[no-untyped-def]
+        try:
+            migrate(engine)
+        except BaseException as exc:  # noqa: BLE001 (reported below)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=start, args=(e,)) for e in engines]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    with engines[0].connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM alembic_version")).scalar() == 1
+    for e in engines:
+        e.dispose()
+
+
+def test_one_leader_at_a_time_and_a_killed_leader_is_replaced(pg_url) -> None:  # type: ignore[no-untyped-def]
+    migrate(make_engine(pg_url))
+    # The first leader is another process, killed outright: its lock goes with its connection.
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from backend.db import make_engine; from backend.leader import Leadership;"
+         " lead = Leadership(make_engine(sys.argv[1])); print(lead.hold(), flush=True); time.sleep(600)", pg_url],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "True"
+        ours, third = Leadership(make_engine(pg_url)), Leadership(make_engine(pg_url))
+        assert not ours.hold() and not third.hold()
+        holder.kill()
+        holder.wait(10)
+        wait_until(lambda: ours.hold(), 10, "a replica takes the dead leader's lock")
+        assert not third.hold()
+        ours.step_down(rest_s=60)  # e.g. its broker refused: another replica takes over
+        assert not ours.hold() and third.hold()
+        third.release()
+        assert not ours.hold(), "a replica resting after stepping down does not take the lock back at once"
+    finally:
+        holder.kill()
+
+
+def test_a_new_leader_dispatches_what_a_dead_leader_indexed_but_never_sent(  # type: ignore[no-untyped-def]
+        chain, session, market, tmp_path, pg_url, redis_url, dispatch_key) -> None:
+    # Replica 1 indexes the funded jobs and dies before dispatching one (its dispatcher never ran:
+    # dispatch off), and leaves another with its dispatch row written but never sent (a dead broker).
+    first = Backend.open(support.make_settings(chain, tmp_path / "r1", database_url=pg_url, dispatch=False))
+    stranded = support.funded_job(session, market.renter, market.provider, keccak256(b"stranded"), 10**15)
+    first.make_indexer().sync()
+    first.close()
+    unsent_settings = support.make_settings(chain, tmp_path / "r2", database_url=pg_url, dispatch=True,
+                                            broker_url="redis://127.0.0.1:1/0", **dispatch_key)
+    second = Backend.open(unsent_settings)
+    unsent = support.funded_job(session, market.renter, market.provider, keccak256(b"unsent"), 10**15)
+    second.make_indexer().sync()
+    with second.factory() as db:
+        assert db.get(m.Dispatch, unsent).task_id is None and db.get(m.Dispatch, stranded) is None
+    second.close()
+
+    # Replica 3 reaches the broker; it becomes the leader and sends both, once each.
+    third = Backend.open(support.make_settings(chain, tmp_path / "r3", database_url=pg_url, dispatch=True,
+                                               broker_url=redis_url, run_indexer=True, index_poll_seconds=0.1,
+                                               ws_url="off", **dispatch_key))
+    try:
+        third.start_indexer()
+        wait_until(lambda: {f"run-job-{stranded}", f"run-job-{unsent}"} <= set(run_job_ids(redis_url, market.provider)),
+                   30, "the new leader dispatches both stranded jobs")
+        ids = run_job_ids(redis_url, market.provider)
+        assert ids.count(f"run-job-{stranded}") == 1 and ids.count(f"run-job-{unsent}") == 1
+    finally:
+        third.close()
+
+
+def test_two_live_replicas_dispatch_every_job_exactly_once(  # type: ignore[no-untyped-def]
+        chain, session, market, tmp_path, pg_url, redis_url, dispatch_key) -> None:
+    replicas = [Backend.open(support.make_settings(chain, tmp_path / f"r{i}", database_url=pg_url, dispatch=True,
+                                                   broker_url=redis_url, run_indexer=True, index_poll_seconds=0.05,
+                                                   ws_url="off", **dispatch_key)) for i in range(2)]
+    try:
+        for replica in replicas:
+            replica.start_indexer()
+        jobs = [support.funded_job(session, market.renter, market.provider2, keccak256(b"both%d" % i), 10**15)
+                for i in range(10)]
+        wanted = {f"run-job-{j}" for j in jobs}
+        wait_until(lambda: wanted <= set(run_job_ids(redis_url, market.provider2)), 30, "every job dispatched")
+        ids = [i for i in run_job_ids(redis_url, market.provider2) if i in wanted]
+        assert sorted(ids) == sorted(wanted)  # each once
+        assert sum(r.leadership.leading for r in replicas) == 1
+        with replicas[0].factory() as db:  # one indexer wrote the events: none twice, none lost
+            events = db.scalar(select(func.count()).select_from(m.ChainEvent).where(m.ChainEvent.event == "JobCreated"))
+            assert events == db.scalar(select(func.count()).select_from(m.Job))
+    finally:
+        for replica in replicas:
+            replica.close()
