@@ -739,6 +739,35 @@ def test_model_upload_on_another_chain_asks_to_switch_before_any_signature(  # t
     page.close()
 
 
+def test_slash_call_in_the_page_encodes_as_the_abi_does(browser, server, session) -> None:  # type: ignore[no-untyped-def]
+    from eth_abi import encode
+
+    page = open_page(browser, server)
+    escrow = session.contract("JobEscrow")
+    job = {"job_id": 7, "renter": "0x" + "ab" * 20, "provider": "0x" + "cd" * 20, "token": "0x" + "00" * 20,
+           "price": 10**15, "spec_hash": "0x" + "11" * 32, "deadline": 1_900_000_000, "output_root": "0x" + "22" * 32,
+           "item_count": 3, "result_digest": "0x" + "33" * 32}
+    signed = {"jobId": 7, "outputRoot": "0x" + "44" * 32, "itemCount": 2, "resultDigest": "0x" + "55" * 32,
+              "provider": job["provider"], "signature": "0x" + "66" * 64 + "1b"}
+    script = """([job, signed]) => { const { type, values } = signedResultTuple(signed);
+        const fn = `slashSignedResult(${JOB_TUPLE},${type},bytes)`;
+        return [fn, eth.encodeWithBytes(fn, [...jobWords(job), ...values], signed.signature)]; }"""
+    job_tuple = (7, *(Web3.to_checksum_address(job[k]) for k in ("renter", "provider", "token")), 10**15, bytes.fromhex("11" * 32), 1_900_000_000,
+                 bytes.fromhex("22" * 32), 3, bytes.fromhex("33" * 32))
+    result = (7, bytes.fromhex("44" * 32), 2, bytes.fromhex("55" * 32))
+    fn, data = page.evaluate(script, [job, signed])
+    # The struct the deployed JobEscrow takes: the page's call data is web3's.
+    assert data == escrow.encode_abi("slashSignedResult", args=[job_tuple, result, bytes.fromhex(signed["signature"][2:])])
+    # A signed result with commitBy: the five-field struct, commitBy last.
+    fn, data = page.evaluate(script, [job, {**signed, "commitBy": 1_899_999_000}])
+    types = ["(uint256,address,address,address,uint256,bytes32,uint64,bytes32,uint256,bytes32)",
+             "(uint256,bytes32,uint256,bytes32,uint64)", "bytes"]
+    assert fn == f"slashSignedResult({','.join(types)})"
+    assert data == "0x" + keccak256(fn.encode())[:4].hex() + encode(
+        types, [job_tuple, (*result, 1_899_999_000), bytes.fromhex(signed["signature"][2:])]).hex()
+    page.close()
+
+
 def test_signed_result_slash_control_shows_when_and_why_and_slashes_from_the_wallet(  # type: ignore[no-untyped-def]
         browser, server, chain, session, market) -> None:
     escrow, staking = session.contract("JobEscrow"), session.contract("Staking")
