@@ -739,6 +739,43 @@ def test_model_upload_on_another_chain_asks_to_switch_before_any_signature(  # t
     page.close()
 
 
+def test_the_payment_is_built_in_the_page_not_taken_from_the_backend(  # type: ignore[no-untyped-def]
+        browser, server, chain, session, market, hub_model, tmp_path) -> None:
+    wallet = InjectedWallet(chain[0].rpc_url)
+    page = open_page(browser, server, wallet)
+    thief = session.accounts[9]
+    before, stolen = job_count(session), session.web3.eth.get_balance(thief)
+    # A backend that hands out a funding transaction to its own address.
+    page.route("**/funding-tx", lambda route: route.fulfill(json={
+        "to": thief, "data": "0x", "value": str(10**18), "chain_id": chain[1].chain_id}))
+    fill_job(page, tmp_path, hub_model)
+    page.click("#submit")
+    page.click("#confirm-pay")
+    page.wait_for_function("/funded|error:|indexer has not seen/.test(document.getElementById('status').textContent)",
+                           timeout=45_000)
+    status = page.inner_text("#status")
+    assert session.web3.eth.get_balance(thief) == stolen, status
+    assert "error" not in status and job_count(session) == before + 1, status
+    job = read_job_view(session.contract("JobEscrow"), before + 1)
+    assert job.status == JobStatus.FUNDED
+    funded = httpx.get(f"{server}/jobs/{before + 1}").json()
+    assert funded["spec"]["provider"] == market.provider.lower() and funded["renter"] == wallet.account.address.lower()
+
+    # A backend that stores another spec than the page sent (another model, say): refused unpaid.
+    def swapped(route):  # type: ignore[no-untyped-def]
+        spec = json.loads(route.request.post_data)
+        response = httpx.post(f"{server}/jobs/specs", json={**spec, "tolerancePpm": 500_000})
+        route.fulfill(status=response.status_code, json=response.json())
+    page.route("**/jobs/specs", swapped)
+    fill_job(page, tmp_path, hub_model)
+    page.click("#submit")
+    page.click("#confirm-pay")
+    status = wait_status(page, "error:|funded")
+    assert "the backend stored spec" in status and "nothing was paid" in status, status
+    assert len(wallet.sent) == 1 and job_count(session) == before + 1
+    page.close()
+
+
 def test_slash_call_in_the_page_encodes_as_the_abi_does(browser, server, session) -> None:  # type: ignore[no-untyped-def]
     from eth_abi import encode
 

@@ -299,6 +299,9 @@ $("submit").onclick = async () => {
       throw new Error(`no provider can take this job: ${why.message ?? why.reason}`);
     }
     const best = quotes[0];
+    if (BigInt(best.price_wei) > maxPrice) {
+      throw new Error(`the quote's price ${eth.format(best.price_wei)} is above your maximum ${eth.format(maxPrice)}; nothing was paid`);
+    }
     // The deadline counts from the chain's clock (a test chain's may run ahead of this one's).
     const latest = await wallet("eth_getBlockByNumber", ["latest", false]);
     state.chainNow = Number(BigInt(latest.timestamp));
@@ -307,13 +310,21 @@ $("submit").onclick = async () => {
       say("cancelled: nothing was paid");
       return;
     }
-    const spec = { version: 1, model, modelFormat: entry.format, inputs, batchSize: BATCH_SIZE, tolerancePpm: 0, deadline, priceWei: best.price_wei, provider: best.provider };
+    const spec = { version: 1, model, modelFormat: entry.format, inputs, batchSize: BATCH_SIZE, tolerancePpm: 0, deadline,
+                   priceWei: String(best.price_wei), provider: best.provider.toLowerCase() };
+    // The payment is built here, not taken from the backend: createJob on the deployment's escrow
+    // for the spec this page hashed itself (protocol/jobs.py's canonical JSON); the backend must
+    // have stored that very spec, or the provider would be sent to run another job.
+    const specHash = merkle.bytesToHex(keccak256(new TextEncoder().encode(canonicalSpec(spec))));
     const stored = await api("/jobs/specs", { method: "POST", headers: { "Content-Type": "application/json" },
                                               body: JSON.stringify(spec) });
-    const tx = await api(`/jobs/specs/${stored.spec_hash}/funding-tx`);
+    if (stored.spec_hash !== specHash) {
+      throw new Error(`the backend stored spec ${stored.spec_hash}, not this job's ${specHash}; nothing was paid`);
+    }
     await checkChain();  // the wallet may have changed network while the quote was open
-    const txHash = await wallet("eth_sendTransaction", [{ from: state.account, to: tx.to, data: tx.data,
-                                                         value: "0x" + BigInt(tx.value).toString(16) }]);
+    const txHash = await wallet("eth_sendTransaction", [{ from: state.account, to: state.deployment.contracts.JobEscrow,
+      data: eth.encode("createJob(address,bytes32,uint256,uint64)", [spec.provider, specHash, spec.priceWei, deadline]),
+      value: "0x" + BigInt(spec.priceWei).toString(16) }]);
     await mined(txHash);
     say(`funding transaction confirmed: ${txHash}`);
     for (let i = 0; i < 100; i++) {  // bounded wait for the indexer
@@ -331,6 +342,9 @@ $("submit").onclick = async () => {
     showWallet().catch(() => {});
   }
 };
+
+// protocol/jobs.py JobSpec.canonical: sorted keys, no spaces (every value here is ASCII).
+function canonicalSpec(spec) { return JSON.stringify(spec, Object.keys(spec).sort()); }
 
 // ---- jobs: list and detail refreshed together ----
 function statusCell(j) {
