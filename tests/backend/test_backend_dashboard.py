@@ -844,11 +844,27 @@ def test_signed_result_slash_control_shows_when_and_why_and_slashes_from_the_wal
     # Committed otherwise: the button, with what differs.
     support.commit_outputs(session, market.provider, differs, [b"other-0", b"other-1"])
     assert "not the" in slash_shown(differs, "Slash the provider")
-    # Signed and never committed: available once the deadline has passed.
+    # Signed and never committed: available once the deadline has passed, unless the renter
+    # cancelled the job.
     missing = signed_job(b"spec-slash-missing", [b"never-0"])
     slash_shown(missing, "signed but not committed yet")
+    cancelled = signed_job(b"spec-slash-cancelled", [b"never-1"])
+    session.send(escrow.functions.requestCancel(read_job(escrow, cancelled).as_tuple()), market.renter)
+    session.advance(escrow.functions.cancelGrace().call())
+    session.send(escrow.functions.cancel(read_job(escrow, cancelled).as_tuple()), market.renter)
     session.advance(3600 + 1)
     assert "did not commit it by the deadline" in slash_shown(missing, "Slash the provider")
+    slash_shown(cancelled, "you cancelled this job")
+    # A result signed with a commit time (commitBy) at or after the deadline: a missing commit
+    # is not slashable (the page reads the field when the signed JSON has it).
+    deadline = httpx.get(f"{server}/jobs/{missing}").json()["deadline"]
+    real = httpx.get(f"{server}/jobs/{missing}/result").json()
+    page.route(f"**/jobs/{missing}/result", lambda route: route.fulfill(
+        json={**real, "signed": {**real["signed"], "commitBy": deadline}}))
+    page.evaluate("state.shownJob = ''")
+    slash_shown(missing, "the provider signed to commit by")
+    page.unroute(f"**/jobs/{missing}/result")
+    slash_shown(missing, "Slash the provider")
 
     before = staking.functions.stakeOf(market.provider).call()
     page.click("#slash-signed")
