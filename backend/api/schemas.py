@@ -406,6 +406,28 @@ class DisputePublic(WeiModel):
         return str(v)
 
 
+class SlashPublic(BaseModel):
+    """One slash of a staked party as the chain recorded it: Staking's Slashed event (what was
+    taken and who got the reward) with its cause from the same transaction (JobEscrow's
+    SignedResultSlashed or ChallengeManager's OffenderSlashed)."""
+
+    tx_hash: str
+    block_number: int
+    offender: str
+    requested: int = Field(description="wei the slashing contract asked for")
+    slashed: int = Field(description="wei taken (at most what the offender had staked)")
+    reward_recipient: str
+    reward: int = Field(description="wei of the slash credited to reward_recipient; the rest went to the treasury")
+    cause: Literal["signed result", "challenge"] | None = Field(
+        default=None, description="signed result: JobEscrow.slashSignedResult; challenge: a lost challenge or dispute")
+    job_id: int | None = None
+    challenge_id: int | None = None
+
+    @field_serializer("requested", "slashed", "reward")
+    def _amounts(self, v: int) -> str:
+        return str(v)
+
+
 class QuoteRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     model: HashStr | None = None

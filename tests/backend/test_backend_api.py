@@ -19,6 +19,8 @@ from backend import models as m
 from backend.api.app import create_app
 from backend.client import ApiError, BackendClient
 from backend.errors import NotFound, Unauthenticated
+from client.contracts import emitted
+from client.escrow_jobs import read_job
 from protocol.job_result import EscrowDomain, JobResult, JobResultError, SignedJobResult
 from protocol.jobs import JobSpec
 from protocol.merkle import InvalidProof, MerkleTree, keccak256, leaf_hash, verify_inclusion
@@ -583,3 +585,34 @@ def test_docs_render_from_files_this_server_holds(app_client) -> None:  # type: 
     for asset in assets:
         fetched = app_client.get(asset)
         assert fetched.status_code == 200 and fetched.content, asset
+
+
+def test_slashes_are_listed_with_their_amounts_rewards_and_causes(app_client, session, market) -> None:  # type: ignore[no-untyped-def]
+    # The market's provider already lost a job dispute (a challenge slash); now it signs a result
+    # and commits another one, and the renter slashes it with the signature.
+    escrow, staking = session.contract("JobEscrow"), session.contract("Staking")
+    domain = app_client.app.state.backend.chain().escrow_domain()
+    job_id = support.funded_job(session, market.renter, market.provider, keccak256(b"slashed-signed"), 10**15)
+    signed = _signed(job_id, [b"promised"], 1, domain)
+    support.commit_outputs(session, market.provider, job_id, [b"delivered"])
+    receipt = session.send(escrow.functions.slashSignedResult(
+        read_job(escrow, job_id).as_tuple(),
+        (job_id, bytes.fromhex(signed["outputRoot"][2:]), 1, bytes.fromhex(signed["resultDigest"][2:])),
+        bytes.fromhex(signed["signature"][2:])), market.renter)
+    [event] = emitted(staking, "Slashed", receipt)
+    _sync(app_client)
+
+    newest, older = app_client.get("/slashes").json()
+    assert newest == {"tx_hash": "0x" + bytes(receipt["transactionHash"]).hex(), "block_number": receipt["blockNumber"],
+                      "offender": market.provider.lower(), "requested": str(event.args.requested),
+                      "slashed": str(event.args.slashed), "reward_recipient": market.renter.lower(),
+                      "reward": str(event.args.reward), "cause": "signed result", "job_id": job_id,
+                      "challenge_id": None}
+    assert int(newest["slashed"]) > 0 and 0 < int(newest["reward"]) < int(newest["slashed"])
+    [job_challenge] = app_client.get("/challenges", params={"kind": "job"}).json()
+    assert older["cause"] == "challenge" and older["challenge_id"] == job_challenge["challenge_id"]
+    assert older["offender"] == market.provider.lower() and int(older["slashed"]) > 0 and older["job_id"] is None
+    assert app_client.get("/slashes", params={"offender": market.provider2}).json() == []
+    assert [s["job_id"] for s in app_client.get("/slashes", params={"offender": market.provider, "limit": 1}).json()] \
+        == [job_id]
+    assert app_client.get("/slashes", params={"offender": "nobody"}).status_code == 422

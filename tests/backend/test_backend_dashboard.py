@@ -23,6 +23,7 @@ import numpy as np
 
 from client.escrow_jobs import read_job, read_job_view
 from protocol.enums import JobStatus
+from protocol.job_result import EscrowDomain, JobResult, SignedJobResult
 from protocol.jobs import encode_output
 from protocol.lease_access import (LeaseAccess, LeaseDomain, LeaseKey, LeaseMessageError, normalize_ssh_key, sign,
                                     typed_hash, verify)
@@ -48,14 +49,17 @@ window.ethereum = {
 
 class InjectedWallet:
     """Answers the page's EIP-1193 requests with anvil's account 3, signing locally. It can
-    report another chain (as a wallet left on another network does) and refuse to sign."""
+    report another chain (as a wallet left on another network does), refuse to switch from it,
+    and refuse to sign; it records the chain it was on at each signature."""
 
     def __init__(self, rpc_url: str, chain_id: int | None = None, refuse_signing: bool = False,
-                 gas_percent: int = 150) -> None:
+                 gas_percent: int = 150, refuse_switch: bool = False) -> None:
         self.web3 = Web3(Web3.HTTPProvider(rpc_url))
         self.account = support.anvil_key(3)
         self.chain_id = chain_id or self.web3.eth.chain_id
         self.refuse_signing = refuse_signing
+        self.refuse_switch = refuse_switch
+        self.signed_on: list[int] = []
         self.gas_percent = gas_percent
         self.sent: list[str] = []
         self.methods: list[str] = []
@@ -74,6 +78,8 @@ class InjectedWallet:
         if method == "eth_chainId":
             return hex(self.chain_id)
         if method == "wallet_switchEthereumChain":
+            if self.refuse_switch:
+                raise ValueError("User rejected the request.")
             if int(params[0]["chainId"], 16) != self.web3.eth.chain_id:
                 raise ValueError("Unrecognized chain ID")
             self.chain_id = int(params[0]["chainId"], 16)
@@ -81,6 +87,7 @@ class InjectedWallet:
         if method == "personal_sign":
             if self.refuse_signing:
                 raise ValueError("User rejected the request.")
+            self.signed_on.append(self.chain_id)
             message = bytes.fromhex(params[0][2:])
             return "0x" + self.account.sign_message(encode_defunct(primitive=message)).signature.hex()
         if method == "eth_signTypedData_v4":
@@ -88,6 +95,7 @@ class InjectedWallet:
                 raise ValueError("User rejected the request.")
             if params[0].lower() != self.account.address.lower():
                 raise ValueError(f"unknown account {params[0]}")
+            self.signed_on.append(self.chain_id)
             signable = encode_typed_data(full_message=json.loads(params[1]))
             return "0x" + self.account.sign_message(signable).signature.hex()
         if method == "eth_sendTransaction":
@@ -602,4 +610,278 @@ def test_a_refused_key_signature_leaves_the_lease_paid_and_the_key_can_be_bound_
     page.click(f'#leases tr[data-lease="{lease_id}"] .stop-lease')  # gives provider2's GPU back
     page.wait_for_function(f"document.querySelector('#leases tr[data-lease=\"{lease_id}\"]')?.textContent.includes('ended')",
                            timeout=15_000)
+    page.close()
+
+
+# ---- nothing off-chain is borrowed: roots from the chain, signatures on the right chain ----
+
+CHECKS = "Array.from(document.querySelectorAll('#result-items td.check'), (td) => td.textContent)"
+
+
+def committed_job(server: str, session, market, name: bytes, outputs: list[bytes]) -> tuple[int, MerkleTree]:  # type: ignore[no-untyped-def]
+    """A job of the wallet's account (the market's renter) that the provider committed, once the
+    backend has indexed the commit."""
+    job_id = support.funded_job(session, market.renter, market.provider, keccak256(name), 10**15)
+    tree = support.commit_outputs(session, market.provider, job_id, outputs)
+    wait_until(lambda: httpx.get(f"{server}/jobs/{job_id}").json().get("status") == "committed", 30,
+               f"job {job_id}'s commit indexed")
+    return job_id, tree
+
+
+def serve_forged_result(page, server: str, job_id: int, count: int) -> str:  # type: ignore[no-untyped-def]
+    """A backend (or anyone on the way) that serves another result for the job: items, proofs and
+    root all consistent with each other, none with the chain. Returns the forged root."""
+    forged = [b"forged-output-%d" % i for i in range(count)]
+    tree = MerkleTree([leaf_hash(keccak256(o)) for o in forged])
+    doc = httpx.get(f"{server}/jobs/{job_id}/result").json()
+    doc.update(output_root="0x" + bytes(tree.root).hex(), item_count=count, items=[
+        {"index": i, "digest": "0x" + keccak256(o).hex(), "proof": ["0x" + bytes(h).hex() for h in tree.proof(i)],
+         "size": len(o), "url": None} for i, o in enumerate(forged)])
+    page.route(f"**/jobs/{job_id}/result", lambda route: route.fulfill(json=doc))
+    serve_outputs(page, job_id, forged)
+    return doc["output_root"]
+
+
+def serve_outputs(page, job_id: int, outputs: list[bytes]) -> None:  # type: ignore[no-untyped-def]
+    page.route(re.compile(rf".*/jobs/{job_id}/outputs/\d+$"), lambda route: route.fulfill(
+        status=200, body=outputs[int(route.request.url.rsplit("/", 1)[1])],
+        headers={"Content-Type": "application/octet-stream"}))
+
+
+def verify_in_page(page, job_id: int) -> tuple[str, list[str]]:  # type: ignore[no-untyped-def]
+    """Opens the job, clicks "verify" and returns what the page says of the root and each item."""
+    page.wait_for_selector(f'#jobs tr[data-job="{job_id}"]', timeout=15_000)
+    page.click(f'#jobs tr[data-job="{job_id}"] td:first-child')
+    # Forgets the last check, and waits until the page shows none: no earlier verdict is read below.
+    page.evaluate(f"state.checks.delete({job_id}); state.shownJob = ''")
+    page.wait_for_function(f"document.querySelector('#job-detail h3')?.textContent.startsWith('job {job_id}:') && "
+                           f"document.getElementById('root-source')?.textContent === '' && "
+                           f"{CHECKS}.every((t) => t === 'not checked')")
+    page.click("#verify")
+    page.wait_for_function(f"document.getElementById('root-source')?.textContent.length > 0 && "
+                           f"{CHECKS}.length > 0 && {CHECKS}.every((t) => t !== 'not checked')", timeout=20_000)
+    return page.inner_text("#root-source"), page.evaluate(CHECKS)
+
+
+def test_a_forged_self_consistent_result_is_refused_against_the_chain(  # type: ignore[no-untyped-def]
+        browser, server, chain, session, market) -> None:
+    outputs = [b"honest-%d" % i for i in range(3)]
+    job_id, tree = committed_job(server, session, market, b"spec-forged-wallet", outputs)
+    page = open_page(browser, server, InjectedWallet(chain[0].rpc_url))
+    forged_root = serve_forged_result(page, server, job_id, len(outputs))
+    source, checks = verify_in_page(page, job_id)
+    assert source.startswith("REFUSED") and forged_root in source and "0x" + bytes(tree.root).hex() in source, source
+    assert all(c.startswith("NOT verified") for c in checks), checks
+    # The backend also lies about the job (its root) to make its result look committed: the job
+    # no longer hashes to the chain's slot, and nothing is verified.
+    real_job = httpx.get(f"{server}/jobs/{job_id}").json()
+    page.route(f"**/jobs/{job_id}", lambda route: route.fulfill(json={**real_job, "output_root": forged_root}))
+    page.evaluate("state.shownJob = ''")
+    source, checks = verify_in_page(page, job_id)
+    assert "does not match the chain's hash" in source and source.startswith("cannot verify"), source
+    assert not any(c == "verified" for c in checks), checks
+    page.close()
+
+
+def test_without_a_wallet_nothing_is_verified_unless_a_read_only_rpc_gives_the_chain(  # type: ignore[no-untyped-def]
+        browser, server, chain, session, market) -> None:
+    outputs = [b"rpc-checked-%d" % i for i in range(3)]
+    job_id, tree = committed_job(server, session, market, b"spec-forged-no-wallet", outputs)
+    page = open_page(browser, server)  # no wallet at all
+    serve_forged_result(page, server, job_id, len(outputs))
+    source, checks = verify_in_page(page, job_id)
+    assert source.startswith("cannot verify") and "read-only RPC URL" in source, source
+    assert all(c.startswith("NOT verified") for c in checks), checks
+    # The renter gives the page a node of its own: the forged result is refused against it.
+    page.fill("#rpc-url", chain[0].rpc_url)
+    source, checks = verify_in_page(page, job_id)
+    assert source.startswith("REFUSED") and chain[0].rpc_url in source, source
+    assert all("do not rebuild the on-chain root" in c for c in checks), checks
+    # The real result (the provider's uploads, the backend's own answer): verified through that node.
+    token = token_for(server, support.anvil_key(1))
+    for index, data in enumerate(outputs):
+        proof = ",".join("0x" + bytes(h).hex() for h in tree.proof(index))
+        response = httpx.put(f"{server}/jobs/{job_id}/outputs/{index}", content=data,
+                             headers={"Authorization": f"Bearer {token}", "X-Merkle-Proof": proof})
+        assert response.status_code == 201, response.text
+    page.unroute(f"**/jobs/{job_id}/result")
+    page.unroute(re.compile(rf".*/jobs/{job_id}/outputs/\d+$"))
+    serve_outputs(page, job_id, outputs)  # the bytes as served to a signed-in renter (no wallet here)
+    source, checks = verify_in_page(page, job_id)
+    assert source == f"root checked against chain {chain[1].chain_id}, read through {chain[0].rpc_url}: " \
+                     f"0x{bytes(tree.root).hex()}", source
+    assert checks == ["verified"] * 3, checks
+    # A node that does not answer: nothing is verified.
+    page.fill("#rpc-url", "http://127.0.0.1:1")
+    source, checks = verify_in_page(page, job_id)
+    assert source.startswith("cannot verify") and "verified" not in checks, source
+    page.close()
+
+
+def test_model_upload_on_another_chain_asks_to_switch_before_any_signature(  # type: ignore[no-untyped-def]
+        browser, server, chain, tmp_path) -> None:
+    wallet = InjectedWallet(chain[0].rpc_url, chain_id=1, refuse_switch=True)
+    page = open_page(browser, server, wallet)
+    model = tmp_path / "quintupler.pt"
+    model.write_bytes(support.Tagged.torchscript(1.25))
+    page.set_input_files("#model-file", str(model))
+    page.click("#model-upload")
+    status = wait_status(page, "stored and loads|error:")
+    assert f"did not switch to chain {chain[1].chain_id}" in status and "nothing was signed" in status, status
+    assert "wallet_switchEthereumChain" in wallet.methods and not wallet.signed_on
+    assert page.is_visible("#switch-chain")
+    wallet.refuse_switch = False  # the renter accepts the switch this time
+    page.click("#model-upload")
+    status = wait_status(page, "stored and loads|error:(?!.*did not switch)")
+    assert "stored and loads as torchscript" in status, status
+    assert wallet.signed_on == [chain[1].chain_id]  # asked to sign only once switched
+    assert wallet.methods[:wallet.methods.index("personal_sign")].count("wallet_switchEthereumChain") == 2
+    page.close()
+
+
+def test_the_payment_is_built_in_the_page_not_taken_from_the_backend(  # type: ignore[no-untyped-def]
+        browser, server, chain, session, market, hub_model, tmp_path) -> None:
+    wallet = InjectedWallet(chain[0].rpc_url)
+    page = open_page(browser, server, wallet)
+    thief = session.accounts[9]
+    before, stolen = job_count(session), session.web3.eth.get_balance(thief)
+    # A backend that hands out a funding transaction to its own address.
+    page.route("**/funding-tx", lambda route: route.fulfill(json={
+        "to": thief, "data": "0x", "value": str(10**18), "chain_id": chain[1].chain_id}))
+    fill_job(page, tmp_path, hub_model)
+    page.click("#submit")
+    page.click("#confirm-pay")
+    page.wait_for_function("/funded|error:|indexer has not seen/.test(document.getElementById('status').textContent)",
+                           timeout=45_000)
+    status = page.inner_text("#status")
+    assert session.web3.eth.get_balance(thief) == stolen, status
+    assert "error" not in status and job_count(session) == before + 1, status
+    job = read_job_view(session.contract("JobEscrow"), before + 1)
+    assert job.status == JobStatus.FUNDED
+    funded = httpx.get(f"{server}/jobs/{before + 1}").json()
+    assert funded["spec"]["provider"] == market.provider.lower() and funded["renter"] == wallet.account.address.lower()
+
+    # A backend that stores another spec than the page sent (another model, say): refused unpaid.
+    def swapped(route):  # type: ignore[no-untyped-def]
+        spec = json.loads(route.request.post_data)
+        response = httpx.post(f"{server}/jobs/specs", json={**spec, "tolerancePpm": 500_000})
+        route.fulfill(status=response.status_code, json=response.json())
+    page.route("**/jobs/specs", swapped)
+    fill_job(page, tmp_path, hub_model)
+    page.click("#submit")
+    page.click("#confirm-pay")
+    status = wait_status(page, "error:|funded")
+    assert "the backend stored spec" in status and "nothing was paid" in status, status
+    assert len(wallet.sent) == 1 and job_count(session) == before + 1
+    page.close()
+
+
+def test_slash_call_in_the_page_encodes_as_the_abi_does(browser, server, session) -> None:  # type: ignore[no-untyped-def]
+    from eth_abi import encode
+
+    page = open_page(browser, server)
+    escrow = session.contract("JobEscrow")
+    job = {"job_id": 7, "renter": "0x" + "ab" * 20, "provider": "0x" + "cd" * 20, "token": "0x" + "00" * 20,
+           "price": 10**15, "spec_hash": "0x" + "11" * 32, "deadline": 1_900_000_000, "output_root": "0x" + "22" * 32,
+           "item_count": 3, "result_digest": "0x" + "33" * 32}
+    signed = {"jobId": 7, "outputRoot": "0x" + "44" * 32, "itemCount": 2, "resultDigest": "0x" + "55" * 32,
+              "provider": job["provider"], "signature": "0x" + "66" * 64 + "1b"}
+    script = """([job, signed]) => { const { type, values } = signedResultTuple(signed);
+        const fn = `slashSignedResult(${JOB_TUPLE},${type},bytes)`;
+        return [fn, eth.encodeWithBytes(fn, [...jobWords(job), ...values], signed.signature)]; }"""
+    job_tuple = (7, *(Web3.to_checksum_address(job[k]) for k in ("renter", "provider", "token")), 10**15, bytes.fromhex("11" * 32), 1_900_000_000,
+                 bytes.fromhex("22" * 32), 3, bytes.fromhex("33" * 32))
+    result = (7, bytes.fromhex("44" * 32), 2, bytes.fromhex("55" * 32))
+    fn, data = page.evaluate(script, [job, signed])
+    # The struct the deployed JobEscrow takes: the page's call data is web3's.
+    assert data == escrow.encode_abi("slashSignedResult", args=[job_tuple, result, bytes.fromhex(signed["signature"][2:])])
+    # A signed result with commitBy: the five-field struct, commitBy last.
+    fn, data = page.evaluate(script, [job, {**signed, "commitBy": 1_899_999_000}])
+    types = ["(uint256,address,address,address,uint256,bytes32,uint64,bytes32,uint256,bytes32)",
+             "(uint256,bytes32,uint256,bytes32,uint64)", "bytes"]
+    assert fn == f"slashSignedResult({','.join(types)})"
+    assert data == "0x" + keccak256(fn.encode())[:4].hex() + encode(
+        types, [job_tuple, (*result, 1_899_999_000), bytes.fromhex(signed["signature"][2:])]).hex()
+    page.close()
+
+
+def test_signed_result_slash_control_shows_when_and_why_and_slashes_from_the_wallet(  # type: ignore[no-untyped-def]
+        browser, server, chain, session, market) -> None:
+    escrow, staking = session.contract("JobEscrow"), session.contract("Staking")
+    domain = EscrowDomain(chain[1].chain_id, escrow.address)
+    provider_token = token_for(server, support.anvil_key(1))
+
+    def signed_job(name: bytes, outputs: list[bytes]) -> int:
+        job_id = support.funded_job(session, market.renter, market.provider, keccak256(name), 10**15)
+        wait_until(lambda: httpx.get(f"{server}/jobs/{job_id}").status_code == 200, 30, f"job {job_id} indexed")
+        tree = MerkleTree([leaf_hash(keccak256(o)) for o in outputs])
+        result = JobResult(job_id, "0x" + bytes(tree.root).hex(), len(outputs), "0x" + keccak256(b"".join(outputs)).hex())
+        body = SignedJobResult.sign(result, domain, support.anvil_key(1)).to_json()
+        response = httpx.put(f"{server}/jobs/{job_id}/signed-result", json=body,
+                             headers={"Authorization": f"Bearer {provider_token}"})
+        assert response.status_code == 200, response.text
+        return job_id
+
+    wallet = InjectedWallet(chain[0].rpc_url)
+    page = open_page(browser, server, wallet)
+
+    def slash_shown(job_id: int, starts: str) -> str:
+        page.wait_for_selector(f'#jobs tr[data-job="{job_id}"]', timeout=15_000)
+        page.click(f'#jobs tr[data-job="{job_id}"] td:first-child')
+        page.wait_for_function(f"document.querySelector('#job-detail h3')?.textContent.startsWith('job {job_id}:') && "
+                               f"document.getElementById('slash')?.textContent.trim().startsWith({json.dumps(starts)})",
+                               timeout=15_000)
+        return page.inner_text("#slash")
+
+    # Signed, not committed, before the deadline: not yet, and the page says from when.
+    differs = signed_job(b"spec-slash-differs", [b"promised-0", b"promised-1"])
+    assert "slashable from the deadline" in slash_shown(differs, "signed but not committed yet")
+    assert not page.query_selector("#slash-signed")
+    # Committed as signed: nothing to slash.
+    kept = signed_job(b"spec-slash-kept", [b"kept-0"])
+    support.commit_outputs(session, market.provider, kept, [b"kept-0"])
+    slash_shown(kept, "the committed result is the one the provider signed")
+    # Committed otherwise: the button, with what differs.
+    support.commit_outputs(session, market.provider, differs, [b"other-0", b"other-1"])
+    assert "not the" in slash_shown(differs, "Slash the provider")
+    # Signed and never committed: available once the deadline has passed, unless the renter
+    # cancelled the job.
+    missing = signed_job(b"spec-slash-missing", [b"never-0"])
+    slash_shown(missing, "signed but not committed yet")
+    cancelled = signed_job(b"spec-slash-cancelled", [b"never-1"])
+    session.send(escrow.functions.requestCancel(read_job(escrow, cancelled).as_tuple()), market.renter)
+    session.advance(escrow.functions.cancelGrace().call())
+    session.send(escrow.functions.cancel(read_job(escrow, cancelled).as_tuple()), market.renter)
+    session.advance(3600 + 1)
+    assert "did not commit it by the deadline" in slash_shown(missing, "Slash the provider")
+    slash_shown(cancelled, "you cancelled this job")
+    # A result signed with a commit time (commitBy) at or after the deadline: a missing commit
+    # is not slashable (the page reads the field when the signed JSON has it).
+    deadline = httpx.get(f"{server}/jobs/{missing}").json()["deadline"]
+    real = httpx.get(f"{server}/jobs/{missing}/result").json()
+    page.route(f"**/jobs/{missing}/result", lambda route: route.fulfill(
+        json={**real, "signed": {**real["signed"], "commitBy": deadline}}))
+    page.evaluate("state.shownJob = ''")
+    slash_shown(missing, "the provider signed to commit by")
+    page.unroute(f"**/jobs/{missing}/result")
+    slash_shown(missing, "Slash the provider")
+
+    before = staking.functions.stakeOf(market.provider).call()
+    page.click("#slash-signed")
+    wait_status(page, f"slash job {missing}'s provider with its signed result: transaction")
+    slash_shown(missing, "slashed: the provider was slashed")
+    slash_shown(differs, "Slash the provider")
+    page.click("#slash-signed")
+    wait_status(page, f"slash job {differs}'s provider with its signed result: transaction")
+    slash_shown(differs, "slashed: the provider was slashed")
+    taken = before - staking.functions.stakeOf(market.provider).call()
+    assert taken > 0 and len(wallet.sent) == 2
+
+    # Both slashes are listed with their amounts and causes.
+    rows = "Array.from(document.querySelectorAll('#slashes tbody tr'), (tr) => tr.textContent)"
+    page.wait_for_function(f"{rows}.filter((t) => t.includes('signed result')).length === 2", timeout=15_000)
+    listed = [r for r in page.evaluate(rows) if "signed result" in r]
+    assert any(f"job {missing}:" in r for r in listed) and any(f"job {differs}:" in r for r in listed)
+    assert all(in_eth(taken // 2) in r and market.provider.lower() in r for r in listed), listed
+    assert any("challenge" in r and "lost" in r for r in page.evaluate(rows))  # the market's dispute slash
     page.close()

@@ -15,6 +15,7 @@ from backend.api.schemas import (
     DisputePublic,
     DisputeReportIn,
     DisputeReportPublic,
+    SlashPublic,
 )
 from backend.errors import BadInput, Forbidden, NotFound
 
@@ -35,6 +36,50 @@ def list_disputes(
     if provider:
         query = query.where(m.Dispute.provider == provider.lower())
     return [DisputePublic.model_validate(r) for r in db.scalars(query.limit(limit).offset(offset))]
+
+
+# The events that say why Staking slashed, emitted in the same transaction right after its Slashed.
+SLASH_CAUSES = {("JobEscrow", "SignedResultSlashed"): ("signed result", "provider", "jobId"),
+                ("ChallengeManager", "OffenderSlashed"): ("challenge", "offender", "challengeId")}
+
+
+@router.get("/slashes", response_model=list[SlashPublic])
+def list_slashes(
+    db: DbDep,
+    offender: Annotated[str | None, Query(pattern=ADDRESS_PATTERN)] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
+) -> list[SlashPublic]:
+    """Slashes of staked providers and verifiers, newest first, with the amounts taken and
+    rewarded (Staking's Slashed events) and their cause (a signed result that the commit
+    contradicts or never followed, or a lost challenge), read from the indexed events."""
+    query = (select(m.ChainEvent).where(m.ChainEvent.contract == "Staking", m.ChainEvent.event == "Slashed")
+             .order_by(m.ChainEvent.block_number.desc(), m.ChainEvent.log_index.desc()))
+    if offender:
+        query = query.where(m.ChainEvent.args["offender"].as_string() == offender.lower())
+    slashes = list(db.scalars(query.limit(limit).offset(offset)))
+    causes = list(db.scalars(
+        select(m.ChainEvent).where(m.ChainEvent.tx_hash.in_({e.tx_hash for e in slashes}),
+                                   m.ChainEvent.event.in_({name for _, name in SLASH_CAUSES}))
+        .order_by(m.ChainEvent.log_index)))
+    return [_slash(e, causes) for e in slashes]
+
+
+def _slash(event: m.ChainEvent, causes: list[m.ChainEvent]) -> SlashPublic:
+    """A Slashed event with its cause: the first cause event after it in its transaction that
+    names the same offender (a transaction may slash more than once)."""
+    a = event.args
+    public = SlashPublic(tx_hash=event.tx_hash, block_number=event.block_number, offender=a["offender"],
+                         requested=a["requested"], slashed=a["slashed"], reward_recipient=a["rewardRecipient"],
+                         reward=a["reward"])
+    for cause in causes:
+        kind = SLASH_CAUSES.get((cause.contract, cause.event))
+        if (kind and cause.tx_hash == event.tx_hash and cause.log_index > event.log_index
+                and cause.args[kind[1]] == a["offender"]):
+            public.cause = kind[0]
+            setattr(public, "job_id" if kind[0] == "signed result" else "challenge_id", cause.args[kind[2]])
+            break
+    return public
 
 
 @router.get("/challenges", response_model=list[ChallengePublic])

@@ -50,6 +50,50 @@ async function call(contract, signature, args = []) {
   const to = state.deployment.contracts[contract];
   return wallet("eth_call", [{ to, data: eth.encode(signature, args) }, "latest"]);
 }
+// Reads for the checks the backend is not trusted with (result roots, slashability): through the
+// wallet when it is on the deployment's chain, else through a read-only RPC URL the user gave the
+// page (never one the backend names); null when there is neither.
+function rpcUrl() { return $("rpc-url").value.trim(); }
+async function rpc(url, method, params) {
+  if (!/^https?:\/\/[^\s]+$/.test(url)) throw new Error(`read-only RPC URL "${url}": expected http(s)://host:port`);
+  const response = await fetch(url, { method: "POST", headers: { "Content-Type": "application/json" },
+                                      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params }) });
+  const body = await response.json().catch(() => ({}));
+  if (!response.ok || body.error || !("result" in body)) throw new Error(`${url}: ${method}: ${body.error?.message ?? response.status}`);
+  return body.result;
+}
+async function chainReader() {
+  const wanted = (await deployment()).chain_id;
+  if (state.account && Number(BigInt(await wallet("eth_chainId"))) === wanted) {
+    return { read: (method, params) => wallet(method, params), source: `chain ${wanted}, read through your wallet`, viaWallet: true };
+  }
+  const url = rpcUrl();
+  if (!url) return null;
+  const read = (method, params) => rpc(url, method, params);
+  const served = Number(BigInt(await read("eth_chainId", [])));
+  if (served !== wanted) throw new Error(`the RPC ${url} serves chain ${served}, not the deployment's chain ${wanted}`);
+  return { read, source: `chain ${wanted}, read through ${url}`, viaWallet: false };
+}
+
+// A job as the chain holds it (JobEscrow.jobState): status, flags, and the first 24 bytes of
+// keccak256(abi.encode(job)). The backend's job is taken only if it hashes to that slot, and then
+// its result fields (root, item count, digest) are the committed ones; null result: not committed.
+const JOB_STATUS = ["none", "funded", "accepted", "committed", "finalized", "refunded"];
+async function chainJob(reader, job) {
+  const to = state.deployment.contracts.JobEscrow;
+  const words = eth.words(await reader.read("eth_call", [{ to, data: eth.encode("jobState(uint256)", [job.job_id]) }, "latest"]));
+  const status = JOB_STATUS[Number(BigInt(words[1]))] ?? "unknown";
+  if (status === "none") throw new Error(`job ${job.job_id} does not exist on ${reader.source}`);
+  const encoded = merkle.hexToBytes("0x" + jobWords(job).map(eth.word).join(""));
+  if (merkle.bytesToHex(keccak256(encoded)).slice(0, 50) !== words[0].slice(0, 50).toLowerCase()) {
+    throw new Error(`the backend's job ${job.job_id} does not match the chain's hash: nothing it says about the job is trusted`);
+  }
+  const committed = job.output_root && BigInt(job.item_count ?? 0) > 0n;
+  return { status, cancelled: BigInt(words[4]) !== 0n, resultSlashed: BigInt(words[5]) !== 0n,
+           result: committed ? { root: job.output_root.toLowerCase(), count: Number(job.item_count),
+                                 digest: job.result_digest.toLowerCase() } : null };
+}
+
 function authHeaders(extra = {}) { return { ...extra, Authorization: `Bearer ${state.token}` }; }
 
 // ---- network and sign-in: both refuse before anything is paid ----
@@ -78,7 +122,23 @@ $("switch-chain").onclick = async () => {
   } catch (e) { say(`error: ${e.message}`); }
 };
 
+// A signature is asked only while the wallet is on the deployment's chain: a wallet elsewhere is
+// asked to switch first (wallet_switchEthereumChain), and nothing is signed if it does not.
+async function ensureChain() {
+  const wanted = (await deployment()).chain_id;
+  if (Number(BigInt(await wallet("eth_chainId"))) === wanted) return checkChain();
+  try {
+    await wallet("wallet_switchEthereumChain", [{ chainId: "0x" + wanted.toString(16) }]);
+  } catch (e) {
+    await checkChain().catch(() => {});  // shows the warning and its switch button
+    throw new Error(`your wallet is on another network and did not switch to chain ${wanted} (${e.message}); nothing was signed`);
+  }
+  await checkChain();  // a wallet that says it switched but did not is still refused
+  say(`wallet switched to chain ${wanted}`);
+}
+
 async function signIn() {
+  await ensureChain();
   const { message } = await api(`/auth/message?address=${state.account}`);
   const hex = merkle.bytesToHex(new TextEncoder().encode(message));
   let signature;
@@ -239,6 +299,9 @@ $("submit").onclick = async () => {
       throw new Error(`no provider can take this job: ${why.message ?? why.reason}`);
     }
     const best = quotes[0];
+    if (BigInt(best.price_wei) > maxPrice) {
+      throw new Error(`the quote's price ${eth.format(best.price_wei)} is above your maximum ${eth.format(maxPrice)}; nothing was paid`);
+    }
     // The deadline counts from the chain's clock (a test chain's may run ahead of this one's).
     const latest = await wallet("eth_getBlockByNumber", ["latest", false]);
     state.chainNow = Number(BigInt(latest.timestamp));
@@ -247,13 +310,21 @@ $("submit").onclick = async () => {
       say("cancelled: nothing was paid");
       return;
     }
-    const spec = { version: 1, model, modelFormat: entry.format, inputs, batchSize: BATCH_SIZE, tolerancePpm: 0, deadline, priceWei: best.price_wei, provider: best.provider };
+    const spec = { version: 1, model, modelFormat: entry.format, inputs, batchSize: BATCH_SIZE, tolerancePpm: 0, deadline,
+                   priceWei: String(best.price_wei), provider: best.provider.toLowerCase() };
+    // The payment is built here, not taken from the backend: createJob on the deployment's escrow
+    // for the spec this page hashed itself (protocol/jobs.py's canonical JSON); the backend must
+    // have stored that very spec, or the provider would be sent to run another job.
+    const specHash = merkle.bytesToHex(keccak256(new TextEncoder().encode(canonicalSpec(spec))));
     const stored = await api("/jobs/specs", { method: "POST", headers: { "Content-Type": "application/json" },
                                               body: JSON.stringify(spec) });
-    const tx = await api(`/jobs/specs/${stored.spec_hash}/funding-tx`);
+    if (stored.spec_hash !== specHash) {
+      throw new Error(`the backend stored spec ${stored.spec_hash}, not this job's ${specHash}; nothing was paid`);
+    }
     await checkChain();  // the wallet may have changed network while the quote was open
-    const txHash = await wallet("eth_sendTransaction", [{ from: state.account, to: tx.to, data: tx.data,
-                                                         value: "0x" + BigInt(tx.value).toString(16) }]);
+    const txHash = await wallet("eth_sendTransaction", [{ from: state.account, to: state.deployment.contracts.JobEscrow,
+      data: eth.encode("createJob(address,bytes32,uint256,uint64)", [spec.provider, specHash, spec.priceWei, deadline]),
+      value: "0x" + BigInt(spec.priceWei).toString(16) }]);
     await mined(txHash);
     say(`funding transaction confirmed: ${txHash}`);
     for (let i = 0; i < 100; i++) {  // bounded wait for the indexer
@@ -271,6 +342,9 @@ $("submit").onclick = async () => {
     showWallet().catch(() => {});
   }
 };
+
+// protocol/jobs.py JobSpec.canonical: sorted keys, no spaces (every value here is ASCII).
+function canonicalSpec(spec) { return JSON.stringify(spec, Object.keys(spec).sort()); }
 
 // ---- jobs: list and detail refreshed together ----
 function statusCell(j) {
@@ -290,10 +364,12 @@ async function openJob(id) { state.openJob = Number(id); state.shownJob = ""; aw
 async function renderJob() {
   if (state.openJob == null) return;
   const job = await api(`/jobs/${state.openJob}`);
-  const result = job.output_root ? await api(`/jobs/${job.job_id}/result`) : null;
+  // The result once committed, or as the provider signed it before its commit (the renter's evidence).
+  const result = job.output_root || job.result_available_at ? await api(`/jobs/${job.job_id}/result`) : null;
   const checks = state.checks.get(job.job_id) || {};
   const refund = refundAction(job);
-  const key = JSON.stringify([job, result, checks, refund]);
+  const slash = result ? await slashAction(job, result) : null;
+  const key = JSON.stringify([job, result, checks, refund, slash]);
   if (key === state.shownJob) return;
   state.shownJob = key;
   const row = (k, v) => `<tr><th>${k}</th><td>${v}</td></tr>`;
@@ -319,10 +395,70 @@ async function renderJob() {
           <td class="check ${c ? (c.ok ? "ok" : "bad") : ""}">${esc(verdict)}</td>
           <td>${c?.url ? `<a href="${c.url}" download="job${job.job_id}-item${i.index}.bin">save</a>` : ""}</td></tr>`;
       }).join("") + "</tbody></table>";
+    if (slash?.available) {
+      html += `<p id="slash"><button id="slash-signed">Slash the provider with its signed result</button>
+        <span class="bad">${esc(slash.available)}</span></p>`;
+    } else if (slash) html += `<p id="slash"><span class="slash-note">${esc(slash.note)}</span></p>`;
   }
   $("job-detail").innerHTML = html;
   if (refund?.fn) $("refund").onclick = () => { $("refund").disabled = true; sendTx("JobEscrow", refund.fn, jobWords(job), "refund"); };
   if (result) $("verify").onclick = () => verifyResults(job, result);
+  if (slash?.available) {
+    $("slash-signed").onclick = () => {
+      $("slash-signed").disabled = true;
+      const { type, values } = signedResultTuple(result.signed);
+      const fn = `slashSignedResult(${JOB_TUPLE},${type},bytes)`;
+      sendTx("JobEscrow", fn, [], `slash job ${job.job_id}'s provider with its signed result`, 0n,
+             eth.encodeWithBytes(fn, [...jobWords(job), ...values], result.signed.signature));
+    };
+  }
+}
+
+// JobEscrow.slashSignedResult's JobResult built from the signed result's JSON, in the struct's
+// field order: the signed fields, and commitBy when the provider signed one (a five-field struct).
+function signedResultTuple(signed) {
+  const fields = [["jobId", "uint256"], ["outputRoot", "bytes32"], ["itemCount", "uint256"], ["resultDigest", "bytes32"]];
+  if (signed.commitBy != null) fields.push(["commitBy", "uint64"]);
+  return { type: `(${fields.map(([, type]) => type).join(",")})`, values: fields.map(([name]) => signed[name]) };
+}
+
+// Whether the renter can slash the job's provider with the result it signed, and why not, as
+// JobEscrow.slashSignedResult decides it, from the chain (the job's state and committed result):
+// a commit that differs from the signed result, or none by the deadline (not for a job the
+// renter cancelled, nor where the provider signed to commit only by the deadline or later); once.
+async function slashAction(job, result) {
+  const signed = result.signed;
+  if (!signed || !state.account || job.renter !== state.account) return null;
+  let reader, view;
+  try {
+    reader = await chainReader();
+    if (!reader?.viaWallet) {  // the slash is sent from the renter's wallet, on the deployment's chain
+      return { note: `your signed result: switch your wallet to chain ${state.deployment.chain_id} to check whether it is slashable` };
+    }
+    view = await chainJob(reader, job);
+  } catch (e) { return { note: `cannot check whether the signed result is slashable: ${e.message}` }; }
+  if (view.resultSlashed) return { note: "slashed: the provider was slashed for this job's signed result (once per job)" };
+  if (Number(signed.jobId) !== job.job_id || signed.provider.toLowerCase() !== job.provider) {
+    return { note: "the signed result is not this job's provider's for this job: not slashable" };
+  }
+  const committed = view.result;
+  if (committed) {
+    if (committed.root === signed.outputRoot.toLowerCase() && committed.count === Number(signed.itemCount) &&
+        committed.digest === signed.resultDigest.toLowerCase()) {
+      return { note: "the committed result is the one the provider signed: nothing to slash" };
+    }
+    return { available: `the provider committed ${committed.root} (${committed.count} items), not the ${signed.outputRoot} ` +
+      `(${signed.itemCount} items) it signed` };
+  }
+  if (view.cancelled) return { note: "you cancelled this job: a missing commit of its signed result is not slashable" };
+  if (signed.commitBy != null && Number(signed.commitBy) >= job.deadline) {
+    return { note: `the provider signed to commit by ${eth.date(signed.commitBy)}, not before the deadline: a missing commit is not slashable` };
+  }
+  const latest = await reader.read("eth_getBlockByNumber", ["latest", false]);
+  if (Number(BigInt(latest.timestamp)) < job.deadline) {
+    return { note: `signed but not committed yet: slashable from the deadline ${eth.date(job.deadline)} if the provider has not committed by then` };
+  }
+  return { available: `the provider signed a result and did not commit it by the deadline ${eth.date(job.deadline)}` };
 }
 
 // IJobEscrow.Job: JobEscrow keeps only its hash, so calls carry the job (a static tuple, which
@@ -348,39 +484,50 @@ function refundAction(job) {
   return { fn: `cancel(${JOB_TUPLE})`, label: "Cancel and refund" };
 }
 
-// The root comes from the chain through the wallet when one is connected: the backend is not
-// trusted for it. Each item is downloaded and hashed here; "verified" only if it rebuilds it.
+// "verified" only against a root read from the chain (the job's on-chain state, through the
+// wallet or a read-only RPC URL), never the backend's: each item is downloaded, hashed here and
+// must rebuild that root at its index in a tree of the committed size. A result whose root is not
+// the committed one is refused; with no chain to read, nothing is called verified.
 async function verifyResults(job, result) {
   const button = $("verify");
   button.disabled = true;
   const checks = { rootSource: "" };
   state.checks.set(job.job_id, checks);
+  let committed = null;
   try {
-    let root = result.output_root, size = result.item_count;
-    if (state.account) {
-      await checkChain();
-      // JobState.jobHash is the first 24 bytes of keccak256(abi.encode(job)): the root the backend
-      // gave is the committed one only if the job with it hashes to what the chain holds.
-      const stored = eth.words(await call("JobEscrow", "jobState(uint256)", [job.job_id]))[0].slice(0, 50);
-      const encoded = merkle.hexToBytes("0x" + jobWords(job).map(eth.word).join(""));
-      if (merkle.bytesToHex(keccak256(encoded)).slice(0, 50) !== stored.toLowerCase()) {
-        throw new Error(`the backend's job ${job.job_id} does not match the chain's hash: its root is not trusted`);
-      }
-      checks.rootSource = `root checked against chain ${state.deployment.chain_id}: ${root}`;
+    const reader = await chainReader();
+    if (!reader) {
+      checks.rootSource = `cannot verify: connect a wallet on chain ${state.deployment.chain_id} or give a read-only ` +
+        "RPC URL (the backend's root is not evidence)";
     } else {
-      checks.rootSource = "root as the backend indexed it (connect a wallet to read it from the chain)";
+      committed = (await chainJob(reader, job)).result;
+      if (!committed) {
+        checks.rootSource = `cannot verify: job ${job.job_id} has no result committed on ${reader.source} yet ` +
+          "(a signed root is the provider's promise, not the chain's record)";
+      } else if (result.output_root.toLowerCase() !== committed.root || Number(result.item_count) !== committed.count) {
+        checks.rootSource = `REFUSED: the backend's result root ${result.output_root} (${result.item_count} items) is not ` +
+          `the root committed on ${reader.source}: ${committed.root} (${committed.count} items)`;
+      } else {
+        checks.rootSource = `root checked against ${reader.source}: ${committed.root}`;
+      }
     }
+  } catch (e) { checks.rootSource = `cannot verify: ${e.message}`; }
+  try {
     if (!state.token && state.account) await signIn();
     for (const item of result.items.filter((i) => i.digest)) {
       try {
         const response = await fetch(`/jobs/${job.job_id}/outputs/${item.index}`, { headers: authHeaders() });
         if (!response.ok) throw new Error(`download: ${response.status} ${detailText(await response.json().catch(() => ""))}`);
         const bytes = new Uint8Array(await response.arrayBuffer());
-        merkle.verifyItem(bytes, item.index, size, item.proof, root);
-        checks[item.index] = { ok: true, url: URL.createObjectURL(new Blob([bytes])) };
+        const url = URL.createObjectURL(new Blob([bytes]));
+        if (!committed) { checks[item.index] = { ok: false, url, error: "no root read from the chain to check it against" }; continue; }
+        try {
+          merkle.verifyItem(bytes, item.index, committed.count, item.proof, committed.root);
+          checks[item.index] = { ok: true, url };
+        } catch (e) { checks[item.index] = { ok: false, url, error: e.message }; }
       } catch (e) { checks[item.index] = { ok: false, error: e.message }; }
     }
-  } catch (e) { checks.rootSource = `error: ${e.message}`; }
+  } catch (e) { checks.rootSource += ` (download: ${e.message})`; }
   state.shownJob = "";
   await renderJob();
 }
@@ -398,11 +545,11 @@ async function mined(txHash) {
   throw new Error(`transaction ${txHash} is not mined after a minute; check your wallet`);
 }
 
-async function sendTx(contract, fn, args, what, value = 0n) {
+async function sendTx(contract, fn, args, what, value = 0n, data = eth.encode(fn, args)) {
   try {
     await checkChain();
     const txHash = await wallet("eth_sendTransaction", [{ from: state.account, to: state.deployment.contracts[contract],
-      data: eth.encode(fn, args), value: "0x" + value.toString(16) }]);
+      data, value: "0x" + value.toString(16) }]);
     await mined(txHash);
     say(`${what}: transaction ${txHash} confirmed`);
     await refresh();
@@ -527,7 +674,12 @@ $("lease-start").onclick = async () => {
 
 // ---- challenges, disputes, balances ----
 async function loadDisputes() {
-  const [challenges, disputes] = await Promise.all([api("/challenges"), api("/disputes")]);
+  const [challenges, disputes, slashes] = await Promise.all([api("/challenges"), api("/disputes"), api("/slashes")]);
+  const cause = (x) => x.cause === "signed result" ? `job ${x.job_id}: signed result not committed as signed`
+    : x.cause === "challenge" ? `challenge ${x.challenge_id} lost` : "—";
+  render($("slashes").tBodies[0], slashes.map((x) => `<tr><td>${hash(x.offender)}</td><td class="bad">${eth.format(x.slashed)}</td>
+    <td>${eth.format(x.requested)}</td><td>${esc(cause(x))}</td><td>${hash(x.reward_recipient)}</td><td>${eth.format(x.reward)}</td>
+    <td>${x.block_number}</td><td>${hash(x.tx_hash)}</td></tr>`).join(""));
   render($("challenges").tBodies[0], challenges.map((c) => `<tr><td>${c.challenge_id}</td><td>${esc(c.kind)} ${c.subject}</td>
     <td>${hash(c.challenger)}</td><td>${hash(c.provider)}</td><td>${c.k}</td><td>${eth.format(c.bond)}</td>
     <td>${eth.date(c.response_deadline)}</td><td>${esc(c.status)}</td><td>${c.dispute_id ?? "—"}</td></tr>`).join(""));
@@ -579,6 +731,9 @@ function refresh() {
 
 $("pog-provider").onchange = (e) => loadPog(e.target.value);
 $("only-mine").onchange = () => loadJobs();
+// The read-only RPC comes from the user (typed, or ?rpc= in the page's address), never the backend.
+$("rpc-url").value = new URLSearchParams(location.search).get("rpc") ?? localStorage.getItem("unchained.rpc") ?? "";
+$("rpc-url").onchange = () => { localStorage.setItem("unchained.rpc", rpcUrl()); state.shownJob = ""; renderJob(); };
 document.addEventListener("visibilitychange", () => { if (!document.hidden) refresh(); });
 (async () => {
   try { await deployment(); } catch (e) { say(`error: ${e.message}`); }

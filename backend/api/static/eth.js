@@ -26,6 +26,14 @@ const eth = (() => {
     return v.toString(16).padStart(64, "0");
   };
   const encode = (signature, args = []) => selector(signature) + args.map(word).join("");
+  // A call whose static arguments (words) are followed by one `bytes` argument (a signature):
+  // the head holds the words and the offset of the bytes; the tail their length and padded data.
+  const encodeWithBytes = (signature, args, bytesHex) => {
+    const clean = bytesHex.startsWith("0x") ? bytesHex.slice(2) : bytesHex;
+    if (!/^([0-9a-fA-F]{2})*$/.test(clean)) throw new Error(`not hex bytes: ${bytesHex}`);
+    return encode(signature, [...args, (args.length + 1) * 32, clean.length / 2]) +
+      clean.toLowerCase().padEnd(Math.ceil(clean.length / 64) * 64, "0");
+  };
   const words = (data) => (data.slice(2).match(/.{64}/g) || []).map((w) => "0x" + w);
-  return { format, parse, date, duration, selector, word, encode, words };
+  return { format, parse, date, duration, selector, word, encode, encodeWithBytes, words };
 })();
