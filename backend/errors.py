@@ -41,3 +41,7 @@ class ChainUnavailable(BackendError):
 
 class DispatchError(BackendError):
     """A task could not be handed to the broker."""
+
+
+class StorageUnavailable(BackendError):
+    """The blob store the replicas share cannot be reached or refused (backend.object_store)."""

@@ -22,6 +22,7 @@ from backend.dispatch import Dispatcher, make_celery
 from backend.indexer import Indexer
 from backend.leader import Leadership
 from backend.metrics import Metrics
+from backend.object_store import ObjectStore
 from backend.projections import Event
 from backend.errors import BackendError
 from backend.settings import Settings
@@ -33,6 +34,15 @@ from client.task_auth import TaskAuth, domain_of
 log = logging.getLogger(__name__)
 
 LEADER_REST_S = 3.0  # a leader the broker refused leaves the lock to other replicas this long
+
+
+def shared_store(settings: Settings) -> ObjectStore | None:
+    """The object store replicas share blobs through, checked at start; None: none configured."""
+    if not settings.blob_store_url:
+        return None
+    store = ObjectStore(settings.blob_store_url)
+    store.check()
+    return store
 
 
 @dataclass
@@ -59,7 +69,7 @@ class Backend:
         engine = make_engine(settings.db_url)
         migrate(engine)
         return cls(settings=settings, engine=engine, factory=session_factory(engine),
-                   blobs=BlobStore(settings.blob_dir), metrics=Metrics(),
+                   blobs=BlobStore(settings.blob_dir, shared_store(settings)), metrics=Metrics(),
                    sessions=SessionCache(settings, settings.session_cache_s))
 
     def chain(self) -> Chain:

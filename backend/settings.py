@@ -35,6 +35,9 @@ class Settings(BaseModel):
     environment: str = "development"
     # None: network_data_dir(chain id of rpc_url), chosen by `for_network` once the node answers.
     data_dir: Path | None = None
+    # Replicas: the S3-compatible bucket they share blobs through (backend.object_store),
+    # http(s)://ACCESS_KEY:SECRET_KEY@host[:port]/bucket[/prefix]; empty: data_dir alone.
+    blob_store_url: str = ""
     database_url: str = ""  # empty: sqlite:///<data_dir>/backend.db
     rpc_url: str = "http://127.0.0.1:8545"
     deployment_file: Path | None = None  # default: deployments/<chainId>.json of the repository

@@ -4,6 +4,10 @@ A file's name is the keccak256 of its bytes, so a stored file can always be re-v
 uploads of the same bytes share one file. Uploads stream to a temporary file while they are
 hashed and counted (a 256 MiB model never sits in memory); only an accepted upload is renamed
 into place, so readers never see half a file and rejected bytes leave nothing behind.
+
+Replicas of the backend share an object store (backend.object_store): then each keeps its
+directory as a cache of it. A blob is written to the shared store before the request that brought
+it is answered, and a blob missing here is fetched from there, checked against its hash and kept.
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ from pathlib import Path
 
 from sha3 import keccak_256
 
-from backend.errors import NotFound, TooLarge
+from backend.errors import NotFound, StorageUnavailable, TooLarge
+from backend.object_store import ObjectStore
 from protocol.merkle import keccak256
 
 
@@ -40,6 +45,8 @@ class Upload:
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(self.temp, target)
         self.kept = True
+        if self.store.shared is not None:
+            self.store.shared.put(self.digest, target)
         return self.digest
 
     def discard(self) -> None:
@@ -51,8 +58,9 @@ class Upload:
 
 
 class BlobStore:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, shared: ObjectStore | None = None) -> None:
         self.root = root
+        self.shared = shared  # None: this directory is the only store (one backend process)
         root.mkdir(parents=True, exist_ok=True)
 
     def _path(self, digest: str) -> Path:
@@ -67,6 +75,8 @@ class BlobStore:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
             os.replace(tmp, path)
+            if self.shared is not None:
+                self.shared.put(digest, path)
         return digest
 
     async def receive(self, chunks: AsyncIterator[bytes], limit: int, what: str) -> Upload:
@@ -90,6 +100,30 @@ class BlobStore:
 
     def path(self, digest: str) -> Path:
         path = self._path(digest)
-        if not path.exists():
+        if not path.exists() and not self._fetch(digest, path):
             raise NotFound("blob", digest)
         return path
+
+    def _fetch(self, digest: str, path: Path) -> bool:
+        """Copies the blob from the shared store into this directory; False: it has none."""
+        if self.shared is None:
+            return False
+        incoming = self.root / "incoming"
+        incoming.mkdir(exist_ok=True)
+        fd, name = tempfile.mkstemp(dir=incoming)
+        os.close(fd)
+        temp = Path(name)
+        try:
+            if not self.shared.get(digest, temp):
+                return False
+            hasher = keccak_256()
+            with temp.open("rb") as handle:
+                while chunk := handle.read(1 << 20):
+                    hasher.update(chunk)
+            if "0x" + hasher.hexdigest() != digest:
+                raise StorageUnavailable(f"blob store {self.shared.where}: {digest} holds other bytes; not used")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(temp, path)
+            return True
+        finally:
+            temp.unlink(missing_ok=True)

@@ -15,6 +15,7 @@ from backend.errors import (
     DispatchError,
     Forbidden,
     NotFound,
+    StorageUnavailable,
     TooLarge,
     Unauthenticated,
 )
@@ -32,6 +33,7 @@ STATUS: dict[type[BackendError], int] = {
     ChainUnavailable: 503,
     DispatchError: 503,
     CheckBusy: 503,
+    StorageUnavailable: 503,
 }
 
 
