@@ -15,6 +15,7 @@ import socket
 import subprocess
 import tarfile
 import tempfile
+import sys
 import threading
 from pathlib import Path
 
@@ -360,3 +361,58 @@ def test_an_image_that_writes_outside_its_root_is_refused(leases, tmp_path):
     assert not (escape_dir / "planted").exists()
     assert envs.lease_ids() == []
     shutil.rmtree(escape_dir)
+
+
+@pytest.fixture
+def outside_host(tmp_path):
+    """A web server on a host of the test's own: a network namespace joined to this machine by a
+    veth pair (198.51.100.0/30, a documentation range), standing for the internet the renter
+    installs packages from. No packet of the test leaves this machine."""
+    tag = f"ul{os.getpid() % 100000}"
+    namespace, host_end, far_end = f"{tag}-net", f"{tag}h", f"{tag}n"
+
+    def ip(*args: str) -> None:
+        subprocess.run(["ip", *args], check=True, capture_output=True)
+
+    served = tmp_path / "served"
+    served.mkdir()
+    (served / "package.txt").write_text("a package from the internet\n")
+    server = None
+    try:
+        ip("netns", "add", namespace)
+        ip("link", "add", host_end, "type", "veth", "peer", "name", far_end)
+        ip("link", "set", far_end, "netns", namespace)
+        ip("addr", "add", "198.51.100.1/30", "dev", host_end)
+        ip("link", "set", host_end, "up")
+        ip("-n", namespace, "addr", "add", "198.51.100.2/30", "dev", far_end)
+        ip("-n", namespace, "link", "set", far_end, "up")
+        ip("-n", namespace, "link", "set", "lo", "up")
+        server = subprocess.Popen(["ip", "netns", "exec", namespace, sys.executable, "-m", "http.server",
+                                   "--bind", "198.51.100.2", "8080", "--directory", str(served)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+        def answers() -> bool:
+            try:
+                socket.create_connection(("198.51.100.2", 8080), timeout=1).close()
+                return True
+            except OSError:
+                return False
+
+        assert wait_for(answers, 15)  # reached over the veth pair before any lease tries
+        yield "http://198.51.100.2:8080/package.txt"
+    finally:
+        if server is not None:
+            server.kill()
+            server.wait()
+        subprocess.run(["ip", "link", "del", host_end], capture_output=True)
+        subprocess.run(["ip", "netns", "del", namespace], capture_output=True)
+
+
+def test_the_renter_downloads_from_outside_through_slirp4netns(leases, tmp_path, outside_host):
+    envs = leases()
+    key = _keypair(tmp_path)
+    state = envs.start(10, 1, (tmp_path / "id.pub").read_text())
+    fetched = _ssh(key, state, f"python3 -c 'import urllib.request; "
+                               f"print(urllib.request.urlopen(\"{outside_host}\", timeout=20).read().decode())'")
+    assert fetched.returncode == 0, fetched.stderr
+    assert fetched.stdout.strip() == "a package from the internet"
