@@ -49,6 +49,7 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -185,6 +186,19 @@ def _python_dirs() -> list[str]:
     return dirs
 
 
+def _is_static(path: Path) -> bool:
+    """True for an ELF executable without a program interpreter (it runs in any root file system)."""
+    try:
+        head = path.read_bytes()[:65536]
+    except OSError:
+        return False
+    if head[:5] != b"\x7fELF\x02":  # 64-bit ELF
+        return False
+    phoff, = struct.unpack_from("<Q", head, 0x20)
+    size, count = struct.unpack_from("<HH", head, 0x36)
+    return all(struct.unpack_from("<I", head, phoff + i * size)[0] != 3 for i in range(count))  # PT_INTERP
+
+
 def _host_addresses() -> list[str]:
     """Every IPv4 address of this host's interfaces (reachable from a lease through slirp4netns
     unless blocked: a service listening on 0.0.0.0 would answer)."""
@@ -235,8 +249,8 @@ class LeaseEnvironments:
                                 "unprivileged user of its own on a disk of its own)")
         tools = ["bwrap", "sshd", "ssh-keygen", "setpriv", "slirp4netns", "ip", "nsenter"]
         missing = [tool for tool in tools if shutil.which(tool) is None and not Path(f"/usr/sbin/{tool}").exists()]
-        if image is not None and not STATIC_SLEEPER.exists():
-            missing.append("busybox")
+        if image is not None and not _is_static(STATIC_SLEEPER):
+            missing.append("busybox-static")
         if missing:
             raise LeaseEnvError(f"missing {', '.join(missing)}: apt-get install bubblewrap openssh-server "
                                 "openssh-client util-linux slirp4netns iproute2 busybox-static")
