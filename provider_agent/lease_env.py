@@ -53,6 +53,7 @@ import struct
 import subprocess
 import sys
 import time
+import zlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -109,9 +110,10 @@ class Limits:
     pids: int
 
 
-def lease_uid(lease_id: int) -> int:
-    """The unprivileged host uid (and gid) a lease's sandbox runs as."""
-    return LEASE_UID_BASE + int(lease_id) % LEASE_UID_SPAN
+def lease_uid(root: Path, lease_id: int) -> int:
+    """The unprivileged host uid (and gid) a lease's sandbox runs as: one per lease of one agent's
+    leases directory (two agents on one host, e.g. tests, do not share one)."""
+    return LEASE_UID_BASE + zlib.crc32(f"{Path(root).resolve()}:{int(lease_id)}".encode()) % LEASE_UID_SPAN
 
 
 def limits_for(gpu_indices: list[int], total_gpus: int, cpus: list[int], memory_bytes: int,
@@ -307,8 +309,8 @@ class LeaseEnvironments:
             (directory / "seccomp.bpf").write_bytes(seccomp_program())
         except SeccompUnsupported as exc:
             raise LeaseEnvError(str(exc)) from exc
-        uid = lease_uid(lease_id)
-        cgroups = self._make_cgroups(lease_id, limits)
+        uid = lease_uid(self.root, lease_id)
+        cgroups = self._make_cgroups(lease_id, uid, limits)
         (directory / "cgroups.json").write_text(json.dumps(cgroups))
         sandbox_pid = self._start_sandbox(directory, gpus, limits, cgroups, uid, image)
         (directory / "sandbox.pid").write_text(str(sandbox_pid))
@@ -431,11 +433,12 @@ class LeaseEnvironments:
         if done.returncode != 0:
             raise LeaseEnvError(f"the lease's network filter could not be set: {done.stderr.strip()[-300:]}")
 
-    def _make_cgroups(self, lease_id: int, limits: Limits) -> list[str]:
+    def _make_cgroups(self, lease_id: int, uid: int, limits: Limits) -> list[str]:
         """Memory, CPU-time, CPU set and pid limits in a cgroup per lease where the hierarchy is
         writable (cgroup v2, else v1's memory, cpu, cpuset and pids controllers); none, with a
-        warning, where it is not."""
-        name = f"unchained-lease-{lease_id}"
+        warning, where it is not. Named after the lease and its uid: another agent's lease of the
+        same number on this host has another."""
+        name = f"unchained-lease-{lease_id}-{uid}"
         made: list[str] = []
         cpus = ",".join(str(c) for c in limits.cpus)
         quota = str(100_000 * len(limits.cpus))

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from unchained_cli.market import wait_for
-from provider_agent.lease_env import LeaseEnvError, LeaseEnvironments, lease_uid
+from provider_agent.lease_env import LeaseEnvError, LeaseEnvironments
 from provider_agent.lease_seccomp import DENIED_X86_64, RET_ALLOW, RET_ERRNO, RET_KILL_PROCESS, evaluate, program
 
 pytestmark = pytest.mark.skipif(
@@ -140,21 +140,22 @@ def test_the_renter_runs_as_an_unprivileged_host_user_within_its_share(leases, t
         for pid in processes:
             status = Path(f"/proc/{pid}/status").read_text()
             uids = next(line.split()[1:] for line in status.splitlines() if line.startswith("Uid:"))
-            assert set(uids) == {str(lease_uid(3))}, (pid, uids)  # never root, never an account
+            assert set(uids) == {str(state.uid)} and state.uid >= 2_000_000_000, (pid, uids)  # never root
             groups = next(line.split()[1:] for line in status.splitlines() if line.startswith("Groups:"))
             assert groups == [], (pid, groups)
             cgroup = Path(f"/proc/{pid}/cgroup").read_text()
+            name = f"/unchained-lease-3-{state.uid}"
             if Path("/sys/fs/cgroup/memory").is_dir():
                 for controller in ("memory", "pids", "cpu", "cpuset"):
-                    assert any(f":{controller}:/unchained-lease-3" in line or
-                               (f"{controller}," in line and "/unchained-lease-3" in line)
+                    assert f"/sys/fs/cgroup/{controller}{name}" in state.cgroups
+                    assert any(controller in line.split(":")[1].split(",") and line.split(":")[2] == name
                                for line in cgroup.splitlines()), (controller, cgroup)
         if host_cpus > 1:
             assert cpus_inside < host_cpus  # the agent keeps a CPU of its own
-        memory = Path("/sys/fs/cgroup/memory/unchained-lease-3/memory.limit_in_bytes")
+        memory = Path(f"/sys/fs/cgroup/memory/unchained-lease-3-{state.uid}/memory.limit_in_bytes")
         if memory.exists():
             assert int(memory.read_text()) <= (4 << 30) * 7 // 8  # not all the host's memory
-            quota = int(Path("/sys/fs/cgroup/cpu/unchained-lease-3/cpu.cfs_quota_us").read_text())
+            quota = int(Path(f"/sys/fs/cgroup/cpu/unchained-lease-3-{state.uid}/cpu.cfs_quota_us").read_text())
             assert 0 < quota <= 100_000 * cpus_inside
     finally:
         session.kill()
@@ -416,3 +417,21 @@ def test_the_renter_downloads_from_outside_through_slirp4netns(leases, tmp_path,
                                f"print(urllib.request.urlopen(\"{outside_host}\", timeout=20).read().decode())'")
     assert fetched.returncode == 0, fetched.stderr
     assert fetched.stdout.strip() == "a package from the internet"
+
+
+def test_leased_device_nodes_stay_usable_devices_for_the_unprivileged_sandbox(leases, tmp_path):
+    """GPU nodes reach the sandbox through binds made as root (the lease's user cannot reach the
+    agent's paths): they must stay devices, not nodev files. /dev/null and /dev/zero's numbers
+    stand in for a GPU and the control node."""
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    for name, minor in (("nvidia0", 3), ("nvidia1", 3), ("nvidiactl", 5)):
+        os.mknod(dev / name, 0o20666, os.makedev(1, minor))
+        os.chmod(dev / name, 0o666)
+    envs = leases(dev_dir=dev)
+    key = _keypair(tmp_path)
+    state = envs.start(11, 1, (tmp_path / "id.pub").read_text())
+    shown = _ssh(key, state, "ls /dev | grep nvidia; echo data > /dev/nvidia0 && echo written; "
+                             "head -c 3 /dev/nvidiactl | od -An -tx1")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.split() == ["nvidia0", "nvidiactl", "written", "00", "00", "00"]
