@@ -50,14 +50,15 @@ def _safe_members(archive: tarfile.TarFile, root: Path) -> list[tarfile.TarInfo]
         name = member.name.lstrip("/")
         base = os.path.basename(name)
         if base.startswith(".wh."):
-            parent = (root / os.path.dirname(name)).resolve()
-            if not str(parent).startswith(str(root)):
+            parent = (root / os.path.dirname(name)).resolve()  # through links of earlier layers too
+            hidden = base[len(".wh."):]
+            if not parent.is_relative_to(root) or (base != ".wh..wh..opq" and hidden in ("", ".", "..")):
                 raise BootError(f"image: whiteout {member.name} leaves the root")
             if base == ".wh..wh..opq":
                 for child in parent.iterdir() if parent.is_dir() else []:
                     _remove(child)
             else:
-                _remove(parent / base[len(".wh."):])
+                _remove(parent / hidden)
             continue
         keep.append(member)
     return keep
@@ -73,9 +74,22 @@ def _remove(path: Path) -> None:
 def _extract(tar_path: Path, root: Path) -> None:
     with tarfile.open(tar_path, "r:*") as archive:  # plain or compressed, told by its header
         members = _safe_members(archive, root)
-        # The `tar` filter: no member outside the root (also through a link extracted before),
-        # no setuid/setgid bits, no group/other write bits.
-        archive.extractall(root, members=members, filter="tar")
+        archive.extractall(root, members=members, filter=_image_filter)
+
+
+def _image_filter(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
+    """tarfile's `tar` filter (no member outside the root, also through a link extracted before;
+    no setuid/setgid or group/other write bits), which keeps absolute symbolic links (images are
+    full of them; they resolve inside the sandbox), plus: no hard link to a file outside the root,
+    no device node (the disk is nodev anyway)."""
+    member = tarfile.tar_filter(member, dest)
+    if member.islnk():
+        target = os.path.realpath(os.path.join(dest, member.linkname))  # as tarfile joins it: absolute stays
+        if os.path.commonpath([target, os.path.realpath(dest)]) != os.path.realpath(dest):
+            raise tarfile.LinkOutsideDestinationError(member, target)
+    if member.ischr() or member.isblk():
+        return None
+    return member
 
 
 def unpack_image(image: Path, root: Path) -> None:

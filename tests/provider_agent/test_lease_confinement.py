@@ -157,6 +157,7 @@ def test_the_renter_runs_as_an_unprivileged_host_user_within_its_share(leases, t
             assert int(memory.read_text()) <= (4 << 30) * 7 // 8  # not all the host's memory
             quota = int(Path(f"/sys/fs/cgroup/cpu/unchained-lease-3-{state.uid}/cpu.cfs_quota_us").read_text())
             assert 0 < quota <= 100_000 * cpus_inside
+            assert int(Path(f"/sys/fs/cgroup/pids/unchained-lease-3-{state.uid}/pids.max").read_text()) <= 4096
     finally:
         session.kill()
         session.wait()
@@ -360,6 +361,14 @@ def test_an_image_that_writes_outside_its_root_is_refused(leases, tmp_path):
     with pytest.raises(LeaseEnvError, match="image"):
         envs.start(9, 1, (_keypair(tmp_path).with_suffix(".pub")).read_text(), image=image)
     assert not (escape_dir / "planted").exists()
+    assert envs.lease_ids() == []
+    # A hard link to a file of the host (the lease's root must never share an inode with it).
+    hard = tarfile.TarInfo("./host-file")
+    hard.type, hard.linkname = tarfile.LNKTYPE, str(escape_dir / "secret")
+    (escape_dir / "secret").write_text("host")
+    with pytest.raises(LeaseEnvError, match="image"):
+        envs.start(9, 1, (tmp_path / "id.pub").read_text(),
+                   image=_tar(rootfs, tmp_path / "hard.tar.gz", [(hard, None)]))
     assert envs.lease_ids() == []
     shutil.rmtree(escape_dir)
 
