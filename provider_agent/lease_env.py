@@ -412,7 +412,7 @@ class LeaseEnvironments:
         try:
             slirp = subprocess.Popen(
                 ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "slirp4netns", "--configure",
-                 "--mtu=65520", "--disable-host-loopback", f"--ready-fd={ready_write}",
+                 "--mtu=65520", "--disable-host-loopback", "--enable-seccomp", f"--ready-fd={ready_write}",
                  f"--userns-path=/proc/self/fd/{owner}", "--netns-type=path", f"/proc/self/fd/{net}", "tap0"],
                 pass_fds=(net, owner, ready_write), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL, start_new_session=True, env={"PATH": ENV_PATH})

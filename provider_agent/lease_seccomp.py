@@ -77,7 +77,7 @@ def program(machine: str | None = None) -> bytes:
     n = len(denied)
     tests = 2 + n
     # From test i (0-based among `tests`), the next instruction index is i+1; ALLOW is at `tests`.
-    allow, eperm, enosys, clone_block = tests, tests + 1, tests + 2, tests + 3
+    eperm, enosys, clone_block = tests + 1, tests + 2, tests + 3  # ALLOW is at `tests`
     out.append(_insn(_JEQ_K, clone_block - 1, 0, CLONE_X86_64))
     out.append(_insn(_JEQ_K, enosys - 2, 0, CLONE3_X86_64))
     for i, nr in enumerate(denied):
