@@ -443,7 +443,11 @@ class LeaseEnvironments:
         cpus = ",".join(str(c) for c in limits.cpus)
         quota = str(100_000 * len(limits.cpus))
         try:
-            if (self.cgroup_root / "cgroup.controllers").exists():
+            if (self.cgroup_root / "cgroup.controllers").exists():  # v2 (not on this project's hosts: untested)
+                try:  # the controllers must be enabled for the root's children first
+                    (self.cgroup_root / "cgroup.subtree_control").write_text("+memory +pids +cpu +cpuset")
+                except OSError as exc:
+                    log.warning("lease %s: cgroup v2 controllers not all enabled (%s)", lease_id, exc)
                 group = self.cgroup_root / name
                 group.mkdir(exist_ok=True)
                 made.append(str(group))

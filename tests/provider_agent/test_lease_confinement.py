@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from unchained_cli.market import wait_for
-from provider_agent.lease_env import LeaseEnvError, LeaseEnvironments
+from provider_agent.lease_env import LeaseEnvError, LeaseEnvironments, _is_static
 from provider_agent.lease_seccomp import DENIED_X86_64, RET_ALLOW, RET_ERRNO, RET_KILL_PROCESS, evaluate, program
 
 pytestmark = pytest.mark.skipif(
@@ -298,7 +298,7 @@ def _tar(root: Path, target: Path, extra: list[tuple[tarfile.TarInfo, bytes | No
     return target
 
 
-needs_busybox = pytest.mark.skipif(not Path("/bin/busybox").exists(), reason="needs busybox-static (scripts/setup.sh)")
+needs_busybox = pytest.mark.skipif(not _is_static(Path("/bin/busybox")), reason="needs busybox-static (scripts/setup.sh)")
 
 
 @needs_busybox
