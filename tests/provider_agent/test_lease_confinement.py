@@ -253,7 +253,12 @@ def test_the_lease_has_egress_but_not_the_hosts_services_nor_private_ranges(leas
              f"for host, port in {json.dumps(targets)}:\n"
              "    s = socket.socket(); s.settimeout(5)\n"
              "    print(host, port, s.connect_ex((host, port)))\n")
-    # Routes are read before anything is sent: no packet may leave for a private range.
+    # Attack: drop the unreachable routes (the renter holds no capability over its network
+    # namespace). Then the routes are read before anything is sent: no packet may leave for a
+    # private range.
+    dropped = _ssh(key, state, "ip route del unreachable 10.0.0.0/8; ip route del unreachable 192.168.0.0/16; "
+                               "ip route add 10.0.0.0/8 via 10.0.2.2; echo done")
+    assert dropped.stdout.strip() == "done" and "Operation not permitted" in dropped.stderr, dropped
     shown = _ssh(key, state, f"cat /proc/net/route; echo ---; python3 -c '{probe}'; cat /etc/resolv.conf")
     assert shown.returncode == 0, shown.stderr
     routes_text, rest = shown.stdout.split("---\n")
