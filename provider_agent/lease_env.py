@@ -471,6 +471,8 @@ class LeaseEnvironments:
                         if value is None:  # cpuset.mems: the parent's memory nodes
                             value = (group.parent / knob).read_text().strip()
                         (group / knob).write_text(value)
+                    if (group / "memory.memsw.limit_in_bytes").exists():  # swap accounting on: no swap either
+                        (group / "memory.memsw.limit_in_bytes").write_text(str(limits.memory_bytes))
         except OSError as exc:
             log.warning("lease %s: cgroup limits incomplete (%s); CPU affinity and disk size still apply", lease_id, exc)
         return made
