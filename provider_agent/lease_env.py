@@ -46,6 +46,7 @@ import ipaddress
 import json
 import logging
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -325,9 +326,10 @@ class LeaseEnvironments:
         (directory / "enter.json").write_text(json.dumps(self._enter_config(sandbox_pid, gpus, limits, cgroups,
                                                                             directory, image)))
         enter = directory / "enter.sh"
+        command = [sys.executable, "-I", "-S", str(Path(__file__).with_name("lease_enter.py")),
+                   str(directory / "enter.json")]
         enter.write_text("#!/bin/sh\n# ForceCommand of this lease's sshd (written by provider_agent.lease_env)\n"
-                         f"exec {sys.executable} -I -S {Path(__file__).with_name('lease_enter.py')} "
-                         f"{directory / 'enter.json'}\n")
+                         f"exec {shlex.join(command)}\n")
         os.chmod(enter, 0o700)
         port = free_port(self.listen_host)
         (directory / "sshd_config").write_text(self._sshd_config(directory, port, "root"))
@@ -474,7 +476,8 @@ class LeaseEnvironments:
                     if (group / "memory.memsw.limit_in_bytes").exists():  # swap accounting on: no swap either
                         (group / "memory.memsw.limit_in_bytes").write_text(str(limits.memory_bytes))
         except OSError as exc:
-            log.warning("lease %s: cgroup limits incomplete (%s); CPU affinity and disk size still apply", lease_id, exc)
+            log.warning("lease %s: cgroup limits incomplete (%s); CPU affinity and disk size still apply",
+                        lease_id, exc)
         return made
 
     @staticmethod

@@ -303,7 +303,8 @@ def _tar(root: Path, target: Path, extra: list[tuple[tarfile.TarInfo, bytes | No
     return target
 
 
-needs_busybox = pytest.mark.skipif(not _is_static(Path("/bin/busybox")), reason="needs busybox-static (scripts/setup.sh)")
+needs_busybox = pytest.mark.skipif(not _is_static(Path("/bin/busybox")),
+                                   reason="needs busybox-static (scripts/setup.sh)")
 
 
 @needs_busybox
