@@ -2,60 +2,101 @@
 
 Each lease gets
 - one long-lived bubblewrap sandbox (Linux namespaces: mount, pid, network, ipc, uts, user,
-  cgroup) whose processes hold no capabilities and no new privileges: a read-only view of the
-  system (/usr, a few /etc files, never /etc/shadow or its SSH host keys) and of this
-  Python installation (so `unchained pog run` works inside), a size-limited tmpfs home, only the
-  leased GPUs' device nodes and CUDA_VISIBLE_DEVICES naming them, and no network interface but
-  loopback, so the agent's broker, database and RPC node cannot be reached. The agent's data
-  directory (keystore, job work, other leases) is simply not in its mount namespace;
+  cgroup) run by an unprivileged host user of its own (`lease_uid`: never root, never a user
+  with rights, even when the agent runs as root), whose processes hold no capabilities and no new
+  privileges and run under a seccomp filter (`lease_seccomp`) that denies what container
+  runtimes deny by default;
+- a root file system: the renter's image (a root file system directory or tarball, or an OCI
+  image layout, unpacked by `lease_boot`), else a skeleton over which the host's system (/usr, a
+  few /etc files, never /etc/shadow or its SSH host keys) and this Python installation (so
+  `unchained pog run` works inside) are bound read-only. Root, /tmp, the home and /dev/shm all
+  live on one tmpfs of the lease's disk share, made in a private mount namespace: together they
+  hold no more than the share, and nothing of the agent's data directory is in the sandbox;
+- only the leased GPUs' device nodes and CUDA_VISIBLE_DEVICES naming them;
+- an environment built from an allowlist and no descriptor of the agent's: the sandbox's
+  processes get /dev/null or a pipe only the agent reads, never a file on the provider's disk;
+- egress to the internet through slirp4netns (user-mode networking, as rootless Podman does, run
+  as the lease's user): the host's loopback is refused (`--disable-host-loopback`), and the
+  private, link-local, shared and reserved ranges and every address of the host itself are
+  unreachable routes in the lease's network namespace, which the renter holds no capability over;
 - its own OpenSSH sshd (Debian's), run with its own config on a free high port, its own host key,
-  an AuthorizedKeysFile holding only the lease's key (with `restrict`), and a ForceCommand that
-  enters the sandbox's namespaces (nsenter) as the sandbox user, in the lease's cgroups and CPUs;
-- CPU, memory and disk in proportion to the GPUs leased (`limits_for`): a CPU affinity set, cgroup
-  memory and pid limits where a writable cgroup hierarchy exists, and the tmpfs size.
+  an AuthorizedKeysFile holding only the lease's key (with `restrict`), and a ForceCommand
+  (`lease_enter`) that enters the sandbox as the renter, in the lease's cgroups and CPUs, under
+  the same seccomp filter;
+- CPU, memory and pids in proportion to the GPUs leased, of what the agent leaves to leases
+  (`limits_for`: the agent keeps a CPU and an eighth of the memory): a CPU set of its own, cgroup
+  memory, CPU-time, cpuset and pid limits where the cgroup hierarchy is writable.
 
-`stop` kills the sshd and every session it spawned, then the sandbox's pid 1, which takes every
-process inside with it (the kernel kills a pid namespace with its init); the tmpfs dies with its
-mount namespace, and the lease's directory (host key, authorized key) is removed, so the key no
-longer opens anything. State lives in the lease's directory (`state.json`), not in memory:
-Celery's prefork children that start and end a lease are different processes.
+`stop` kills the sshd and every session it spawned, slirp4netns, then the sandbox's pid 1, which
+takes every process inside with it (the kernel kills a pid namespace with its init); the disk
+tmpfs dies with its mount namespace, and the lease's directory (host key, authorized key) is
+removed, so the key no longer opens anything. State lives in the lease's directory
+(`state.json`), not in memory: Celery's prefork children that start and end a lease are
+different processes. Leases need the agent to run as root (it mounts the disk, maps the lease's
+user and sets up the network namespace).
 
-Podman or Docker would give the same guarantees with an image the renter chooses; that backend is
-not written yet, so every lease uses bubblewrap, which needs no daemon.
+Podman or Docker would give the same guarantees; neither runs containers on a cgroup v1 hybrid
+host such as the project's test machines, so every lease uses bubblewrap, which needs no daemon.
 """
 
 from __future__ import annotations
 
 import fcntl
+import ipaddress
 import json
 import logging
 import os
-import pwd
 import shlex
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
+import zlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from protocol.lease_access import LeaseAccess, normalize_ssh_key
 from client.ports import free_port
 from provider_agent import ProviderAgentError
+from provider_agent.lease_seccomp import SeccompUnsupported, program as seccomp_program
 
 log = logging.getLogger(__name__)
 
 SANDBOX_UID = 1000  # the renter's uid inside the sandbox's user namespace
 SANDBOX_HOME = "/home/renter"
+# Host uids of the leases' sandboxes: one per lease, far above any user's or subuid range; no
+# account, no group, no file on the host belongs to them.
+LEASE_UID_BASE = 2_100_000_000
+LEASE_UID_SPAN = 10_000_000
+# Where lease_boot mounts a lease's disk, in the lease's private mount namespace only (on the
+# host it stays an empty directory).
+STAGE = Path("/run/unchained-lease")
 GPU_CONTROL_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
 PACKAGES = ("protocol", "client", "provider_agent", "backend", "verifier", "unchained_cli")
-START_TIMEOUT_S = 15.0
+START_TIMEOUT_S = 30.0
 # /etc entries a shell, Python and CUDA need; the rest of /etc (shadow, SSH host keys) stays out.
 ETC_FILES = ("passwd", "group", "hosts", "nsswitch.conf", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime",
              "alternatives", "ssl", "ca-certificates", "bash.bashrc", "profile", "profile.d", "inputrc", "terminfo",
              "mime.types", "os-release")
+# What a renter's egress may never reach: private, shared, link-local (cloud metadata), loopback,
+# reserved and multicast ranges, besides every address of the host itself. slirp4netns' own
+# network (10.0.2.0/24: its gateway, which refuses the host's loopback, and its DNS forwarder) is
+# more specific and stays reachable.
+BLOCKED_RANGES = ("0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
+                  "192.0.0.0/24", "192.168.0.0/16", "198.18.0.0/15", "224.0.0.0/4", "240.0.0.0/4")
+SLIRP_DNS = "10.0.2.3"
+NS_GET_USERNS = 0xB701  # ioctl: the user namespace that owns a namespace
+# The agent's share of the host, which no lease gets.
+AGENT_CPUS = 1
+AGENT_MEMORY_FRACTION = 8
+AGENT_MEMORY_MIN = 512 << 20
+ENV_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# A static busybox from the host runs the sandbox's idle process when the image is the renter's
+# (an image need not have `sleep`); Debian's busybox-static.
+STATIC_SLEEPER = Path("/bin/busybox")
 
 
 class LeaseEnvError(ProviderAgentError):
@@ -66,18 +107,35 @@ class LeaseEnvError(ProviderAgentError):
 class Limits:
     cpus: tuple[int, ...]  # CPU ids the lease's processes may run on
     memory_bytes: int
-    disk_bytes: int  # size of the home tmpfs
+    disk_bytes: int  # size of the lease's disk (root, /tmp, home, /dev/shm together)
     pids: int
 
 
-def limits_for(gpus: int, total_gpus: int, cpus: list[int], memory_bytes: int, disk_bytes: int) -> Limits:
-    """The lease's share of the machine: gpus/total_gpus of its CPUs (at least one), memory and disk."""
+def lease_uid(root: Path, lease_id: int) -> int:
+    """The unprivileged host uid (and gid) a lease's sandbox runs as: one per lease of one agent's
+    leases directory (two agents on one host, e.g. tests, do not share one)."""
+    return LEASE_UID_BASE + zlib.crc32(f"{Path(root).resolve()}:{int(lease_id)}".encode()) % LEASE_UID_SPAN
+
+
+def limits_for(gpu_indices: list[int], total_gpus: int, cpus: list[int], memory_bytes: int,
+               disk_bytes: int) -> Limits:
+    """The lease's share of what the agent leaves to leases: the agent keeps AGENT_CPUS CPUs (when
+    there are more) and an eighth of the memory; the rest is split by GPU. Each GPU index owns its
+    own slice of the CPUs, so leases of different GPUs do not share CPUs where there are enough."""
+    gpus = len(gpu_indices)
     if not 0 < gpus <= max(total_gpus, gpus):
         raise LeaseEnvError(f"{gpus} GPU(s) leased of {total_gpus}")
-    share = gpus / max(total_gpus, gpus)
-    count = max(1, int(len(cpus) * share))
-    return Limits(tuple(sorted(cpus)[:count]), max(256 << 20, int(memory_bytes * share)),
-                  max(64 << 20, int(disk_bytes * share)), max(256, int(4096 * share)))
+    total = max(total_gpus, gpus, max(gpu_indices) + 1)
+    share = gpus / total
+    ordered = sorted(cpus)
+    leasable = ordered[AGENT_CPUS:] if len(ordered) > AGENT_CPUS else ordered
+    chosen = sorted({cpu for g in gpu_indices
+                     for cpu in leasable[g * len(leasable) // total:(g + 1) * len(leasable) // total]})
+    if not chosen:  # fewer CPUs than GPUs: share one
+        chosen = [leasable[gpu_indices[0] % len(leasable)]]
+    memory = memory_bytes - min(memory_bytes // 2, max(AGENT_MEMORY_MIN, memory_bytes // AGENT_MEMORY_FRACTION))
+    return Limits(tuple(chosen), max(256 << 20, int(memory * share)), max(64 << 20, int(disk_bytes * share)),
+                  max(256, int(4096 * share)))
 
 
 def pick_gpus(total: int, taken: set[int], count: int) -> list[int]:
@@ -115,20 +173,40 @@ def _system_binds() -> list[str]:
     return args
 
 
-def _python_binds() -> list[str]:
-    """This interpreter, its environment and the unchained packages, read-only at the same paths:
-    the renter can run `unchained pog run` inside. Only the package directories are bound, never
+def _python_dirs() -> list[str]:
+    """This interpreter, its environment and the unchained packages, to be bound read-only at the
+    same paths: the renter can run `unchained pog run` inside. Only the package directories, never
     the directory around them (which may hold the agent's files)."""
-    args: list[str] = []
+    dirs: list[str] = []
     for prefix in sorted({sys.base_prefix, sys.prefix}):
         if not prefix.startswith("/usr/") and prefix != "/usr":
-            args += ["--ro-bind", prefix, prefix]
+            dirs.append(prefix)
     for name in PACKAGES:
         module = sys.modules.get(name) or __import__(name)
         package_dir = str(Path(module.__file__).resolve().parent)
         if not package_dir.startswith(sys.prefix):
-            args += ["--ro-bind", package_dir, package_dir]
-    return args
+            dirs.append(package_dir)
+    return dirs
+
+
+def _is_static(path: Path) -> bool:
+    """True for an ELF executable without a program interpreter (it runs in any root file system)."""
+    try:
+        head = path.read_bytes()[:65536]
+    except OSError:
+        return False
+    if head[:5] != b"\x7fELF\x02":  # 64-bit ELF
+        return False
+    phoff, = struct.unpack_from("<Q", head, 0x20)
+    size, count = struct.unpack_from("<HH", head, 0x36)
+    return all(struct.unpack_from("<I", head, phoff + i * size)[0] != 3 for i in range(count))  # PT_INTERP
+
+
+def _host_addresses() -> list[str]:
+    """Every IPv4 address of this host's interfaces (reachable from a lease through slirp4netns
+    unless blocked: a service listening on 0.0.0.0 would answer)."""
+    shown = subprocess.run(["ip", "-j", "-4", "addr"], capture_output=True, text=True, check=True).stdout
+    return sorted({a["local"] for link in json.loads(shown) for a in link.get("addr_info", []) if "local" in a})
 
 
 @dataclass
@@ -142,17 +220,21 @@ class LeaseState:
     sandbox_pid: int  # the sandbox's pid 1, seen from outside
     sshd_pid: int
     cgroups: list[str]
+    uid: int = 0  # the host uid the sandbox runs as
+    image: str | None = None
 
     def access(self) -> LeaseAccess:
         return LeaseAccess(self.lease_id, self.host, self.port, self.user, self.host_key_fingerprint)
 
 
 class LeaseEnvironments:
-    """Creates and removes lease environments under `root` (0700, inside the agent's data dir)."""
+    """Creates and removes lease environments under `root` (0700, inside the agent's data dir).
+    `image`: the renter's root file system (directory, tarball or OCI image layout) for leases
+    started without one of their own; None: the host's system, read-only."""
 
     def __init__(self, root: Path, total_gpus: int, public_host: str, listen_host: str = "0.0.0.0",
                  memory_bytes: int | None = None, disk_bytes: int = 8 << 30, dev_dir: Path = Path("/dev"),
-                 cgroup_root: Path = Path("/sys/fs/cgroup")) -> None:
+                 cgroup_root: Path = Path("/sys/fs/cgroup"), image: Path | None = None) -> None:
         self.root = root
         self.total_gpus = total_gpus
         self.public_host = public_host
@@ -161,14 +243,20 @@ class LeaseEnvironments:
         self.disk_bytes = disk_bytes
         self.dev_dir = dev_dir
         self.cgroup_root = cgroup_root
+        self.image = image
 
     @staticmethod
-    def check_tools() -> None:
-        missing = [tool for tool in ("bwrap", "sshd", "ssh-keygen", "nsenter", "setpriv", "taskset")
-                   if shutil.which(tool) is None and not Path(f"/usr/sbin/{tool}").exists()]
+    def check_tools(image: Path | None = None) -> None:
+        if os.getuid() != 0:
+            raise LeaseEnvError("leases need the provider agent to run as root (each lease's sandbox runs as an "
+                                "unprivileged user of its own on a disk of its own)")
+        tools = ["bwrap", "sshd", "ssh-keygen", "setpriv", "slirp4netns", "ip", "nsenter"]
+        missing = [tool for tool in tools if shutil.which(tool) is None and not Path(f"/usr/sbin/{tool}").exists()]
+        if image is not None and not _is_static(STATIC_SLEEPER):
+            missing.append("busybox-static")
         if missing:
             raise LeaseEnvError(f"missing {', '.join(missing)}: apt-get install bubblewrap openssh-server "
-                                "openssh-client util-linux")
+                                "openssh-client util-linux slirp4netns iproute2 busybox-static")
 
     def _dir(self, lease_id: int) -> Path:
         return self.root / f"lease-{int(lease_id)}"
@@ -187,10 +275,14 @@ class LeaseEnvironments:
             taken.update(json.loads(path.read_text())["gpus"])
         return taken
 
-    def start(self, lease_id: int, gpu_count: int, ssh_public_key: str) -> LeaseState:
-        """Creates the environment (idempotent: an existing one is returned as it is)."""
-        self.check_tools()
+    def start(self, lease_id: int, gpu_count: int, ssh_public_key: str, image: Path | None = None) -> LeaseState:
+        """Creates the environment (idempotent: an existing one is returned as it is). `image`:
+        the renter's root file system, else this object's default."""
+        image = image if image is not None else self.image
+        self.check_tools(image)
         key = normalize_ssh_key(ssh_public_key)
+        if image is not None and not Path(image).exists():
+            raise LeaseEnvError(f"lease {lease_id}: image {image} not found")
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
         with open(self.root / ".lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # GPU allocation across the worker's processes
@@ -202,20 +294,28 @@ class LeaseEnvironments:
             shutil.rmtree(directory, ignore_errors=True)  # a half-made one from a crash
             directory.mkdir(mode=0o700)
             try:
-                state = self._create(lease_id, directory, gpus, gpu_count, key)
+                state = self._create(lease_id, directory, gpus, key, image)
             except BaseException:
                 self._teardown(directory, None)
                 raise
             (directory / "state.json").write_text(json.dumps(asdict(state)))
-        log.info("lease %s: environment up, GPUs %s, sshd on %s:%s", lease_id, gpus, self.public_host, state.port)
+        log.info("lease %s: environment up, GPUs %s, uid %s, sshd on %s:%s", lease_id, gpus, state.uid,
+                 self.public_host, state.port)
         return state
 
-    def _create(self, lease_id: int, directory: Path, gpus: list[int], gpu_count: int, key: str) -> LeaseState:
-        limits = limits_for(gpu_count, max(self.total_gpus, gpu_count), sorted(os.sched_getaffinity(0)),
+    def _create(self, lease_id: int, directory: Path, gpus: list[int], key: str, image: Path | None) -> LeaseState:
+        limits = limits_for(gpus, max(self.total_gpus, len(gpus)), sorted(os.sched_getaffinity(0)),
                             self.memory_bytes, self.disk_bytes)
-        cgroups = self._make_cgroups(lease_id, limits)
-        sandbox_pid = self._start_sandbox(directory, gpus, limits, cgroups)
+        try:
+            (directory / "seccomp.bpf").write_bytes(seccomp_program())
+        except SeccompUnsupported as exc:
+            raise LeaseEnvError(str(exc)) from exc
+        uid = lease_uid(self.root, lease_id)
+        cgroups = self._make_cgroups(lease_id, uid, limits)
+        (directory / "cgroups.json").write_text(json.dumps(cgroups))
+        sandbox_pid = self._start_sandbox(directory, gpus, limits, cgroups, uid, image)
         (directory / "sandbox.pid").write_text(str(sandbox_pid))
+        self._start_network(directory, sandbox_pid, uid, cgroups)
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"unchained-lease-{lease_id}",
                         "-f", str(directory / "host_key")], check=True, capture_output=True)
         fingerprint = subprocess.run(["ssh-keygen", "-l", "-E", "sha256", "-f", str(directory / "host_key.pub")],
@@ -223,90 +323,174 @@ class LeaseEnvironments:
         # `restrict`: no forwarding, no agent, no X11, no ~/.ssh/rc, even if the config allowed them.
         (directory / "authorized_keys").write_text(f"restrict,pty {key}\n")
         os.chmod(directory / "authorized_keys", 0o600)
+        (directory / "enter.json").write_text(json.dumps(self._enter_config(sandbox_pid, gpus, limits, cgroups,
+                                                                            directory, image)))
         enter = directory / "enter.sh"
-        enter.write_text(self._enter_script(sandbox_pid, gpus, limits, cgroups))
+        command = [sys.executable, "-I", "-S", str(Path(__file__).with_name("lease_enter.py")),
+                   str(directory / "enter.json")]
+        enter.write_text("#!/bin/sh\n# ForceCommand of this lease's sshd (written by provider_agent.lease_env)\n"
+                         f"exec {shlex.join(command)}\n")
         os.chmod(enter, 0o700)
         port = free_port(self.listen_host)
-        user = pwd.getpwuid(os.getuid()).pw_name
-        (directory / "sshd_config").write_text(self._sshd_config(directory, port, user))
-        if os.getuid() == 0:
-            Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation directory
+        (directory / "sshd_config").write_text(self._sshd_config(directory, port, "root"))
+        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation directory
         with open(directory / "sshd.log", "ab") as errors:
             sshd = subprocess.Popen([shutil.which("sshd") or "/usr/sbin/sshd", "-D", "-e", "-f",
                                      str(directory / "sshd_config")], stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.DEVNULL, stderr=errors, start_new_session=True)
+                                    stdout=subprocess.DEVNULL, stderr=errors, start_new_session=True,
+                                    env={"PATH": ENV_PATH})  # nothing of the agent's environment
         (directory / "sshd.pid").write_text(str(sshd.pid))
         self._wait_listening(port, sshd, directory)
-        return LeaseState(lease_id, gpus, port, self.public_host, user, fingerprint, sandbox_pid, sshd.pid, cgroups)
+        return LeaseState(lease_id, gpus, port, self.public_host, "root", fingerprint, sandbox_pid, sshd.pid, cgroups,
+                          uid, str(image) if image is not None else None)
 
-    def _start_sandbox(self, directory: Path, gpus: list[int], limits: Limits, cgroups: list[str]) -> int:
-        read_end, write_end = os.pipe()  # bwrap writes the sandbox's pid (JSON) here
+    def _start_sandbox(self, directory: Path, gpus: list[int], limits: Limits, cgroups: list[str], uid: int,
+                       image: Path | None) -> int:
+        """lease_boot as root, which mounts the lease's disk, unpacks the image and becomes `uid`
+        to run bubblewrap. The sandbox's descriptors: stdin and stdout /dev/null, stderr a pipe
+        read here only until the sandbox runs (for bubblewrap's errors), nothing else."""
+        info_read, info_write = os.pipe()  # bwrap writes the sandbox's pid (JSON) here
+        err_read, err_write = os.pipe()
+        seccomp = os.open(directory / "seccomp.bpf", os.O_RDONLY)
+        binds: list[tuple[str, str, bool]] = []
         devices: list[str] = []
-        for node in gpu_device_nodes(self.dev_dir, gpus):
-            devices += ["--dev-bind", str(node), f"/dev/{node.name}"]
-        argv = ["bwrap", "--unshare-all", "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
-                "--new-session", "--hostname", "lease", *_system_binds(),
-                "--dev", "/dev", *devices, "--proc", "/proc", "--tmpfs", "/tmp",
-                # After /tmp's tmpfs, which would hide an environment installed under /tmp.
-                *_python_binds(),
-                "--size", str(limits.disk_bytes), "--tmpfs", SANDBOX_HOME, "--chdir", SANDBOX_HOME,
-                "--info-fd", str(write_end), "--", "sleep", "infinity"]
-        with open(directory / "sandbox.log", "ab") as errors:
-            proc = subprocess.Popen(argv, pass_fds=(write_end,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                    stderr=errors, start_new_session=True,
-                                    preexec_fn=lambda: os.sched_setaffinity(0, limits.cpus))
-        os.close(write_end)
-        with os.fdopen(read_end) as info:
-            text = info.read()  # bwrap closes its end once the sandbox runs (or on failure)
-        if not text:
-            proc.wait(timeout=START_TIMEOUT_S)
-            raise LeaseEnvError(f"bubblewrap failed: {(directory / 'sandbox.log').read_text().strip()[-500:]}")
-        pid = int(json.loads(text)["child-pid"])
-        for cgroup in cgroups:
-            Path(cgroup, "cgroup.procs").write_text(str(pid))
-        return pid
+        for i, node in enumerate(gpu_device_nodes(self.dev_dir, gpus)):
+            binds.append((f"dev{i}", str(node), False))
+            devices += ["--dev-bind", str(STAGE / "bind" / f"dev{i}"), f"/dev/{node.name}"]
+        system: list[str] = []
+        if image is None:
+            system = _system_binds()
+            for i, path in enumerate(_python_dirs()):
+                binds.append((f"py{i}", path, True))
+                system += ["--ro-bind", str(STAGE / "bind" / f"py{i}"), path]
+            command = ["sleep", "infinity"]
+        else:
+            binds.append(("sleeper", str(STATIC_SLEEPER), True))
+            devices += ["--ro-bind", str(STAGE / "bind" / "sleeper"), "/dev/.lease/busybox"]
+            command = ["/dev/.lease/busybox", "sleep", "2147483647"]  # busybox takes its name from argv[0]
+        argv = [shutil.which("bwrap") or "bwrap", "--unshare-all", "--unshare-user", "--disable-userns",
+                "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--new-session", "--hostname", "lease",
+                "--bind", str(STAGE / "disk" / "root"), "/", *system,
+                "--dev", "/dev", *devices, "--bind", str(STAGE / "disk" / "shm"), "/dev/shm", "--remount-ro", "/dev",
+                "--proc", "/proc", "--chdir", SANDBOX_HOME, "--seccomp", str(seccomp),
+                "--info-fd", str(info_write), "--", *command]
+        config = {"stage": str(STAGE), "uid": uid, "gid": uid, "disk_bytes": limits.disk_bytes,
+                  "image": str(image) if image is not None else None, "home": SANDBOX_HOME, "dns": SLIRP_DNS,
+                  "binds": binds, "argv": argv,
+                  "env": {"PATH": ENV_PATH, "HOME": SANDBOX_HOME, "LANG": "C.UTF-8"}}
+        (directory / "boot.json").write_text(json.dumps(config))
+        STAGE.mkdir(mode=0o755, parents=True, exist_ok=True)
 
-    def _make_cgroups(self, lease_id: int, limits: Limits) -> list[str]:
-        """Memory and pid limits in a cgroup per lease where the hierarchy is writable (cgroup v2,
-        else v1's memory and pids controllers); none, with a warning, where it is not."""
-        name = f"unchained-lease-{lease_id}"
-        made: list[str] = []
+        def prepare() -> None:  # in the child, before lease_boot: the lease's CPUs and cgroups
+            os.sched_setaffinity(0, limits.cpus)
+            for cgroup in cgroups:
+                Path(cgroup, "cgroup.procs").write_text(str(os.getpid()))
+
         try:
-            if (self.cgroup_root / "cgroup.controllers").exists():
+            proc = subprocess.Popen([sys.executable, "-I", "-S", str(Path(__file__).with_name("lease_boot.py")),
+                                     str(directory / "boot.json")], pass_fds=(info_write, seccomp),
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err_write,
+                                    start_new_session=True, preexec_fn=prepare, env={"PATH": ENV_PATH})
+        finally:
+            for fd in (info_write, err_write, seccomp):
+                os.close(fd)
+        with os.fdopen(info_read) as info:
+            text = info.read()  # bwrap closes its end once the sandbox runs (or on failure)
+        with os.fdopen(err_read, "rb") as errors:
+            if not text:
+                proc.wait(timeout=START_TIMEOUT_S)
+                raise LeaseEnvError(f"the lease's sandbox did not start: "
+                                    f"{errors.read()[-800:].decode(errors='replace').strip()}")
+        (directory / "bwrap.pid").write_text(str(proc.pid))
+        return int(json.loads(text)["child-pid"])
+
+    def _start_network(self, directory: Path, sandbox_pid: int, uid: int, cgroups: list[str]) -> None:
+        """slirp4netns, as the lease's user, gives the sandbox's network namespace a tap device
+        routed to the internet; then the blocked ranges and the host's own addresses become
+        unreachable routes there (set from outside: the renter has no capability over them)."""
+        net = os.open(f"/proc/{sandbox_pid}/ns/net", os.O_RDONLY)
+        owner = fcntl.ioctl(net, NS_GET_USERNS)  # bwrap's outer user namespace, which owns `net`
+        ready_read, ready_write = os.pipe()
+        try:
+            slirp = subprocess.Popen(
+                ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "slirp4netns", "--configure",
+                 "--mtu=65520", "--disable-host-loopback", "--enable-seccomp", f"--ready-fd={ready_write}",
+                 f"--userns-path=/proc/self/fd/{owner}", "--netns-type=path", f"/proc/self/fd/{net}", "tap0"],
+                pass_fds=(net, owner, ready_write), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, start_new_session=True, env={"PATH": ENV_PATH})
+        finally:
+            for fd in (net, owner, ready_write):
+                os.close(fd)
+        (directory / "slirp.pid").write_text(str(slirp.pid))
+        for cgroup in cgroups:
+            Path(cgroup, "cgroup.procs").write_text(str(slirp.pid))
+        with os.fdopen(ready_read, "rb") as ready:
+            if not ready.read(1):
+                raise LeaseEnvError("slirp4netns did not configure the lease's network")
+        routes = [f"route add unreachable {cidr}" for cidr in BLOCKED_RANGES]
+        routes += [f"route add unreachable {address}/32" for address in _host_addresses()
+                   if not ipaddress.ip_address(address).is_loopback]
+        done = subprocess.run(["nsenter", f"--net=/proc/{sandbox_pid}/ns/net", "ip", "-batch", "-"],
+                              input="\n".join(routes) + "\n", capture_output=True, text=True, env={"PATH": ENV_PATH})
+        if done.returncode != 0:
+            raise LeaseEnvError(f"the lease's network filter could not be set: {done.stderr.strip()[-300:]}")
+
+    def _make_cgroups(self, lease_id: int, uid: int, limits: Limits) -> list[str]:
+        """Memory, CPU-time, CPU set and pid limits in a cgroup per lease where the hierarchy is
+        writable (cgroup v2, else v1's memory, cpu, cpuset and pids controllers); none, with a
+        warning, where it is not. Named after the lease and its uid: another agent's lease of the
+        same number on this host has another."""
+        name = f"unchained-lease-{lease_id}-{uid}"
+        made: list[str] = []
+        cpus = ",".join(str(c) for c in limits.cpus)
+        quota = str(100_000 * len(limits.cpus))
+        try:
+            if (self.cgroup_root / "cgroup.controllers").exists():  # v2 (not on this project's hosts: untested)
+                try:  # the controllers must be enabled for the root's children first
+                    (self.cgroup_root / "cgroup.subtree_control").write_text("+memory +pids +cpu +cpuset")
+                except OSError as exc:
+                    log.warning("lease %s: cgroup v2 controllers not all enabled (%s)", lease_id, exc)
                 group = self.cgroup_root / name
                 group.mkdir(exist_ok=True)
-                (group / "memory.max").write_text(str(limits.memory_bytes))
-                (group / "pids.max").write_text(str(limits.pids))
                 made.append(str(group))
+                for knob, value in (("memory.max", str(limits.memory_bytes)), ("memory.swap.max", "0"),
+                                    ("pids.max", str(limits.pids)), ("cpu.max", f"{quota} 100000"),
+                                    ("cpuset.cpus", cpus)):
+                    if (group / knob).exists():
+                        (group / knob).write_text(value)
             else:
-                for controller, knob, value in (("memory", "memory.limit_in_bytes", limits.memory_bytes),
-                                                ("pids", "pids.max", limits.pids)):
+                for controller, settings in (
+                        ("memory", (("memory.limit_in_bytes", str(limits.memory_bytes)),)),
+                        ("pids", (("pids.max", str(limits.pids)),)),
+                        ("cpu", (("cpu.cfs_period_us", "100000"), ("cpu.cfs_quota_us", quota))),
+                        ("cpuset", (("cpuset.cpus", cpus), ("cpuset.mems", None)))):
                     group = self.cgroup_root / controller / name
                     if not group.parent.is_dir():
                         continue
                     group.mkdir(exist_ok=True)
                     made.append(str(group))
-                    (group / knob).write_text(str(value))
+                    for knob, value in settings:
+                        if value is None:  # cpuset.mems: the parent's memory nodes
+                            value = (group.parent / knob).read_text().strip()
+                        (group / knob).write_text(value)
+                    if (group / "memory.memsw.limit_in_bytes").exists():  # swap accounting on: no swap either
+                        (group / "memory.memsw.limit_in_bytes").write_text(str(limits.memory_bytes))
         except OSError as exc:
-            log.warning("lease %s: no cgroup limits (%s); CPU affinity and disk size still apply", lease_id, exc)
+            log.warning("lease %s: cgroup limits incomplete (%s); CPU affinity and disk size still apply",
+                        lease_id, exc)
         return made
 
     @staticmethod
-    def _enter_script(sandbox_pid: int, gpus: list[int], limits: Limits, cgroups: list[str]) -> str:
-        """sshd's ForceCommand: join the lease's cgroups and CPUs, enter its namespaces as the
-        sandbox user with no new privileges and a clean environment, run the command or a shell."""
-        joins = "".join(f"echo $$ > {shlex.quote(c)}/cgroup.procs\n" for c in cgroups)
-        path = f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin"
-        env = {"HOME": SANDBOX_HOME, "USER": "renter", "PATH": path, "TERM": "${TERM:-xterm}",
+    def _enter_config(sandbox_pid: int, gpus: list[int], limits: Limits, cgroups: list[str], directory: Path,
+                      image: Path | None) -> dict:
+        """What lease_enter needs: the sandbox, the limits, the renter's uid and its whole
+        environment (an allowlist, nothing inherited)."""
+        path = ENV_PATH if image is not None else f"{Path(sys.executable).parent}:{ENV_PATH}"
+        env = {"HOME": SANDBOX_HOME, "USER": "renter", "LOGNAME": "renter", "PATH": path, "LANG": "C.UTF-8",
                "CUDA_VISIBLE_DEVICES": cuda_visible_devices(gpus), "UNCHAINED_LEASE_GPUS": str(len(gpus)),
                "OMP_NUM_THREADS": str(len(limits.cpus))}
-        assignments = " ".join(f'{k}="{v}"' for k, v in env.items())
-        cpus = ",".join(str(c) for c in limits.cpus)
-        return (f"#!/bin/sh\n# ForceCommand of this lease's sshd (written by provider_agent.lease_env)\n{joins}"
-                f"exec taskset -c {cpus} nsenter -t {sandbox_pid} --all -S {SANDBOX_UID} -G {SANDBOX_UID} -- "
-                f"setpriv --no-new-privs env -i {assignments} SSH_ORIGINAL_COMMAND=\"$SSH_ORIGINAL_COMMAND\" "
-                f"/bin/bash -c 'cd; if [ -n \"$SSH_ORIGINAL_COMMAND\" ]; then exec /bin/bash -c \"$SSH_ORIGINAL_COMMAND\"; "
-                f"else exec /bin/bash -l; fi'\n")
+        return {"pid": sandbox_pid, "cgroups": cgroups, "cpus": list(limits.cpus), "uid": SANDBOX_UID,
+                "home": SANDBOX_HOME, "seccomp": str(directory / "seccomp.bpf"), "env": env}
 
     def _sshd_config(self, directory: Path, port: int, user: str) -> str:
         return "\n".join([
@@ -348,16 +532,20 @@ class LeaseEnvironments:
     @staticmethod
     def _teardown(directory: Path, state: LeaseState | None) -> None:
         pids = {name: int((directory / f"{name}.pid").read_text())
-                for name in ("sshd", "sandbox") if (directory / f"{name}.pid").exists()}
+                for name in ("sshd", "sandbox", "slirp", "bwrap") if (directory / f"{name}.pid").exists()}
         if "sshd" in pids:  # the listener and every session it forked
             for pid in [pids["sshd"], *_descendants(pids["sshd"])]:
                 _kill(pid)
-        if "sandbox" in pids:
-            _kill(pids["sandbox"])  # pid 1 of the namespace: the kernel kills everything inside
+        for name in ("slirp", "sandbox", "bwrap"):  # pid 1 of the namespace: the kernel kills everything inside
+            if name in pids:
+                _kill(pids[name])
+        for name in ("sandbox", "bwrap"):
             deadline = time.monotonic() + 5
-            while is_alive(pids["sandbox"]) and time.monotonic() < deadline:
+            while name in pids and is_alive(pids[name]) and time.monotonic() < deadline:
                 time.sleep(0.02)
-        for cgroup in state.cgroups if state else []:
+        cgroups = state.cgroups if state else (json.loads((directory / "cgroups.json").read_text())
+                                               if (directory / "cgroups.json").exists() else [])
+        for cgroup in cgroups:
             group = Path(cgroup)
             deadline = time.monotonic() + 5
             while group.exists() and time.monotonic() < deadline:
@@ -401,5 +589,5 @@ def _kill(pid: int) -> None:
         pass
 
 
-__all__ = ["LeaseEnvError", "LeaseEnvironments", "LeaseState", "Limits", "cuda_visible_devices",
-           "gpu_device_nodes", "is_alive", "limits_for", "pick_gpus"]
+__all__ = ["BLOCKED_RANGES", "LeaseEnvError", "LeaseEnvironments", "LeaseState", "Limits", "cuda_visible_devices",
+           "gpu_device_nodes", "is_alive", "lease_uid", "limits_for", "pick_gpus"]

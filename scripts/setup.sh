@@ -34,14 +34,20 @@ if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt
 fi
 
 # bubblewrap: the model sandbox (client.sandbox) and a lease's machine (provider_agent/lease_env.py)
-# run in Linux namespaces through bwrap; Debian's OpenSSH server (one unprivileged sshd per lease)
-# and client (`unchained lease ssh`, the lease tests).
+# run in Linux namespaces through bwrap; Debian's OpenSSH server (one sshd per lease) and client
+# (`unchained lease ssh`, the lease tests); slirp4netns gives a lease its egress network (as
+# rootless Podman does), iproute2 makes the host's and private ranges unreachable from it, and a
+# static busybox idles in a sandbox whose root is the renter's own image.
 missing_tools=""
-for tool in bwrap:bubblewrap sshd:openssh-server ssh:openssh-client; do
+for tool in bwrap:bubblewrap sshd:openssh-server ssh:openssh-client slirp4netns:slirp4netns ip:iproute2 \
+    busybox:busybox-static; do
   if ! command -v "${tool%%:*}" >/dev/null 2>&1 && [ ! -x "/usr/sbin/${tool%%:*}" ]; then
     missing_tools="$missing_tools ${tool#*:}"
   fi
 done
+if [ -x /bin/busybox ] && ldd /bin/busybox >/dev/null 2>&1; then
+  missing_tools="$missing_tools busybox-static"  # Debian's dynamic busybox: no use in another root
+fi
 if [ -n "$missing_tools" ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     apt-get update -qq && apt-get install -y -qq $missing_tools >/dev/null \

@@ -69,10 +69,15 @@ def test_device_nodes_are_the_leased_gpus_and_the_control_nodes(tmp_path):
     assert cuda_visible_devices([1, 2]) == "1,2"
 
 
-def test_limits_are_in_proportion_to_the_gpus_leased():
-    limits = limits_for(1, 4, list(range(8)), 64 << 30, 400 << 30)
-    assert (limits.cpus, limits.memory_bytes, limits.disk_bytes) == ((0, 1), 16 << 30, 100 << 30)
-    assert limits_for(1, 4, [0], 64 << 30, 400 << 30).cpus == (0,)  # never no CPU at all
+def test_limits_are_in_proportion_to_the_gpus_leased_of_what_the_agent_leaves():
+    # 9 CPUs, 64 GiB: the agent keeps CPU 0 and 8 GiB; each of 4 GPUs owns 2 of the other 8 CPUs.
+    limits = limits_for([0], 4, list(range(9)), 64 << 30, 400 << 30)
+    assert (limits.cpus, limits.memory_bytes, limits.disk_bytes) == ((1, 2), 14 << 30, 100 << 30)
+    assert limits_for([2, 3], 4, list(range(9)), 64 << 30, 400 << 30).cpus == (5, 6, 7, 8)
+    everything = limits_for([0, 1, 2, 3], 4, list(range(9)), 64 << 30, 400 << 30)
+    assert 0 not in everything.cpus and everything.memory_bytes == 56 << 30  # a lease of all GPUs too
+    assert limits_for([3], 4, [0, 1], 64 << 30, 400 << 30).cpus == (1,)  # never no CPU, never the agent's
+    assert limits_for([0], 1, [0], 64 << 30, 400 << 30).cpus == (0,)  # one CPU in all: shared
 
 
 def test_a_private_key_or_junk_is_refused_as_a_lease_key(envs):
