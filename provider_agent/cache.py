@@ -13,6 +13,7 @@ import os
 import re
 import tempfile
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
@@ -98,17 +99,34 @@ class HttpSource:
     """The backend's content route (`GET {base}{path}` with {hash} filled in), streamed with a
     size limit so a hostile server cannot fill the disk. `auth` (the agent's signed-in session)
     is needed for a job's inputs and private model, which the backend serves only to the job's
-    provider; specs and public models are open."""
+    provider; specs and public models are open.
+
+    A 404 is asked again `missing_retries` times, `missing_backoff_s` apart and doubling: content a
+    funded spec names was uploaded by its renter, and a backend replica may not hold it yet (a
+    shared store's write in flight, a replica without one); failing the job at once would refund
+    a renter whose job could have run."""
 
     def __init__(self, base_url: str, path_template: str = "/blobs/{hash}", timeout: float = 60.0,
-                 auth: httpx.Auth | None = None) -> None:
+                 auth: httpx.Auth | None = None, missing_retries: int = 3, missing_backoff_s: float = 0.5) -> None:
         self.base_url = base_url.rstrip("/")
         self.path_template = path_template
+        self.missing_retries = missing_retries
+        self.missing_backoff_s = missing_backoff_s
         # One client for every fetch (it is thread-safe): a new one per fetch built a TLS context
         # each time, which cost more CPU than the download itself.
         self.http = httpx.Client(timeout=timeout, follow_redirects=True, auth=auth)
 
     def fetch(self, name: ContentHash, limit: int) -> bytes:
+        for attempt in range(self.missing_retries):
+            try:
+                return self._fetch_once(name, limit)
+            except ContentMissing:
+                wait_s = self.missing_backoff_s * 2**attempt
+                logger.info("content %s: not found at the backend, asking again in %.1f s", name, wait_s)
+                time.sleep(wait_s)
+        return self._fetch_once(name, limit)
+
+    def _fetch_once(self, name: ContentHash, limit: int) -> bytes:
         url = self.base_url + self.path_template.format(hash=name)
         chunks, size = [], 0
         try:

@@ -12,6 +12,7 @@ import pytest
 from provider_agent.cache import ContentCache, ContentMismatch, ContentMissing, ContentTooLarge, HttpSource, content_hash
 
 BLOBS: dict[str, bytes] = {}
+LATE: dict[str, int] = {}  # name -> how many more GETs answer 404 before the blob is served
 
 
 @pytest.fixture(scope="module")
@@ -23,6 +24,9 @@ def backend():
         def do_GET(self):
             name = self.path.removeprefix("/blobs/")
             data = BLOBS.get(name)
+            if LATE.get(name, 0) > 0:
+                LATE[name] -= 1
+                data = None
             if data is None:
                 self.send_error(404)
                 return
@@ -117,3 +121,19 @@ def test_seeded_content_is_kept_only_when_it_matches_its_name(backend, tmp_path)
     assert {p.name for p in tmp_path.iterdir() if not p.name.startswith(".")} == {content_hash(good)}
     assert cache.read(content_hash(good)) == good  # served from the cache: the source never had it
     assert cache.read(right_name) == BLOBS[right_name]  # fetched, not the dispatch's bytes
+
+
+def test_content_a_replica_does_not_hold_yet_is_asked_for_again_not_failed(backend, tmp_path):
+    name = _blob(100)
+    LATE[name] = 2  # two 404s, then the blob (another replica's upload reached the shared store)
+    cache = ContentCache(tmp_path, 10_000, HttpSource(backend, missing_backoff_s=0.01))
+    assert cache.read(name) == BLOBS[name]
+    assert LATE[name] == 0
+
+
+def test_content_missing_after_every_retry_is_missing(backend, tmp_path):
+    name = _blob(100)
+    LATE[name] = 10
+    with pytest.raises(ContentMissing):
+        ContentCache(tmp_path, 10_000, HttpSource(backend, missing_retries=3, missing_backoff_s=0.01)).read(name)
+    assert LATE[name] == 6  # asked four times
