@@ -5,8 +5,8 @@ hash of its arguments, an expiry and a random nonce (so that neither another que
 time can reuse it). What else a Celery message can ask of a worker is not signed, so a consumer
 refuses it outright: a task that names further work (`COMPOSITION_FIELDS`: callbacks, errbacks,
 a chain or a chord, which the worker would publish signed with its own key) is dropped, since no
-party of the product composes tasks. A reply carries the worker's signature over the task id, that task's nonce
-and a hash of the result. Who may send which task is decided by the consumer from the chain
+party of the product composes tasks. A reply carries the worker's signature over the task id,
+that task's nonce and a hash of the result. Who may send which task is decided by the consumer from the chain
 (`TASK_SENDERS` names the roles); checking and signing, which need keys and the chain, live in
 `client.task_auth`. Pure: no I/O.
 """
