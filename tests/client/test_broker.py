@@ -338,10 +338,12 @@ def test_a_verifier_cannot_attach_a_job_to_a_round_it_requested(deployment, admi
     assert worker.ran == [] and f"names further work ({'callbacks' if attach == 'link' else 'chain'})" in caplog.text
 
 
-def test_a_callback_added_to_a_queued_message_in_the_sqlite_broker_is_refused(deployment, tmp_path, caplog) -> None:  # type: ignore[no-untyped-def]
-    """On the SQLite broker anyone who can open the file edits queued messages: a callback
-    added to the dispatcher's genuine run_job is not covered by its signature, so the task is
-    dropped (and the callback, which the worker would sign, never sent)."""
+@pytest.mark.parametrize("field", ["callbacks", "errbacks", "chain", "chord"])
+def test_a_callback_added_to_a_queued_message_in_the_sqlite_broker_is_refused(deployment, tmp_path, caplog,  # type: ignore[no-untyped-def]
+                                                                              field) -> None:
+    """On the SQLite broker anyone who can open the file edits queued messages: a callback (an
+    errback, a chain, a chord) added to the dispatcher's genuine run_job is not covered by its
+    signature, so the task is dropped (and the work, which the worker would sign, never sent)."""
     import sqlite3
 
     known, rpc = deployment
@@ -355,8 +357,8 @@ def test_a_callback_added_to_a_queued_message_in_the_sqlite_broker_is_refused(de
         message = json.loads(payload)
         args, kwargs, embed = json.loads(base64.b64decode(message["body"]))
         assert args == [11]
-        message["body"] = base64.b64encode(json.dumps([args, kwargs, {**embed, "callbacks": [callback]}]).encode()
-                                           ).decode()
+        added = callback if field == "chord" else [callback]
+        message["body"] = base64.b64encode(json.dumps([args, kwargs, {**embed, field: added}]).encode()).decode()
         db.execute("UPDATE kombu_message SET payload = ? WHERE id = ?", (json.dumps(message), row))
     worker = provider_worker(url, PROVIDER_A, known, rpc)
     caplog.set_level(logging.WARNING, logger="client.task_auth")
@@ -364,7 +366,7 @@ def test_a_callback_added_to_a_queued_message_in_the_sqlite_broker_is_refused(de
         wait_until(lambda: "dropped" in caplog.text or len(worker.ran) >= 2, 20,
                    "the edited task dropped, or it and its callback run")
     assert (TASK_FLAKY, [6021]) not in worker.ran, "a callback nobody signed ran under the provider's key"
-    assert worker.ran == [] and "names further work (callbacks)" in caplog.text
+    assert worker.ran == [] and f"names further work ({field})" in caplog.text
 
 
 def test_a_providers_own_key_starts_no_job_but_retries_a_dispatched_one(deployment, admin_url, caplog) -> None:  # type: ignore[no-untyped-def]
