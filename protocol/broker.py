@@ -10,8 +10,8 @@ bookkeeping and replies included, lies under one prefix and an ACL can give it t
 alone. A verifier's own keys lie under `verifier.<address>:`.
 
 Rights (`acl_rules`):
-- a provider: everything under its own prefix (keys and channels), nothing else;
-- a verifier: everything under its own prefix; on providers' prefixes only to push a message
+- a provider: what a worker does (`_WORKER`) under its own prefix (keys and channels), nothing else;
+- a verifier: the same under its own prefix; on providers' prefixes only to push a message
   onto a queue, declare its binding, and read and await the replies to what it sent;
 - the backend (operator): the same push rights on every provider's queue, nothing to read.
 Each user is an allowlist of commands (`_WORKER`, `_PUBLISH`, `_AWAIT`): a party cannot list key
