@@ -125,12 +125,15 @@ def user_url(public_url: str, user: str, password: str) -> str:
 
 
 def grant(admin_url: str, role: str, address: str | None = None, public_url: str | None = None) -> str:
-    """Creates (or resets, with a new password) the party's ACL user; returns its broker URL."""
+    """Creates (or resets, with a new password) the party's ACL user; returns its broker URL.
+    A reset closes every connection the user opened before: whoever held the old URL is out
+    (the old password is gone first, so none can log in between)."""
     user, rules = _rules(role, address)
     password = secrets.token_urlsafe(24)
     client = _admin(admin_url)
     try:
-        client.execute_command("ACL", "SETUSER", user, *rules, f">{password}")
+        client.execute_command("ACL", "SETUSER", user, *rules, f">{password}")  # `reset` drops old passwords
+        client.execute_command("CLIENT", "KILL", "USER", user)
         _save(client)
     except redis.RedisError as exc:
         raise BrokerAdminError(f"broker refused to create {user}: {exc}") from exc

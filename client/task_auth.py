@@ -7,6 +7,12 @@ checks the signature, its expiry, its nonce and the sender's role on the chain b
 runs, drops (rejects without requeue) and logs what fails, and signs the task's return value.
 Callers read a reply with `TaskAuth.open_reply`, which checks the worker's signature.
 
+A task that names further work (callbacks, errbacks, a chain or a chord: protocol.task_auth's
+COMPOSITION_FIELDS) is dropped before anything else: the worker would publish that work signed
+with its own key, and no signature covers those fields. `run_job` and `lease` come from the
+dispatch key; the worker re-sends one itself (a retry, a lease's next look, a killed job resumed
+at start) only with arguments the dispatcher sent it before, which it remembers beside its nonces.
+
 A task whose sender cannot be checked because the chain does not answer is put back on the queue
 (after a pause), not lost. Nonces are remembered in the consuming process until they expire, and marked used when their
 task has run: a message redelivered because its worker died before finishing still runs (tasks
@@ -41,7 +47,7 @@ from client.errors import TaskRefused
 from protocol.deployments import Deployment
 from protocol.tasks import provider_queue
 from protocol.task_auth import (HEADER, MAX_TTL_S, BadTaskAuth, Role, SignedReply, TaskDomain, TaskSignature,
-                                reply_typed_data, senders_of, task_typed_data)
+                                args_hash, composition_of, reply_typed_data, senders_of, task_typed_data)
 
 log = logging.getLogger(__name__)
 DEFAULT_TTL_S = 600
@@ -92,10 +98,13 @@ class ChainRoles:
 class UsedNonces:
     """Nonces of tasks that ran, until their signatures expire: in memory (a sender, a test) or,
     given a path, in an SQLite file, so that a task replayed after the worker restarts (its
-    signature still valid for up to MAX_TTL_S) is refused as well."""
+    signature still valid for up to MAX_TTL_S) is refused as well. Beside them, the (task,
+    arguments) the dispatcher sent, which the consumer may re-send itself (Role.RESENT): kept
+    MAX_TTL_S after the last time they were sent, and across restarts (a killed job resumes)."""
 
     def __init__(self, path: Path | None = None) -> None:
         self._memory: dict[bytes, int] = {}
+        self._dispatched: dict[tuple[str, bytes], int] = {}
         self._db: sqlite3.Connection | None = None
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -107,6 +116,8 @@ class UsedNonces:
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("CREATE TABLE IF NOT EXISTS used_nonces (nonce BLOB PRIMARY KEY, expiry INTEGER NOT NULL)")
             self._db.execute("CREATE INDEX IF NOT EXISTS used_nonces_expiry ON used_nonces (expiry)")
+            self._db.execute("CREATE TABLE IF NOT EXISTS dispatched (task TEXT NOT NULL, args_hash BLOB NOT NULL, "
+                             "keep_until INTEGER NOT NULL, PRIMARY KEY (task, args_hash))")
 
     def __contains__(self, nonce: bytes) -> bool:
         if self._db is None:
@@ -119,12 +130,28 @@ class UsedNonces:
         else:
             self._db.execute("INSERT OR REPLACE INTO used_nonces (nonce, expiry) VALUES (?, ?)", (nonce, expiry))
 
+    def remember_dispatched(self, task: str, digest: bytes, keep_until: int) -> None:
+        if self._db is None:
+            self._dispatched[(task, digest)] = keep_until
+        else:
+            self._db.execute("INSERT OR REPLACE INTO dispatched (task, args_hash, keep_until) VALUES (?, ?, ?)",
+                             (task, digest, keep_until))
+
+    def was_dispatched(self, task: str, digest: bytes) -> bool:
+        if self._db is None:
+            return (task, digest) in self._dispatched
+        return self._db.execute("SELECT 1 FROM dispatched WHERE task = ? AND args_hash = ?",
+                                (task, digest)).fetchone() is not None
+
     def forget_expired(self, now: float) -> None:
         if self._db is None:
             for nonce in [n for n, expiry in self._memory.items() if expiry < now]:
                 del self._memory[nonce]
+            for key in [k for k, keep_until in self._dispatched.items() if keep_until < now]:
+                del self._dispatched[key]
         else:
             self._db.execute("DELETE FROM used_nonces WHERE expiry < ?", (int(now),))
+            self._db.execute("DELETE FROM dispatched WHERE keep_until < ?", (int(now),))
 
 
 @dataclass
@@ -197,9 +224,24 @@ class TaskAuth:
             if sig.nonce in self.used:
                 raise TaskRefused("replayed: its nonce was used")
         allowed = senders_of(name)
-        if not any(self.roles.holds(role, signer, args) for role in sorted(allowed, key=lambda r: r.value)):
+        digest = args_hash(args, kwargs)
+        held = next((role for role in sorted(allowed, key=lambda r: r.value)
+                     if self._holds(role, signer, name, digest, args)), None)
+        if held is None:
             raise TaskRefused(f"{signer} may not send {name} (needs {', '.join(sorted(r.value for r in allowed))})")
+        if Role.RESENT in allowed:  # sent (or re-sent) by right: the consumer may send it again
+            with self._lock:
+                self.used.remember_dispatched(name, digest, int(now) + MAX_TTL_S)
         return sig
+
+    def _holds(self, role: Role, signer: str, name: str, digest: bytes, args: Any) -> bool:
+        assert self.roles is not None
+        if role is Role.RESENT:
+            if signer.lower() != self.roles.own:
+                return False
+            with self._lock:
+                return self.used.was_dispatched(name, digest)
+        return self.roles.holds(role, signer, args)
 
     def mark_used(self, sig: TaskSignature) -> None:
         with self._lock:
@@ -256,6 +298,10 @@ class SignedTask(Task):
         if request.called_directly:  # a plain function call in this process: no message to check
             return super().__call__(*args, **kwargs)
         auth = auth_of(self.app)
+        if composed := composition_of(request):  # further work, unsigned, to be sent under our key
+            log.warning("task %s %s dropped: it names further work (%s), which no party may attach",
+                        self.name, request.id, ", ".join(composed))
+            raise Reject(f"composed task ({', '.join(composed)})", requeue=False)
         # The queue this worker consumes, not the routing key the message claims: a task signed
         # for another provider's queue and copied into ours must not pass.
         queue = provider_queue(auth.account.address)

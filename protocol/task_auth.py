@@ -2,8 +2,11 @@
 
 A task's headers carry its sender's signature over the task name, the queue it was sent to, a
 hash of its arguments, an expiry and a random nonce (so that neither another queue nor a later
-time can reuse it); a reply carries the worker's signature over the task id, that task's nonce
-and a hash of the result. Who may send which task is decided by the consumer from the chain
+time can reuse it). What else a Celery message can ask of a worker is not signed, so a consumer
+refuses it outright: a task that names further work (`COMPOSITION_FIELDS`: callbacks, errbacks,
+a chain or a chord, which the worker would publish signed with its own key) is dropped, since no
+party of the product composes tasks. A reply carries the worker's signature over the task id,
+that task's nonce and a hash of the result. Who may send which task is decided by the consumer from the chain
 (`TASK_SENDERS` names the roles); checking and signing, which need keys and the chain, live in
 `client.task_auth`. Pure: no I/O.
 """
@@ -57,12 +60,16 @@ class Role(str, Enum):
     # (ProofOfGpu.round(id).verifier) for this very consumer: a stake alone is not enough, since
     # any staked account (another provider too) may request rounds.
     ROUND_VERIFIER = "round-verifier"
+    # The consumer itself, re-sending a task with exactly the arguments (a retry, a lease's next
+    # look, a killed job's resumption) that the dispatcher sent it before: its own key alone
+    # starts no job and hands over no GPUs.
+    RESENT = "resent"
 
 
 # Tasks not named here may be sent by their consumer only (provider-internal tasks).
 TASK_SENDERS: dict[str, frozenset[Role]] = {
-    TASK_RUN_JOB: frozenset({Role.SELF, Role.DISPATCHER}),
-    TASK_LEASE: frozenset({Role.SELF, Role.DISPATCHER}),
+    TASK_RUN_JOB: frozenset({Role.DISPATCHER, Role.RESENT}),
+    TASK_LEASE: frozenset({Role.DISPATCHER, Role.RESENT}),
     TASK_POG_ROUND: frozenset({Role.SELF, Role.ROUND_VERIFIER}),
     TASK_POG_ANSWER: frozenset({Role.SELF, Role.ROUND_VERIFIER}),
 }
@@ -70,6 +77,19 @@ TASK_SENDERS: dict[str, frozenset[Role]] = {
 
 def senders_of(task: str) -> frozenset[Role]:
     return TASK_SENDERS.get(task, frozenset({Role.SELF}))
+
+
+# Fields of a Celery message (body's embed or headers; Celery merges both into the request) that
+# make the worker publish more tasks after or instead of this one, under its own signature.
+# `group`, `root_id`, `parent_id` and `replaced_task_nesting` only label a task; `reply_to` and
+# `correlation_id` address replies on Celery's rpc:// result backend, which no party configures
+# (replies are stored by task id, and each is signed for its task's id and nonce).
+COMPOSITION_FIELDS = ("callbacks", "errbacks", "chain", "chord")
+
+
+def composition_of(request: Any) -> list[str]:
+    """The composition fields a task's request sets (empty for a plain task)."""
+    return [name for name in COMPOSITION_FIELDS if getattr(request, name, None)]
 
 
 class BadTaskAuth(ValueError):

@@ -110,7 +110,8 @@ class Settings(BaseModel):
 
     @property
     def task_nonces_db(self) -> Path:
-        """Nonces of the broker tasks that ran here, kept across restarts (replay protection)."""
+        """Nonces of the broker tasks that ran here (replay protection), and the jobs and leases
+        the dispatcher sent (which the worker may re-send itself), kept across restarts."""
         return self.data_dir / "task_nonces.sqlite"
 
 

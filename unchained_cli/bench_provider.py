@@ -49,6 +49,7 @@ from unchained_cli.session import ChainSession
 
 REPO = Path(__file__).resolve().parents[1]
 KEY = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d"  # anvil account 1
+DISPATCH_KEY = "0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80"  # anvil account 0, the deployer
 
 
 class Identity(torch.nn.Module):
@@ -109,15 +110,18 @@ def _dispatch(work: Path, rounds: int, gap_s: float) -> dict:
                                    "-Q", queue, "-P", "solo", "--without-gossip", "--without-mingle",
                                    "--without-heartbeat", "-l", "warning"], cwd=REPO, env=env,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        # Signed with the provider's own key: a ping may come from the provider itself only.
-        auth = TaskAuth(domain_of(deployment), Account.from_key(KEY))
-        client = party_celery("bench", broker, provider_keyprefix(provider), lambda: auth,
-                              # Results still referenced when Redis stops would otherwise retry 20 times, 1 s apart.
-                              result_backend_transport_options={"retry_policy": {"max_retries": 1,
-                                                                                 "interval_start": 0}})
+        # A ping may come from the provider itself only, a job from the dispatch key only.
+        senders = []
+        for key in (KEY, DISPATCH_KEY):
+            auth = TaskAuth(domain_of(deployment), Account.from_key(key))
+            senders.append((auth, party_celery(
+                "bench", broker, provider_keyprefix(provider), lambda a=auth: a,
+                # Results still referenced when Redis stops would otherwise retry 20 times, 1 s apart.
+                result_backend_transport_options={"retry_policy": {"max_retries": 1, "interval_start": 0}})))
 
         def round_trip(name: str, args: list) -> tuple[float, float, object]:
             """(start, end, the worker's opened reply) of one task, sent and answered."""
+            auth, client = senders[1] if name == TASK_RUN_JOB else senders[0]
             start = time.perf_counter()
             sent = client.send_task(name, args=args, queue=queue)
             reply = auth.open_reply(sent.id, sent.get(timeout=120), [provider])
@@ -157,7 +161,8 @@ def _dispatch(work: Path, rounds: int, gap_s: float) -> dict:
             # Replies held in reference cycles would unsubscribe when collected, after Redis stops:
             # each would log a lost connection and a retry failure.
             gc.collect()
-            client.close()
+            for _, client in senders:
+                client.close()
             worker.terminate()
             worker.wait()
             redis.terminate()

@@ -72,6 +72,8 @@ def provider_worker(broker_url: str, account: LocalAccount, deployment: Deployme
 
     def record(self: Any, *args: Any) -> str:
         ran.append((self.name, list(args)))
+        if args == (RETRY_ONCE,) and self.request.retries == 0:
+            raise self.retry(countdown=0)
         return f"ran {args}"
 
     for name in (TASK_RUN_JOB, TASK_POG_ROUND):
@@ -88,6 +90,7 @@ def provider_worker(broker_url: str, account: LocalAccount, deployment: Deployme
 
 
 TASK_FLAKY = "unchained.provider.test_flaky"  # not in TASK_SENDERS: the provider itself only
+RETRY_ONCE = "retry me"  # a run_job or pog_round with this argument asks for its retry once
 
 
 def sender(broker_url: str, account: LocalAccount, deployment: Deployment) -> QueueApps:
@@ -287,3 +290,179 @@ def test_a_task_whose_sender_cannot_be_checked_stays_queued(deployment, admin_ur
     assert worker.ran == [] and "dropped" not in caplog.text
     wait_until(lambda: admin.llen(key) == 1, 5, "the task back on its queue")  # still there for a worker that can check it
     admin.delete(key)
+
+
+# -- nothing off-chain can be borrowed -------------------------------------------------------------
+
+PROVIDER_E = dev_account(7)
+
+
+def _round_for(known: Deployment, rpc: str, provider: LocalAccount) -> tuple[int, str]:
+    """A PoG round that VERIFIER requested, on chain, for `provider` (staked and registered here)."""
+    from eth_utils import keccak
+
+    from unchained_cli.session import ChainSession
+
+    s = ChainSession.connect(rpc, known)
+    registry, pog = s.contract("ProviderRegistry"), s.contract("ProofOfGpu")
+    if not registry.functions.isActive(provider.address).call():
+        s.send(s.contract("Staking").functions.stake(), provider.address, value=2 * 10**18)
+        s.send(registry.functions.register(b"CPU".ljust(32, b"\0"), [keccak(b"gpu-e0")], 10**16, 10**12, ""),
+               provider.address)
+        s.send(s.contract("Staking").functions.stake(), VERIFIER.address, value=2 * 10**18)
+    secret = keccak(b"round-%d" % pog.functions.roundCount().call())
+    s.send(pog.functions.requestRound(provider.address, 64, keccak(secret)), VERIFIER.address)
+    round_id = pog.functions.roundCount().call()
+    assert pog.functions.round(round_id).call().verifier == VERIFIER.address
+    return round_id, "0x" + secret.hex()
+
+
+@pytest.mark.parametrize("attach", ["link", "chain"])
+def test_a_verifier_cannot_attach_a_job_to_a_round_it_requested(deployment, admin_url, caplog, attach) -> None:  # type: ignore[no-untyped-def]
+    """The verifier may send pog_round for the round it requested; a run_job attached to it as
+    a callback (or a chain) would be published by the provider's worker, signed with the
+    provider's own key. The whole task is dropped instead."""
+    known, rpc = deployment
+    round_id, secret = _round_for(known, rpc, PROVIDER_E)
+    queue = provider_queue(PROVIDER_E.address)
+    worker = provider_worker(grant(admin_url, "provider", PROVIDER_E.address), PROVIDER_E, known, rpc)
+    to_e = sender(grant(admin_url, "verifier", VERIFIER.address), VERIFIER, known).for_provider(PROVIDER_E.address)
+    borrowed = to_e.signature(TASK_RUN_JOB, args=(6020,), immutable=True, queue=queue)
+    options = {"link": borrowed} if attach == "link" else {"chain": [borrowed]}
+    caplog.set_level(logging.WARNING, logger="client.task_auth")
+    with start_worker(worker.app, perform_ping_check=False, queues=[queue]):
+        to_e.send_task(TASK_POG_ROUND, args=[round_id, secret], queue=queue, **options)
+        wait_until(lambda: "dropped" in caplog.text or len(worker.ran) >= 2, 20,
+                   "the round dropped, or the round and its attached job run")
+    assert (TASK_RUN_JOB, [6020]) not in worker.ran, "the verifier made the provider run a job of its choosing"
+    assert worker.ran == [] and f"names further work ({'callbacks' if attach == 'link' else 'chain'})" in caplog.text
+
+
+@pytest.mark.parametrize("field", ["callbacks", "errbacks", "chain", "chord"])
+def test_a_callback_added_to_a_queued_message_in_the_sqlite_broker_is_refused(deployment, tmp_path, caplog,  # type: ignore[no-untyped-def]
+                                                                              field) -> None:
+    """On the SQLite broker anyone who can open the file edits queued messages: a callback (an
+    errback, a chain, a chord) added to the dispatcher's genuine run_job is not covered by its
+    signature, so the task is dropped (and the work, which the worker would sign, never sent)."""
+    import sqlite3
+
+    known, rpc = deployment
+    url = f"sqla+sqlite:///{tmp_path / 'broker.sqlite'}"
+    queue = provider_queue(PROVIDER_A.address)
+    apps = sender(url, DEPLOYER, known).for_provider(PROVIDER_A.address)
+    apps.send_task(TASK_RUN_JOB, args=[11], queue=queue)
+    callback = dict(apps.signature(TASK_FLAKY, args=(6021,), immutable=True, queue=queue))
+    with sqlite3.connect(tmp_path / "broker.sqlite") as db:
+        [(row, payload)] = db.execute("SELECT id, payload FROM kombu_message").fetchall()
+        message = json.loads(payload)
+        args, kwargs, embed = json.loads(base64.b64decode(message["body"]))
+        assert args == [11]
+        added = callback if field == "chord" else [callback]
+        message["body"] = base64.b64encode(json.dumps([args, kwargs, {**embed, field: added}]).encode()).decode()
+        db.execute("UPDATE kombu_message SET payload = ? WHERE id = ?", (json.dumps(message), row))
+    worker = provider_worker(url, PROVIDER_A, known, rpc)
+    caplog.set_level(logging.WARNING, logger="client.task_auth")
+    with start_worker(worker.app, perform_ping_check=False, queues=[queue]):
+        wait_until(lambda: "dropped" in caplog.text or len(worker.ran) >= 2, 20,
+                   "the edited task dropped, or it and its callback run")
+    assert (TASK_FLAKY, [6021]) not in worker.ran, "a callback nobody signed ran under the provider's key"
+    assert worker.ran == [] and f"names further work ({field})" in caplog.text
+
+
+def test_a_providers_own_key_starts_no_job_but_retries_a_dispatched_one(deployment, admin_url, caplog) -> None:  # type: ignore[no-untyped-def]
+    known, rpc = deployment
+    a_url = grant(admin_url, "provider", PROVIDER_A.address)
+    queue = provider_queue(PROVIDER_A.address)
+    worker = provider_worker(a_url, PROVIDER_A, known, rpc)
+    caplog.set_level(logging.WARNING, logger="client.task_auth")
+    with start_worker(worker.app, perform_ping_check=False, queues=[queue]):
+        sender(a_url, PROVIDER_A, known).for_provider(PROVIDER_A.address).send_task(TASK_RUN_JOB, args=[8],
+                                                                                    queue=queue)
+        dispatched = sender(grant(admin_url, "verifier", DEPLOYER.address), DEPLOYER, known).for_provider(
+            PROVIDER_A.address).send_task(TASK_RUN_JOB, args=[RETRY_ONCE], queue=queue)
+        reply = dispatched.get(timeout=20)  # its retry, re-sent by the worker with its own key, ran
+    assert worker.ran == [(TASK_RUN_JOB, [RETRY_ONCE]), (TASK_RUN_JOB, [RETRY_ONCE])], caplog.text
+    assert reply["signer"] == PROVIDER_A.address
+    assert f"{PROVIDER_A.address} may not send {TASK_RUN_JOB}" in caplog.text
+
+
+def _resp3(url: str) -> Any:
+    """A raw RESP3 connection logged in as the URL's user (invalidation messages of CLIENT
+    TRACKING arrive on it as pushes, no channel needed)."""
+    import socket
+    from urllib.parse import unquote, urlsplit
+
+    parts = urlsplit(url)
+    conn = socket.create_connection((parts.hostname, parts.port), timeout=5)
+    user, password = unquote(parts.username or "default"), unquote(parts.password or "")
+    _command(conn, "HELLO", "3", "AUTH", user, password)
+    assert b"proto" in _read_until(conn, b"proto"), "HELLO 3 refused"
+    return conn
+
+
+def _command(conn: Any, *words: str) -> None:
+    conn.sendall(f"*{len(words)}\r\n".encode() + b"".join(f"${len(w)}\r\n{w}\r\n".encode() for w in words))
+
+
+def _read_until(conn: Any, marker: bytes) -> bytes:
+    data = b""
+    while marker not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def test_client_tracking_shows_no_party_anothers_key_names(deployment, admin_url) -> None:  # type: ignore[no-untyped-def]
+    """`CLIENT TRACKING on BCAST PREFIX provider.` would push a provider every key name another
+    provider's queue touches, and a verifier the id of every reply (which its user may GET)."""
+    admin = redis.Redis.from_url(admin_url)
+    b_prefix = provider_keyprefix(PROVIDER_B.address)
+    for party, url in (("provider A", grant(admin_url, "provider", PROVIDER_A.address)),
+                       ("the verifier", grant(admin_url, "verifier", VERIFIER.address))):
+        conn = _resp3(url)
+        try:
+            _command(conn, "CLIENT", "TRACKING", "on", "BCAST", "PREFIX", "provider.")
+            answer = _read_until(conn, b"\r\n")
+            secret_id = f"celery-task-meta-{base64.b16encode(bytes(range(8))).decode()}-{party[0]}"
+            admin.lpush(b_prefix + provider_queue(PROVIDER_B.address), "a message")
+            admin.set(b_prefix + secret_id, "a reply")
+            _command(conn, "PING")  # B's writes came first: any invalidation is pushed before PONG
+            seen = answer + _read_until(conn, b"PONG")
+        finally:
+            conn.close()
+        assert secret_id.encode() not in seen and provider_queue(PROVIDER_B.address).encode() not in seen, \
+            f"{party} read B's key names: {seen[:300]!r}"
+        assert answer.startswith(b"-NOPERM"), answer
+    admin.delete(b_prefix + provider_queue(PROVIDER_B.address))
+
+
+@pytest.mark.parametrize("command", [
+    ["CLIENT", "TRACKING", "on"], ["CLIENT", "ID"], ["CLIENT", "GETNAME"], ["FUNCTION", "LIST"],
+    ["FUNCTION", "FLUSH"], ["SCRIPT", "FLUSH"], ["SCRIPT", "EXISTS", "0"], ["EVAL", "return 1", "0"],
+    ["DBSIZE"], ["MEMORY", "STATS"], ["TIME"], ["WAIT", "0", "0"], ["LOLWUT"],
+], ids=lambda words: "-".join(words[:2]).lower())
+def test_providers_and_verifiers_run_only_what_a_worker_and_a_verifier_need(admin_url, command) -> None:  # type: ignore[no-untyped-def]
+    """Their users are allowlists, like the backend's: commands that reach past their keys (the
+    server's scripts and functions, its size and memory, other clients) are refused."""
+    for url in (grant(admin_url, "provider", PROVIDER_C.address), grant(admin_url, "verifier", VERIFIER.address)):
+        client = redis.Redis.from_url(url)
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            client.execute_command(*command)
+            pytest.fail(f"{url.split(':')[1][2:]} may run {' '.join(command)}")
+        client.close()
+
+
+def test_granting_a_user_again_closes_the_sessions_opened_with_its_old_password(admin_url) -> None:  # type: ignore[no-untyped-def]
+    old = redis.Redis.from_url(grant(admin_url, "provider", PROVIDER_C.address), retry_on_error=[],
+                               single_connection_client=True)
+    assert old.ping()
+    new = redis.Redis.from_url(grant(admin_url, "provider", PROVIDER_C.address))
+    assert new.ping()
+    with pytest.raises((redis.exceptions.ConnectionError, redis.exceptions.AuthenticationError)):
+        old.ping()  # the session opened with the old password is gone (a reconnection is refused)
+        pytest.fail("a session opened with the old password is still usable")
+    assert new.ping()
+    old.close()
+    new.close()

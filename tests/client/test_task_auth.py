@@ -15,7 +15,7 @@ from client.task_auth import ChainRoles, TaskAuth, TaskRefused, UsedNonces
 from protocol.broker import provider_acl_rules, provider_keyprefix
 from protocol.deployments import DeployedContract, Deployment
 from protocol.task_auth import MAX_TTL_S, TaskDomain, TaskSignature
-from protocol.tasks import BadBrokerUrl, TASK_RUN_JOB
+from protocol.tasks import BadBrokerUrl, TASK_LEASE, TASK_RUN_JOB
 
 SENDER, WORKER = Account.create(), Account.create()
 DOMAIN = TaskDomain(31337, "0x" + "11" * 20)
@@ -142,3 +142,25 @@ def test_a_task_that_ran_is_refused_as_replayed_after_the_worker_restarts(tmp_pa
     clock.now += 61  # once its signature expired, the nonce is no longer kept (the expiry refuses it)
     after_restart.used.forget_expired(clock.now)
     assert TaskSignature.from_json(header).nonce not in UsedNonces(tmp_path / "nonces.sqlite")
+
+
+def test_the_consumer_resends_only_what_the_dispatcher_sent_even_after_a_restart(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """run_job signed by the provider's own key starts no job of its own choosing: it passes only
+    as a re-send (retry, resumption) of arguments the dispatcher sent, remembered across restarts."""
+    clock = Clock(1_000_000.0)
+    own = TaskAuth(DOMAIN, WORKER, clock=clock)
+    job, other = [{"jobId": 1}], [{"jobId": 2}]
+    before_restart = consumer(clock, UsedNonces(tmp_path / "nonces.sqlite"))
+    with pytest.raises(TaskRefused, match="may not send"):
+        before_restart.check_task(TASK_RUN_JOB, QUEUE, job, {}, own.sign_task("a", TASK_RUN_JOB, QUEUE, job, {}))
+    dispatched = TaskAuth(DOMAIN, SENDER, clock=clock).sign_task("b", TASK_RUN_JOB, QUEUE, job, {})
+    before_restart.check_task(TASK_RUN_JOB, QUEUE, job, {}, dispatched)
+    after_restart = consumer(clock, UsedNonces(tmp_path / "nonces.sqlite"))
+    after_restart.check_task(TASK_RUN_JOB, QUEUE, job, {}, own.sign_task("c", TASK_RUN_JOB, QUEUE, job, {}))
+    for task, args in ((TASK_RUN_JOB, other), (TASK_LEASE, job)):  # other arguments, another task
+        with pytest.raises(TaskRefused, match="may not send"):
+            after_restart.check_task(task, QUEUE, args, {}, own.sign_task("d", task, QUEUE, args, {}))
+    clock.now += MAX_TTL_S + 1  # the memory ends a week after the last (re-)send
+    after_restart.used.forget_expired(clock.now)
+    with pytest.raises(TaskRefused, match="may not send"):
+        after_restart.check_task(TASK_RUN_JOB, QUEUE, job, {}, own.sign_task("e", TASK_RUN_JOB, QUEUE, job, {}))

@@ -1,12 +1,14 @@
 """A whole Proof-of-GPU round between the real verifier and a real provider worker process,
-over Celery on Redis, on anvil mining a block per transaction (nothing waits for a block that no
-transaction makes): the verifier's seed secret handed over with its fixSeed in flight, the roots
-sent at once and then committed on-chain, the verifier's challenge secret answered off-chain,
-the verdict attested on-chain. Then the off-chain answer is withheld: the verifier escalates
-on-chain and the agent answers the challenge by itself from chain state."""
+over Celery on Redis (each with the broker user an operator grants it), on anvil mining a block
+per transaction (nothing waits for a block that no transaction makes): the verifier's seed
+secret handed over with its fixSeed in flight, the roots sent at once and then committed
+on-chain, the verifier's challenge secret answered off-chain, the verdict attested on-chain.
+Then the off-chain answer is withheld: the verifier escalates on-chain and the agent answers
+the challenge by itself from chain state."""
 
 from __future__ import annotations
 
+from client.broker import grant
 from protocol.tasks import provider_queue
 from provider_agent.agent import Agent
 from tests.support.accounts import dev_account
@@ -28,13 +30,15 @@ class LostAnswers(CeleryProverLink):
 
 
 def test_round_over_celery_passes_and_an_escalation_is_answered_on_chain(settings_for, market, redis_url):
-    settings = settings_for(broker_url=redis_url, gpu_model="CPU")
+    # Each with its own broker user, as an operator grants them: the users' command allowlists
+    # (protocol.broker) hold everything a real worker and a real verifier do.
+    settings = settings_for(broker_url=grant(redis_url, "provider", market.provider), gpu_model="CPU")
     agent = Agent.build(settings)
     agent.register()
     s = market.session
     s.send(s.contract("Staking").functions.stake(), market.verifier, value=2 * ETH)
     verifier = VerifierChain.connect(market.chain.rpc_url, s.deployment, unlocked_sender=market.verifier)
-    client = signed_sender(redis_url, market, 4)  # the verifier's key: it requests the rounds
+    client = signed_sender(grant(redis_url, "verifier", market.verifier), market, 4)  # it requests the rounds
     assert dev_account(4).address == market.verifier
     worker = Worker(settings, provider_queue(market.provider))
     try:

@@ -13,11 +13,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import provider_agent  # noqa: F401  first: sets OMP_WAIT_POLICY before torch is loaded
 import httpx
 import numpy as np
 import pytest
+import redis
 import torch
 import uvicorn
 from typer.testing import CliRunner
@@ -72,6 +74,19 @@ class Market:
     broker_url: str  # the broker's admin: each party gets its own user (client.broker.grant)
 
 
+_BACKEND_USERS: dict[str, str] = {}  # broker server (its run id) -> the backend's granted URL
+
+
+def backend_url(broker_url: str) -> str:
+    """The backend's user URL for `broker_url`'s database, granted once per server: granting it
+    again would close the sessions of a backend still running on another database."""
+    with redis.Redis.from_url(broker_url) as admin:
+        server = str(admin.info("server")["run_id"])
+    if server not in _BACKEND_USERS:
+        _BACKEND_USERS[server] = grant(broker_url, "backend")
+    return urlunsplit(urlsplit(_BACKEND_USERS[server])._replace(path=urlsplit(broker_url).path))
+
+
 @contextmanager
 def running_market(tmp_path_factory: pytest.TempPathFactory, broker_url: str, confirmations: int,
                    local: LocalChain, deployment: Deployment, deployment_file: Path) -> Iterator[Market]:
@@ -83,7 +98,7 @@ def running_market(tmp_path_factory: pytest.TempPathFactory, broker_url: str, co
     settings = BackendSettings(
         data_dir=tmp_path_factory.mktemp("backend"), rpc_url=local.rpc_url, deployment_file=deployment_file,
         confirmations=confirmations, run_indexer=True, index_poll_seconds=0.1, dispatch=True,
-        broker_url=grant(broker_url, "backend"), public_url=f"http://127.0.0.1:{port}",
+        broker_url=backend_url(broker_url), public_url=f"http://127.0.0.1:{port}",
         keystore=keystore(keys, 0)[0], password_file=password_file(keys))
     server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port,
                                            log_level="warning"))
