@@ -450,8 +450,11 @@ def lease_status(
     row = BackendClient.connect(backend).get(f"/leases/{lease_id}")
     state = "active" if quote.active else "ended"
     console.print(f"lease {lease_id}: {state}, {quote.delivery_words()}", highlight=False)
-    if quote.active and quote.full_refund_until:
-        console.print(f"  full refund           if stopped before {_utc(quote.full_refund_until)}", highlight=False)
+    if quote.active and not quote.offered:
+        console.print("  full refund           if stopped now (nothing offered yet)", highlight=False)
+    elif quote.active and quote.full_refund_until:
+        console.print(f"  full refund           if stopped before {_utc(quote.full_refund_until)} "
+                      "(log in with `unchained lease ssh` to confirm instead)", highlight=False)
     if quote.active:
         console.print(f"  time left             {quote.seconds_left // 3600} h {quote.seconds_left % 3600 // 60} min "
                       f"{quote.seconds_left % 60} s\n"

@@ -222,9 +222,13 @@ def wait_for_access(client: BackendClient, wallet: Wallet, lease_id: int, timeou
     deadline = time.monotonic() + timeout_s
     while (access := lease_access(client, wallet, lease_id)) is None:
         if time.monotonic() > deadline:
+            # The provider may still offer until its delivery deadline; an offer nobody disputes
+            # within LeaseManager.CONFIRM_WINDOW counts as delivered, so the renter is told both ways out.
             raise LeaseNotDelivered(f"lease {lease_id}: no connection details from the provider within "
-                                    f"{timeout_s:.0f} s; once its delivery window has passed, `unchained lease stop "
-                                    f"{lease_id}` refunds the whole lease")
+                                    f"{timeout_s:.0f} s; `unchained lease stop {lease_id}` refunds the whole lease "
+                                    f"now; if the provider offers later, log in with `unchained lease ssh {lease_id}` "
+                                    "(it confirms the delivery) or stop within 5 minutes of the offer "
+                                    f"(`unchained lease status {lease_id}` says until when)")
         time.sleep(0.5)
     return access
 
