@@ -367,6 +367,12 @@ SshKey = Annotated[Path, typer.Option("--ssh-key", dir_okay=False,
 DEFAULT_SSH_KEY = Path.home() / ".ssh" / "id_ed25519.pub"
 
 
+def _utc(unix_time: int) -> str:
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(unix_time, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
 @lease_app.command("start")
 def lease_start(
     provider: Annotated[str, typer.Option(help="Provider address.")],
@@ -376,13 +382,17 @@ def lease_start(
     password_file: PasswordFile = None,
     ssh_key: SshKey = DEFAULT_SSH_KEY,
     wait: Annotated[float, typer.Option(min=0, help="Seconds to wait for the provider's connection details.")] = 300,
+    identity: Annotated[Path | None, typer.Option("--identity", "-i", help="Private key to check the login with; "
+                                                  "default: --ssh-key without .pub.")] = None,
     backend: BackendUrl = DEFAULT_BACKEND,
     rpc: Rpc = DEFAULT_RPC,
     deployment: DeploymentFile = None,
 ) -> None:
     """Pay up front for GPUs of a provider, bind your SSH key to the lease and wait until the
-    provider hands the machine over; prints the ssh command. Unused time is refunded when you stop."""
-    from backend.renter import bind_ssh_key, wait_for_access
+    provider hands the machine over; then log in once (host key pinned) and confirm the delivery
+    on-chain, or, if the machine refuses you, stop the lease for a full refund. Prints the ssh
+    command. Unused time is refunded when you stop."""
+    from backend.renter import LoginFailed, bind_ssh_key, check_login, confirm_delivery, wait_for_access
     from protocol.lease_access import normalize_ssh_key
 
     try:
@@ -399,6 +409,24 @@ def lease_start(
     bind_ssh_key(client, wallet, lease_id, public_key)
     console.print(f"SSH key {ssh_key} bound to lease {lease_id}; waiting for the provider (up to {wait:.0f} s)")
     access = wait_for_access(client, wallet, lease_id, wait)
+    key = identity or ssh_key.with_suffix("")
+    if not key.is_file():
+        deadline = wallet.contract("LeaseManager").functions.confirmDeadline(lease_id).call()
+        console.print(f"lease {lease_id}: offered; no private key {key} to check the login with. Log in with "
+                      f"`unchained lease ssh {lease_id} -i KEY` (it confirms the delivery on-chain) before "
+                      f"{_utc(deadline)}: until then `unchained lease stop {lease_id}` refunds everything, "
+                      "after it the provider is paid from its offer on", soft_wrap=True, highlight=False)
+    else:
+        try:
+            check_login(access, key)
+        except LoginFailed as exc:
+            # The provider offered a machine that does not let us in: it earns nothing from it.
+            earned, refund, _tx = end_lease(wallet, lease_id)
+            raise Conflict(f"{exc}; lease {lease_id} stopped: provider earned {Web3.from_wei(earned, 'ether')} ETH, "
+                           f"refund {Web3.from_wei(refund, 'ether')} ETH (`unchained withdraw` pays it out)") from exc
+        confirmed = confirm_delivery(wallet, lease_id, access)
+        console.print(f"lease {lease_id}: logged in once; delivery confirmed on-chain"
+                      + (f" (tx 0x{confirmed.hex()})" if confirmed else ""), soft_wrap=True, highlight=False)
     console.print(f"lease {lease_id} is yours: host key {access.host_key_fingerprint}\n"
                   f"  {' '.join(access.ssh_command())}\n  or: unchained lease ssh {lease_id}",
                   soft_wrap=True, highlight=False)
@@ -421,7 +449,12 @@ def lease_status(
     quote = quote_lease(leases, lease_id, blocks.timestamp(web3))
     row = BackendClient.connect(backend).get(f"/leases/{lease_id}")
     state = "active" if quote.active else "ended"
-    console.print(f"lease {lease_id}: {state}, {'delivered' if quote.delivered else 'NOT delivered'}", highlight=False)
+    console.print(f"lease {lease_id}: {state}, {quote.delivery_words()}", highlight=False)
+    if quote.active and not quote.offered:
+        console.print("  full refund           if stopped now (nothing offered yet)", highlight=False)
+    elif quote.active and quote.full_refund_until:
+        console.print(f"  full refund           if stopped before {_utc(quote.full_refund_until)} "
+                      "(log in with `unchained lease ssh` to confirm instead)", highlight=False)
     if quote.active:
         console.print(f"  time left             {quote.seconds_left // 3600} h {quote.seconds_left % 3600 // 60} min "
                       f"{quote.seconds_left % 60} s\n"
@@ -448,28 +481,51 @@ def lease_ssh(
     """Connect to a lease's machine over SSH; the host key must match the fingerprint the provider
     signed. Extra arguments after `--` are the remote command (run without your stdin)."""
     import subprocess
-    import tempfile
 
-    from backend.renter import lease_access
+    from backend.renter import LoginFailed, check_login, lease_access, pinned_known_hosts, ssh_argv
 
     wallet = Wallet(rpc, load_keystore(keystore, password_file), deployment)
     access = lease_access(BackendClient.connect(backend), wallet, lease_id)
     if access is None:
         raise Conflict(f"lease {lease_id} has not been delivered: `unchained lease status {lease_id}`")
-    scanned = subprocess.run(["ssh-keyscan", "-t", "ed25519", "-p", str(access.port), access.host],
-                             capture_output=True, text=True, timeout=30).stdout
-    known = Path(tempfile.mkdtemp()) / "known_hosts"
-    known.write_text(scanned)
-    printed = subprocess.run(["ssh-keygen", "-l", "-E", "sha256", "-f", str(known)], capture_output=True, text=True)
-    if access.host_key_fingerprint not in printed.stdout.split():
-        raise Conflict(f"lease {lease_id}: {access.host}:{access.port} shows host key "
-                       f"{printed.stdout.strip() or 'none'}, the provider signed {access.host_key_fingerprint}")
+    try:
+        known = pinned_known_hosts(access)
+    except LoginFailed as exc:
+        raise Conflict(str(exc)) from exc
     key = identity or DEFAULT_SSH_KEY.with_suffix("")
+    # The first login that works confirms the delivery on-chain (from then on stopping pays the
+    # provider the elapsed seconds): checked without a terminal first, so that the confirmation is
+    # sent before an interactive session starts, not when it ends.
+    confirmed = wallet.contract("LeaseManager").functions.getDelivery(lease_id).call().confirmedAt != 0
+    if not confirmed:
+        try:
+            check_login(access, key, timeout_s=0)
+            confirmed = _confirm_quietly(wallet, lease_id, access)
+        except LoginFailed:
+            pass  # e.g. a key with a passphrase: the session below says whether the login works
     # With a command, stdin is not forwarded (ssh -n): a pasted block of lines must not be eaten
     # by the remote command; pipe data through the plain ssh command `lease start` printed.
-    argv = ["ssh", *(["-n"] if ctx.args else []), "-i", str(key), "-o", "IdentitiesOnly=yes",
-            "-o", f"UserKnownHostsFile={known}", "-o", "StrictHostKeyChecking=yes", *access.ssh_command()[1:], *ctx.args]
-    raise typer.Exit(subprocess.run(argv).returncode)
+    argv = ssh_argv(access, key, known, *(["-n"] if ctx.args else [])) + list(ctx.args)
+    code = subprocess.run(argv).returncode
+    if code != 255 and not confirmed:
+        _confirm_quietly(wallet, lease_id, access)
+    raise typer.Exit(code)
+
+
+def _confirm_quietly(wallet: Wallet, lease_id: int, access: object) -> bool:
+    """confirm_delivery, reporting (not raising) a refusal: the login itself worked."""
+    from backend.renter import confirm_delivery
+    from client.errors import ClientError
+
+    try:
+        tx = confirm_delivery(wallet, lease_id, access)  # type: ignore[arg-type]
+    except ClientError as exc:
+        console.print(f"[yellow]lease {lease_id}: delivery not confirmed on-chain: {exc}[/yellow]", soft_wrap=True)
+        return False
+    if tx is not None:
+        console.print(f"lease {lease_id}: login works; delivery confirmed on-chain (tx 0x{tx.hex()})",
+                      soft_wrap=True, highlight=False)
+    return True
 
 
 @lease_app.command("stop")
@@ -480,8 +536,9 @@ def lease_stop(
     rpc: Rpc = DEFAULT_RPC,
     deployment: DeploymentFile = None,
 ) -> None:
-    """End a lease now; the provider earns the elapsed time, you are refunded the rest (all of it
-    when the provider did not deliver the machine within the delivery window)."""
+    """End a lease now; the provider earns the time since it offered the machine, you are refunded
+    the rest (all of it while the delivery is neither confirmed by your login nor past its confirm
+    window: `lease status` says until when)."""
     earned, refund, _tx = end_lease(Wallet(rpc, load_keystore(keystore, password_file), deployment), lease_id)
     console.print(f"lease {lease_id} ended: provider earned {Web3.from_wei(earned, 'ether')} ETH, "
                   f"refund {Web3.from_wei(refund, 'ether')} ETH (`unchained withdraw` pays it out)")

@@ -167,7 +167,7 @@ class Lease(Base):
     renter_refund: Mapped[int | None] = mapped_column(Wei, nullable=True)
     # Off-chain hand-over, relayed as signed (protocol/lease_access.py): the renter's SSH key
     # (EIP-712 LeaseKey by the renter) and the machine's connection details (LeaseAccess by the
-    # provider, its hash confirmed on-chain by confirmDelivery).
+    # provider, its hash bound on-chain by offerAccess).
     ssh_public_key: Mapped[str | None] = mapped_column(Text, nullable=True)
     key_signature: Mapped[str | None] = mapped_column(String(132), nullable=True)
     access: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)  # LeaseAccess.message()

@@ -4,8 +4,11 @@ renter's wallet. `unchained job submit`, the demo and the load benchmark all go 
 
 from __future__ import annotations
 
+import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from dataclasses import dataclass
 from typing import Any
 
@@ -219,9 +222,13 @@ def wait_for_access(client: BackendClient, wallet: Wallet, lease_id: int, timeou
     deadline = time.monotonic() + timeout_s
     while (access := lease_access(client, wallet, lease_id)) is None:
         if time.monotonic() > deadline:
+            # The provider may still offer until its delivery deadline; an offer nobody disputes
+            # within LeaseManager.CONFIRM_WINDOW counts as delivered, so the renter is told both ways out.
             raise LeaseNotDelivered(f"lease {lease_id}: no connection details from the provider within "
-                                    f"{timeout_s:.0f} s; once its delivery window has passed, `unchained lease stop "
-                                    f"{lease_id}` refunds the whole lease")
+                                    f"{timeout_s:.0f} s; `unchained lease stop {lease_id}` refunds the whole lease "
+                                    f"now; if the provider offers later, log in with `unchained lease ssh {lease_id}` "
+                                    "(it confirms the delivery) or stop within 5 minutes of the offer "
+                                    f"(`unchained lease status {lease_id}` says until when)")
         time.sleep(0.5)
     return access
 
@@ -231,27 +238,100 @@ class LeaseQuote:
     """A lease as the contract would settle it if ended at `now`."""
     lease_id: int
     active: bool
-    delivered: bool
+    offered: bool  # the provider bound its signed connection details' hash on-chain
+    confirmed: bool  # the renter confirmed it logged in
+    delivered: bool  # it pays the provider: confirmed, or offered and past the confirm window
     seconds_left: int
     earned_if_stopped: int
     refund_if_stopped: int
+    full_refund_until: int  # stopping before this (unix time) refunds everything; 0 once delivered
+
+    def delivery_words(self) -> str:
+        if self.confirmed:
+            return "delivered (you confirmed your login)"
+        if self.delivered:
+            return "delivered (offered, not disputed within the confirm window)"
+        if self.offered:
+            return "offered, NOT confirmed"
+        return "NOT delivered"
 
 
 def quote_lease(leases: Any, lease_id: int, now: int) -> LeaseQuote:
-    """Mirrors LeaseManager.endLease: elapsed seconds at the per-second rate, nothing for a lease
-    still undelivered once its delivery window has passed."""
+    """Mirrors LeaseManager.endLease: the seconds from the provider's offer at the per-second
+    rate once delivered (confirmed by the renter, or offered and past its confirm window);
+    everything back otherwise."""
     lease = leases.functions.getLease(lease_id).call()
     started, ends, paid = lease.startedAt, lease.endsAt, lease.paid
     if lease.status == LeaseStatus.NONE:
         raise LeaseRefused(f"lease {lease_id} does not exist")
-    delivered = bytes(leases.functions.deliveryOf(lease_id).call()) != bytes(32)
+    delivery = leases.functions.getDelivery(lease_id).call()
+    offered, confirmed = delivery.accessHash != bytes(32), delivery.confirmedAt != 0
+    confirm_deadline = leases.functions.confirmDeadline(lease_id).call() if offered else 0
+    delivered = confirmed or (offered and now >= confirm_deadline)
     if lease.status != LeaseStatus.ACTIVE:
-        return LeaseQuote(lease_id, False, delivered, 0, 0, 0)
-    deadline = min(started + leases.functions.DELIVERY_WINDOW().call(), ends)
-    earned = 0
-    if delivered or now < deadline:
-        earned = paid if now >= ends else paid * (now - started) // (ends - started)
-    return LeaseQuote(lease_id, True, delivered, max(0, ends - now), earned, paid - earned)
+        return LeaseQuote(lease_id, False, offered, confirmed, delivered, 0, 0, 0, 0)
+    earned = paid * (min(now, ends) - delivery.offeredAt) // (ends - started) if delivered else 0
+    full_refund_until = 0 if delivered else confirm_deadline if offered else ends
+    return LeaseQuote(lease_id, True, offered, confirmed, delivered, max(0, ends - now), earned, paid - earned,
+                      full_refund_until)
+
+
+class LoginFailed(BackendError):
+    """The lease's machine did not let the renter in (host key or SSH key refused, nothing there)."""
+
+
+def pinned_known_hosts(access: LeaseAccess) -> Path:
+    """A known_hosts file holding the host key the lease's machine shows, or LoginFailed when its
+    fingerprint is not the one the provider signed (and bound on-chain)."""
+    try:
+        scanned = subprocess.run(["ssh-keyscan", "-t", "ed25519", "-p", str(access.port), access.host],
+                                 capture_output=True, text=True, timeout=30).stdout
+    except subprocess.TimeoutExpired:
+        scanned = ""
+    known = Path(tempfile.mkdtemp()) / "known_hosts"
+    known.write_text(scanned)
+    printed = subprocess.run(["ssh-keygen", "-l", "-E", "sha256", "-f", str(known)], capture_output=True, text=True)
+    if access.host_key_fingerprint not in printed.stdout.split():
+        raise LoginFailed(f"lease {access.lease_id}: {access.host}:{access.port} shows host key "
+                          f"{printed.stdout.strip() or 'none'}, the provider signed {access.host_key_fingerprint}")
+    return known
+
+
+def ssh_argv(access: LeaseAccess, identity: Path, known_hosts: Path, *options: str) -> list[str]:
+    """ssh to the lease with `identity`, the host key pinned to `known_hosts`."""
+    return ["ssh", *options, "-i", str(identity), "-o", "IdentitiesOnly=yes", "-o", f"UserKnownHostsFile={known_hosts}",
+            "-o", "StrictHostKeyChecking=yes", *access.ssh_command()[1:]]
+
+
+def check_login(access: LeaseAccess, identity: Path, timeout_s: float = 20) -> None:
+    """Logs in once (no terminal, no prompt) with the host key pinned; retried for up to
+    `timeout_s`; raises LoginFailed with the last reason."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            known = pinned_known_hosts(access)
+            done = subprocess.run(ssh_argv(access, identity, known, "-n", "-o", "BatchMode=yes", "-o",
+                                           "ConnectTimeout=10") + ["true"],
+                                  capture_output=True, text=True, timeout=60)
+            if done.returncode != 255:  # 255: ssh itself failed; anything else came from inside
+                return
+            reason = done.stderr.strip() or "ssh failed"
+        except (LoginFailed, subprocess.TimeoutExpired) as exc:
+            reason = str(exc)
+        if time.monotonic() > deadline:
+            raise LoginFailed(f"lease {access.lease_id}: cannot log in to {access.host}:{access.port}: {reason}")
+        time.sleep(1)
+
+
+def confirm_delivery(wallet: Wallet, lease_id: int, access: LeaseAccess) -> bytes | None:
+    """Tells the chain the renter logged in to the offered machine (LeaseManager.confirmDelivery,
+    the digest of the details it checked); from then on stopping pays the provider the elapsed
+    seconds. None when it was confirmed already; else the tx hash."""
+    leases = wallet.contract("LeaseManager")
+    if leases.functions.getDelivery(lease_id).call().confirmedAt != 0:
+        return None
+    receipt = wallet.send(leases.functions.confirmDelivery(lease_id, typed_hash(lease_domain(wallet), access)))
+    return bytes(receipt["transactionHash"])
 
 
 def end_lease(wallet: Wallet, lease_id: int) -> tuple[int, int, bytes]:

@@ -15,6 +15,11 @@ contract LeaseManager is ILeaseManager, IStakeLocker {
     uint256 public constant MAX_DURATION = 365 days;
     /// @inheritdoc ILeaseManager
     uint256 public constant DELIVERY_WINDOW = 5 minutes;
+    /// @inheritdoc ILeaseManager
+    /// @dev As long as a renter's client needs to notice the offer and try a login, with room for a
+    /// slow or briefly offline client; also the most a renter that logged in but never confirmed
+    /// can use for free (it stops inside the window): bounded, and only once per paid lease.
+    uint256 public constant CONFIRM_WINDOW = 5 minutes;
 
     IProviderRegistry public immutable registry;
     /// @notice The registry's Staking, where an active lease locks its provider's stake.
@@ -26,7 +31,7 @@ contract LeaseManager is ILeaseManager, IStakeLocker {
     mapping(address provider => uint256) private _leasedGpus;
     mapping(address account => uint256) private _owed;
     // Kept beside Lease rather than in it, so that startLease writes no extra slot.
-    mapping(uint256 leaseId => bytes32) private _delivered;
+    mapping(uint256 leaseId => Delivery) private _deliveries;
 
     constructor(IProviderRegistry registry_) {
         registry = registry_;
@@ -74,8 +79,16 @@ contract LeaseManager is ILeaseManager, IStakeLocker {
         Lease storage lease = _leases[leaseId];
         if (lease.status == LeaseStatus.None) revert LeaseManagerUnknownLease(leaseId);
         if (lease.status != LeaseStatus.Active) revert LeaseManagerNotActive(leaseId);
+        uint256 startedAt = lease.startedAt;
         uint256 endsAt = lease.endsAt;
-        if (msg.sender != lease.renter && block.timestamp < endsAt) {
+        Delivery storage delivery = _deliveries[leaseId];
+        bytes32 accessHash = delivery.accessHash;
+        // Besides the renter: anyone once the lease ran out, or once it can never be delivered
+        // (no offer by the deadline: the renter gets it all back, the provider gets its GPUs back).
+        if (
+            msg.sender != lease.renter && block.timestamp < endsAt
+                && (accessHash != 0 || block.timestamp < _deadline(startedAt, endsAt))
+        ) {
             revert LeaseManagerNotRenter(msg.sender, uint64(endsAt));
         }
         lease.status = LeaseStatus.Ended;
@@ -84,12 +97,13 @@ contract LeaseManager is ILeaseManager, IStakeLocker {
         _leasedGpus[provider] -= lease.gpuCount;
 
         uint256 paid = lease.paid;
-        uint256 startedAt = lease.startedAt;
-        // Elapsed seconds at the lease's per-second rate, never more than was paid; nothing for a
-        // lease whose delivery window passed without a confirmation.
+        // The seconds from the offer to now (or to the end) at the lease's per-second rate, never
+        // more than was paid; nothing unless the renter confirmed or let its confirm window pass.
         uint256 earned;
-        if (_delivered[leaseId] != 0 || block.timestamp < _deadline(startedAt, endsAt)) {
-            earned = block.timestamp >= endsAt ? paid : (paid * (block.timestamp - startedAt)) / (endsAt - startedAt);
+        if (accessHash != 0 && _delivered(delivery, endsAt)) {
+            uint256 offeredAt = delivery.offeredAt;
+            uint256 until = block.timestamp < endsAt ? block.timestamp : endsAt;
+            earned = (paid * (until - offeredAt)) / (endsAt - startedAt);
         }
         uint256 refund = paid - earned;
         if (earned != 0) _owed[provider] += earned;
@@ -99,16 +113,33 @@ contract LeaseManager is ILeaseManager, IStakeLocker {
     }
 
     /// @inheritdoc ILeaseManager
-    function confirmDelivery(uint256 leaseId, bytes32 accessHash) external {
+    function offerAccess(uint256 leaseId, bytes32 accessHash) external {
         Lease storage lease = _leases[leaseId];
         if (lease.status == LeaseStatus.None) revert LeaseManagerUnknownLease(leaseId);
         if (lease.status != LeaseStatus.Active) revert LeaseManagerNotActive(leaseId);
         if (msg.sender != lease.provider) revert LeaseManagerNotProvider(msg.sender, lease.provider);
         if (accessHash == bytes32(0)) revert LeaseManagerZeroAccessHash();
-        if (_delivered[leaseId] != 0) revert LeaseManagerAlreadyDelivered(leaseId);
+        Delivery storage delivery = _deliveries[leaseId];
+        if (delivery.accessHash != 0) revert LeaseManagerAlreadyOffered(leaseId);
         uint256 deadline = _deadline(lease.startedAt, lease.endsAt);
         if (block.timestamp >= deadline) revert LeaseManagerDeliveryWindowClosed(leaseId, uint64(deadline));
-        _delivered[leaseId] = accessHash;
+        delivery.accessHash = accessHash;
+        delivery.offeredAt = uint48(block.timestamp);
+        emit LeaseAccessOffered(leaseId, msg.sender, accessHash);
+    }
+
+    /// @inheritdoc ILeaseManager
+    function confirmDelivery(uint256 leaseId, bytes32 accessHash) external {
+        Lease storage lease = _leases[leaseId];
+        if (lease.status == LeaseStatus.None) revert LeaseManagerUnknownLease(leaseId);
+        if (lease.status != LeaseStatus.Active) revert LeaseManagerNotActive(leaseId);
+        if (msg.sender != lease.renter) revert LeaseManagerNotLeaseRenter(msg.sender, lease.renter);
+        Delivery storage delivery = _deliveries[leaseId];
+        bytes32 offered = delivery.accessHash;
+        if (offered == 0) revert LeaseManagerAccessNotOffered(leaseId);
+        if (offered != accessHash) revert LeaseManagerAccessMismatch(leaseId, offered, accessHash);
+        if (delivery.confirmedAt != 0) revert LeaseManagerAlreadyConfirmed(leaseId);
+        delivery.confirmedAt = uint48(block.timestamp);
         emit LeaseDelivered(leaseId, msg.sender, accessHash);
     }
 
@@ -140,7 +171,25 @@ contract LeaseManager is ILeaseManager, IStakeLocker {
 
     /// @inheritdoc ILeaseManager
     function deliveryOf(uint256 leaseId) external view returns (bytes32) {
-        return _delivered[leaseId];
+        return _deliveries[leaseId].accessHash;
+    }
+
+    /// @inheritdoc ILeaseManager
+    function getDelivery(uint256 leaseId) external view returns (Delivery memory) {
+        return _deliveries[leaseId];
+    }
+
+    /// @inheritdoc ILeaseManager
+    function confirmDeadline(uint256 leaseId) external view returns (uint256) {
+        Delivery storage delivery = _deliveries[leaseId];
+        if (delivery.accessHash == 0) return 0;
+        return _confirmDeadline(delivery.offeredAt, _leases[leaseId].endsAt);
+    }
+
+    /// @inheritdoc ILeaseManager
+    function isDelivered(uint256 leaseId) external view returns (bool) {
+        Delivery storage delivery = _deliveries[leaseId];
+        return delivery.accessHash != 0 && _delivered(delivery, _leases[leaseId].endsAt);
     }
 
     /// @inheritdoc ILeaseManager
@@ -175,6 +224,17 @@ contract LeaseManager is ILeaseManager, IStakeLocker {
     function _deadline(uint256 startedAt, uint256 endsAt) private pure returns (uint256) {
         uint256 windowEnd = startedAt + DELIVERY_WINDOW;
         return windowEnd < endsAt ? windowEnd : endsAt;
+    }
+
+    function _confirmDeadline(uint256 offeredAt, uint256 endsAt) private pure returns (uint256) {
+        uint256 windowEnd = offeredAt + CONFIRM_WINDOW;
+        return windowEnd < endsAt ? windowEnd : endsAt;
+    }
+
+    /// An offered lease counts as delivered once its renter confirmed, or once the renter let its
+    /// confirm window pass without stopping (silence is not a dispute).
+    function _delivered(Delivery storage delivery, uint256 endsAt) private view returns (bool) {
+        return delivery.confirmedAt != 0 || block.timestamp >= _confirmDeadline(delivery.offeredAt, endsAt);
     }
 
     function _cost(address provider, uint256 gpuCount, uint256 durationSeconds) private view returns (uint256) {

@@ -7,9 +7,10 @@ Two messages, both bound to one lease of one LeaseManager on one chain (the EIP-
   on-chain, so nobody else (not the backend that relays it) can put a key on a lease.
 - `LeaseAccess`: the provider signs where the lease's machine answers (host, port, user, the SSH
   host key's SHA-256 fingerprint). The renter checks the signer against the lease's provider and
-  pins the host key; the provider also confirms the message's EIP-712 hash on-chain
-  (`LeaseManager.confirmDelivery`), which is what separates a delivered lease from one the
-  renter may cancel for a full refund.
+  pins the host key; the provider binds the message's EIP-712 hash on-chain
+  (`LeaseManager.offerAccess`), and the renter, once it logged in against that host key,
+  confirms the same hash (`LeaseManager.confirmDelivery`): until it does, or its confirm window
+  passes, the renter may cancel for a full refund (docs/PROTOCOL.md, "Lease delivery").
 """
 
 from __future__ import annotations
@@ -133,7 +134,7 @@ def _typed(domain: LeaseDomain, what: LeaseKey | LeaseAccess) -> Any:
 
 
 def typed_hash(domain: LeaseDomain, what: LeaseKey | LeaseAccess) -> bytes:
-    """The EIP-712 digest (what is signed; `confirmDelivery` puts the LeaseAccess one on-chain)."""
+    """The EIP-712 digest (what is signed; `offerAccess` and `confirmDelivery` put the LeaseAccess one on-chain)."""
     signable = _typed(domain, what)
     return keccak(b"\x19" + signable.version + signable.header + signable.body)
 

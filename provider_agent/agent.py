@@ -21,7 +21,7 @@ from client.watched_ids import WatchedIds, open_state
 from protocol.enums import ChallengeKind, ChallengeStatus
 from protocol.ids import ChallengeId
 from protocol.units import Wei
-from provider_agent.leases import LeaseService
+from provider_agent.leases import LeaseService, LeaseWatcher
 from provider_agent import ProviderAgentError
 from provider_agent.backend_client import BackendClient, BackendClientError
 from provider_agent.cache import ContentCache, ContentSource, DirectorySource, HttpSource
@@ -55,12 +55,15 @@ class Agent:
     challenges: WatchedIds | None = None  # challenges of our roots, from ChallengeManager's events
     leases: LeaseService | None = None
     committer: Committer | None = None  # started by the worker (provider_agent.worker)
+    lease_watcher: LeaseWatcher | None = None  # ends our leases once due; started by the worker
 
     def __post_init__(self) -> None:
         if self.challenges is None:
             self.challenges = watch_challenges(self.chain, self.settings.state_db)
         if self.committer is None:
             self.committer = Committer(self.jobs, self.settings.commit_interval_s)
+        if self.lease_watcher is None and self.leases is not None:
+            self.lease_watcher = LeaseWatcher(self.leases, self.settings.state_db, self.settings.lease_check_s)
 
     @functools.cached_property
     def task_auth(self) -> TaskAuth:

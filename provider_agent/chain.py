@@ -324,21 +324,39 @@ class ProviderChain:
                          f"commitRoots round {round_id}")
 
     def lease(self, lease_id: LeaseId) -> dict[str, Any]:
-        """A lease of this provider's GPUs: whether it holds them now, and until when."""
-        lease = self.contract("LeaseManager").functions.getLease(lease_id).call()
+        """A lease of this provider's GPUs as the chain has it now: `active` while it holds them
+        (not ended on-chain, not run out), `ended` once endLease ran, `due` when it should be
+        ended now (run out, or never offered by its delivery deadline: LeaseManager lets anyone
+        end it then), `offered` once we offered access (the renter's confirmation is the chain's
+        business: ILeaseManager.isDelivered)."""
         manager = self.contract("LeaseManager").functions
+        lease = manager.getLease(lease_id).call()
+        now = self.now()
+        known = lease.status != LeaseStatus.NONE
+        offered = bytes(manager.deliveryOf(lease_id).call()) != bytes(32)
+        deadline = manager.deliveryDeadline(lease_id).call() if known else 0
+        open_ = lease.status == LeaseStatus.ACTIVE
         return {"renter": lease.renter, "started_at": lease.startedAt, "ends_at": lease.endsAt,
-                "provider": lease.provider, "gpu_count": lease.gpuCount,
-                "active": lease.endedAt == 0 and lease.endsAt > self.now(),
-                "delivered": bytes(manager.deliveryOf(lease_id).call()) != bytes(32),
-                "delivery_deadline": manager.deliveryDeadline(lease_id).call() if lease.status != LeaseStatus.NONE else 0}
+                "provider": lease.provider, "gpu_count": lease.gpuCount, "now": now,
+                "active": open_ and lease.endsAt > now, "ended": lease.status == LeaseStatus.ENDED,
+                "due": open_ and (now >= lease.endsAt or (not offered and now >= deadline)),
+                "offered": offered, "delivery_deadline": deadline}
 
     def lease_domain(self) -> LeaseDomain:
         return LeaseDomain(self.deployment.chain_id, self.contract("LeaseManager").address)
 
-    def confirm_delivery(self, lease_id: LeaseId, access_hash: bytes) -> TxReceipt:
-        return self.send(self.contract("LeaseManager").functions.confirmDelivery(lease_id, access_hash),
-                         f"confirmDelivery lease {lease_id}")
+    def offer_access(self, lease_id: LeaseId, access_hash: bytes) -> TxReceipt:
+        """Binds the signed LeaseAccess digest to the lease on-chain; the renter confirms it."""
+        return self.send(self.contract("LeaseManager").functions.offerAccess(lease_id, access_hash),
+                         f"offerAccess lease {lease_id}")
+
+    def end_lease(self, lease_id: LeaseId) -> TxReceipt:
+        """Ends a lease that ran out (or was never offered by its deadline): frees our GPUs and
+        credits our pay and the renter's refund."""
+        return self.send(self.contract("LeaseManager").functions.endLease(lease_id), f"endLease lease {lease_id}")
+
+    def is_leased(self) -> bool:
+        return bool(self.contract("LeaseManager").functions.isLeased(self.address).call())
 
     # -- money -----------------------------------------------------------------------------
 

@@ -59,6 +59,9 @@ class Settings(BaseModel):
     lease_public_host: str | None = None
     lease_listen_host: str = "0.0.0.0"
     lease_disk_bytes: int = 8 * GIB
+    # How often the agent compares its leases' ends with the chain's clock and ends those due
+    # on-chain (provider_agent.leases.LeaseWatcher): the miner resumes within about this long.
+    lease_check_s: float = 2.0
 
     # Registration (used when the account is not registered yet).
     stake_wei: int = 10**18

@@ -103,6 +103,8 @@ app.add_defaults(lambda: celery_config(get_settings(), get_agent().chain.address
 def _commit_before_exit(**_: Any) -> None:
     """A warm shutdown (SIGTERM, Ctrl-C) commits what is signed before the process ends."""
     agent = built_agent()
+    if agent is not None and agent.lease_watcher is not None:
+        agent.lease_watcher.stop()
     if agent is not None and agent.committer is not None:
         agent.committer.stop()
 
@@ -112,6 +114,8 @@ def _resume_orphaned_jobs(**_: Any) -> None:
     agent = get_agent()
     assert agent.committer is not None
     agent.committer.start()
+    if agent.lease_watcher is not None:  # ends our leases on-chain once they run out
+        agent.lease_watcher.start()
     for job_id in agent.jobs.store.orphaned():
         record = agent.jobs.store.get(job_id)
         job = record.dispatched() if record is not None else None

@@ -25,7 +25,8 @@ from rich.console import Console
 from rich.table import Table
 
 from backend.client import BackendClient
-from backend.renter import FundedJob, bind_ssh_key, end_lease, start_lease, submit_job, wait_for_access
+from backend.renter import (FundedJob, bind_ssh_key, confirm_delivery, end_lease, start_lease, submit_job,
+                            wait_for_access)
 from backend.wallet import Wallet
 from client.keystore import load_keystore
 from protocol.jobs import encode_output
@@ -135,7 +136,7 @@ class Scenario:
             subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
         bind_ssh_key(renter.client, renter.wallet, lease_id, key.with_suffix(".pub").read_text())
         access = wait_for_access(renter.client, renter.wallet, lease_id, 60)
-        self.console.log(f"{renter.name}: lease {lease_id} delivered (confirmed on-chain): "
+        self.console.log(f"{renter.name}: lease {lease_id} offered (its hash bound on-chain): "
                          f"{' '.join(access.ssh_command())}, host key {access.host_key_fingerprint}")
         command = "hostname; echo GPUs: ${CUDA_VISIBLE_DEVICES:-none}; nproc; df -h ~ | tail -1"
         ran = subprocess.run(["ssh", "-i", str(key), "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
@@ -144,6 +145,7 @@ class Scenario:
                              capture_output=True, text=True, timeout=60)
         if ran.returncode != 0:
             raise DemoError(f"ssh into lease {lease_id} failed: {ran.stderr.strip()}")
+        confirm_delivery(renter.wallet, lease_id, access)  # logged in: the provider is paid from its offer on
         self.console.log(f"{renter.name} over SSH on the leased machine: {' | '.join(ran.stdout.split(chr(10))[:-1])}")
 
     def run(self) -> tuple[int, int, int]:

@@ -556,7 +556,7 @@ def test_lease_from_the_page_binds_a_signed_key_and_shows_verified_connection_de
     body = {**access.message(), "signature": "0x" + sign(domain, access, provider.key).hex()}
     del body["leaseId"]
     assert httpx.put(f"{server}/leases/{lease_id}/access", json=body).status_code == 204
-    session.send(leases.functions.confirmDelivery(lease_id, typed_hash(domain, access)), market.provider2)
+    session.send(leases.functions.offerAccess(lease_id, typed_hash(domain, access)), market.provider2)
     page.wait_for_function(f"document.querySelector('{cell} .access-check')?.textContent.startsWith('verified in this page')",
                            timeout=15_000)
     assert page.inner_text(f"{cell} .delivery") == "delivered"

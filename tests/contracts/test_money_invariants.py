@@ -11,7 +11,8 @@ exactly when the model says it may. After every step:
   no slash ever took more than the offender held, and unbonding is refused while work is open;
 - LeaseManager: balance == owed + what active leases prepaid; no provider ever has more GPUs
   leased than it registered; a provider never earns more than a lease paid, and nothing for a
-  lease it did not confirm delivering within the delivery window.
+  lease it did not offer within the delivery window or whose offer the renter disputed (stopped)
+  inside its confirm window without confirming.
 Every withdrawal must pay exactly the modelled balance, and at the end of each example every
 account's balances must match the model (so no job is ever paid twice).
 """
@@ -38,6 +39,7 @@ from conftest import (
 
 SETTINGS = {"max_examples": 20, "stateful_step_count": 12, "deadline": None}
 LEASE_DELIVERY_WINDOW = 5 * 60
+LEASE_CONFIRM_WINDOW = 5 * 60
 MARGIN = 30  # seconds around a time boundary where the block time cannot be predicted
 ROOT = b"\x22" * 32
 
@@ -403,11 +405,23 @@ class LeaseModel:
     started: int
     ends: int
     active: bool = True
-    delivered: bool = False
+    offered_at: int | None = None
+    confirmed: bool = False
 
     @property
     def deadline(self) -> int:
         return min(self.started + LEASE_DELIVERY_WINDOW, self.ends)
+
+    @property
+    def confirm_deadline(self) -> int:
+        assert self.offered_at is not None
+        return min(self.offered_at + LEASE_CONFIRM_WINDOW, self.ends)
+
+    def earned(self, at: int) -> int:
+        """The provider's pay if the lease ends at `at`: the seconds since the offer, once delivered."""
+        if self.offered_at is None or not (self.confirmed or at >= self.confirm_deadline):
+            return 0
+        return self.paid * (min(at, self.ends) - self.offered_at) // (self.ends - self.started)
 
 
 class LeaseMachine:
@@ -444,16 +458,26 @@ class LeaseMachine:
                 renter, provider, st_gpus, cost, tx.timestamp, tx.timestamp + st_seconds
             )
 
-    def rule_deliver(self, st_pick):
+    def rule_offer(self, st_pick):
         if not self.items:
             return
         lease_id = sorted(self.items)[st_pick % len(self.items)]
         lease = self.items[lease_id]
         if _near(lease.deadline):
             return
-        allowed = lease.active and not lease.delivered and chain.time() < lease.deadline
-        if _attempt(allowed, self.leases.confirmDelivery, lease_id, "0x" + "ab" * 32, {"from": lease.provider}):
-            lease.delivered = True
+        allowed = lease.active and lease.offered_at is None and chain.time() < lease.deadline
+        tx = _attempt(allowed, self.leases.offerAccess, lease_id, "0x" + "ab" * 32, {"from": lease.provider})
+        if tx:
+            lease.offered_at = tx.timestamp
+
+    def rule_confirm(self, st_pick):
+        if not self.items:
+            return
+        lease_id = sorted(self.items)[st_pick % len(self.items)]
+        lease = self.items[lease_id]
+        allowed = lease.active and lease.offered_at is not None and not lease.confirmed
+        if _attempt(allowed, self.leases.confirmDelivery, lease_id, "0x" + "ab" * 32, {"from": lease.renter}):
+            lease.confirmed = True
 
     def rule_end(self, st_pick):
         if not self.items:
@@ -461,15 +485,14 @@ class LeaseMachine:
         lease_id = sorted(self.items)[st_pick % len(self.items)]
         lease = self.items[lease_id]
         caller = lease.renter if st_pick % 2 else self.renters[(st_pick // 2) % len(self.renters)]
-        if _near(lease.ends) and caller != lease.renter or not lease.delivered and _near(lease.deadline):
+        if _near(lease.ends) or _near(lease.deadline) or lease.offered_at is not None and _near(lease.confirm_deadline):
             return
-        allowed = lease.active and (caller == lease.renter or chain.time() >= lease.ends)
+        now = chain.time()
+        never_offered = lease.offered_at is None and now >= lease.deadline
+        allowed = lease.active and (caller == lease.renter or now >= lease.ends or never_offered)
         tx = _attempt(allowed, self.leases.endLease, lease_id, {"from": caller})
         if tx:
-            elapsed = min(tx.timestamp, lease.ends) - lease.started
-            earned = lease.paid * elapsed // (lease.ends - lease.started)
-            if not lease.delivered and tx.timestamp >= lease.deadline:
-                earned = 0  # never handed over: the renter gets everything back
+            earned = lease.earned(tx.timestamp)
             assert tx.events["LeaseEnded"]["providerEarned"] == earned <= lease.paid
             self.owed[lease.provider.address] += earned
             self.owed[lease.renter.address] += lease.paid - earned
