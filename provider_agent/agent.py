@@ -89,7 +89,7 @@ class Agent:
         jobs = JobService(chain, cache, JobStore(settings.state_db), OutputStore(settings.outputs_dir), limits,
                           backend, activity, settings.upload_attempts, settings.upload_backoff_s)
         logger.info("agent for provider %s on chain %s", account.address, chain.deployment.chain_id)
-        devices = detect()
+        devices = detect(settings.cpu_device_id)
         mining = None
         if settings.mining:
             miner = ReferenceMiner(devices[0].spec if not devices[0].is_cpu else "cpu",
