@@ -2,6 +2,8 @@
 schedules rounds, escalates a cheater and, after a restart, finishes the challenge from chain
 state alone; one provider's misbehaviour during a tick never stops the work for the others."""
 
+import dataclasses
+
 import pytest
 
 from pog_support import ETH, HonestLink, provider_responds_on_chain, register, wait_seed_fixed
@@ -115,7 +117,7 @@ def test_a_provider_silent_after_a_passed_round_is_recorded_failed_by_the_verifi
     called markFailed) and the registry kept passed=True. The verifier's tick now ends every
     round it requested once the contract allows it."""
     s, rpc = market
-    device = cpu_device("service-silent-later")
+    device = dataclasses.replace(cpu_device(), uuid="CPU-service-silent-later")  # its own device
     provider = register(s, 5, device.uuid_hash)
     links = {provider: HonestLink(s, provider, PogProver([device], dtype="fp32"))}
     service = _service(s, rpc, links, 7)
