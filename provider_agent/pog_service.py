@@ -125,6 +125,10 @@ class PogService:
         logger.info("PoG challenge %s on round %s answered on-chain", challenge_id, round_id)
         return receipt.transactionHash.hex()
 
+    def round_of(self, round_id: int) -> Struct:
+        """Our round `round_id` as the chain holds it (PogRoundError when it is not ours)."""
+        return self._ours(round_id)
+
     def _wait_seed_fixed(self, round_id: int, r: Struct) -> Struct:
         """Polls until the verifier's fixSeed is mined, for as long as the contract accepts it:
         until the chain's time passes the round's seed deadline (commitDeadline while no seed is

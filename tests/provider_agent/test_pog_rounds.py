@@ -153,3 +153,23 @@ def test_agent_commit_waits_for_the_seed_until_the_contracts_deadline(settings_f
     s.advance(pog.functions.commitWindow().call() + 1)
     with pytest.raises(PogRoundError, match="not fixed on-chain by its deadline"):
         agent.pog.commit_onchain(round_id)  # the verifier never revealed: nothing to commit to
+
+
+def test_agent_commits_a_round_whose_secret_never_reached_it_from_the_chains_seed(settings_for, market):
+    """The attack: the verifier fixes the seed on-chain but never hands the secret over (or
+    the task is lost). The agent used to do nothing and be marked failed at the deadline; its
+    heartbeat now commits, from the seed on-chain, once half the commit window has passed."""
+    agent = Agent.build(settings_for())
+    agent.register()
+    s = market.session
+    pog = s.contract("ProofOfGpu")
+    s.send(s.contract("Staking").functions.stake(), market.verifier, value=2 * ETH)
+    round_id, secret = _request(s, pog, market)
+    s.send(pog.functions.fixSeed(round_id, secret), market.verifier)
+    assert agent.commit_forgotten_rounds() == []  # the verifier's hand-over may still come
+    r = pog.functions.round(round_id).call()
+    s.advance(r.commitDeadline - s.now() - pog.functions.commitWindow().call() // 2 + 1)
+    assert agent.commit_forgotten_rounds() == [round_id]
+    assert pog.functions.round(round_id).call().status == RoundStatus.COMMITTED
+    assert agent.pog._provers[round_id].round_seed == r.seed
+    assert agent.commit_forgotten_rounds() == []  # ended rounds leave the watch
