@@ -44,9 +44,8 @@ def watch_chain(chain: VerifierChain, state_db: Path | None) -> WatchedIds:
 
 
 def answer_events(chain: VerifierChain, challenge_id: int) -> list[Event]:
-    """The ChallengeAnswered events of one challenge, read from its anchor block on: an answer
-    needs the anchor's hash and the anchor moves only while the challenge is open, so the read
-    is bounded by the challenge's age, not the chain's."""
+    """The ChallengeAnswered events of one challenge, read from its anchor block (the block that
+    opened it) on, so the read is bounded by the challenge's age, not the chain's."""
     anchor = chain.contract("ChallengeManager").functions.challenge(challenge_id).call().anchorBlock
     answers = events_between(chain.web3, chain.deployment, {"ChallengeManager": ["ChallengeAnswered"]}, anchor)
     return [e for e in answers if e.args["challengeId"] == challenge_id]
