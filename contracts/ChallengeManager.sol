@@ -6,7 +6,6 @@ import {IDisputeCommittee, IDisputeResolver} from "./interfaces/IDisputeCommitte
 import {IProofOfGpu} from "./interfaces/IProofOfGpu.sol";
 import {IJobEscrow} from "./interfaces/IJobEscrow.sol";
 import {IStaking} from "./interfaces/IStaking.sol";
-import {BlockRandomness} from "./libraries/BlockRandomness.sol";
 import {MerkleProofLib} from "./libraries/MerkleProofLib.sol";
 import {PogMath} from "./libraries/PogMath.sol";
 
@@ -20,11 +19,15 @@ import {PogMath} from "./libraries/PogMath.sol";
 /// - Any chunk under the challenged root may be proven fraudulent, not only the challenged ones:
 ///   a committed root with one wrong element is false wherever the element lies.
 /// - The fraud prover receives the slash reward (it did the work); the challenger gets its bond.
-/// - R is the hash of the challenge's anchor block (the block it was opened in). Silence is
-///   slashed without R: claimTimeout never needs it. If nobody stored R while it was readable
-///   (256 blocks), fixRandomness moves the anchor to the current block, whose hash nobody knew
-///   when sending, so an honest provider can still learn its indices and answer in time. Only an
-///   expired anchor moves: a readable one cannot be changed under a provider about to answer.
+/// - R = keccak256(blockhash(anchorBlock - 1), challengeId), stored when the challenge opens
+///   (anchorBlock is the opening block). It never changes and never expires, so nobody, the
+///   challenged provider included, can draw again by waiting: the provider learns one set of
+///   indices and answers it or is slashed. Only the challenger knew R when sending; choosing it
+///   helps no honest party (an honest root answers every index), and the root was committed
+///   before that block existed.
+/// - A fraud proof is accepted while the challenge is open as well as answered, so that a wrong
+///   chunk the verifier already holds (revealed off-chain behind a valid inclusion proof) settles
+///   the challenge at once, whatever indices it drew.
 contract ChallengeManager is IChallengeManager {
     uint256 private constant MAX_K = 64;
     uint256 private constant MIN_POG_K = 32;
@@ -130,6 +133,7 @@ contract ChallengeManager is IChallengeManager {
         emit PogChallenged(
             challengeId, roundId, gpuIndex, msg.sender, r.provider, k, msg.value, block.timestamp + responseWindow
         );
+        emit ChallengeRandomnessFixed(challengeId, _challenges[challengeId].randomness);
     }
 
     /// @inheritdoc IChallengeManager
@@ -151,20 +155,8 @@ contract ChallengeManager is IChallengeManager {
         emit JobChallenged(
             challengeId, jobId, msg.sender, job.provider, k, msg.value, block.timestamp + responseWindow
         );
+        emit ChallengeRandomnessFixed(challengeId, _challenges[challengeId].randomness);
         escrow.freeze(job);
-    }
-
-    /// @inheritdoc IChallengeManager
-    function fixRandomness(uint256 challengeId) external {
-        Challenge storage c = _existing(challengeId);
-        if (c.randomness != bytes32(0)) revert ChallengeRandomnessAlreadyFixed(challengeId);
-        if (c.status != Status.Open) revert ChallengeWrongStatus(challengeId, c.status);
-        if (BlockRandomness.isExpired(c.anchorBlock)) {
-            c.anchorBlock = uint64(block.number);
-            emit ChallengeReanchored(challengeId, block.number);
-            return;
-        }
-        _fixRandomness(challengeId, c);
     }
 
     /// @inheritdoc IChallengeManager
@@ -177,9 +169,7 @@ contract ChallengeManager is IChallengeManager {
         if (leaves.length != k || proofs.length != k) {
             revert ChallengeWrongAnswerCount(challengeId, leaves.length, proofs.length, k);
         }
-        bytes32 randomness = c.randomness;
-        if (randomness == bytes32(0)) randomness = _fixRandomness(challengeId, c);
-        _verifyAnswer(c, randomness, leaves, proofs);
+        _verifyAnswer(c, c.randomness, leaves, proofs);
         c.status = Status.Answered;
         c.answeredAt = uint40(block.timestamp);
         emit ChallengeAnswered(challengeId, msg.sender);
@@ -192,8 +182,7 @@ contract ChallengeManager is IChallengeManager {
         if (block.timestamp <= c.responseDeadline) {
             revert ChallengeDeadlineNotPassed(challengeId, c.responseDeadline);
         }
-        // No randomness needed: an honest provider could always learn its indices in time (the
-        // anchor is readable from the next block on, and re-anchored once expired).
+        // R was stored at the opening: an honest provider could always learn its indices in time.
         emit ChallengeTimedOut(challengeId, c.provider);
         _faultProvider(challengeId, c, c.challenger);
     }
@@ -208,9 +197,12 @@ contract ChallengeManager is IChallengeManager {
     ) external {
         Challenge storage c = _existing(challengeId);
         if (c.kind != Kind.Pog) revert ChallengeWrongKind(challengeId, c.kind);
-        if (c.status != Status.Answered) revert ChallengeWrongStatus(challengeId, c.status);
-        uint256 windowEnd = uint256(c.answeredAt) + fraudWindow;
-        if (block.timestamp > windowEnd) revert ChallengeWindowClosed(challengeId, windowEnd);
+        if (c.status == Status.Answered) {
+            uint256 windowEnd = uint256(c.answeredAt) + fraudWindow;
+            if (block.timestamp > windowEnd) revert ChallengeWindowClosed(challengeId, windowEnd);
+        } else if (c.status != Status.Open) {
+            revert ChallengeWrongStatus(challengeId, c.status);
+        }
         if (chunkIndex >= c.leafCount) revert ChallengeChunkOutOfRange(chunkIndex, c.leafCount);
         int256 claimed = PogMath.chunkElement(chunkData, elementOffset); // checks length and offset
         if (!MerkleProofLib.verify(proof, c.root, MerkleProofLib.leafHash(chunkData), chunkIndex, c.leafCount)) {
@@ -289,7 +281,6 @@ contract ChallengeManager is IChallengeManager {
     function challengeIndices(uint256 challengeId) external view returns (uint256[] memory indices) {
         Challenge storage c = _existing(challengeId);
         bytes32 randomness = c.randomness;
-        if (randomness == bytes32(0)) randomness = BlockRandomness.hashAt(c.anchorBlock);
         indices = new uint256[](c.k);
         for (uint256 t; t < indices.length; ++t) {
             indices[t] = PogMath.challengeIndex(randomness, c.root, t, c.leafCount);
@@ -312,6 +303,8 @@ contract ChallengeManager is IChallengeManager {
     ) private returns (uint256 challengeId) {
         if (msg.value < minBond) revert ChallengeBondTooSmall(msg.value, minBond);
         challengeId = ++challengeCount;
+        // The previous block's hash: the last one the EVM serves to this block (its own is unknown).
+        bytes32 randomness = keccak256(abi.encode(blockhash(block.number - 1), challengeId));
         _challenges[challengeId] = Challenge({
             challenger: msg.sender,
             anchorBlock: uint64(block.number),
@@ -325,7 +318,7 @@ contract ChallengeManager is IChallengeManager {
             subject: subject,
             root: root,
             leafCount: count,
-            randomness: bytes32(0),
+            randomness: randomness,
             bond: msg.value,
             disputeId: 0
         });
@@ -359,12 +352,6 @@ contract ChallengeManager is IChallengeManager {
         uint256 n = pog.round(roundId).n;
         (uint256 row, uint256 col) = PogMath.chunkPosition(chunkIndex, offset, n);
         return PogMath.element(pog.gpuSeedOf(roundId, gpuIndex), n, row, col);
-    }
-
-    function _fixRandomness(uint256 challengeId, Challenge storage c) private returns (bytes32 randomness) {
-        randomness = BlockRandomness.hashAt(c.anchorBlock);
-        c.randomness = randomness;
-        emit ChallengeRandomnessFixed(challengeId, randomness);
     }
 
     /// @dev Closes the challenge as ProviderFaulted: slashes the provider (once per PoG root),

@@ -135,8 +135,18 @@ contract ProofOfGpu is IProofOfGpu {
     }
 
     /// @inheritdoc IProofOfGpu
+    /// @dev A committed round its verifier never attested is voided, not failed: the contract
+    /// cannot tell a verifier that stopped from roots that are wrong (the verifier's own sweep
+    /// attests those as failed and challenges them inside the period).
     function markFailed(uint256 roundId) external {
         Round storage r = _existing(roundId);
+        if (r.status == RoundStatus.Committed) {
+            uint256 attestEnd = uint256(r.committedAt) + rootChallengePeriod;
+            if (block.timestamp <= attestEnd) revert ProofOfGpuAttestWindowOpen(roundId, attestEnd);
+            r.status = RoundStatus.Voided;
+            emit RoundVoided(roundId, r.provider);
+            return;
+        }
         if (r.status != RoundStatus.Requested) revert ProofOfGpuWrongStatus(roundId, r.status);
         if (block.timestamp <= r.commitDeadline) revert ProofOfGpuCommitDeadlineNotPassed(roundId, r.commitDeadline);
         if (r.seed == bytes32(0)) {

@@ -24,6 +24,9 @@ contract ProviderRegistry is IProviderRegistry, OneTimeWiring {
 
     mapping(address provider => Provider) private _providers;
     mapping(address provider => PogStatus) private _pog;
+    /// @dev The registered, not deactivated account holding each device-UUID hash: one device
+    /// cannot pass Proof of GPU for several accounts at once.
+    mapping(bytes32 uuidHash => address provider) private _deviceHolder;
 
     /// @param minProviderStake_ bonded wei a provider needs to register, take jobs and be leased
     /// (not zero: a provider's work must always be secured by stake)
@@ -64,6 +67,7 @@ contract ProviderRegistry is IProviderRegistry, OneTimeWiring {
             for (uint256 j = 0; j < i; ++j) {
                 if (uuidHashes[j] == h) revert ProviderRegistryDuplicateUuidHash(h);
             }
+            _claimDevice(h);
             p.uuidHashes.push(h);
         }
         p.gpuModel = gpuModel;
@@ -95,6 +99,9 @@ contract ProviderRegistry is IProviderRegistry, OneTimeWiring {
         Provider storage p = _registered(msg.sender);
         if (p.deactivated) revert ProviderRegistryAlreadyDeactivated(msg.sender);
         p.deactivated = true;
+        for (uint256 i = 0; i < p.uuidHashes.length; ++i) {
+            delete _deviceHolder[p.uuidHashes[i]]; // the device may now serve another account
+        }
         emit ProviderDeactivated(msg.sender);
         _tellEscrow(msg.sender, false);
     }
@@ -104,6 +111,9 @@ contract ProviderRegistry is IProviderRegistry, OneTimeWiring {
         Provider storage p = _registered(msg.sender);
         if (!p.deactivated) revert ProviderRegistryNotDeactivated(msg.sender);
         p.deactivated = false;
+        for (uint256 i = 0; i < p.uuidHashes.length; ++i) {
+            _claimDevice(p.uuidHashes[i]);
+        }
         emit ProviderReactivated(msg.sender);
         _tellEscrow(msg.sender, true);
     }
@@ -159,6 +169,11 @@ contract ProviderRegistry is IProviderRegistry, OneTimeWiring {
     }
 
     /// @inheritdoc IProviderRegistry
+    function deviceHolderOf(bytes32 uuidHash) external view returns (address) {
+        return _deviceHolder[uuidHash];
+    }
+
+    /// @inheritdoc IProviderRegistry
     function pogStatusOf(address provider) external view returns (PogStatus memory) {
         return _pog[provider];
     }
@@ -167,6 +182,12 @@ contract ProviderRegistry is IProviderRegistry, OneTimeWiring {
         IProviderActivity escrow = jobEscrow;
         if (address(escrow) == address(0)) revert ProviderRegistryNotWired();
         escrow.setProviderActive(provider, active);
+    }
+
+    function _claimDevice(bytes32 uuidHash) private {
+        address holder = _deviceHolder[uuidHash];
+        if (holder != address(0)) revert ProviderRegistryDeviceClaimed(uuidHash, holder);
+        _deviceHolder[uuidHash] = msg.sender;
     }
 
     function _registered(address provider) private view returns (Provider storage p) {

@@ -18,7 +18,7 @@ from client.keystore import load_keystore
 from client.log_follower import Event
 from client.task_auth import ChainRoles, TaskAuth, UsedNonces, domain_of
 from client.watched_ids import WatchedIds, open_state
-from protocol.enums import ChallengeKind, ChallengeStatus
+from protocol.enums import ChallengeKind, ChallengeStatus, RoundStatus
 from protocol.ids import ChallengeId
 from protocol.units import Wei
 from provider_agent.leases import LeaseService, LeaseWatcher
@@ -92,7 +92,7 @@ class Agent:
         jobs = JobService(chain, cache, JobStore(settings.state_db), OutputStore(settings.outputs_dir), limits,
                           backend, activity, settings.upload_attempts, settings.upload_backoff_s)
         logger.info("agent for provider %s on chain %s", account.address, chain.deployment.chain_id)
-        devices = detect()
+        devices = detect(settings.cpu_device_id)
         mining = None
         if settings.mining:
             miner = ReferenceMiner(devices[0].spec if not devices[0].is_cpu else "cpu",
@@ -148,6 +148,31 @@ class Agent:
                 logger.error("challenge %s: cannot answer: %s", challenge_id, exc)
         return answered
 
+    def commit_forgotten_rounds(self) -> list[int]:
+        """Commits roots for our PoG rounds whose seed the verifier fixed on-chain but whose
+        secret never reached us (or whose task was lost): once half the commit window has passed
+        since the seed was fixed, the round is computed from the chain's seed and committed
+        before the contract's deadline, so no honest provider is marked failed for a hand-over
+        that never came. (Earlier, the verifier's own hand-over is awaited: computing twice
+        would slow the timed round.) Rounds that ended are dropped from the watch."""
+        assert self.challenges is not None
+        self.challenges.refresh()
+        window = self.chain.contract("ProofOfGpu").functions.commitWindow().call()
+        committed, ended = [], []
+        for round_id in self.challenges.ids("round"):
+            r = self.pog.round_of(round_id)
+            now = self.chain.now()
+            if r.status != RoundStatus.REQUESTED or now > r.commitDeadline:
+                ended.append(round_id)
+            elif r.seed != bytes(32) and now >= r.commitDeadline - window // 2:
+                try:
+                    self.pog.commit_onchain(round_id)
+                    committed.append(round_id)
+                except (ProviderAgentError, ClientError) as exc:
+                    logger.error("PoG round %s: cannot commit: %s", round_id, exc)
+        self.challenges.forget("round", ended)
+        return committed
+
     def settle_answered(self, live: list[ChallengeId] | None = None) -> list[ChallengeId]:
         """Settles our answered challenges whose windows passed (ProviderChain.settle_answered).
         No live challenge, no chain read (the windows and the time are read only for some)."""
@@ -201,14 +226,20 @@ class Agent:
 
 
 def watch_challenges(chain: ProviderChain, state_db: Path) -> WatchedIds:
-    """The challenges against `chain.address`, followed in the agent's state file."""
+    """The challenges against `chain.address`, and the PoG rounds requested for it, followed in
+    the agent's state file."""
     me = chain.address.lower()
 
     def ours(event: Event) -> tuple[str, int] | None:
-        return ("challenge", int(event.args["challengeId"])) if event.args["provider"] == me else None
+        if event.args["provider"] != me:
+            return None
+        if event.name == "RoundRequested":
+            return "round", int(event.args["roundId"])
+        return "challenge", int(event.args["challengeId"])
 
     return WatchedIds(chain.web3, chain.deployment, open_state(state_db), f"challenges-of-{me}",
-                      {"ChallengeManager": ["PogChallenged", "JobChallenged"]}, ours)
+                      {"ChallengeManager": ["PogChallenged", "JobChallenged"],
+                       "ProofOfGpu": ["RoundRequested"]}, ours)
 
 
 def _source(settings: Settings, backend: BackendClient | None) -> ContentSource:

@@ -41,9 +41,6 @@ from provider_agent import ProviderAgentError
 logger = logging.getLogger(__name__)
 
 ZERO_ADDRESS = "0x" + "00" * 20
-# Blocks after which a challenge's unstored randomness is stored (or re-anchored) before
-# answering: the EVM serves 256 block hashes, and the answer must land while R is readable.
-ANCHOR_SAFE_AGE = 128
 
 
 class ChainError(ProviderAgentError):
@@ -284,20 +281,10 @@ class ProviderChain:
         return settled
 
     def challenge_indices(self, challenge_id: ChallengeId) -> list[int]:
-        """The challenged leaf indices, derived here from R = blockhash(anchorBlock), which the
-        node serves as soon as the challenge is mined (a view call at the latest block could not
-        read it yet). R is stored first (fixRandomness) when its anchor is close to the EVM's
-        256-block horizon, and re-anchored by the same call once past it, so that the answer
-        sent next is always judged against the indices computed here."""
+        """The challenged leaf indices, derived here from the challenge's randomness R, stored
+        when it was opened (it never changes)."""
         c = self.challenge(challenge_id)
-        if c.randomness == bytes(32) and self.web3.eth.block_number - c.anchorBlock > ANCHOR_SAFE_AGE:
-            self.send(self.contract("ChallengeManager").functions.fixRandomness(challenge_id),
-                      f"fixRandomness challenge {challenge_id}")
-            c = self.challenge(challenge_id)
-        randomness = c.randomness
-        if randomness == bytes(32):
-            randomness = blocks.block_hash(self.web3, c.anchorBlock)
-        return challenge_indices(randomness, c.root, c.leafCount, c.k)
+        return challenge_indices(c.randomness, c.root, c.leafCount, c.k)
 
     def respond(self, challenge_id: ChallengeId, leaves: list[bytes], proofs: list[list[bytes]]) -> TxReceipt:
         return self.send(self.contract("ChallengeManager").functions.respond(challenge_id, leaves, proofs),

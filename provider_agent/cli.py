@@ -225,6 +225,7 @@ def provider_run(
                 live = agent.live_challenges()  # the new events read once a beat, not once per use
                 agent.answer_open_challenges(live)
                 agent.settle_answered(live)  # an answered challenge past its window frees our pay
+                agent.commit_forgotten_rounds()  # a round whose secret never reached us, from the chain's seed
                 agent.jobs.refund_failed()
                 if time.monotonic() - published_at >= settings.yield_publish_s:
                     agent.publish_yield()

@@ -66,13 +66,15 @@ def _machine_id() -> str:
         return f"{uuidlib.getnode():012x}"
 
 
-def cpu_device() -> Device:
-    """The CPU as a device; its name starts with `cpu` so that it maps to the CPU class."""
+def cpu_device(device_id: str | None = None) -> Device:
+    """The CPU as a device; its name starts with `cpu` so that it maps to the CPU class. Its
+    identity is the machine's id unless `device_id` is given (several providers simulated on one
+    machine: the registry refuses one device for two accounts)."""
     try:
         memory = int(Path("/proc/meminfo").read_text().split()[1]) * 1024
     except (OSError, IndexError, ValueError):
         memory = 0
-    return Device("cpu", f"cpu {_cpu_model()}", f"CPU-{_machine_id()}", memory)
+    return Device("cpu", f"cpu {_cpu_model()}", f"CPU-{device_id or _machine_id()}", memory)
 
 
 def _nvml_devices() -> dict[str, tuple[str, int]]:
@@ -114,9 +116,9 @@ def cuda_devices() -> list[Device]:
     return devices
 
 
-def detect() -> list[Device]:
+def detect(cpu_device_id: str | None = None) -> list[Device]:
     """Every GPU, or the CPU alone when there is none."""
-    return cuda_devices() or [cpu_device()]
+    return cuda_devices() or [cpu_device(cpu_device_id)]
 
 
 def resolve(spec: str) -> Device:

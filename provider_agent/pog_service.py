@@ -4,7 +4,11 @@ A round starts when the verifier hands over its secret (in the moment it broadca
 secret on-chain with fixSeed): the agent checks it against the round's committed secretHash,
 derives the seed from it and the request block's hash (protocol.pog.pog_round_seed) and computes
 at once, without waiting for any block. Its roots go on-chain once the verifier's fixSeed is
-mined (the contract refuses roots before the seed is fixed).
+mined (the contract refuses roots before the seed is fixed). The chain, not the hand-over,
+decides: a handed secret that does not hash to the round's secretHash is ignored and the round
+is computed from the seed fixSeed stores, and the agent waits for that seed exactly as long as
+the contract accepts it (the round's seed deadline, read from the chain), never a shorter timer
+of its own, so a late but valid reveal is still answered before the commit deadline.
 
 The prover's work for a round is kept in memory (only Merkle levels, 32 bytes per 64 elements)
 so challenges are answered without recomputing C; after a restart it is recomputed from the
@@ -32,8 +36,10 @@ from provider_agent.pog_prover import PogProver
 logger = logging.getLogger(__name__)
 
 KEPT_ROUNDS = 4
-SEED_WAIT_S = 120.0  # how long commit_onchain waits for the verifier's fixSeed to be mined
 POLL_S = 0.25
+# On a chain that makes blocks only for transactions its clock stands still while nothing is
+# sent: the wait for the seed then ends on wall time, the seed deadline's distance plus this.
+WALL_MARGIN_S = 30.0
 
 
 class PogRoundError(ProviderAgentError):
@@ -41,12 +47,10 @@ class PogRoundError(ProviderAgentError):
 
 
 class PogService:
-    def __init__(self, chain: ProviderChain, devices: Sequence[Device], dtype: str | None = None,
-                 seed_wait_s: float = SEED_WAIT_S) -> None:
+    def __init__(self, chain: ProviderChain, devices: Sequence[Device], dtype: str | None = None) -> None:
         self.chain = chain
         self.devices = list(devices)
         self.dtype = dtype
-        self.seed_wait_s = seed_wait_s
         self._provers: OrderedDict[int, PogProver] = OrderedDict()
 
     def seed_from_secret(self, round_id: int, secret_hex: str, r: Struct | None = None) -> bytes:
@@ -73,7 +77,11 @@ class PogService:
         r = self._ours(round_id)
         if r.status != RoundStatus.REQUESTED and round_id not in self._provers:
             raise PogRoundError(f"round {round_id} is not waiting for roots (status {RoundStatus(r.status).name})")
-        seed = self.seed_from_secret(round_id, secret_hex, r)
+        try:
+            seed = self.seed_from_secret(round_id, secret_hex, r)
+        except PogRoundError as exc:  # the hand-over is wrong, the chain is not: compute from its seed
+            logger.warning("PoG round %s: %s; computing from the seed fixed on-chain", round_id, exc)
+            seed = self._wait_seed_fixed(round_id, r).seed
         return encode_commitment(self._computed(round_id, r._replace(seed=seed))).decode()
 
     def commit_onchain(self, round_id: int) -> str:
@@ -117,12 +125,19 @@ class PogService:
         logger.info("PoG challenge %s on round %s answered on-chain", challenge_id, round_id)
         return receipt.transactionHash.hex()
 
+    def round_of(self, round_id: int) -> Struct:
+        """Our round `round_id` as the chain holds it (PogRoundError when it is not ours)."""
+        return self._ours(round_id)
+
     def _wait_seed_fixed(self, round_id: int, r: Struct) -> Struct:
-        deadline = time.monotonic() + self.seed_wait_s
+        """Polls until the verifier's fixSeed is mined, for as long as the contract accepts it:
+        until the chain's time passes the round's seed deadline (commitDeadline while no seed is
+        fixed), or, should the chain's clock stand still, that distance in wall time plus a margin."""
+        give_up = time.monotonic() + max(r.commitDeadline - self.chain.now(), 0) + WALL_MARGIN_S
         while r.seed == bytes(32):
-            if r.status != RoundStatus.REQUESTED or time.monotonic() > deadline:
-                raise PogRoundError(f"round {round_id}: the verifier's seed was not fixed on-chain within "
-                                    f"{self.seed_wait_s:.0f} s (status {RoundStatus(r.status).name})")
+            if r.status != RoundStatus.REQUESTED or self.chain.now() > r.commitDeadline or time.monotonic() > give_up:
+                raise PogRoundError(f"round {round_id}: the verifier's seed was not fixed on-chain by its deadline "
+                                    f"{r.commitDeadline} (status {RoundStatus(r.status).name})")
             time.sleep(POLL_S)
             r = self._ours(round_id)
         return r

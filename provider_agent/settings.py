@@ -69,6 +69,10 @@ class Settings(BaseModel):
     price_per_gpu_hour_wei: int = 10**16
     price_per_job_unit_wei: int = 10**12
     metadata_uri: str = ""
+    # Identity of the CPU "device" when there is no GPU (default: the machine id). A local market
+    # running several providers on one machine gives each its own: the registry refuses a device
+    # already held by another account.
+    cpu_device_id: str | None = None
 
     # Mining and telemetry.
     mining: bool = True

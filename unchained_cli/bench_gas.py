@@ -56,10 +56,9 @@ def _pog_challenge(s: ChainSession, provider: str, verifier: str, n: int, chunk:
     commit = s.send(pog.functions.commitRoots(round_id, [root]), provider)
     s.send(challenges.functions.challengePog(round_id, 0, 32), verifier, value=ETH // 10)
     challenge_id = challenges.functions.challengeCount().call()
-    fix_randomness = s.send(challenges.functions.fixRandomness(challenge_id), verifier)  # the verifier, at once
     respond = s.send(challenges.functions.respond(challenge_id, [chunk] * 32, [path] * 32), provider)
     return challenge_id, depth, path, {"request": request.gasUsed, "fix_seed": fix_seed.gasUsed, "commit": commit.gasUsed,
-                                   "fix_randomness": fix_randomness.gasUsed, "respond": respond.gasUsed}
+                                   "respond": respond.gasUsed}
 
 
 def _timeout_claim(s: ChainSession, provider: str, verifier: str) -> int:
@@ -152,7 +151,6 @@ def measure(chain_port: int | None = None) -> list[GasRow]:
         rows.append(GasRow("PoG: request a round (verifier, 1 GPU, secret hash committed)", gas["request"]))
         rows.append(GasRow("PoG: reveal the secret, fixing the round seed (verifier)", gas["fix_seed"]))
         rows.append(GasRow("PoG: commit roots (1 GPU)", gas["commit"], 60_000))
-        rows.append(GasRow("PoG: fix a challenge's randomness (verifier)", gas["fix_randomness"]))
         rows.append(GasRow(f"PoG: answer a k=32 challenge at depth {depth}", gas["respond"], 1_500_000))
 
         challenges = s.contract("ChallengeManager")

@@ -476,6 +476,7 @@ class LocalMarket:
             "backend_url": self.backend_url, "data_dir": self.provider_data(name), "mining": plan.mining,
             "stake_wei": self.plan.provider_stake_wei, "price_per_job_unit_wei": plan.price_per_job_unit_wei,
             "price_per_gpu_hour_wei": plan.price_per_gpu_hour_wei, "metadata_uri": f"demo://{name}",
+            "cpu_device_id": f"{name}-{party.address}",  # one machine, one simulated device per provider
             "heartbeat_s": 2.0, "job_timeout_s": 60.0, "job_memory_bytes": 3 << 30,
             "upload_backoff_s": 0.2, "upload_retry_s": 2.0, "visibility_timeout_s": 60,
             "mining_resume_after_s": 1.0,

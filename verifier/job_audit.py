@@ -407,18 +407,12 @@ class JobAuditor:
         return live
 
     def follow_up(self, challenge_id: ChallengeId) -> None:
-        """Fixes the challenge's randomness, claims a timeout, escalates a fault found in the
+        """Claims a timeout, escalates a fault found in the
         answer, or settles an answer we find right; waits otherwise."""
         c = self.manager.functions.challenge(challenge_id).call()
         status, deadline, job_id = c.status, c.responseDeadline, c.subject
         now = self.chain.now()
         try:
-            if status == ChallengeStatus.OPEN and c.randomness == bytes(32):
-                # The indices come from the hash of the challenge's anchor block, readable for 256
-                # blocks only: stored at once (the call re-anchors an expired one), so the
-                # provider can always learn them. A timeout is slashed without them.
-                receipt = self.chain.send(self.manager.functions.fixRandomness(challenge_id))
-                logger.info("challenge %s: randomness fixed, tx %s", challenge_id, receipt.transactionHash.hex())
             if status == ChallengeStatus.OPEN and now > deadline:
                 receipt = self.chain.send(self.manager.functions.claimTimeout(challenge_id))
                 self.record("timeout-claimed")

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from protocol.errors import ProtocolError
+from protocol.errors import ProtocolError, WrongElement
 from protocol.pog.challenge import MIN_K, challenge_indices
 from protocol.pog.check import check_chunks
 from protocol.pog.messages import (
@@ -91,6 +91,9 @@ class GpuVerdict:
     proven_devices: int = 0
     # Why a passing GPU's class is not named (a CPU server or fewer devices could do as well).
     unidentified: str | None = None
+    # A wrong element the prover revealed behind a valid inclusion proof under its root:
+    # (chunk index, chunk data, siblings, element offset), what a fraud proof on-chain needs.
+    evidence: tuple[int, bytes, tuple[bytes, ...], int] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -225,6 +228,10 @@ class PogChecker:
                          [(a.index, a.data, a.siblings) for a in gpu.answers])
             checked = len(gpu.answers)
             found = identify(claim.name, tflops, self.dtype, len(rnd.claims))
+        except WrongElement as err:  # every inclusion proof held (checked first): usable on-chain
+            a = next(a for a in gpu.answers if a.index == err.index)
+            return GpuVerdict(g, False, None, tflops, checked, str(err), err,
+                              evidence=(a.index, a.data, tuple(a.siblings), err.offset))
         except (VerifierError, ProtocolError) as err:
             return GpuVerdict(g, False, None, tflops, checked, str(err), err)
         if not found.identified:

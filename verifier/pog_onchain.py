@@ -12,11 +12,15 @@ exactly, and attests the verdict on-chain.
 When a round fails (a wrong element, a missing or late answer) the verifier escalates to an
 on-chain challenge of the failed GPU's root: the provider must then reveal the block-hash-chosen
 chunks in a transaction or be slashed, and any wrong revealed element is proven on-chain with a
-fraud proof that the contract judges by recomputing the element. `follow_up` drives that to its
-end (fixing each challenge's randomness at its first look, so the indices stay readable) and
-reports what the contract decided, read from the transaction's ChallengeClosed event; it is
-idempotent and resumes from chain state, so a restarted verifier finishes it. Nothing here waits
-for a block that only a transaction would create: waits are polls bounded in wall time too.
+fraud proof that the contract judges by recomputing the element. A wrong element the provider
+already revealed off-chain (behind a valid inclusion proof under its committed root) is proven
+at once, in the next transaction after the challenge: the evidence in hand is never thrown away
+for a fresh draw. `follow_up` drives a challenge to its end and reports what the contract
+decided, read from the transaction's ChallengeClosed event; it is idempotent and resumes from
+chain state, so a restarted verifier finishes it. `end_round` ends each of our rounds that the
+round itself left open (a silent provider, roots committed but never sent to us), so every
+round ends attested, failed or voided. Nothing here waits for a block that only a transaction
+would create: waits are polls bounded in wall time too.
 """
 
 from __future__ import annotations
@@ -160,13 +164,12 @@ class OnchainPog:
         return RoundOutcome(provider, round_id, verdict, ())
 
     def follow_up(self, challenge_id: int) -> ChallengeState:
-        """Moves an on-chain PoG challenge towards its end: its randomness fixed (or re-anchored)
-        at once, then a timeout claim, a fraud proof from the revealed chunks, or settlement once
-        the fraud window passed. The state returned is what the contract decided."""
+        """Moves an on-chain PoG challenge towards its end: a timeout claim, a fraud proof from
+        the revealed chunks, or settlement once the fraud window passed. The state returned is
+        what the contract decided."""
         c = self.challenges.functions.challenge(challenge_id).call()
         status, deadline = c.status, c.responseDeadline
         if status == ChallengeStatus.OPEN:
-            self.fix_randomness(challenge_id, c)
             if self.chain.now() <= deadline:
                 return ChallengeState.WAITING
             return self._close(challenge_id, self.challenges.functions.claimTimeout(challenge_id),
@@ -188,24 +191,6 @@ class OnchainPog:
             return ChallengeState.WAITING
         return self._close(challenge_id, self.challenges.functions.settle(challenge_id), ChallengeState.SETTLED,
                            "the answer stood")
-
-    def fix_randomness(self, challenge_id: int, c: Struct | None = None) -> bool:
-        """Stores an open challenge's randomness (readable by any transaction after the anchor
-        block's: no block is waited for), or re-anchors it once expired, so the indices never
-        become unreadable. Returns whether a transaction was sent."""
-        c = c if c is not None else self.challenges.functions.challenge(challenge_id).call()
-        if c.status != ChallengeStatus.OPEN or c.randomness != bytes(32):
-            return False
-        try:
-            receipt = self.chain.send(self.challenges.functions.fixRandomness(challenge_id))
-        except TransactionReverted as exc:  # someone else fixed it first: the chain holds it either way
-            logger.info("challenge %s: randomness not fixed by us: %s", challenge_id, exc)
-            return False
-        moved = emitted(self.challenges, "ChallengeReanchored", receipt)
-        logger.info("challenge %s: randomness %s, tx %s", challenge_id,
-                    f"re-anchored to block {moved[0].args.anchorBlock}" if moved else "fixed",
-                    receipt.transactionHash.hex())
-        return True
 
     def _close(self, challenge_id: int, fn, expected: ChallengeState, why: str) -> ChallengeState:
         """Sends the closing call and returns what the contract decided (its ChallengeClosed
@@ -265,12 +250,49 @@ class OnchainPog:
 
     def _fail(self, provider: str, round_id: int, verdict: RoundVerdict | None,
               gpus: Sequence[int], detail: str) -> RoundOutcome:
-        status = self.pog.functions.round(round_id).call().status
-        if status == RoundStatus.COMMITTED:  # attest the failure, then make the roots answer on-chain
+        r = self.pog.functions.round(round_id).call()
+        if r.status == RoundStatus.COMMITTED:  # attest the failure, then make the roots answer on-chain
             self.chain.send(self.pog.functions.attest(round_id, 0, _bytes32(""), 0, False))
             return self._escalate(provider, round_id, verdict, gpus, detail)
-        # Nothing committed: the round fails by itself at its commit deadline (markFailed).
+        # Nothing committed: the round fails at its commit deadline, now if that passed, else
+        # at a later end_round (the service's sweep of our open rounds).
+        self.end_round(round_id)
         return RoundOutcome(provider, round_id, verdict, (), detail)
+
+    def end_round(self, round_id: int) -> RoundStatus | None:
+        """Ends one of our rounds that its own run left open, once the contract allows it: still
+        waiting for roots after the commit deadline -> markFailed (Failed, or Voided without a
+        seed); roots committed but never attested (they never reached us, so we cannot vouch for
+        them) -> attested failed and challenged while the challenge period runs, else voided.
+        Returns the round's status when it is final, None while it must wait."""
+        r = self.pog.functions.round(round_id).call()
+        if r.status in (RoundStatus.ATTESTED, RoundStatus.FAILED, RoundStatus.VOIDED):
+            return RoundStatus(r.status)
+        if r.verifier.lower() != self.chain.address.lower():
+            raise VerifierError(f"round {round_id} belongs to verifier {r.verifier}, not us")
+        now = self.chain.now()
+        if r.status == RoundStatus.REQUESTED:
+            if now <= r.commitDeadline:
+                return None
+            return self._mark_failed(round_id)
+        period = self.pog.functions.rootChallengePeriod().call()
+        if now > r.committedAt + period:  # too late to challenge: only voiding is left
+            return self._mark_failed(round_id)
+        logger.warning("PoG round %s: roots committed by %s but never sent to us; attested failed", round_id,
+                       r.provider)
+        self._fail(r.provider, round_id, None, range(r.gpuCount), "roots committed on-chain but not sent to the verifier")
+        return RoundStatus.ATTESTED
+
+    def _mark_failed(self, round_id: int) -> RoundStatus | None:
+        try:
+            receipt = self.chain.send(self.pog.functions.markFailed(round_id))
+        except TransactionReverted as exc:  # the chain's clock is behind ours, or someone ended it first
+            logger.info("PoG round %s: not ended yet: %s", round_id, exc)
+            status = self.pog.functions.round(round_id).call().status
+            return RoundStatus(status) if status >= RoundStatus.ATTESTED else None
+        status = RoundStatus(self.pog.functions.round(round_id).call().status)
+        logger.info("PoG round %s ended %s, tx %s", round_id, status.name, receipt.transactionHash.hex())
+        return status
 
     def _escalate(self, provider: str, round_id: int, verdict: RoundVerdict | None,
                   gpus: Sequence[int], detail: str = "") -> RoundOutcome:
@@ -279,8 +301,16 @@ class OnchainPog:
         for g in gpus:
             receipt = self.chain.send(self.challenges.functions.challengePog(round_id, g, self.k), value=bond)
             ids.append(emitted(self.challenges, "PogChallenged", receipt)[0].args.challengeId)
-        for challenge_id in ids:  # stored while readable: the provider's indices can never expire
-            self.fix_randomness(challenge_id)
+        evidence = {g.gpu_index: g.evidence for g in verdict.gpus if g.evidence} if verdict else {}
+        for g, challenge_id in zip(gpus, ids):
+            if g in evidence:  # a wrong element already in hand: proven now, whatever the draw
+                index, data, siblings, offset = evidence[g]
+                try:
+                    self._close(challenge_id, self.challenges.functions.proveFraud(
+                        challenge_id, index, data, list(siblings), offset),
+                        ChallengeState.SLASHED_FRAUD, f"wrong element {offset} of chunk {index}, revealed off-chain")
+                except TransactionReverted as exc:  # the challenge still runs its ordinary course
+                    logger.warning("challenge %s: off-chain evidence refused: %s", challenge_id, exc)
         if verdict is not None and not detail:
             detail = "; ".join(f"GPU {g.gpu_index}: {g.failure}" for g in verdict.gpus if not g.passed)
         logger.warning("PoG round %s for %s failed (%s); on-chain challenges %s", round_id, provider, detail, ids)

@@ -27,7 +27,7 @@ from verifier.job_audit import JobAuditor
 from verifier.pog_onchain import ChallengeState, LinkDown, OnchainPog, ProverLink, SeedNotFixed
 from verifier.pog_scheduler import Outcome, PogScheduler, ProviderState, TransientRoundError
 from verifier.settings import Settings
-from verifier.watch import POG_CHALLENGE, PROVIDER, watch_chain
+from verifier.watch import POG_CHALLENGE, POG_ROUND, PROVIDER, watch_chain
 
 logger = logging.getLogger(__name__)
 
@@ -116,6 +116,7 @@ class VerifierService:
         a revert, a garbage reply) is logged with its ids and the others go on."""
         for report in self.scheduler.tick(self.providers()):
             self.metrics.rounds.labels(report.outcome.value).inc()
+        self.end_rounds()
         for challenge_id in self.open_challenges():
             try:
                 state = self._pog().follow_up(challenge_id)
@@ -134,6 +135,24 @@ class VerifierService:
         if self.committee is not None:
             self.committee.tick()
         self.withdraw_rewards()
+
+    def end_rounds(self) -> None:
+        """Every round we requested ends attested, failed or voided by us: the ones their run left
+        open (a provider silent past its commit deadline, roots committed but never sent to us,
+        a run cut short by our restart) are ended here once the contract allows it. No round is
+        in flight meanwhile: the scheduler's tick has returned."""
+        assert self.watch is not None
+        self.watch.refresh()
+        ended = set()
+        for round_id in self.watch.ids(POG_ROUND):
+            try:
+                if self._pog().end_round(round_id) is not None:
+                    ended.add(round_id)
+            except NodeUnavailable:
+                raise
+            except Exception:
+                logger.exception("PoG round %s: could not be ended; retried next tick", round_id)
+        self.watch.forget(POG_ROUND, ended)
 
     def withdraw_rewards(self) -> int:
         """Pulls what the challenge contract owes us (returned bonds, bonds won); returns wei."""

@@ -1,6 +1,6 @@
 """What the verifier follows on the chain, read once through the shared log follower
-(client.log_follower) into its state file: registered providers, the PoG and job challenges it
-opened, committed jobs to audit, and job disputes to vote on. Each tick reads only the blocks
+(client.log_follower) into its state file: registered providers, the PoG rounds it requested, the
+PoG and job challenges it opened, committed jobs to audit, and job disputes to vote on. Each tick reads only the blocks
 after the cursor; ids whose story ended are forgotten by the part that follows them, so a tick
 costs the same however long the chain."""
 
@@ -12,9 +12,10 @@ from client.log_follower import Event, events_between
 from client.watched_ids import WatchedIds, open_state
 from verifier.chain import VerifierChain
 
-PROVIDER, POG_CHALLENGE, JOB_CHALLENGE, COMMITTED_JOB, DISPUTE = (
-    "provider", "pog-challenge", "job-challenge", "committed-job", "dispute")
-EVENTS = {"ProviderRegistry": ["ProviderRegistered"], "ChallengeManager": ["PogChallenged", "JobChallenged"],
+PROVIDER, POG_ROUND, POG_CHALLENGE, JOB_CHALLENGE, COMMITTED_JOB, DISPUTE = (
+    "provider", "pog-round", "pog-challenge", "job-challenge", "committed-job", "dispute")
+EVENTS = {"ProviderRegistry": ["ProviderRegistered"], "ProofOfGpu": ["RoundRequested"],
+          "ChallengeManager": ["PogChallenged", "JobChallenged"],
           "JobEscrow": ["ResultCommitted"], "DisputeCommittee": ["DisputeOpened"]}
 
 
@@ -27,6 +28,8 @@ def watch_chain(chain: VerifierChain, state_db: Path | None) -> WatchedIds:
         a = event.args
         if event.name == "ProviderRegistered":
             return PROVIDER, a["provider"]
+        if event.name == "RoundRequested" and a["verifier"] == me:
+            return POG_ROUND, int(a["roundId"])
         if event.name == "PogChallenged" and a["challenger"] == me:
             return POG_CHALLENGE, int(a["challengeId"])
         if event.name == "JobChallenged" and a["challenger"] == me:
@@ -41,9 +44,8 @@ def watch_chain(chain: VerifierChain, state_db: Path | None) -> WatchedIds:
 
 
 def answer_events(chain: VerifierChain, challenge_id: int) -> list[Event]:
-    """The ChallengeAnswered events of one challenge, read from its anchor block on: an answer
-    needs the anchor's hash and the anchor moves only while the challenge is open, so the read
-    is bounded by the challenge's age, not the chain's."""
+    """The ChallengeAnswered events of one challenge, read from its anchor block (the block that
+    opened it) on, so the read is bounded by the challenge's age, not the chain's."""
     anchor = chain.contract("ChallengeManager").functions.challenge(challenge_id).call().anchorBlock
     answers = events_between(chain.web3, chain.deployment, {"ChallengeManager": ["ChallengeAnswered"]}, anchor)
     return [e for e in answers if e.args["challengeId"] == challenge_id]

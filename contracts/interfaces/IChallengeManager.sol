@@ -6,12 +6,13 @@ import {IDisputeResolver} from "./IDisputeCommittee.sol";
 
 /// @title Challenges of committed Merkle roots: PoG roots and job output roots
 /// @notice A staked verifier (for a job also its renter) posts a bond and challenges k random
-/// leaves of a committed root. The indices come from the hash of the challenge's anchor block
-/// (the block it was opened in, moved to a fresh block if nobody stored the hash within 256
-/// blocks; docs/PROTOCOL.md, "Challenge indices"). The provider must reveal the k leaves with inclusion
-/// proofs before the response deadline or be slashed, however late anyone claims the timeout. A revealed PoG chunk holding a wrong
-/// element can be proven fraudulent by anyone during the fraud window (the element is recomputed
-/// on-chain); a job challenger who finds a revealed digest wrong escalates to the committee vote.
+/// leaves of a committed root. The indices come from randomness R stored when the challenge
+/// opens (the previous block's hash mixed with the challenge id; docs/PROTOCOL.md, "Challenge
+/// indices"): it never changes, so nobody can draw again. The provider must reveal the k leaves
+/// with inclusion proofs before the response deadline or be slashed, however late anyone claims
+/// the timeout. A PoG chunk under the challenged root holding a wrong element (revealed on-chain
+/// or off-chain) can be proven fraudulent by anyone while the challenge is open and during the
+/// fraud window after the answer (the element is recomputed on-chain); a job challenger who finds a revealed digest wrong escalates to the committee vote.
 /// Otherwise the provider earns the bond (minus the protocol fee). Every challenge resolves once;
 /// payments are pulled with withdraw().
 interface IChallengeManager is IDisputeResolver {
@@ -36,7 +37,7 @@ interface IChallengeManager is IDisputeResolver {
     /// responseDeadline, answeredAt, gpuIndex).
     struct Challenge {
         address challenger;
-        uint64 anchorBlock; // randomness = blockhash(anchorBlock): the opening block, or a later one after expiry
+        uint64 anchorBlock; // the block the challenge was opened in
         Kind kind;
         Status status;
         uint8 k; // number of challenged leaves
@@ -47,7 +48,7 @@ interface IChallengeManager is IDisputeResolver {
         uint256 subject; // round id (PoG) or job id
         bytes32 root; // the challenged root
         uint256 leafCount; // leaves under the root
-        bytes32 randomness; // zero until fixed
+        bytes32 randomness; // R = keccak256(abi.encode(blockhash(anchorBlock - 1), challengeId)), stored at the opening
         uint256 bond; // wei
         uint256 disputeId; // committee dispute, zero when none
     }
@@ -81,10 +82,9 @@ interface IChallengeManager is IDisputeResolver {
         uint256 indexed challengeId, uint256 indexed jobId, address indexed challenger, address provider, uint256 k,
         uint256 bond, uint256 responseDeadline
     );
+    /// @notice The challenge's randomness R, stored by the transaction that opened it (emitted
+    /// right after PogChallenged / JobChallenged).
     event ChallengeRandomnessFixed(uint256 indexed challengeId, bytes32 randomness);
-    /// @notice Nobody stored the randomness while blockhash(anchorBlock) was readable: the anchor
-    /// moved to `anchorBlock`, the block of this event.
-    event ChallengeReanchored(uint256 indexed challengeId, uint256 anchorBlock);
     event ChallengeAnswered(uint256 indexed challengeId, address indexed provider);
     event ChallengeTimedOut(uint256 indexed challengeId, address indexed provider);
     event FraudProven(
@@ -116,7 +116,6 @@ interface IChallengeManager is IDisputeResolver {
     error ChallengeUnknown(uint256 challengeId);
     error ChallengeWrongStatus(uint256 challengeId, Status status);
     error ChallengeWrongKind(uint256 challengeId, Kind kind);
-    error ChallengeRandomnessAlreadyFixed(uint256 challengeId);
     error ChallengeNotProvider(uint256 challengeId, address caller);
     error ChallengeNotChallenger(uint256 challengeId, address caller);
     error ChallengeNotCommittee(address caller);
@@ -144,16 +143,8 @@ interface IChallengeManager is IDisputeResolver {
     /// mismatch (JobEscrowJobMismatch).
     function challengeJob(IJobEscrow.Job calldata job, uint256 k) external payable returns (uint256 challengeId);
 
-    /// @notice Stores R = blockhash(anchorBlock) for an open challenge. Anyone, from the block
-    /// after the anchor on; respond() fixes it too. Once that hash is older than 256 blocks (and
-    /// only then) it instead moves the anchor to the current block (ChallengeReanchored), so the
-    /// provider can still learn its indices and answer before the deadline.
-    function fixRandomness(uint256 challengeId) external;
-
     /// @notice The provider reveals the k challenged leaves (in order of t) with their proofs
     /// before the response deadline: 256-byte chunks for PoG, 32-byte digests for jobs. Once.
-    /// Fixes R if nobody has; reverts (BlockRandomnessExpired) when R expired unfixed: call
-    /// fixRandomness first, which re-anchors it.
     function respond(uint256 challengeId, bytes[] calldata leaves, bytes32[][] calldata proofs) external;
 
     /// @notice After the response deadline without an answer: slashes the provider (reward to
@@ -164,7 +155,8 @@ interface IChallengeManager is IDisputeResolver {
     /// @notice Proves that a PoG chunk committed under the challenged root holds a wrong element:
     /// verifies the chunk's inclusion at `chunkIndex`, recomputes element `elementOffset` from the
     /// GPU's seed and n, and slashes the provider when they differ (reward to the caller, bond to
-    /// the challenger). Anyone, after the answer and inside the fraud window.
+    /// the challenger). Anyone, while the challenge is open (e.g. with a chunk the provider
+    /// revealed off-chain) or after the answer inside the fraud window.
     function proveFraud(
         uint256 challengeId,
         uint256 chunkIndex,
@@ -188,8 +180,7 @@ interface IChallengeManager is IDisputeResolver {
     /// @notice Everything stored about challenge `challengeId`.
     function challenge(uint256 challengeId) external view returns (Challenge memory);
 
-    /// @notice The k challenged leaf indices (needs R fixed, or blockhash(anchorBlock) readable:
-    /// not in the anchor block itself, which a call at the latest block may be).
+    /// @notice The k challenged leaf indices (from R, stored at the opening).
     function challengeIndices(uint256 challengeId) external view returns (uint256[] memory);
 
     /// @notice Pull balance owed to `account`.

@@ -18,7 +18,8 @@ interface IProofOfGpu {
         Committed, // roots committed, waiting for the verifier's attestation
         Attested, // the verifier recorded the outcome in the registry
         Failed, // the seed was fixed, but no roots came by the commit deadline
-        Voided // the verifier never revealed its secret: no seed, nothing recorded against the provider
+        Voided // the verifier never revealed its secret, or never attested committed roots within
+        // rootChallengePeriod: nothing recorded against the provider
     }
 
     /// @dev Packed in four slots; the commit rewrites only the second (status, committedAt).
@@ -49,7 +50,8 @@ interface IProofOfGpu {
         uint256 tflopsMilli, bool passed
     );
     event RoundFailed(uint256 indexed roundId, address indexed provider);
-    /// @notice The round ended without a seed (the verifier never revealed its secret in time).
+    /// @notice The round ended without a verdict: the verifier never revealed its secret in time,
+    /// or never attested the committed roots within rootChallengePeriod.
     event RoundVoided(uint256 indexed roundId, address indexed provider);
 
     error ProofOfGpuZeroAddress();
@@ -72,6 +74,7 @@ interface IProofOfGpu {
     error ProofOfGpuZeroSecretHash();
     error ProofOfGpuWrongSecret(uint256 roundId);
     error ProofOfGpuSeedDeadlinePassed(uint256 roundId, uint256 deadline);
+    error ProofOfGpuAttestWindowOpen(uint256 roundId, uint256 attestEnd);
 
     /// @notice Opens a round for `provider` at matrix size `n` (a multiple of 64 in
     /// [64, 65536]). The caller must hold at least minVerifierStake in Staking and not be the
@@ -101,7 +104,9 @@ interface IProofOfGpu {
 
     /// @notice Anyone closes a round still waiting after its deadline: Failed (the registry records
     /// a failed PoG for the provider) when the seed was fixed and no roots came, Voided (nothing
-    /// recorded) when the verifier never revealed its secret.
+    /// recorded) when the verifier never revealed its secret, or when roots were committed but
+    /// the verifier did not attest them within rootChallengePeriod of the commit (so every round
+    /// ends; the verifier attests roots it judges wrong well before that).
     function markFailed(uint256 roundId) external;
 
     /// @notice Everything stored about round `roundId`.

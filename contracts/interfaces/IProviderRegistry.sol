@@ -58,6 +58,7 @@ interface IProviderRegistry {
     error ProviderRegistryBadGpuCount(uint256 count);
     error ProviderRegistryZeroUuidHash(uint256 gpuIndex);
     error ProviderRegistryDuplicateUuidHash(bytes32 uuidHash);
+    error ProviderRegistryDeviceClaimed(bytes32 uuidHash, address holder);
     error ProviderRegistryGpuIndexOutOfRange(address provider, uint256 gpuIndex, uint256 gpuCount);
     error ProviderRegistryAlreadyDeactivated(address provider);
     error ProviderRegistryNotDeactivated(address provider);
@@ -99,7 +100,8 @@ interface IProviderRegistry {
 
     /// Public API:
 
-    /// @notice Registers the caller with 1..MAX_GPUS distinct, non-zero device-UUID hashes.
+    /// @notice Registers the caller with 1..MAX_GPUS distinct, non-zero device-UUID hashes, none
+    /// held by another registered account that has not deactivated (ProviderRegistryDeviceClaimed).
     /// Requires Staking.stakeOf(caller) >= minProviderStake.
     function register(
         bytes32 gpuModel,
@@ -115,14 +117,19 @@ interface IProviderRegistry {
     /// @notice Sets the caller's metadata URI.
     function setMetadataURI(string calldata metadataURI) external;
 
-    /// @notice Takes the caller out of the market (no new jobs or leases) until reactivate().
+    /// @notice Takes the caller out of the market (no new jobs or leases) until reactivate(), and
+    /// releases its device-UUID hashes for other accounts.
     function deactivate() external;
 
-    /// @notice Puts a deactivated caller back into the market.
+    /// @notice Puts a deactivated caller back into the market; reverts
+    /// (ProviderRegistryDeviceClaimed) when another account took one of its devices meanwhile.
     function reactivate() external;
 
     /// @notice Everything registered about `provider` (zero values when unregistered).
     function providerOf(address provider) external view returns (Provider memory);
+
+    /// @notice The account holding device-UUID hash `uuidHash` (zero when none).
+    function deviceHolderOf(bytes32 uuidHash) external view returns (address);
 
     /// @notice The last recorded Proof-of-GPU result of `provider`.
     function pogStatusOf(address provider) external view returns (PogStatus memory);

@@ -127,7 +127,6 @@ def full_market(s: ChainSession) -> Parties:
     round_id = pog_round(s, p, p.provider, True, "H100-SXM", 710_000)
     s.send(challenges.functions.challengePog(round_id, 0, 32), p.verifier, value=ETH // 10)
     s.mine(2)
-    s.send(challenges.functions.fixRandomness(challenges.functions.challengeCount().call()), p.verifier)
     for who in (p.provider, p.renter):
         if escrow.functions.owedTo(Web3.to_checksum_address("0x" + "00" * 20), who).call():
             s.send(escrow.functions.withdraw("0x" + "00" * 20), who)
@@ -147,7 +146,6 @@ def disputed_job(s: ChainSession, p: Parties) -> int:
     s.send(challenges.functions.challengeJob(read_job(escrow, job_id).as_tuple(), 2), p.verifier, value=ETH // 10)
     challenge_id = challenges.functions.challengeCount().call()
     s.mine(2)
-    s.send(challenges.functions.fixRandomness(challenge_id), p.verifier)
     indices = challenges.functions.challengeIndices(challenge_id).call()
     s.send(challenges.functions.respond(challenge_id, [keccak256(outputs[i]) for i in indices],
                                         [list(tree.proof(i)) for i in indices]), p.provider)

@@ -18,14 +18,13 @@ import pytest
 import client.sandbox
 import protocol.inference
 import provider_agent.pog_service as pog_service
-from protocol.enums import ChallengeKind, RoundStatus
+from protocol.enums import ChallengeKind, ChallengeStatus, RoundStatus
 from protocol.errors import WrongElement
 from protocol.merkle import keccak256, leaf_hash, verify_inclusion
 from protocol.pog import check_chunk, decode_answers, gpu_seed, leaf_count, pog_round_seed, pog_secret_hash
 from protocol.tasks import provider_queue
 from provider_agent.agent import Agent
 from provider_agent.gpus import Device
-from provider_agent.worker import TASK_ANSWER_CHALLENGE
 from tests.support.broker import signed_sender
 from tests.support.provider_market import ETH, keystore, market, password_file, settings_for  # noqa: F401
 from tests.support.worker import Worker
@@ -238,16 +237,14 @@ def test_real_worker_passes_round_one_cheats_in_round_two_and_is_slashed_by_a_fr
         assert OnchainPog(verifier, link, dtype="fp32", n=N).run_round(market.provider).passed, log.read_text()
 
         pog = OnchainPog(verifier, link, dtype="fp32", n=N)
+        stake = s.contract("Staking").functions.stakeOf(market.provider).call()
         second = pog.run_round(market.provider)
         assert not second.passed and isinstance(second.verdict.gpus[0].error, WrongElement)
         [challenge_id] = second.challenge_ids
-        assert pog.follow_up(challenge_id) is ChallengeState.WAITING
-        stake = s.contract("Staking").functions.stakeOf(market.provider).call()
-        # The worker answers from the fake it committed (as the agent's heartbeat would).
-        # (an internal task: only the provider itself may send it, so it is signed with its key)
-        own = signed_sender(redis_url, market, 1)
-        own.for_provider(market.provider).send_task(TASK_ANSWER_CHALLENGE, (challenge_id,), queue=queue).get(timeout=60)
-        assert pog.follow_up(challenge_id) is ChallengeState.SLASHED_FRAUD
+        # The wrong element it revealed off-chain is proven on-chain at once, whatever the draw.
+        status = s.contract("ChallengeManager").functions.challenge(challenge_id).call().status
+        assert status == ChallengeStatus.PROVIDER_FAULTED
+        assert pog.follow_up(challenge_id) is ChallengeState.CLOSED
     finally:
         worker.stop()
     assert s.contract("Staking").functions.stakeOf(market.provider).call() < stake

@@ -20,6 +20,7 @@ from conftest import (
     SLASH_REWARD_BPS,
     mine_blocks,
 )
+from eth_abi import encode
 from eth_utils import keccak
 
 import proofs_support as ref
@@ -61,13 +62,14 @@ def test_pog_challenge_records_root_and_leaf_count(challenge_manager, pog_round,
 
 def test_challenge_indices_follow_protocol(challenge_manager, pog_round, staked_verifier):
     round_id, commitments = pog_round
-    cid = _challenge_pog(challenge_manager, round_id, 0, staked_verifier)
-    ref.wait_for_randomness(challenge_manager, cid)
-    randomness = bytes(chain[challenge_manager.challenge(cid)["anchorBlock"]].hash)
-    expected = ref.challenge_indices(randomness, commitments[0].root, 32, 64)
-    assert list(challenge_manager.challengeIndices(cid)) == expected
-    tx = challenge_manager.fixRandomness(cid, {"from": staked_verifier})
+    tx = challenge_manager.challengePog(round_id, 0, 32, {"from": staked_verifier, "value": BOND})
+    cid = tx.events["PogChallenged"]["challengeId"]
+    # R = keccak256(abi.encode(blockhash(anchorBlock - 1), challengeId)), stored at the opening.
+    anchor = challenge_manager.challenge(cid)["anchorBlock"]
+    assert anchor == tx.block_number
+    randomness = keccak(encode(["bytes32", "uint256"], [bytes(chain[anchor - 1].hash), cid]))
     assert bytes(tx.events["ChallengeRandomnessFixed"]["randomness"]) == randomness
+    expected = ref.challenge_indices(randomness, commitments[0].root, 32, 64)
     assert list(challenge_manager.challengeIndices(cid)) == expected
 
 
@@ -258,7 +260,6 @@ def test_silent_provider_is_slashed_however_late_after_the_anchor_expired(
     assert tx.events["OffenderSlashed"]["slashed"] == PROVIDER_SLASH
     assert staking.stakeOf(provider) == MIN_PROVIDER_STAKE - PROVIDER_SLASH
     assert challenge_manager.owedTo(staked_verifier) == BOND
-    assert bytes(challenge_manager.challenge(cid)["randomness"]) == bytes(32)  # never needed
 
 
 def test_silent_provider_of_a_job_is_slashed_and_renter_refunded_after_the_anchor_expired(
@@ -277,76 +278,28 @@ def test_silent_provider_of_a_job_is_slashed_and_renter_refunded_after_the_ancho
     assert staking.stakeOf(provider) == MIN_PROVIDER_STAKE - PROVIDER_SLASH
 
 
-def test_honest_provider_answers_after_the_anchor_expired_by_reanchoring(
-    challenge_manager, pog_round, staked_verifier, provider, stranger, custom_error
+def test_honest_provider_answers_long_after_the_opening(
+    challenge_manager, pog_round, staked_verifier, provider
 ):
+    """R is stored at the opening: more than 256 blocks later the provider still answers it
+    (nothing to re-anchor, so nothing the provider could re-draw)."""
     round_id, commitments = pog_round
     cid = _challenge_pog(challenge_manager, round_id, 1, staked_verifier)
-    anchor = challenge_manager.challenge(cid)["anchorBlock"]
     _mine_past_horizon()
-    stale = commitments[1].answer(ref.challenge_indices(bytes(chain[anchor].hash), commitments[1].root, 32, 64))
-    with brownie.reverts(custom_error("BlockRandomnessExpired", anchor, chain.height + 1)):
-        challenge_manager.respond(cid, *stale, {"from": provider})
-    tx = challenge_manager.fixRandomness(cid, {"from": provider})
-    assert tx.events["ChallengeReanchored"]["anchorBlock"] == tx.block_number
-    assert "ChallengeRandomnessFixed" not in tx.events
-    assert challenge_manager.challenge(cid)["anchorBlock"] == tx.block_number
-    # The very next transaction answers from the new anchor's hash: nothing mined in between.
     leaves, proofs = ref.answer(challenge_manager, cid, commitments[1])
-    answered = challenge_manager.respond(cid, leaves, proofs, {"from": provider})
-    assert answered.block_number == tx.block_number + 1
-    assert bytes(answered.events["ChallengeRandomnessFixed"]["randomness"]) == bytes(chain[tx.block_number].hash)
+    challenge_manager.respond(cid, leaves, proofs, {"from": provider})
     assert challenge_manager.challenge(cid)["status"] == ChallengeStatus.ANSWERED
 
 
-def test_job_provider_answers_after_the_anchor_expired(escrow, challenge_manager, job, renter, provider, stranger):
+def test_job_provider_answers_long_after_the_opening(escrow, challenge_manager, job, renter, provider):
     job_id, commitment = job
     cid = challenge_manager.challengeJob(job_of(escrow, job_id), 4, {"from": renter, "value": BOND}).events["JobChallenged"][
         "challengeId"
     ]
     _mine_past_horizon()
-    challenge_manager.fixRandomness(cid, {"from": stranger})  # anyone may re-anchor an expired one
     leaves, proofs = ref.answer(challenge_manager, cid, commitment)
     challenge_manager.respond(cid, leaves, proofs, {"from": provider})
     assert challenge_manager.challenge(cid)["status"] == ChallengeStatus.ANSWERED
-
-
-def test_a_readable_anchor_cannot_be_moved(
-    challenge_manager, pog_round, staked_verifier, provider, custom_error
-):
-    """Griefing: a challenger re-anchoring while the provider's answer is on its way would void
-    that answer. Only an expired anchor moves, once R is stored it never changes, and a moved
-    anchor stays put for another 256 blocks."""
-    round_id, commitments = pog_round
-    cid = _challenge_pog(challenge_manager, round_id, 2, staked_verifier)
-    anchor = challenge_manager.challenge(cid)["anchorBlock"]
-    chain.mine(200)
-    tx = challenge_manager.fixRandomness(cid, {"from": staked_verifier})
-    assert "ChallengeReanchored" not in tx.events
-    assert bytes(tx.events["ChallengeRandomnessFixed"]["randomness"]) == bytes(chain[anchor].hash)
-    _mine_past_horizon()
-    with brownie.reverts(custom_error("ChallengeRandomnessAlreadyFixed", cid)):
-        challenge_manager.fixRandomness(cid, {"from": staked_verifier})
-    leaves, proofs = ref.answer(challenge_manager, cid, commitments[2])  # stored R: answerable forever
-    challenge_manager.respond(cid, leaves, proofs, {"from": provider})
-
-    second = _challenge_pog(challenge_manager, round_id, 3, staked_verifier)
-    _mine_past_horizon()
-    moved = challenge_manager.fixRandomness(second, {"from": staked_verifier}).block_number
-    chain.mine(100)
-    tx = challenge_manager.fixRandomness(second, {"from": staked_verifier})
-    assert "ChallengeReanchored" not in tx.events
-    assert bytes(challenge_manager.challenge(second)["randomness"]) == bytes(chain[moved].hash)
-
-
-def test_randomness_of_a_closed_challenge_is_not_touched(
-    challenge_manager, pog_round, staked_verifier, stranger, custom_error
-):
-    cid = _challenge_pog(challenge_manager, pog_round[0], 0, staked_verifier)
-    chain.sleep(RESPONSE_WINDOW + 1)
-    challenge_manager.claimTimeout(cid, {"from": stranger})
-    with brownie.reverts(custom_error("ChallengeWrongStatus", cid, ChallengeStatus.PROVIDER_FAULTED)):
-        challenge_manager.fixRandomness(cid, {"from": stranger})
 
 
 def test_gas_of_k32_pog_answer_at_depth_20(

@@ -92,7 +92,7 @@ def test_register_rejects_zero_uuid_hash(registry, staked, custom_error):
 def test_two_providers_are_independent(registry, staking, staked, provider2):
     staking.stake({"from": provider2, "value": MIN_PROVIDER_STAKE})
     _register(registry, staked, _uuids(2))
-    _register(registry, provider2, _uuids(2))  # same hashes: only duplicates within one provider are refused
+    _register(registry, provider2, _uuids(2, "other"))  # one device, one account: test_honest_parties_pog
     assert registry.gpuCountOf(provider2) == 2
 
 

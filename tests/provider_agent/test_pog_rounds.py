@@ -4,9 +4,12 @@ kept work, and the answer accepted by the contract (settled: the bond goes to th
 from __future__ import annotations
 
 import os
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+import provider_agent.pog_service as pog_service
 from protocol.enums import ChallengeStatus, RoundStatus
 from protocol.pog import pog_secret_hash
 from provider_agent.agent import Agent
@@ -80,25 +83,93 @@ def _request(s, pog, market) -> tuple[int, bytes]:
     return pog.functions.roundCount().call(), secret
 
 
-def test_agent_refuses_a_secret_that_is_not_the_rounds(settings_for, market):
+def test_agent_handed_a_wrong_secret_computes_from_the_seed_fixed_on_chain(settings_for, market):
+    """The attack: a verifier fixes the right secret on-chain but hands the agent a wrong one.
+    The agent used to refuse the round, never commit, and be marked failed at the deadline; it
+    now ignores the hand-over and commits roots for the seed the chain fixed."""
     agent = Agent.build(settings_for())
     agent.register()
     s = market.session
     pog = s.contract("ProofOfGpu")
     s.send(s.contract("Staking").functions.stake(), market.verifier, value=2 * ETH)
-    round_id, _secret = _request(s, pog, market)
-    with pytest.raises(PogRoundError, match="secretHash"):
-        agent.pog.compute(round_id, "0x" + os.urandom(32).hex())
+    round_id, secret = _request(s, pog, market)
+    with ThreadPoolExecutor(1) as pool:
+        computing = pool.submit(agent.pog.compute, round_id, "0x" + os.urandom(32).hex())
+        s.send(pog.functions.fixSeed(round_id, secret), market.verifier)
+        assert '"root"' in computing.result(timeout=60)
+    agent.pog.commit_onchain(round_id)
+    r = pog.functions.round(round_id).call()
+    assert r.status == RoundStatus.COMMITTED
+    assert agent.pog._provers[round_id].round_seed == r.seed
 
 
-def test_agent_commit_waits_for_the_seed_with_a_bound(settings_for, market):
+class _JumpingClock:
+    """The agent's wall clock, moved forward together with the chain's (evm_increaseTime), so
+    that "125 s pass" takes no real time: the agent sees both clocks agree."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.offset
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+def test_agent_waits_for_a_late_reveal_as_long_as_the_contract_accepts_it(settings_for, market, monkeypatch):
+    """The attack: the verifier reveals its secret 125 s after the request, inside the contract's
+    600 s seed window. The agent used to give up after a timer of its own (120 s), never commit,
+    and anyone's markFailed then recorded an honest provider as failed."""
+    clock = _JumpingClock()
+    monkeypatch.setattr(pog_service, "time", clock)
     agent = Agent.build(settings_for())
     agent.register()
-    agent.pog.seed_wait_s = 0.5
+    s = market.session
+    pog = s.contract("ProofOfGpu")
+    s.send(s.contract("Staking").functions.stake(), market.verifier, value=2 * ETH)
+    round_id, secret = _request(s, pog, market)
+    assert pog.functions.commitWindow().call() > 125
+    agent.pog.compute(round_id, secret.hex())
+    with ThreadPoolExecutor(1) as pool:
+        committing = pool.submit(agent.pog.commit_onchain, round_id)
+        time.sleep(2 * pog_service.POLL_S)  # the agent is polling for the seed
+        clock.offset += 125
+        s.advance(125)
+        time.sleep(2 * pog_service.POLL_S)
+        s.send(pog.functions.fixSeed(round_id, secret), market.verifier)
+        committing.result(timeout=60)
+    assert pog.functions.round(round_id).call().status == RoundStatus.COMMITTED
+
+
+def test_agent_commit_waits_for_the_seed_until_the_contracts_deadline(settings_for, market):
+    agent = Agent.build(settings_for())
+    agent.register()
     s = market.session
     pog = s.contract("ProofOfGpu")
     s.send(s.contract("Staking").functions.stake(), market.verifier, value=2 * ETH)
     round_id, secret = _request(s, pog, market)
     agent.pog.compute(round_id, secret.hex())
-    with pytest.raises(PogRoundError, match="not fixed on-chain"):
+    s.advance(pog.functions.commitWindow().call() + 1)
+    with pytest.raises(PogRoundError, match="not fixed on-chain by its deadline"):
         agent.pog.commit_onchain(round_id)  # the verifier never revealed: nothing to commit to
+
+
+def test_agent_commits_a_round_whose_secret_never_reached_it_from_the_chains_seed(settings_for, market):
+    """The attack: the verifier fixes the seed on-chain but never hands the secret over (or
+    the task is lost). The agent used to do nothing and be marked failed at the deadline; its
+    heartbeat now commits, from the seed on-chain, once half the commit window has passed."""
+    agent = Agent.build(settings_for())
+    agent.register()
+    s = market.session
+    pog = s.contract("ProofOfGpu")
+    s.send(s.contract("Staking").functions.stake(), market.verifier, value=2 * ETH)
+    round_id, secret = _request(s, pog, market)
+    s.send(pog.functions.fixSeed(round_id, secret), market.verifier)
+    assert agent.commit_forgotten_rounds() == []  # the verifier's hand-over may still come
+    r = pog.functions.round(round_id).call()
+    s.advance(r.commitDeadline - s.now() - pog.functions.commitWindow().call() // 2 + 1)
+    assert agent.commit_forgotten_rounds() == [round_id]
+    assert pog.functions.round(round_id).call().status == RoundStatus.COMMITTED
+    assert agent.pog._provers[round_id].round_seed == r.seed
+    assert agent.commit_forgotten_rounds() == []  # ended rounds leave the watch

@@ -3,7 +3,7 @@ SkippingProver) answering over an in-process link, and on-chain answers to escal
 
 They act as the provider agent does: the seed comes from the verifier's secret and the request
 block's hash, the roots go on-chain once the verifier's fixSeed is mined, and a challenge's
-indices come from its anchor block's hash, read from the node (no block is mined for them).
+indices come from the randomness stored when it was opened.
 """
 
 import threading
@@ -70,10 +70,9 @@ class HonestLink:
 
 
 def challenge_indices_now(s, challenge_id):
-    """Indices as the agent derives them: stored R, else the anchor block's hash."""
+    """Indices as the agent derives them: from R, stored when the challenge was opened."""
     c = s.contract("ChallengeManager").functions.challenge(challenge_id).call()
-    randomness = c.randomness if c.randomness != bytes(32) else bytes(s.web3.eth.get_block(c.anchorBlock)["hash"])
-    return challenge_indices(randomness, c.root, c.leafCount, c.k)
+    return challenge_indices(c.randomness, c.root, c.leafCount, c.k)
 
 
 def provider_responds_on_chain(s, provider, prover, challenge_id):

@@ -8,6 +8,7 @@ verifier reports what the contract decided.
 """
 
 import itertools
+import os
 
 import pytest
 
@@ -38,7 +39,7 @@ def market(request, chains):
 
 def test_honest_provider_passes_and_the_verdict_is_attested_on_chain(market):
     s, chain = market
-    device = cpu_device()
+    device = cpu_device(os.urandom(8).hex())  # its own device: the registry refuses one device twice
     provider = register(s, next(_accounts), device.uuid_hash)
     link = HonestLink(s, provider, PogProver([device], dtype="fp32"))
     outcome = OnchainPog(chain, link, dtype="fp32", n=N).run_round(provider)
@@ -47,24 +48,45 @@ def test_honest_provider_passes_and_the_verdict_is_attested_on_chain(market):
     assert pog_status.passed and pog_status.gpuClass.rstrip(b"\0") == b"CPU"
 
 
-def test_skipped_work_is_escalated_and_slashed_by_an_onchain_fraud_proof(market):
+def test_a_wrong_element_revealed_off_chain_is_proven_on_chain_at_once(market):
+    """The attack: the skipper's off-chain answers hold a wrong element behind a valid inclusion
+    proof. The verifier used to escalate with a fresh on-chain draw and drop that evidence; a
+    draw that misses the skipped chunks (the provider answers them cleanly) settled in the
+    provider's favour. The chunk in hand is now proven on-chain right after the challenge."""
     s, chain = market
     uuid = keccak256(b"GPU-skipper")
     provider = register(s, next(_accounts), uuid)
     prover = SkippingProver(uuid)
     verifier = OnchainPog(chain, HonestLink(s, provider, prover), dtype="fp32", n=N)
+    stake_before = s.contract("Staking").functions.stakeOf(provider).call()
     outcome = verifier.run_round(provider)
     assert not outcome.passed and len(outcome.challenge_ids) == 1
     assert "expected" in outcome.verdict.gpus[0].failure  # a wrong element, named
-    stake_before = s.contract("Staking").functions.stakeOf(provider).call()
     challenge_id = outcome.challenge_ids[0]
+    manager = s.contract("ChallengeManager")
+    assert manager.functions.challenge(challenge_id).call().status == ChallengeStatus.PROVIDER_FAULTED
+    assert s.contract("Staking").functions.stakeOf(provider).call() < stake_before
+    # A fresh verifier instance (as after a restart) finds it over, and nobody is slashed twice.
+    restarted = OnchainPog(chain, HonestLink(s, provider, prover), dtype="fp32", n=N)
+    assert restarted.follow_up(challenge_id) is ChallengeState.CLOSED
+
+
+def test_wrong_chunks_revealed_on_chain_are_proven_by_the_follow_up(market):
+    """No off-chain evidence (the provider went silent off-chain): the on-chain answer's wrong
+    chunks are found and proven by follow_up, from chain state alone."""
+    s, chain = market
+    uuid = keccak256(b"GPU-skipper-onchain")
+    provider = register(s, next(_accounts), uuid)
+    prover = SkippingProver(uuid)
+    verifier = OnchainPog(chain, HonestLink(s, provider, prover, answers=False), dtype="fp32", n=N)
+    challenge_id = verifier.run_round(provider).challenge_ids[0]
     assert verifier.follow_up(challenge_id) is ChallengeState.WAITING
+    stake_before = s.contract("Staking").functions.stakeOf(provider).call()
     provider_responds_on_chain(s, provider, prover, challenge_id)
-    # A fresh verifier instance (as after a restart) finishes the job from chain state alone.
     restarted = OnchainPog(chain, HonestLink(s, provider, prover), dtype="fp32", n=N)
     assert restarted.follow_up(challenge_id) is ChallengeState.SLASHED_FRAUD
     assert s.contract("Staking").functions.stakeOf(provider).call() < stake_before
-    assert restarted.follow_up(challenge_id) is ChallengeState.CLOSED  # nobody is slashed twice
+    assert restarted.follow_up(challenge_id) is ChallengeState.CLOSED
 
 
 def test_fraud_found_after_the_fraud_window_is_settled_not_retried_tick_after_tick(market):
@@ -74,7 +96,8 @@ def test_fraud_found_after_the_fraud_window_is_settled_not_retried_tick_after_ti
     uuid = keccak256(b"GPU-late-look")
     provider = register(s, next(_accounts), uuid)
     prover = SkippingProver(uuid)
-    verifier = OnchainPog(chain, HonestLink(s, provider, prover), dtype="fp32", n=N)
+    # Silent off-chain, so the verifier holds no evidence: only the on-chain answer shows the fraud.
+    verifier = OnchainPog(chain, HonestLink(s, provider, prover, answers=False), dtype="fp32", n=N)
     challenge_id = verifier.run_round(provider).challenge_ids[0]
     provider_responds_on_chain(s, provider, prover, challenge_id)
     s.advance(s.contract("ChallengeManager").functions.fraudWindow().call() + 1)
@@ -99,8 +122,7 @@ def test_a_provider_silent_after_committing_is_slashed_after_the_response_deadli
 
 def test_an_honest_answer_to_an_onchain_challenge_settles_in_the_providers_favour(market):
     s, chain = market
-    device = cpu_device()
-    # The registry refuses a UUID hash twice per provider, not across providers: reuse is fine here.
+    device = cpu_device(os.urandom(8).hex())  # its own device: the registry refuses one device twice
     provider = register(s, next(_accounts), device.uuid_hash)
     prover = PogProver([device], dtype="fp32")
     link = HonestLink(s, provider, prover, answers=False)  # off-chain answer lost: escalated
@@ -128,7 +150,7 @@ def test_the_clock_starts_before_the_seed_is_knowable(market, monkeypatch):
     import verifier.pog_onchain as onchain
 
     s, chain = market
-    device = cpu_device()
+    device = cpu_device(os.urandom(8).hex())  # its own device: the registry refuses one device twice
     provider = register(s, next(_accounts), device.uuid_hash)
     times: dict[str, float] = {}
     pog = s.contract("ProofOfGpu")
@@ -174,29 +196,6 @@ def test_a_silent_provider_is_slashed_even_after_256_blocks_and_the_verifier_say
     assert verifier.follow_up(challenge_id) is ChallengeState.SLASHED_TIMEOUT
     assert manager.functions.challenge(challenge_id).call().status == ChallengeStatus.PROVIDER_FAULTED
     assert s.contract("Staking").functions.stakeOf(provider).call() < stake_before
-
-
-def test_an_expired_unfixed_challenge_is_reanchored_and_the_honest_answer_settles(market):
-    """Nobody stored R (the verifier was offline) and 256 blocks passed: the provider can still
-    answer; the verifier's follow-up does not claim a slash it did not get."""
-    s, chain = market
-    device = cpu_device()
-    provider = register(s, next(_accounts), device.uuid_hash)
-    prover = PogProver([device], dtype="fp32")
-    verifier = OnchainPog(chain, HonestLink(s, provider, prover), dtype="fp32", n=N)
-    assert verifier.run_round(provider).passed
-    round_id = s.contract("ProofOfGpu").functions.roundCount().call()
-    manager = s.contract("ChallengeManager")
-    s.send(manager.functions.challengePog(round_id, 0, 32), chain.address, value=ETH // 10)
-    challenge_id = manager.functions.challengeCount().call()
-    _anvil_mine(s, 300)
-    assert verifier.follow_up(challenge_id) is ChallengeState.WAITING  # it re-anchors the expired R
-    c = manager.functions.challenge(challenge_id).call()
-    assert c.anchorBlock > s.web3.eth.block_number - 10 and c.randomness == bytes(32)
-    provider_responds_on_chain(s, provider, prover, challenge_id)
-    s.advance(manager.functions.fraudWindow().call() + 1)
-    assert verifier.follow_up(challenge_id) is ChallengeState.SETTLED
-    assert manager.functions.challenge(challenge_id).call().status == ChallengeStatus.SETTLED
 
 
 def test_follow_up_reports_a_dismissal_not_a_slash(market):

@@ -2,16 +2,19 @@
 schedules rounds, escalates a cheater and, after a restart, finishes the challenge from chain
 state alone; one provider's misbehaviour during a tick never stops the work for the others."""
 
+import dataclasses
+
 import pytest
 
-from pog_support import ETH, HonestLink, provider_responds_on_chain, register
-from protocol.enums import ChallengeStatus
+from pog_support import ETH, HonestLink, provider_responds_on_chain, register, wait_seed_fixed
+from protocol.enums import ChallengeStatus, RoundStatus
 from protocol.merkle import keccak256
 from provider_agent.gpus import cpu_device
 from provider_agent.pog_prover import PogProver
 from unchained_cli.cheats import SkippingProver
 from unchained_cli.session import ChainSession
 from verifier.chain import VerifierChain
+from verifier.pog_onchain import ProverUnreachable
 from verifier.service import VerifierService
 from verifier.settings import Settings
 
@@ -24,11 +27,12 @@ def market(request, chains):
 
 def test_service_stakes_runs_rounds_and_finishes_a_fraud_case_after_restart(market):
     s, rpc = market
-    honest_uuid, skipper_uuid = cpu_device().uuid_hash, keccak256(b"GPU-skipper")
-    honest, skipper = register(s, 1, honest_uuid), register(s, 2, skipper_uuid)
+    device, skipper_uuid = cpu_device("service-honest"), keccak256(b"GPU-skipper")
+    honest, skipper = register(s, 1, device.uuid_hash), register(s, 2, skipper_uuid)
     cheat = SkippingProver(skipper_uuid)
-    links = {honest: HonestLink(s, honest, PogProver([cpu_device()], dtype="fp32")),
-             skipper: HonestLink(s, skipper, cheat)}
+    # The skipper goes silent off-chain: no evidence in hand, its fraud shows in its on-chain answer.
+    links = {honest: HonestLink(s, honest, PogProver([device], dtype="fp32")),
+             skipper: HonestLink(s, skipper, cheat, answers=False)}
     settings = Settings(pog_n=128, pog_dtype="fp32", pog_jitter_s=0, pog_interval_s=3600, metrics_port=None)
     verifier_address = s.accounts[9]
 
@@ -91,3 +95,76 @@ def test_one_providers_misbehaviour_does_not_stop_anothers_follow_up_in_the_same
     assert s.contract("Staking").functions.stakeOf(silent).call() < stake
     assert service.metrics.challenges.labels("slashed_timeout")._value.get() == 1
     assert service.metrics.rounds.labels("retry")._value.get() >= 1  # the leaver's round, retried later
+
+
+class SilentLink(HonestLink):
+    """A provider that takes the verifier's secret and never answers, nor commits on-chain."""
+
+    def commit(self, round_id, secret, sizes):
+        raise ProverUnreachable("provider went silent before committing")
+
+
+def _service(s, rpc, links, account):
+    settings = Settings(pog_n=128, pog_dtype="fp32", pog_jitter_s=0, pog_interval_s=3600, metrics_port=None)
+    chain = VerifierChain.connect(rpc, s.deployment, unlocked_sender=s.accounts[account])
+    service = VerifierService(chain, settings, links.__getitem__)
+    service.ensure_staked()
+    return service
+
+
+def test_a_provider_silent_after_a_passed_round_is_recorded_failed_by_the_verifiers_sweep(market):
+    """The attack: pass one round, then go silent. The round stayed Requested (no product code
+    called markFailed) and the registry kept passed=True. The verifier's tick now ends every
+    round it requested once the contract allows it."""
+    s, rpc = market
+    device = dataclasses.replace(cpu_device(), uuid="CPU-service-silent-later")  # its own device
+    provider = register(s, 5, device.uuid_hash)
+    links = {provider: HonestLink(s, provider, PogProver([device], dtype="fp32"))}
+    service = _service(s, rpc, links, 7)
+    registry, pog = s.contract("ProviderRegistry"), s.contract("ProofOfGpu")
+    service.tick()  # plans the new provider (no round on record: due at once)
+    service.tick()  # its first round passes
+    assert registry.functions.pogStatusOf(provider).call().passed is True
+
+    links[provider] = SilentLink(s, provider, None)
+    service.scheduler._plans[provider].next_at = 0  # its next round is due now (the interval is 1 h)
+    service.tick()  # the round is requested, the seed fixed, and nothing comes
+    round_id = pog.functions.roundCount().call()
+    wait_seed_fixed(s, round_id)  # the verifier's fixSeed, broadcast before the hand-over
+    assert pog.functions.round(round_id).call().status == RoundStatus.REQUESTED  # the commit deadline ahead
+    s.advance(pog.functions.round(round_id).call().commitDeadline - s.now() + 1)
+    service.tick()
+    assert pog.functions.round(round_id).call().status == RoundStatus.FAILED
+    status = registry.functions.pogStatusOf(provider).call()
+    assert status.passed is False and status.roundId == round_id
+    service.tick()  # ended rounds are forgotten: nothing is sent twice
+    assert pog.functions.round(round_id).call().status == RoundStatus.FAILED
+
+
+def test_roots_committed_but_never_sent_to_the_verifier_are_attested_failed_and_challenged(market):
+    """The attack: keep the roots from the verifier (the round fails off-chain while still
+    Requested), then commit garbage on-chain before the deadline: the round sat Committed
+    forever, never attested nor challenged. The verifier's sweep attests it failed and
+    challenges every GPU's root; garbage cannot answer and is slashed at the deadline."""
+    s, rpc = market
+    uuid = keccak256(b"GPU-withholder")
+    provider = register(s, 6, uuid)
+    links = {provider: SilentLink(s, provider, None)}
+    service = _service(s, rpc, links, 8)
+    pog, manager = s.contract("ProofOfGpu"), s.contract("ChallengeManager")
+    service.tick()  # plans it
+    service.tick()  # its round: the secret handed over, nothing comes back
+    round_id = pog.functions.roundCount().call()
+    wait_seed_fixed(s, round_id)
+    s.send(pog.functions.commitRoots(round_id, [keccak256(b"garbage")]), provider)
+    service.tick()
+    assert pog.functions.round(round_id).call().status == RoundStatus.ATTESTED
+    assert s.contract("ProviderRegistry").functions.pogStatusOf(provider).call().passed is False
+    [challenge_id] = service.open_challenges()
+    c = manager.functions.challenge(challenge_id).call()
+    assert c.subject == round_id and c.provider == provider
+    s.advance(c.responseDeadline - s.now() + 1)
+    stake = s.contract("Staking").functions.stakeOf(provider).call()
+    service.tick()
+    assert manager.functions.challenge(challenge_id).call().status == ChallengeStatus.PROVIDER_FAULTED
+    assert s.contract("Staking").functions.stakeOf(provider).call() < stake
