@@ -20,7 +20,11 @@ import {IStaking} from "./interfaces/IStaking.sol";
 /// (committed, unsettled) jobs and Staking asks it (IStakeLocker.lockedWorkOf) before any unbond,
 /// so the count lives in a slot the commit and the payout write anyway. A provider's EIP-712 signed
 /// result (protocol/job_result.py) binds it to its commit: slashSignedResult slashes it through
-/// Staking (SLASHER_ROLE) when the commit differs or never came.
+/// Staking (SLASHER_ROLE) when the commit differs, or never came although the provider promised
+/// it before the deadline (JobResult.commitBy), and the renter gets the job's price back. Jobs are
+/// funded only for providers with the minimum stake bonded and nothing unbonding, and the
+/// unbonding delay covers the longest job plus a challenge window: the stake behind a signed
+/// result cannot leave before the renter had a challenge window after the deadline to slash.
 /// @dev Gas is the point of the layout: a job keeps one slot (JobState: a 192-bit truncated hash
 /// of the Job beside its status, frozen flag and endsAt), written new once at create and
 /// rewritten at commit and at settlement; the Job itself comes back in calldata. Finding two Jobs
@@ -54,7 +58,9 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
     uint256 private constant BPS = 10_000;
     /// @dev EIP-712 type of what a provider signs; protocol/job_result.py JOB_RESULT_TYPES.
     bytes32 private constant JOB_RESULT_TYPEHASH =
-        keccak256("JobResult(uint256 jobId,bytes32 outputRoot,uint256 itemCount,bytes32 resultDigest)");
+        keccak256(
+        "JobResult(uint256 jobId,bytes32 outputRoot,uint256 itemCount,bytes32 resultDigest,uint64 commitBy)"
+    );
 
     /// @dev What a refund of a frozen job needs, kept by freeze so that resolveFreeze (called by
     /// the ChallengeManager, which keeps only the job id) can refund; deleted when it resolves.
@@ -124,7 +130,14 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
         }
         if (cancelGrace_ == 0 || cancelGrace_ > MAX_CANCEL_GRACE) revert JobEscrowInvalidCancelGrace(cancelGrace_);
         registry = registry_;
-        staking = registry_.staking();
+        IStaking staking_ = registry_.staking();
+        // Stake bonded when a job is funded stays in Staking (bonded or unbonding, where slashes
+        // reach it) until funding + unbondingDelay: that must cover the latest deadline plus a
+        // challenge window, the renter's time to slash a signed result that was never committed.
+        uint256 needed = uint256(maxJobDuration_) + challengeWindow_;
+        uint256 delay = staking_.unbondingDelay();
+        if (delay < needed) revert JobEscrowUnbondingTooShort(delay, needed);
+        staking = staking_;
         minProviderStake = registry_.minProviderStake();
         treasury = treasury_;
         challengeWindow = challengeWindow_;
@@ -311,8 +324,10 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
         FrozenJob memory job = _frozen[jobId];
         delete _frozen[jobId];
         state.frozen = false;
-        emit JobUnfrozen(jobId, providerAtFault, providerAtFault ? job.price : 0);
-        if (providerAtFault) {
+        // A job whose provider was slashed with its signed result was refunded then (Refunded).
+        bool refund = providerAtFault && state.status == JobStatus.Committed;
+        emit JobUnfrozen(jobId, providerAtFault, refund ? job.price : 0);
+        if (refund) {
             _refund(state, job.renter, job.token, job.price);
             _balances[address(0)][job.provider].openJobs -= 1;
         }
@@ -326,7 +341,7 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
         external
         returns (uint256 slashed)
     {
-        (JobState storage state,) = _checked(job);
+        (JobState storage state, JobStatus status) = _checked(job);
         uint256 jobId = job.id;
         if (result.jobId != jobId) revert JobEscrowJobMismatch(result.jobId);
         if (state.resultSlashed) revert JobEscrowResultAlreadySlashed(jobId);
@@ -339,18 +354,36 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
             ) revert JobEscrowResultMatchesCommit(jobId);
         } else {
             if (state.cancelled) revert JobEscrowJobCancelled(jobId);
+            // No margin stated: the provider never promised a commit (a deadline too close to
+            // commit in time), so its result binds it only against committing something else.
+            if (result.commitBy >= job.deadline) revert JobEscrowResultNotBinding(jobId, result.commitBy, job.deadline);
             if (block.timestamp < job.deadline) revert JobEscrowDeadlineNotPassed(jobId, job.deadline);
         }
         state.resultSlashed = true;
+        // The provider is paid nothing for a job it was slashed for: money still held for it goes
+        // back to the renter (a frozen job too: resolveFreeze then finds it Refunded).
+        uint256 refund;
+        if (status == JobStatus.Funded || status == JobStatus.Committed) {
+            refund = job.price;
+            _refund(state, job.renter, job.token, refund);
+            if (status == JobStatus.Committed) _balances[address(0)][job.provider].openJobs -= 1;
+        }
         slashed = staking.slash(job.provider, minProviderStake, msg.sender);
-        emit SignedResultSlashed(jobId, job.provider, msg.sender, slashed);
+        emit SignedResultSlashed(jobId, job.provider, msg.sender, slashed, refund);
     }
 
     /// @inheritdoc IJobEscrow
     function jobResultDigest(JobResult calldata result) public view returns (bytes32) {
         return _hashTypedDataV4(
             keccak256(
-                abi.encode(JOB_RESULT_TYPEHASH, result.jobId, result.outputRoot, result.itemCount, result.resultDigest)
+                abi.encode(
+                    JOB_RESULT_TYPEHASH,
+                    result.jobId,
+                    result.outputRoot,
+                    result.itemCount,
+                    result.resultDigest,
+                    result.commitBy
+                )
             )
         );
     }
@@ -420,6 +453,9 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
         if (latest > MAX_DEADLINE) latest = MAX_DEADLINE;
         if (deadline > latest) revert JobEscrowDeadlineTooFar(deadline, latest);
         if (!_balances[address(0)][provider].active) revert JobEscrowProviderInactive(provider);
+        // The stake that will back this job's signed result: bonded now and not leaving (see the
+        // constructor's delay check). One view call: about 7,000 gas at funding.
+        if (!staking.isBondedFor(provider, minProviderStake)) revert JobEscrowProviderNotBonded(provider);
         jobId = ++jobCount;
         // keccak256(abi.encode(Job(jobId, msg.sender, provider, token, price, specHash, deadline,
         // 0, 0, 0))): ten words in scratch memory past the free pointer (it is not moved).

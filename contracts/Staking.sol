@@ -187,6 +187,11 @@ contract Staking is IStaking, OneTimeWiring {
     }
 
     /// @inheritdoc IStaking
+    function isBondedFor(address account, uint256 minStake) external view returns (bool) {
+        return _accounts[account].bonded >= minStake && _unbonding[account].amount == 0;
+    }
+
+    /// @inheritdoc IStaking
     function openWorkOf(address account) external view returns (uint256) {
         return _openWork(account, _accounts[account].openWork);
     }
