@@ -105,6 +105,11 @@ class JobResult:
         result is slashable either way."""
         return self.commit_by < deadline
 
+    def as_tuple(self) -> tuple[int, bytes, int, bytes, int]:
+        """IJobEscrow.JobResult as a contract call takes it."""
+        return (self.job_id, bytes.fromhex(self.output_root[2:]), self.item_count,
+                bytes.fromhex(self.result_digest[2:]), self.commit_by)
+
     def message(self) -> dict[str, Any]:
         return {"jobId": self.job_id, "outputRoot": bytes.fromhex(self.output_root[2:]),
                 "itemCount": self.item_count, "resultDigest": bytes.fromhex(self.result_digest[2:]),
@@ -171,3 +176,42 @@ class SignedJobResult:
             return cls(result, str(doc["provider"]), str(doc["signature"]))
         except (KeyError, TypeError, ValueError) as exc:
             raise JobResultError(f"signed job result: missing or malformed field ({exc})") from exc
+
+
+class NotSlashable(JobResultError):
+    """A signed result JobEscrow.slashSignedResult would not slash with now: `reason` says why;
+    `from_time` (chain time) is when it will be, if it will be (a deadline still ahead)."""
+
+    def __init__(self, job_id: int, reason: str, from_time: int | None = None) -> None:
+        super().__init__(f"job {job_id}: {reason}")
+        self.job_id = job_id
+        self.reason = reason
+        self.from_time = from_time
+
+
+def slash_ground(result: JobResult, *, deadline: int, committed: tuple[str, int, str] | None, cancelled: bool,
+                 already_slashed: bool, now: int) -> str:
+    """Why JobEscrow.slashSignedResult slashes the provider with `result` now, as a sentence; raises
+    NotSlashable otherwise. The contract's rule, for the renter's CLI and the verifier to decide
+    before they send: `committed` is the job's committed (outputRoot, itemCount, resultDigest) as
+    0x-hex (None: never committed), `now` the latest block's time."""
+    job_id = result.job_id
+    if already_slashed:
+        raise NotSlashable(job_id, "its provider was already slashed with a signed result of it")
+    if committed is not None:
+        root, count, digest = committed
+        if (root.lower(), count, digest.lower()) == (result.output_root.lower(), result.item_count,
+                                                     result.result_digest.lower()):
+            raise NotSlashable(job_id, "the committed result is the one its provider signed")
+        return (f"the provider committed root {root} over {count} items, not the signed root "
+                f"{result.output_root} over {result.item_count}")
+    if cancelled:
+        raise NotSlashable(job_id, "its renter cancelled it: a signed result of a cancelled job binds nobody")
+    if not result.binding(deadline):
+        raise NotSlashable(job_id, f"the signed result is not binding: it promised its commit by {result.commit_by}, "
+                                   f"not before the deadline {deadline} (the provider stated no margin), so a "
+                                   "missing commit is not slashable with it")
+    if now < deadline:
+        raise NotSlashable(job_id, f"no commit yet, but its deadline {deadline} has not passed", from_time=deadline)
+    return (f"the provider promised its commit by {result.commit_by} and never committed before the deadline "
+            f"{deadline}")

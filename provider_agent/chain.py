@@ -193,9 +193,9 @@ class ProviderChain:
         read runs beside every job's work, so it skips web3's per-call work (ViewCall)."""
         if self._job_state is None:
             self._job_state = contracts.ViewCall(self.contract("JobEscrow"), "jobState")
+        if self._bonded_for is None:
             self._bonded_for = contracts.ViewCall(self.contract("Staking"), "isBondedFor")
             self._min_stake = self.contract("JobEscrow").functions.minProviderStake().call()
-        assert self._bonded_for is not None
         state, now, bonded = contracts.read_with(
             self.web3, [self._job_state.request(job.id), ("eth_getBlockByNumber", ["latest", False]),
                         self._bonded_for.request(self.address, self._min_stake)],

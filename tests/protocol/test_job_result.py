@@ -7,7 +7,7 @@ from eth_account import Account
 from eth_account.messages import encode_typed_data
 from eth_utils import keccak
 
-from protocol.job_result import EscrowDomain, JobResult, JobResultError, SignedJobResult
+from protocol.job_result import EscrowDomain, JobResult, JobResultError, NotSlashable, SignedJobResult, slash_ground
 
 DOMAIN = EscrowDomain(31337, "0x" + "11" * 20)
 RESULT = JobResult(7, "0x" + "ab" * 32, 3, "0x" + "cd" * 32, 1_800_000_000)
@@ -78,3 +78,26 @@ def test_commit_by_travels_in_json_and_is_required():
 def test_malformed_signed_results_are_refused(doc):
     with pytest.raises(JobResultError):
         SignedJobResult.from_json(doc)
+
+
+def _ground(result: JobResult = RESULT, *, deadline: int = RESULT.commit_by + 60, committed=None, cancelled=False,
+            slashed=False, now: int = RESULT.commit_by + 120) -> str:
+    return slash_ground(result, deadline=deadline, committed=committed, cancelled=cancelled, already_slashed=slashed,
+                        now=now)
+
+
+def test_slash_ground_follows_the_escrows_rule():
+    same = (RESULT.output_root, RESULT.item_count, RESULT.result_digest)
+    assert "not the signed root" in _ground(committed=(RESULT.output_root, 4, RESULT.result_digest))
+    # Another commit is slashable whatever commitBy says; a missing one only with a margin.
+    assert "not the signed root" in _ground(committed=("0x" + "ee" * 32, 3, RESULT.result_digest),
+                                            deadline=RESULT.commit_by)
+    assert "never committed" in _ground()
+    for kwargs, words in [({"committed": same}, "is the one its provider signed"),
+                          ({"deadline": RESULT.commit_by}, "not binding"),
+                          ({"cancelled": True}, "cancelled"), ({"slashed": True}, "already slashed")]:
+        with pytest.raises(NotSlashable, match=words):
+            _ground(**kwargs)
+    with pytest.raises(NotSlashable, match="has not passed") as caught:
+        _ground(now=RESULT.commit_by + 59)
+    assert caught.value.from_time == RESULT.commit_by + 60
