@@ -10,6 +10,7 @@ import {IJobEscrow} from "./interfaces/IJobEscrow.sol";
 import {IProviderActivity} from "./interfaces/IProviderActivity.sol";
 import {IProviderRegistry} from "./interfaces/IProviderRegistry.sol";
 import {IStakeLocker} from "./interfaces/IStakeLocker.sol";
+import {IStakeWatcher} from "./interfaces/IStakeWatcher.sol";
 import {IStaking} from "./interfaces/IStaking.sol";
 
 /// @title JobEscrow
@@ -71,16 +72,18 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
         address token;
     }
 
-    /// @dev A pull balance of one (token, account). `openJobs` and `active` are used in the ETH
-    /// (token zero) entry of a provider only: its committed jobs not yet paid or refunded, and
-    /// whether it is registered and not deactivated. `used` is set by the first credit and never
-    /// cleared. uint184 holds any balance: each job is at most MAX_PRICE (2^80) and there are
-    /// fewer than 2^56 jobs.
+    /// @dev A pull balance of one (token, account). `openJobs`, `active` and `bonded` are used in
+    /// the ETH (token zero) entry of a provider only: its committed jobs not yet paid or refunded,
+    /// whether it is registered and not deactivated (the registry tells), and whether its stake
+    /// can back a job (minimum bonded, nothing unbonding: Staking tells, IStakeWatcher). `used` is
+    /// set by the first credit and never cleared. uint176 holds any balance: each job is at most
+    /// MAX_PRICE (2^80) and there are fewer than 2^56 jobs.
     struct Balance {
-        uint184 owed;
+        uint176 owed;
         uint56 openJobs;
         bool used;
         bool active;
+        bool bonded;
     }
 
     IProviderRegistry public immutable registry;
@@ -222,9 +225,25 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
     }
 
     /// @inheritdoc IProviderActivity
+    /// @dev An inactive provider's `bonded` is not kept up to date (stakeChanged skips it, so
+    /// that verifiers' stakes write nothing here): it is read from Staking when it becomes active.
     function setProviderActive(address provider, bool active) external {
         if (msg.sender != address(registry)) revert JobEscrowNotRegistry(msg.sender);
-        _balances[address(0)][provider].active = active;
+        Balance storage standing = _balances[address(0)][provider];
+        if (active) {
+            (standing.active, standing.bonded) = (true, staking.isBondedFor(provider, minProviderStake));
+        } else {
+            standing.active = false;
+        }
+    }
+
+    /// @inheritdoc IStakeWatcher
+    function stakeChanged(address account, uint256 bonded, bool unbonding) external {
+        if (msg.sender != address(staking)) revert JobEscrowNotStaking(msg.sender);
+        Balance storage standing = _balances[address(0)][account];
+        if (!standing.active) return;
+        bool backed = bonded >= minProviderStake && !unbonding;
+        if (standing.bonded != backed) standing.bonded = backed;
     }
 
     /// @dev finalizeJobs: credits (and the provider's released jobs) accumulate in memory while
@@ -452,10 +471,11 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
         uint256 latest = block.timestamp + maxJobDuration;
         if (latest > MAX_DEADLINE) latest = MAX_DEADLINE;
         if (deadline > latest) revert JobEscrowDeadlineTooFar(deadline, latest);
-        if (!_balances[address(0)][provider].active) revert JobEscrowProviderInactive(provider);
+        Balance storage standing = _balances[address(0)][provider];
+        if (!standing.active) revert JobEscrowProviderInactive(provider);
         // The stake that will back this job's signed result: bonded now and not leaving (see the
-        // constructor's delay check). One view call: about 7,000 gas at funding.
-        if (!staking.isBondedFor(provider, minProviderStake)) revert JobEscrowProviderNotBonded(provider);
+        // constructor's delay check). Kept in the same slot as `active` (Staking tells it).
+        if (!standing.bonded) revert JobEscrowProviderNotBonded(provider);
         jobId = ++jobCount;
         // keccak256(abi.encode(Job(jobId, msg.sender, provider, token, price, specHash, deadline,
         // 0, 0, 0))): ten words in scratch memory past the free pointer (it is not moved).
@@ -537,8 +557,8 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
     function _pay(address token, address provider, uint256 payout, uint256 released) private {
         Balance storage eth = _balances[address(0)][provider];
         if (token == address(0)) {
-            // payout is at most MAX_BATCH_SIZE prices of at most MAX_PRICE: fits in uint184.
-            (eth.owed, eth.openJobs, eth.used) = (eth.owed + uint184(payout), eth.openJobs - uint56(released), true);
+            // payout is at most MAX_BATCH_SIZE prices of at most MAX_PRICE: fits in uint176.
+            (eth.owed, eth.openJobs, eth.used) = (eth.owed + uint176(payout), eth.openJobs - uint56(released), true);
         } else {
             eth.openJobs -= uint56(released);
             _credit(token, provider, payout);
@@ -548,8 +568,8 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
     function _credit(address token, address account, uint256 amount) private {
         if (amount == 0) return;
         Balance storage balance = _balances[token][account];
-        // amount is at most MAX_BATCH_SIZE prices of at most MAX_PRICE: fits in uint184.
-        (balance.owed, balance.used) = (balance.owed + uint184(amount), true);
+        // amount is at most MAX_BATCH_SIZE prices of at most MAX_PRICE: fits in uint176.
+        (balance.owed, balance.used) = (balance.owed + uint176(amount), true);
     }
 
     function _checkBatch(uint256 length) private pure {

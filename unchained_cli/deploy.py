@@ -169,7 +169,8 @@ def deploy_all(deployer: Deployer, params: DeployParams = DeployParams()) -> Dep
     # freezes escrow and opens committee disputes; only the escrow and the lease contract lock
     # stake that secures open work; only the PoG contract records PoG results; only the registry
     # tells the escrow which providers take jobs.
-    deployer.call(staking, "wire", [challenges.address, escrow.address], [escrow.address, leases.address])
+    deployer.call(staking, "wire", [challenges.address, escrow.address], [escrow.address, leases.address],
+                  [escrow.address])
     deployer.call(escrow, "wire", [challenges.address])
     deployer.call(registry, "wire", [pog.address], escrow.address)
     deployer.call(committee, "wire", [challenges.address])

@@ -3,6 +3,7 @@ pragma solidity ^0.8.24;
 
 import {IProviderActivity} from "./IProviderActivity.sol";
 import {IStakeLocker} from "./IStakeLocker.sol";
+import {IStakeWatcher} from "./IStakeWatcher.sol";
 
 /// @title Escrow of renters' payments for jobs, one storage slot per job
 /// @notice A renter funds a job in ETH or an ERC-20 (plain tokens only: no fee on transfer, no
@@ -24,7 +25,7 @@ import {IStakeLocker} from "./IStakeLocker.sol";
 /// JobCreated carries every term (the result fields are zero until the commit) and
 /// ResultCommitted the result. Every call that acts on a job takes the Job and reverts with
 /// JobEscrowJobMismatch unless it hashes to the stored jobHash (hashJob(job) to check one).
-interface IJobEscrow is IStakeLocker, IProviderActivity {
+interface IJobEscrow is IStakeLocker, IProviderActivity, IStakeWatcher {
     enum JobStatus {
         None,
         Funded, // renter paid, no result yet
@@ -141,6 +142,7 @@ interface IJobEscrow is IStakeLocker, IProviderActivity {
     error JobEscrowCancelAlreadyRequested(uint256 jobId, uint64 cancellableAt);
     error JobEscrowNotRegistry(address caller);
     error JobEscrowProviderNotBonded(address provider);
+    error JobEscrowNotStaking(address caller);
     error JobEscrowResultNotBinding(uint256 jobId, uint64 commitBy, uint64 deadline);
     error JobEscrowUnbondingTooShort(uint256 unbondingDelay, uint256 needed);
 
@@ -172,7 +174,8 @@ interface IJobEscrow is IStakeLocker, IProviderActivity {
     /// @notice Funds a job for an active `provider` (registered and not deactivated, as the
     /// registry told this contract: isProviderActive) with msg.value == `price` wei
     /// (1..MAX_PRICE). The provider must have the minimum provider stake bonded and nothing
-    /// unbonding (Staking.isBondedFor, else JobEscrowProviderNotBonded): that stake then stays in
+    /// unbonding (as Staking last told this contract, IStakeWatcher; Staking.isBondedFor; else
+    /// JobEscrowProviderNotBonded): that stake then stays in
     /// Staking until at least funding + unbondingDelay >= deadline + challengeWindow, so a signed
     /// result never committed can still be slashed for a challenge window after the deadline
     /// (the constructor checks unbondingDelay >= maxJobDuration + challengeWindow). Its stake is

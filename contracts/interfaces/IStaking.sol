@@ -69,7 +69,8 @@ interface IStaking {
     /// @notice Grants SLASHER_ROLE to `slashers` and LOCKER_ROLE to `lockers`, once, by the
     /// deployer; afterwards nobody can grant or revoke any role. Every locker that is a contract
     /// must implement IStakeLocker: requestUnbond and openWorkOf add what it counts itself.
-    function wire(address[] calldata slashers, address[] calldata lockers) external;
+    /// Every contract in `watchers` (IStakeWatcher: JobEscrow) is told of every stake change.
+    function wire(address[] calldata slashers, address[] calldata lockers, address[] calldata watchers) external;
 
     /// Public API:
 

@@ -249,7 +249,7 @@ def unchained(
         PROVIDER_SLASH, FALSE_CLAIM_SLASH, BOND_FEE_BPS, RESPONSE_WINDOW, FRAUD_WINDOW, ESCALATION_WINDOW,
     )
     challenges = ChallengeManager.deploy(config, sender)
-    staking.wire([challenges, escrow, slasher], [escrow, leases, locker], sender)
+    staking.wire([challenges, escrow, slasher], [escrow, leases, locker], [escrow], sender)
     escrow.wire([challenges, disputer], sender)
     registry.wire([proof_of_gpu, pog], escrow, sender)
     committee.wire([challenges], sender)

@@ -271,3 +271,14 @@ def test_the_escrow_refuses_an_unbonding_delay_shorter_than_a_job_and_its_slash_
     assert deploy_revert(JobEscrow, registry, treasury, CHALLENGE_WINDOW, 0, longest, 60, sender=admin) == ""
     assert deploy_revert(JobEscrow, registry, treasury, CHALLENGE_WINDOW, 0, longest + 1, 60, sender=admin) == (
         custom_error("JobEscrowUnbondingTooShort", UNBONDING_DELAY, UNBONDING_DELAY + 1))
+
+
+def test_only_staking_tells_the_escrow_a_stake_and_an_inactive_provider_is_read_again_on_activation(
+        escrow, staking, registry, signer, renter, stranger, custom_error):
+    with brownie.reverts(custom_error("JobEscrowNotStaking", stranger)):
+        escrow.stakeChanged(signer, 10 * ETHER, False, {"from": stranger})
+    registry.deactivate({"from": signer})
+    staking.requestUnbond(1, {"from": signer})  # while inactive: not recorded here, read again below
+    registry.reactivate({"from": signer})
+    with brownie.reverts(custom_error("JobEscrowProviderNotBonded", signer)):
+        _job(escrow, signer, renter)
