@@ -170,3 +170,20 @@ def test_a_view_grown_old_during_the_run_is_read_again_before_signing(agent, mar
     assert (outcome.status == "signed") is signed
     if not signed:
         _no_signature_released(agent, job_id)
+
+
+def test_leaving_commits_the_signed_results_before_any_stake_unbonds(agent, market):
+    """Attack on an honest provider by its own `provider leave`: unbonding while a signed result
+    waited for its batched commit made that commit fail (below the minimum) and the result
+    slashable. Leaving commits it first; the unbond then waits for the job's settlement."""
+    _settle_open_work(agent)
+    content = agent.settings.content_dir
+    job_id, _ = market.create_job(content, save_torchscript(Tiny(), content), ITEMS, deadline_in=600)
+    assert agent.jobs.process(market.dispatched(job_id)).status == "signed"
+    with pytest.raises(Exception, match="StakingWorkOpen"):
+        agent.leave()
+    assert agent.chain.job(job_id).status == JobStatus.COMMITTED
+    assert agent.chain.contract("Staking").functions.unbondingOf(agent.chain.address).call()[0] == 0
+    _settle_open_work(agent)
+    agent.leave()  # settled: now it leaves
+    assert agent.chain.contract("Staking").functions.unbondingOf(agent.chain.address).call()[0] > 0
