@@ -329,11 +329,12 @@ def signed_result_note(job_id: int, signed: SignedJobResult, result: dict, deadl
     if result["committed"]:
         return f"signed by provider {signed.provider} and committed as signed"
     if r.binding(deadline):
-        return (f"signed by provider {signed.provider}, who promised its on-chain commit by {r.commit_by} (deadline "
-                f"{deadline}); if the commit differs, or none comes by the deadline, `unchained job slash {job_id}` "
-                "slashes it")
-    return (f"signed by provider {signed.provider} but NOT BINDING: it promised its commit only by {r.commit_by}, "
-            f"not before the deadline {deadline}; a missing commit is not slashable with it (a different commit is)")
+        return (f"signed by provider {signed.provider}; its on-chain commit is pending, promised by {r.commit_by} "
+                f"(deadline {deadline}); if the commit differs, or none comes by the deadline, "
+                f"`unchained job slash {job_id}` slashes it")
+    return (f"signed by provider {signed.provider}; its on-chain commit is pending but NOT BINDING: promised only "
+            f"by {r.commit_by}, not before the deadline {deadline}; a missing commit is not slashable with it "
+            "(a different commit is)")
 
 
 @job_app.command("challenge")
