@@ -21,6 +21,7 @@ from client import blocks, contracts
 from client.escrow_jobs import read_job
 from client.keystore import PASSWORD_FILE_HELP, load_keystore
 from client.tx import connect
+from protocol.job_result import SignedJobResult
 from protocol.jobs import MODEL_FORMATS
 
 console = Console()
@@ -314,9 +315,26 @@ def job_result(
     for index, data in enumerate(outputs):
         (out / f"item-{index:06d}.out").write_bytes(data)
     console.print(f"{len(outputs)} items verified against output root {result['output_root']}; written to {out}")
-    if not result["committed"] and signed is not None:
-        console.print(f"signed by provider {signed.provider}; its on-chain commit is pending (the signature, "
-                      f"{signed.signature}, slashes it if the commit differs or never comes)", highlight=False)
+    if signed is not None:
+        console.print(signed_result_note(job_id, signed, result, int(client.get(f"/jobs/{job_id}")["deadline"])),
+                      highlight=False, soft_wrap=True)
+
+
+def signed_result_note(job_id: int, signed: SignedJobResult, result: dict, deadline: int) -> str:  # type: ignore[type-arg]
+    """What the provider's signature gives the renter: binding (commitBy before the deadline) or not."""
+    r = signed.result
+    if result["committed"] and result.get("commit_matches_signed") is False:
+        return (f"the provider committed another result than the one it signed: `unchained job slash {job_id}` "
+                "slashes it (inside the challenge window the job's price comes back too)")
+    if result["committed"]:
+        return f"signed by provider {signed.provider} and committed as signed"
+    if r.binding(deadline):
+        return (f"signed by provider {signed.provider}; its on-chain commit is pending, promised by {r.commit_by} "
+                f"(deadline {deadline}); if the commit differs, or none comes by the deadline, "
+                f"`unchained job slash {job_id}` slashes it")
+    return (f"signed by provider {signed.provider}; its on-chain commit is pending but NOT BINDING: promised only "
+            f"by {r.commit_by}, not before the deadline {deadline}; a missing commit is not slashable with it "
+            "(a different commit is)")
 
 
 @job_app.command("challenge")
@@ -357,6 +375,25 @@ def job_refund(
 
     outcome = refund_job(Wallet(rpc, load_keystore(keystore, password_file), deployment), job_id)
     console.print(outcome)
+
+
+@job_app.command("slash")
+def job_slash(
+    job_id: Annotated[int, typer.Argument(min=1)],
+    keystore: Keystore,
+    password_file: PasswordFile = None,
+    backend: BackendUrl = DEFAULT_BACKEND,
+    rpc: Rpc = DEFAULT_RPC,
+    deployment: DeploymentFile = None,
+) -> None:
+    """Slash the provider with the result it signed for this job, when its commit differs from
+    it, or when it promised its commit before the deadline and never made it: it loses its
+    minimum stake, you get the reward share, and the job's price comes back unless it was already
+    paid (slash inside the challenge window). Otherwise says why not (and from when)."""
+    from backend.slash import slash_job
+
+    console.print(slash_job(Wallet(rpc, load_keystore(keystore, password_file), deployment),
+                            BackendClient.connect(backend), job_id), soft_wrap=True, highlight=False)
 
 
 # ---- lease ----

@@ -95,12 +95,12 @@ def store_signed_result(session: Session, job_id: int, sender: str, doc: object,
     if signer.lower() != job.provider or signed.provider.lower() != job.provider:
         raise Forbidden(f"job {job_id}'s result is signed by {signer.lower()}, not its provider {job.provider}")
     r = signed.result
-    fields = (r.output_root.lower(), r.item_count, r.result_digest.lower())
+    fields = (r.output_root.lower(), r.item_count, r.result_digest.lower(), r.commit_by)
     if job.result_signature is not None:
-        if (job.signed_output_root, job.signed_item_count, job.signed_result_digest) != fields:
+        if (job.signed_output_root, job.signed_item_count, job.signed_result_digest, job.signed_commit_by) != fields:
             raise BadInput(f"job {job_id} already has a different signed result")
         return job
-    job.signed_output_root, job.signed_item_count, job.signed_result_digest = fields
+    job.signed_output_root, job.signed_item_count, job.signed_result_digest, job.signed_commit_by = fields
     job.result_signature, job.result_available_at = signed.signature.lower(), utcnow()
     if job.output_root is not None:  # the commit was indexed first
         job.commit_matches_signed = job.commit_is_signed_result()

@@ -144,8 +144,18 @@ class Job(Base):
     signed_item_count: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     signed_result_digest: Mapped[str | None] = mapped_column(Hex32, nullable=True)
     result_signature: Mapped[str | None] = mapped_column(String(132), nullable=True)
+    # The chain time by which the provider promised its commit (JobResult.commitBy): a missing
+    # commit is slashable only when it is before the deadline (the result is "binding").
+    signed_commit_by: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    result_slashed: Mapped[bool | None] = mapped_column(Boolean, nullable=True)  # SignedResultSlashed seen
     result_available_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     commit_matches_signed: Mapped[bool | None] = mapped_column(Boolean, nullable=True)  # None: not both known
+
+    def signed_result_binding(self) -> bool | None:
+        """Whether the signed result promised a commit before the deadline (None: none signed)."""
+        if self.result_signature is None or self.signed_commit_by is None:
+            return None
+        return self.signed_commit_by < self.deadline
 
     def commit_is_signed_result(self) -> bool:
         """Whether the committed result is the one the provider signed (both are known)."""

@@ -270,7 +270,19 @@ def _frozen(s: Session, e: Event) -> None:
 def _unfrozen(s: Session, e: Event) -> None:
     if j := _job(s, e.args["jobId"]):
         j.frozen = False
-        if e.args["providerAtFault"]:
+        if e.args["providerAtFault"] and e.args["renterRefund"]:  # zero: a slash refunded it already
+            j.status = "refunded"
+            j.refund = e.args["renterRefund"]
+            _payment(s, e, "refunded", j.renter, e.args["renterRefund"], j.token, j.job_id)
+
+
+@on("JobEscrow", "SignedResultSlashed")
+def _result_slashed(s: Session, e: Event) -> None:
+    """The provider was slashed with its signed result; a job whose price the escrow still held
+    was refunded to its renter in the same transaction (the provider is paid nothing for it)."""
+    if j := _job(s, e.args["jobId"]):
+        j.result_slashed = True
+        if e.args["renterRefund"]:
             j.status = "refunded"
             j.refund = e.args["renterRefund"]
             _payment(s, e, "refunded", j.renter, e.args["renterRefund"], j.token, j.job_id)

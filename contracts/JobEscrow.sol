@@ -10,6 +10,7 @@ import {IJobEscrow} from "./interfaces/IJobEscrow.sol";
 import {IProviderActivity} from "./interfaces/IProviderActivity.sol";
 import {IProviderRegistry} from "./interfaces/IProviderRegistry.sol";
 import {IStakeLocker} from "./interfaces/IStakeLocker.sol";
+import {IStakeWatcher} from "./interfaces/IStakeWatcher.sol";
 import {IStaking} from "./interfaces/IStaking.sol";
 
 /// @title JobEscrow
@@ -20,7 +21,11 @@ import {IStaking} from "./interfaces/IStaking.sol";
 /// (committed, unsettled) jobs and Staking asks it (IStakeLocker.lockedWorkOf) before any unbond,
 /// so the count lives in a slot the commit and the payout write anyway. A provider's EIP-712 signed
 /// result (protocol/job_result.py) binds it to its commit: slashSignedResult slashes it through
-/// Staking (SLASHER_ROLE) when the commit differs or never came.
+/// Staking (SLASHER_ROLE) when the commit differs, or never came although the provider promised
+/// it before the deadline (JobResult.commitBy), and the renter gets the job's price back. Jobs are
+/// funded only for providers with the minimum stake bonded and nothing unbonding, and the
+/// unbonding delay covers the longest job plus a challenge window: the stake behind a signed
+/// result cannot leave before the renter had a challenge window after the deadline to slash.
 /// @dev Gas is the point of the layout: a job keeps one slot (JobState: a 192-bit truncated hash
 /// of the Job beside its status, frozen flag and endsAt), written new once at create and
 /// rewritten at commit and at settlement; the Job itself comes back in calldata. Finding two Jobs
@@ -54,7 +59,9 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
     uint256 private constant BPS = 10_000;
     /// @dev EIP-712 type of what a provider signs; protocol/job_result.py JOB_RESULT_TYPES.
     bytes32 private constant JOB_RESULT_TYPEHASH =
-        keccak256("JobResult(uint256 jobId,bytes32 outputRoot,uint256 itemCount,bytes32 resultDigest)");
+        keccak256(
+        "JobResult(uint256 jobId,bytes32 outputRoot,uint256 itemCount,bytes32 resultDigest,uint64 commitBy)"
+    );
 
     /// @dev What a refund of a frozen job needs, kept by freeze so that resolveFreeze (called by
     /// the ChallengeManager, which keeps only the job id) can refund; deleted when it resolves.
@@ -65,16 +72,18 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
         address token;
     }
 
-    /// @dev A pull balance of one (token, account). `openJobs` and `active` are used in the ETH
-    /// (token zero) entry of a provider only: its committed jobs not yet paid or refunded, and
-    /// whether it is registered and not deactivated. `used` is set by the first credit and never
-    /// cleared. uint184 holds any balance: each job is at most MAX_PRICE (2^80) and there are
-    /// fewer than 2^56 jobs.
+    /// @dev A pull balance of one (token, account). `openJobs`, `active` and `bonded` are used in
+    /// the ETH (token zero) entry of a provider only: its committed jobs not yet paid or refunded,
+    /// whether it is registered and not deactivated (the registry tells), and whether its stake
+    /// can back a job (minimum bonded, nothing unbonding: Staking tells, IStakeWatcher). `used` is
+    /// set by the first credit and never cleared. uint176 holds any balance: each job is at most
+    /// MAX_PRICE (2^80) and there are fewer than 2^56 jobs.
     struct Balance {
-        uint184 owed;
+        uint176 owed;
         uint56 openJobs;
         bool used;
         bool active;
+        bool bonded;
     }
 
     IProviderRegistry public immutable registry;
@@ -124,7 +133,14 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
         }
         if (cancelGrace_ == 0 || cancelGrace_ > MAX_CANCEL_GRACE) revert JobEscrowInvalidCancelGrace(cancelGrace_);
         registry = registry_;
-        staking = registry_.staking();
+        IStaking staking_ = registry_.staking();
+        // Stake bonded when a job is funded stays in Staking (bonded or unbonding, where slashes
+        // reach it) until funding + unbondingDelay: that must cover the latest deadline plus a
+        // challenge window, the renter's time to slash a signed result that was never committed.
+        uint256 needed = uint256(maxJobDuration_) + challengeWindow_;
+        uint256 delay = staking_.unbondingDelay();
+        if (delay < needed) revert JobEscrowUnbondingTooShort(delay, needed);
+        staking = staking_;
         minProviderStake = registry_.minProviderStake();
         treasury = treasury_;
         challengeWindow = challengeWindow_;
@@ -209,9 +225,25 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
     }
 
     /// @inheritdoc IProviderActivity
+    /// @dev An inactive provider's `bonded` is not kept up to date (stakeChanged skips it, so
+    /// that verifiers' stakes write nothing here): it is read from Staking when it becomes active.
     function setProviderActive(address provider, bool active) external {
         if (msg.sender != address(registry)) revert JobEscrowNotRegistry(msg.sender);
-        _balances[address(0)][provider].active = active;
+        Balance storage standing = _balances[address(0)][provider];
+        if (active) {
+            (standing.active, standing.bonded) = (true, staking.isBondedFor(provider, minProviderStake));
+        } else {
+            standing.active = false;
+        }
+    }
+
+    /// @inheritdoc IStakeWatcher
+    function stakeChanged(address account, uint256 bonded, bool unbonding) external {
+        if (msg.sender != address(staking)) revert JobEscrowNotStaking(msg.sender);
+        Balance storage standing = _balances[address(0)][account];
+        if (!standing.active) return;
+        bool backed = bonded >= minProviderStake && !unbonding;
+        if (standing.bonded != backed) standing.bonded = backed;
     }
 
     /// @dev finalizeJobs: credits (and the provider's released jobs) accumulate in memory while
@@ -311,8 +343,10 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
         FrozenJob memory job = _frozen[jobId];
         delete _frozen[jobId];
         state.frozen = false;
-        emit JobUnfrozen(jobId, providerAtFault, providerAtFault ? job.price : 0);
-        if (providerAtFault) {
+        // A job whose provider was slashed with its signed result was refunded then (Refunded).
+        bool refund = providerAtFault && state.status == JobStatus.Committed;
+        emit JobUnfrozen(jobId, providerAtFault, refund ? job.price : 0);
+        if (refund) {
             _refund(state, job.renter, job.token, job.price);
             _balances[address(0)][job.provider].openJobs -= 1;
         }
@@ -326,7 +360,7 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
         external
         returns (uint256 slashed)
     {
-        (JobState storage state,) = _checked(job);
+        (JobState storage state, JobStatus status) = _checked(job);
         uint256 jobId = job.id;
         if (result.jobId != jobId) revert JobEscrowJobMismatch(result.jobId);
         if (state.resultSlashed) revert JobEscrowResultAlreadySlashed(jobId);
@@ -339,18 +373,36 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
             ) revert JobEscrowResultMatchesCommit(jobId);
         } else {
             if (state.cancelled) revert JobEscrowJobCancelled(jobId);
+            // No margin stated: the provider never promised a commit (a deadline too close to
+            // commit in time), so its result binds it only against committing something else.
+            if (result.commitBy >= job.deadline) revert JobEscrowResultNotBinding(jobId, result.commitBy, job.deadline);
             if (block.timestamp < job.deadline) revert JobEscrowDeadlineNotPassed(jobId, job.deadline);
         }
         state.resultSlashed = true;
+        // The provider is paid nothing for a job it was slashed for: money still held for it goes
+        // back to the renter (a frozen job too: resolveFreeze then finds it Refunded).
+        uint256 refund;
+        if (status == JobStatus.Funded || status == JobStatus.Committed) {
+            refund = job.price;
+            _refund(state, job.renter, job.token, refund);
+            if (status == JobStatus.Committed) _balances[address(0)][job.provider].openJobs -= 1;
+        }
         slashed = staking.slash(job.provider, minProviderStake, msg.sender);
-        emit SignedResultSlashed(jobId, job.provider, msg.sender, slashed);
+        emit SignedResultSlashed(jobId, job.provider, msg.sender, slashed, refund);
     }
 
     /// @inheritdoc IJobEscrow
     function jobResultDigest(JobResult calldata result) public view returns (bytes32) {
         return _hashTypedDataV4(
             keccak256(
-                abi.encode(JOB_RESULT_TYPEHASH, result.jobId, result.outputRoot, result.itemCount, result.resultDigest)
+                abi.encode(
+                    JOB_RESULT_TYPEHASH,
+                    result.jobId,
+                    result.outputRoot,
+                    result.itemCount,
+                    result.resultDigest,
+                    result.commitBy
+                )
             )
         );
     }
@@ -419,7 +471,11 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
         uint256 latest = block.timestamp + maxJobDuration;
         if (latest > MAX_DEADLINE) latest = MAX_DEADLINE;
         if (deadline > latest) revert JobEscrowDeadlineTooFar(deadline, latest);
-        if (!_balances[address(0)][provider].active) revert JobEscrowProviderInactive(provider);
+        Balance storage standing = _balances[address(0)][provider];
+        if (!standing.active) revert JobEscrowProviderInactive(provider);
+        // The stake that will back this job's signed result: bonded now and not leaving (see the
+        // constructor's delay check). Kept in the same slot as `active` (Staking tells it).
+        if (!standing.bonded) revert JobEscrowProviderNotBonded(provider);
         jobId = ++jobCount;
         // keccak256(abi.encode(Job(jobId, msg.sender, provider, token, price, specHash, deadline,
         // 0, 0, 0))): ten words in scratch memory past the free pointer (it is not moved).
@@ -501,8 +557,8 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
     function _pay(address token, address provider, uint256 payout, uint256 released) private {
         Balance storage eth = _balances[address(0)][provider];
         if (token == address(0)) {
-            // payout is at most MAX_BATCH_SIZE prices of at most MAX_PRICE: fits in uint184.
-            (eth.owed, eth.openJobs, eth.used) = (eth.owed + uint184(payout), eth.openJobs - uint56(released), true);
+            // payout is at most MAX_BATCH_SIZE prices of at most MAX_PRICE: fits in uint176.
+            (eth.owed, eth.openJobs, eth.used) = (eth.owed + uint176(payout), eth.openJobs - uint56(released), true);
         } else {
             eth.openJobs -= uint56(released);
             _credit(token, provider, payout);
@@ -512,8 +568,8 @@ contract JobEscrow is IJobEscrow, OneTimeWiring, EIP712 {
     function _credit(address token, address account, uint256 amount) private {
         if (amount == 0) return;
         Balance storage balance = _balances[token][account];
-        // amount is at most MAX_BATCH_SIZE prices of at most MAX_PRICE: fits in uint184.
-        (balance.owed, balance.used) = (balance.owed + uint184(amount), true);
+        // amount is at most MAX_BATCH_SIZE prices of at most MAX_PRICE: fits in uint176.
+        (balance.owed, balance.used) = (balance.owed + uint176(amount), true);
     }
 
     function _checkBatch(uint256 length) private pure {

@@ -2,6 +2,7 @@
 pragma solidity 0.8.24;
 
 import {OneTimeWiring} from "./access/OneTimeWiring.sol";
+import {IStakeWatcher} from "./interfaces/IStakeWatcher.sol";
 import {IStakeLocker} from "./interfaces/IStakeLocker.sol";
 import {IStaking} from "./interfaces/IStaking.sol";
 
@@ -35,6 +36,8 @@ contract Staking is IStaking, OneTimeWiring {
     /// for the open work it counts itself (JobEscrow counts a provider's committed jobs where it
     /// already writes, instead of locking here once per job).
     IStakeLocker[] private _lockerContracts;
+    /// @dev Told of every stake change (wired once, at most MAX_ROLE_HOLDERS; JobEscrow): see IStakeWatcher.
+    IStakeWatcher[] private _watchers;
 
     /// @inheritdoc IStaking
     uint256 public totalBonded;
@@ -63,7 +66,10 @@ contract Staking is IStaking, OneTimeWiring {
     }
 
     /// @inheritdoc IStaking
-    function wire(address[] calldata slashers, address[] calldata lockers) external wiring {
+    function wire(address[] calldata slashers, address[] calldata lockers, address[] calldata watchers)
+        external
+        wiring
+    {
         _grantAll(SLASHER_ROLE, slashers);
         _grantAll(LOCKER_ROLE, lockers);
         for (uint256 i; i < lockers.length; ++i) {
@@ -73,6 +79,10 @@ contract Staking is IStaking, OneTimeWiring {
             IStakeLocker locker = IStakeLocker(lockers[i]);
             locker.lockedWorkOf(address(0));
             _lockerContracts.push(locker);
+        }
+        if (watchers.length > MAX_ROLE_HOLDERS) revert WiringTooManyHolders(watchers.length, MAX_ROLE_HOLDERS);
+        for (uint256 i; i < watchers.length; ++i) {
+            _watchers.push(IStakeWatcher(watchers[i]));
         }
     }
 
@@ -85,6 +95,7 @@ contract Staking is IStaking, OneTimeWiring {
         account.bonded = bonded;
         totalBonded += msg.value;
         emit Staked(msg.sender, msg.value, bonded);
+        _notify(msg.sender);
     }
 
     /// @inheritdoc IStaking
@@ -106,6 +117,7 @@ contract Staking is IStaking, OneTimeWiring {
         entry.releaseAt = releaseAt;
         totalUnbonding += amount;
         emit UnbondRequested(msg.sender, amount, unbonding, releaseAt);
+        _notify(msg.sender);
     }
 
     /// @inheritdoc IStaking
@@ -116,6 +128,7 @@ contract Staking is IStaking, OneTimeWiring {
         delete _unbonding[msg.sender];
         totalUnbonding -= entry.amount;
         emit UnbondedWithdrawn(msg.sender, entry.amount);
+        _notify(msg.sender);
         _send(msg.sender, entry.amount);
     }
 
@@ -149,6 +162,7 @@ contract Staking is IStaking, OneTimeWiring {
         if (slashed != reward) _owed[treasury] += slashed - reward;
         totalOwed += slashed;
         emit Slashed(offender, amount, slashed, rewardRecipient, reward);
+        _notify(offender);
     }
 
     /// @inheritdoc IStaking
@@ -187,6 +201,11 @@ contract Staking is IStaking, OneTimeWiring {
     }
 
     /// @inheritdoc IStaking
+    function isBondedFor(address account, uint256 minStake) external view returns (bool) {
+        return _accounts[account].bonded >= minStake && _unbonding[account].amount == 0;
+    }
+
+    /// @inheritdoc IStaking
     function openWorkOf(address account) external view returns (uint256) {
         return _openWork(account, _accounts[account].openWork);
     }
@@ -208,6 +227,17 @@ contract Staking is IStaking, OneTimeWiring {
         uint256 count = _lockerContracts.length;
         for (uint256 i; i < count; ++i) {
             openWork += _lockerContracts[i].lockedWorkOf(account);
+        }
+    }
+
+    /// @dev Tells every watcher `account`'s stake as it is now (after the change's effects).
+    function _notify(address account) private {
+        uint256 count = _watchers.length;
+        if (count == 0) return;
+        uint256 bonded = _accounts[account].bonded;
+        bool unbonding = _unbonding[account].amount != 0;
+        for (uint256 i; i < count; ++i) {
+            _watchers[i].stakeChanged(account, bonded, unbonding);
         }
     }
 

@@ -33,7 +33,7 @@ from provider_agent.mining import MiningPolicy, MiningSupervisor, ReferenceMiner
 from provider_agent.pog_service import PogService
 from provider_agent.runner import Limits, prewarm
 from provider_agent.settings import Settings, get_settings
-from provider_agent.state import JobStore
+from provider_agent.state import SIGNED, JobStore
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +90,8 @@ class Agent:
         limits = Limits(settings.job_memory_bytes, settings.job_timeout_s, settings.job_threads)
         prewarm(limits)
         jobs = JobService(chain, cache, JobStore(settings.state_db), OutputStore(settings.outputs_dir), limits,
-                          backend, activity, settings.upload_attempts, settings.upload_backoff_s)
+                          backend, activity, settings.upload_attempts, settings.upload_backoff_s,
+                          commit_margin_s=settings.commit_latency_s + settings.commit_interval_s)
         logger.info("agent for provider %s on chain %s", account.address, chain.deployment.chain_id)
         devices = detect(settings.cpu_device_id)
         mining = None
@@ -119,6 +120,21 @@ class Agent:
         return self.chain.ensure_registered(s.gpu_model, [d.uuid_hash for d in self.devices],
                                             Wei(s.price_per_gpu_hour_wei), Wei(s.price_per_job_unit_wei),
                                             s.metadata_uri, Wei(s.stake_wei))
+
+    def leave(self) -> Wei:
+        """Leaves the market: deactivates, withdraws what is owed, starts unbonding the stake;
+        returns what was withdrawn. A result signed and not committed yet promises its commit:
+        unbonding first would make that commit fail (below the minimum stake) and the signed
+        result slashable, so those are committed first (and the unbond then waits, as the
+        escrow's stake lock says, until they are paid: StakingWorkOpen)."""
+        if self.jobs.store.with_status(SIGNED):
+            self.committer.commit_signed()
+        if left := [r.job_id for r in self.jobs.store.with_status(SIGNED)]:
+            raise ProviderAgentError(f"jobs {left} are signed but not committed yet; their commits must land "
+                                     "before the stake starts unbonding (leave again once they are)")
+        withdrawn = self.chain.withdraw_all()
+        self.chain.leave()
+        return withdrawn
 
     def answer_challenge(self, challenge_id: ChallengeId) -> str:
         """Answers an on-chain challenge of our roots, whichever kind; returns the tx hash."""

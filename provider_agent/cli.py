@@ -302,8 +302,7 @@ def provider_leave(
     _export(rpc_url=rpc, keystore=keystore, password_file=password_file, backend_url=backend, mining=False,
             deployments_dir=deployment.parent if deployment else None)
     agent = get_agent()
-    withdrawn = agent.chain.withdraw_all()
-    agent.chain.leave()
+    withdrawn = agent.leave()  # commits signed results first: their commits are promised
     unbonding = agent.chain.contract("Staking").functions.unbondingOf(agent.chain.address).call()
     console.print(f"withdrew {eth(withdrawn)}; {eth(unbonding.amount)} unbonding until "
                   f"{when(unbonding.releaseAt, time.time())} "

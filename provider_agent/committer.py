@@ -143,9 +143,11 @@ class Committer:
             logger.error("job %s: the escrow refuses its commit; the renter is refunded: %s", job.job_id, exc)
 
     def _result(self, record: JobRecord) -> JobResult:
-        signed = self.jobs.signed_result(record.job_id)
-        assert signed is not None, f"job {record.job_id} is signed without a signature"
-        return signed.result
+        """The result to commit, as signed (a record kept before results carried commitBy is
+        still committed: the commit takes the root, count and digest only)."""
+        assert record.root is not None and record.result_digest is not None, f"job {record.job_id}: signed, no result"
+        return JobResult(record.job_id, "0x" + record.root.hex(), record.item_count or 0,
+                         "0x" + record.result_digest.hex(), record.commit_by or 0)
 
     def _dispatched(self, record: JobRecord) -> DispatchedJob:
         """The job as dispatched, from the chain for a record kept before the dispatch carried it."""

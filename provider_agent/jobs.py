@@ -15,7 +15,13 @@ funded and addressed to us with the dispatched spec; such a job is recorded `rej
 outputs deleted. The signed job joins the committer's queue (provider_agent.committer), which
 sends `commitResults` and `finalizeJobsAndWithdraw` in batches from one thread; commit accepts implicitly,
 so no acceptJob is sent. The signature binds the provider: a commit that differs from it, or no
-commit by the deadline, can be slashed with it.
+commit by the deadline, can be slashed with it. So the agent signs only what it can honour: the
+result carries `commitBy` (chain time now, as read beside the work plus the time since, plus the
+commit margin: the committer's latency and batching interval), and it signs only when commitBy
+is before the deadline, its stake is bonded at the minimum and nothing of it is unbonding (the
+same read, Staking.isBondedFor). A job it cannot honour so is failed on-chain (the renter
+refunded) with no result released. A computation that took long is checked again just before
+signing.
 
 A job that cannot be done (unknown model, a model that does not load, malformed inputs, a model
 that raises, hangs or runs out of memory) is recorded as failed with its reason, reported to the
@@ -34,6 +40,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import shutil
 import time
 from collections.abc import Callable, Iterator
@@ -182,12 +189,23 @@ class OutputStore:
         return (self.job_dir(job_id) / "uploaded").exists()
 
 
+# A chain view older than this (a long computation) is read again before a result is signed.
+VIEW_FRESH_S = 5.0
+
+
 @dataclass(frozen=True)
 class ChainView:
-    """The chain's word on a dispatched job, read beside the work: the job and the chain's time."""
+    """The chain's word on a dispatched job, read beside the work: the job, the chain's time, and
+    whether our stake can back a signed result (minimum bonded, nothing unbonding)."""
 
     job: OnChainJob | None  # None: no such job on the escrow (or its events are not readable yet)
     now: int
+    bonded: bool = True
+    read_at: float = field(default_factory=time.monotonic)  # when the read began (time.monotonic)
+
+    def now_estimate(self) -> int:
+        """The chain's time now: the block time read plus the seconds since (rounded up)."""
+        return self.now + math.ceil(time.monotonic() - self.read_at)
 
     @property
     def status(self) -> JobStatus:
@@ -206,7 +224,8 @@ class _Fetched:
 class JobService:
     def __init__(self, chain: ProviderChain, cache: ContentCache, store: JobStore, outputs: OutputStore,
                  limits: Limits, backend: BackendClient | None = None,
-                 activity: Activity | None = None, upload_attempts: int = 4, upload_backoff_s: float = 0.5) -> None:
+                 activity: Activity | None = None, upload_attempts: int = 4, upload_backoff_s: float = 0.5,
+                 commit_margin_s: float = 30.0) -> None:
         self.chain = chain
         self.cache = cache
         self.store = store
@@ -216,6 +235,10 @@ class JobService:
         self.activity = activity or Activity()
         self.upload_attempts = upload_attempts
         self.upload_backoff_s = upload_backoff_s
+        # Chain seconds from signing to our commit being mined, at worst: the committer's latency
+        # and batching interval, a few blocks. A result is signed only with this margin before
+        # the deadline, and promises its commit by then (JobResult.commitBy).
+        self.commit_margin_s = commit_margin_s
         self.signed: list[Callable[[int], None]] = []  # called with the job id once a result is signed
         # The chain check runs here, beside the work (one at a time is enough: one job runs at a time).
         self._checks = ThreadPoolExecutor(max_workers=2, thread_name_prefix="job-check")
@@ -246,16 +269,32 @@ class JobService:
         if view.status in (JobStatus.COMMITTED, JobStatus.FINALIZED, JobStatus.REFUNDED):
             return self._settle_known(job, COMPUTED, view)
         self._require_funded_for_us(job, view)
-        if view.now >= job.deadline:
+        if time.monotonic() - view.read_at > VIEW_FRESH_S:  # a long run: the job, stake and time again
+            view = self._read_chain(job)
+            if view.status in (JobStatus.COMMITTED, JobStatus.FINALIZED, JobStatus.REFUNDED):
+                return self._settle_known(job, COMPUTED, view)
+            self._require_funded_for_us(job, view)
+        now = view.now_estimate()
+        if now >= job.deadline:
             return self._fail_and_refund(job_id, JobFailed(job_id, "the deadline passed before the result"))
-        result = JobResult(job_id, "0x" + tree.root.hex(), len(digests), "0x" + keccak256(b"".join(digests)).hex())
+        commit_by = now + math.ceil(self.commit_margin_s)
+        if commit_by >= job.deadline:
+            return self._fail_and_refund(job_id, JobFailed(
+                job_id, f"the deadline ({job.deadline}) leaves no time to commit: the commit could not be "
+                        f"promised before {commit_by} (chain time {now} plus a {self.commit_margin_s:.0f} s margin)"))
+        if not view.bonded:
+            return self._fail_and_refund(job_id, JobFailed(
+                job_id, "our stake cannot back a signed result (below the minimum, or unbonding)"))
+        result = JobResult(job_id, "0x" + tree.root.hex(), len(digests), "0x" + keccak256(b"".join(digests)).hex(),
+                           commit_by)
         signed = SignedJobResult.sign(result, self.chain.escrow_domain(), self.chain.account)
         self.store.update(job_id, SIGNED, result_digest=bytes.fromhex(result.result_digest[2:]),
-                          signature=signed.signature)
+                          signature=signed.signature, commit_by=commit_by)
         for hook in self.signed:
             hook(job_id)
-        logger.info("job %s: result signed %.2f s after the dispatch arrived (root %s over %d items); commit queued",
-                    job_id, time.monotonic() - began, result.output_root, result.item_count)
+        logger.info("job %s: result signed %.2f s after the dispatch arrived (root %s over %d items); commit queued, "
+                    "promised by %d (deadline %d)", job_id, time.monotonic() - began, result.output_root,
+                    result.item_count, commit_by, job.deadline)
         return JobOutcome(job_id, "signed", result.output_root, result.item_count, seconds=seconds,
                           uploaded=self._upload_if_pending(job_id))
 
@@ -310,7 +349,10 @@ class JobService:
         record = self.store.get(job_id)
         if record is None or record.signature is None or record.root is None or record.result_digest is None:
             return None
-        result = JobResult(job_id, "0x" + record.root.hex(), record.item_count or 0, "0x" + record.result_digest.hex())
+        if record.commit_by is None:
+            return None
+        result = JobResult(job_id, "0x" + record.root.hex(), record.item_count or 0, "0x" + record.result_digest.hex(),
+                           record.commit_by)
         return SignedJobResult(result, self.chain.address, record.signature)
 
     def _fetch(self, job_id: int, spec_hash: bytes) -> _Fetched:

@@ -90,6 +90,11 @@ class Settings(BaseModel):
     # The committer (provider_agent.committer) commits as soon as a result is signed; it also looks
     # for finalizations due and retries after an unreachable node this often.
     commit_interval_s: float = 5.0
+    # Chain seconds the agent allows from sending a commit to its block (a few blocks, a slow
+    # node). A result is signed only when now + commit_latency_s + commit_interval_s is before the
+    # job's deadline, and promises its commit by then (JobResult.commitBy): a renter cannot fund a
+    # job due too soon to commit and slash the provider for the commit that could not land.
+    commit_latency_s: float = 20.0
     yield_publish_s: float = 3600.0  # the mining yield floor goes on-chain this often (a transaction)
     metrics_port: int | None = Field(default=None, description="serve /metrics on this port")
 

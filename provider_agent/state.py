@@ -34,9 +34,10 @@ FINALIZED = "finalized"  # paid after the challenge window
 SIGNED = "signed"  # computed and signed: the renter can have it; the on-chain commit is queued
 REJECTED = "rejected"  # dispatched, but the chain does not show it funded for us: nothing released
 _COLUMNS = ("job_id, status, pid, root, item_count, deadline, error, attempts, updated_at, result_digest, "
-            "signature, job, window_end")
+            "signature, job, window_end, commit_by")
 # Added after the first release: (name, type), added to an older database on open.
-_ADDED_COLUMNS = (("result_digest", "BLOB"), ("signature", "TEXT"), ("job", "TEXT"), ("window_end", "INTEGER"))
+_ADDED_COLUMNS = (("result_digest", "BLOB"), ("signature", "TEXT"), ("job", "TEXT"), ("window_end", "INTEGER"),
+                  ("commit_by", "INTEGER"))
 
 
 class JobBusy(ProviderAgentError):
@@ -63,6 +64,7 @@ class JobRecord:
     signature: str | None = None  # the provider's EIP-712 signature over the JobResult (0x-hex)
     job: str | None = None  # the DispatchedJob as JSON
     window_end: int | None = None  # the challenge window's end (chain time), from the commit
+    commit_by: int | None = None  # the chain time by which the signed result promises the commit
 
     def dispatched(self) -> DispatchedJob | None:
         return DispatchedJob.from_json(json.loads(self.job)) if self.job else None
@@ -152,10 +154,10 @@ class JobStore:
 
     def update(self, job_id: int, status: str, *, root: bytes | None = None, item_count: int | None = None,
                error: str | None = None, deadline: int | None = None, result_digest: bytes | None = None,
-               signature: str | None = None) -> None:
+               signature: str | None = None, commit_by: int | None = None) -> None:
         # One statement, so one transaction: a value given as None keeps the stored one.
         self._connect().execute(_UPSERT, (job_id, status, root, item_count, error, deadline, result_digest,
-                                          signature, time.time(), status in (RUNNING, COMPUTED)))
+                                          signature, commit_by, time.time(), status in (RUNNING, COMPUTED)))
 
     def update_many(self, job_ids: list[int], status: str, window_ends: dict[int, int] | None = None) -> None:
         """Moves every job in `job_ids` (a mined batch) to `status` in one transaction, with the
@@ -164,7 +166,7 @@ class JobStore:
         db = self._connect()
         db.execute("BEGIN")
         try:
-            db.executemany(_UPSERT, [(job_id, status, None, None, None, None, None, None, now,
+            db.executemany(_UPSERT, [(job_id, status, None, None, None, None, None, None, None, now,
                                       status in (RUNNING, COMPUTED)) for job_id in job_ids])
             db.executemany("UPDATE jobs SET window_end = ? WHERE job_id = ?",
                            [(end, job_id) for job_id, end in ends.items() if job_id in job_ids])
@@ -186,10 +188,11 @@ def _job_json(job: DispatchedJob | None) -> str | None:
 # An insert or an update of one job; a value given as None keeps the stored one, and a job that
 # is no longer running or computed is held by nobody (its pid cleared).
 _UPSERT = ("INSERT INTO jobs (job_id, status, root, item_count, error, deadline, result_digest, signature, "
-           "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(job_id) DO UPDATE SET "
+           "commit_by, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(job_id) DO UPDATE SET "
            "status = excluded.status, root = COALESCE(excluded.root, root), "
            "item_count = COALESCE(excluded.item_count, item_count), error = COALESCE(excluded.error, error), "
            "deadline = COALESCE(excluded.deadline, deadline), "
            "result_digest = COALESCE(excluded.result_digest, result_digest), "
-           "signature = COALESCE(excluded.signature, signature), updated_at = excluded.updated_at, "
+           "signature = COALESCE(excluded.signature, signature), "
+           "commit_by = COALESCE(excluded.commit_by, commit_by), updated_at = excluded.updated_at, "
            "pid = CASE WHEN ? THEN pid END")

@@ -49,7 +49,9 @@ class DeployParams:
     treasury: str | None = None  # defaults to the deployer
     min_provider_stake: int = Web3.to_wei(1, "ether")
     min_verifier_stake: int = Web3.to_wei(1, "ether")
-    unbonding_delay: int = 7 * DAY  # longer than every window below, so stake can still be slashed
+    # Longer than every window below, so stake can still be slashed; JobEscrow requires at least
+    # max_job_duration + challenge_window (a signed result's slash window after the latest deadline).
+    unbonding_delay: int = 8 * DAY
     slash_reward_bps: int = 5_000
     protocol_fee_bps: int = 200
     challenge_window: int = 1 * HOUR
@@ -68,6 +70,17 @@ class DeployParams:
     false_claim_slash: int = Web3.to_wei(0.5, "ether")
     quorum_stake: int = Web3.to_wei(1, "ether")
     with_test_stablecoin: bool = True
+
+    def check(self) -> None:
+        """Refuses, before anything is deployed, what JobEscrow's constructor would: stake bonded
+        when a job is funded must stay slashable for a challenge window after the latest deadline
+        (a signed result never committed), so the unbonding delay covers both."""
+        needed = self.max_job_duration + self.challenge_window
+        if self.unbonding_delay < needed:
+            raise DeployError(f"unbonding delay {self.unbonding_delay} s is shorter than the longest job "
+                              f"({self.max_job_duration} s) plus the challenge window ({self.challenge_window} s): "
+                              f"a provider could sign a result, never commit it and take its stake out before "
+                              f"the renter can slash it; use at least {needed} s or shorter jobs")
 
 
 def ensure_compiled() -> None:
@@ -129,6 +142,7 @@ class Deployer:
 
 def deploy_all(deployer: Deployer, params: DeployParams = DeployParams()) -> Deployment:
     """Deploys and wires the contract set; returns what deployments/<chainId>.json records."""
+    params.check()
     ensure_compiled()
     p = params
     treasury = p.treasury or deployer.address
@@ -155,7 +169,8 @@ def deploy_all(deployer: Deployer, params: DeployParams = DeployParams()) -> Dep
     # freezes escrow and opens committee disputes; only the escrow and the lease contract lock
     # stake that secures open work; only the PoG contract records PoG results; only the registry
     # tells the escrow which providers take jobs.
-    deployer.call(staking, "wire", [challenges.address, escrow.address], [escrow.address, leases.address])
+    deployer.call(staking, "wire", [challenges.address, escrow.address], [escrow.address, leases.address],
+                  [escrow.address])
     deployer.call(escrow, "wire", [challenges.address])
     deployer.call(registry, "wire", [pog.address], escrow.address)
     deployer.call(committee, "wire", [challenges.address])

@@ -55,7 +55,8 @@ KEYSTORE_PASSWORD = "unchained-local-market"  # protects public development keys
 # wrong answers stood.
 FAST_PARAMS = DeployParams(
     challenge_window=45, pog_commit_window=60, root_challenge_period=600, response_window=30,
-    fraud_window=45, vote_window=45, escalation_window=90, unbonding_delay=3600)
+    fraud_window=45, vote_window=45, escalation_window=90, max_job_duration=2 * 3600,
+    unbonding_delay=3 * 3600)  # >= the longest job plus a challenge window (JobEscrow checks)
 
 
 class MarketError(CliError):

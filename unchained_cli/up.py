@@ -37,7 +37,8 @@ CHAIN_ID = 31337
 # result is committed), each shorter than the unbonding delay so that stake stays slashable.
 LOCAL_PARAMS = DeployParams(challenge_window=10 * 60, pog_commit_window=2 * 60, root_challenge_period=DAY,
                             response_window=5 * 60, fraud_window=5 * 60, vote_window=10 * 60,
-                            escalation_window=5 * 60, unbonding_delay=2 * DAY)  # > the PoG windows (the contract checks)
+                            escalation_window=5 * 60, unbonding_delay=2 * DAY,  # > the PoG windows (checked)
+                            max_job_duration=DAY)  # + the challenge window <= the unbonding delay (checked)
 # Settings of a verifier on this network: rounds sized for a CPU, the first one within seconds.
 # The development accounts the printed walkthrough gives each party.
 PROVIDER_ACCOUNT, VERIFIER_ACCOUNT, RENTER_ACCOUNT = 1, 2, 3

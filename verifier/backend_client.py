@@ -113,6 +113,17 @@ class VerifierBackend:
                  for i in body["items"]}
         return JobResult(bytes.fromhex(body["output_root"].removeprefix("0x")), int(body["item_count"]), items)
 
+    def jobs(self, limit: int, offset: int = 0) -> list[dict[str, Any]]:
+        """One page of the backend's jobs (GET /jobs), newest first: an index, trusted for nothing."""
+        return _checked(_call(lambda: self.http.get("/jobs", params={"limit": limit, "offset": offset})),
+                        "jobs").json()
+
+    def signed_result(self, job_id: int) -> dict[str, Any] | None:
+        """The provider's signed result of the job as delivered (SignedJobResult JSON; None:
+        none), checked by the caller against the chain."""
+        body = _checked(_call(lambda: self.http.get(f"/jobs/{job_id}/result")), f"job {job_id} result").json()
+        return body.get("signed")
+
     def output(self, job_id: int, index: int) -> bytes:
         return _checked(_call(lambda: self.http.get(f"/jobs/{job_id}/outputs/{index}")),
                         f"job {job_id} item {index} output").content

@@ -27,6 +27,7 @@ from verifier.links import CeleryProverLink, make_celery
 from verifier.reexec import ReexecLimits
 from verifier.service import VerifierService
 from verifier.settings import Settings
+from verifier.signed_results import SignedResultSlasher
 
 verifier_app = typer.Typer(help="Verifier: stake, run Proof-of-GPU rounds, challenge and slash cheaters.",
                            no_args_is_help=True)
@@ -108,7 +109,7 @@ def run(
         if settings.state_db is None:
             settings = settings.model_copy(update={"state_db": settings.work_dir / "state.sqlite"})
         chain = VerifierChain.connect(settings.rpc_url, known, account)
-        auditor = committee = None
+        auditor = committee = slasher = None
         if settings.backend_url:
             backend_client = VerifierBackend(settings.backend_url, account)
             limits = ReexecLimits(settings.reexec_memory_bytes, settings.reexec_timeout_s)
@@ -118,8 +119,9 @@ def run(
             auditor = JobAuditor(chain, backend_client, reexec, max_attempts=settings.audit_attempts,
                                  backoff_s=settings.audit_backoff_s, parallel=settings.audit_parallel, draw=draw)
             committee = CommitteeMember(chain, backend_client, reexec)
+            slasher = SignedResultSlasher(chain, backend_client)
         service = VerifierService(chain, settings, lambda provider: CeleryProverLink(app, provider),
-                                  auditor=auditor, committee=committee)
+                                  auditor=auditor, committee=committee, slasher=slasher)
         if settings.metrics_port:
             start_http_server(settings.metrics_port, registry=service.metrics.registry)
         console.print(f"verifier {account.address} on {settings.rpc_url}; stake {eth(service.ensure_staked())}",

@@ -27,6 +27,7 @@ from verifier.job_audit import JobAuditor
 from verifier.pog_onchain import ChallengeState, LinkDown, OnchainPog, ProverLink, SeedNotFixed
 from verifier.pog_scheduler import Outcome, PogScheduler, ProviderState, TransientRoundError
 from verifier.settings import Settings
+from verifier.signed_results import SignedResultSlasher
 from verifier.watch import POG_CHALLENGE, POG_ROUND, PROVIDER, watch_chain
 
 logger = logging.getLogger(__name__)
@@ -55,6 +56,7 @@ class VerifierService:
     metrics: VerifierMetrics = field(default_factory=VerifierMetrics)
     auditor: JobAuditor | None = None  # job audits and our job challenges (needs the backend)
     committee: CommitteeMember | None = None  # votes in job disputes opened by others
+    slasher: SignedResultSlasher | None = None  # slashes with providers' signed results (needs the backend)
     watch: WatchedIds | None = None  # default: kept in settings.state_db
 
     def __post_init__(self) -> None:
@@ -134,6 +136,8 @@ class VerifierService:
             self.auditor.tick()
         if self.committee is not None:
             self.committee.tick()
+        if self.slasher is not None:
+            self.slasher.tick()
         self.withdraw_rewards()
 
     def end_rounds(self) -> None:

@@ -199,8 +199,16 @@ class SignedResult(BaseModel):
     outputRoot: str  # noqa: N815
     itemCount: int  # noqa: N815
     resultDigest: str  # noqa: N815
+    commitBy: int  # noqa: N815  chain time by which the provider promised its commit
     provider: str
     signature: str
+
+
+class SignedResultShown(SignedResult):
+    """The signed result as GET /jobs/{id}/result shows it, with what it binds the provider to."""
+
+    binding: bool = Field(description="commitBy is before the job's deadline: a missing commit is slashable with "
+                                      "this signature; not binding: only a commit of another result is")
 
 
 class JobResult(BaseModel):
@@ -208,7 +216,7 @@ class JobResult(BaseModel):
     output_root: str = Field(description="the committed root once on-chain, else the signed one")
     item_count: int
     committed: bool = Field(description="whether the chain holds the result (else: signed, commit pending)")
-    signed: SignedResult | None = Field(default=None, description="the provider's signed result, if delivered")
+    signed: SignedResultShown | None = Field(default=None, description="the provider's signed result, if delivered")
     result_available_at: datetime | None = None
     commit_matches_signed: bool | None = None
     leaf: str = "leaf = keccak256(0x00 || digest); node = keccak256(0x01 || left || right)"

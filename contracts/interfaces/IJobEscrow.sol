@@ -3,6 +3,7 @@ pragma solidity ^0.8.24;
 
 import {IProviderActivity} from "./IProviderActivity.sol";
 import {IStakeLocker} from "./IStakeLocker.sol";
+import {IStakeWatcher} from "./IStakeWatcher.sol";
 
 /// @title Escrow of renters' payments for jobs, one storage slot per job
 /// @notice A renter funds a job in ETH or an ERC-20 (plain tokens only: no fee on transfer, no
@@ -24,7 +25,7 @@ import {IStakeLocker} from "./IStakeLocker.sol";
 /// JobCreated carries every term (the result fields are zero until the commit) and
 /// ResultCommitted the result. Every call that acts on a job takes the Job and reverts with
 /// JobEscrowJobMismatch unless it hashes to the stored jobHash (hashJob(job) to check one).
-interface IJobEscrow is IStakeLocker, IProviderActivity {
+interface IJobEscrow is IStakeLocker, IProviderActivity, IStakeWatcher {
     enum JobStatus {
         None,
         Funded, // renter paid, no result yet
@@ -64,11 +65,15 @@ interface IJobEscrow is IStakeLocker, IProviderActivity {
 
     /// @notice What a provider signs (EIP-712 type JobResult, domain "Unchained JobEscrow" "1"
     /// with this contract's chain id and address; protocol/job_result.py) when the job is computed.
+    /// `commitBy` is the chain time by which the provider promises its commit: the signed result
+    /// binds it to commit at all only when it stated a margin (commitBy < the job's deadline);
+    /// whatever commitBy says, it binds it to commit nothing else.
     struct JobResult {
         uint256 jobId;
         bytes32 outputRoot;
         uint256 itemCount;
         bytes32 resultDigest;
+        uint64 commitBy;
     }
 
     event JobCreated(
@@ -91,7 +96,12 @@ interface IJobEscrow is IStakeLocker, IProviderActivity {
     event JobFrozen(uint256 indexed jobId, address indexed by);
     event JobUnfrozen(uint256 indexed jobId, bool providerAtFault, uint256 renterRefund);
     event Withdrawn(address indexed token, address indexed account, uint256 amount);
-    event SignedResultSlashed(uint256 indexed jobId, address indexed provider, address indexed by, uint256 slashed);
+    /// @notice The provider was slashed `slashed` with a result it signed; `renterRefund` is what
+    /// the renter was credited for the job at the same time (its price when the escrow still held
+    /// it: the provider is paid nothing for a job it was slashed for).
+    event SignedResultSlashed(
+        uint256 indexed jobId, address indexed provider, address indexed by, uint256 slashed, uint256 renterRefund
+    );
 
     error JobEscrowProviderInactive(address provider);
     error JobEscrowZeroPrice();
@@ -131,6 +141,10 @@ interface IJobEscrow is IStakeLocker, IProviderActivity {
     error JobEscrowCancelTooEarly(uint256 jobId, uint64 cancellableAt);
     error JobEscrowCancelAlreadyRequested(uint256 jobId, uint64 cancellableAt);
     error JobEscrowNotRegistry(address caller);
+    error JobEscrowProviderNotBonded(address provider);
+    error JobEscrowNotStaking(address caller);
+    error JobEscrowResultNotBinding(uint256 jobId, uint64 commitBy, uint64 deadline);
+    error JobEscrowUnbondingTooShort(uint256 unbondingDelay, uint256 needed);
 
     /// Hooks used by other Unchained contracts (stable):
 
@@ -146,8 +160,9 @@ interface IJobEscrow is IStakeLocker, IProviderActivity {
     /// DISPUTE_ROLE, and only inside the challenge window.
     function freeze(Job calldata job) external;
 
-    /// @notice Ends a freeze. `providerAtFault` refunds the renter in full; otherwise the job
-    /// becomes finalizable again (at once if its window has passed). Only DISPUTE_ROLE.
+    /// @notice Ends a freeze. `providerAtFault` refunds the renter in full (unless
+    /// slashSignedResult refunded it meanwhile); otherwise the job becomes finalizable again (at
+    /// once if its window has passed). Only DISPUTE_ROLE.
     function resolveFreeze(uint256 jobId, bool providerAtFault) external;
 
     /// @notice Grants DISPUTE_ROLE to `disputers`, once, by the deployer; afterwards nobody can
@@ -158,7 +173,13 @@ interface IJobEscrow is IStakeLocker, IProviderActivity {
 
     /// @notice Funds a job for an active `provider` (registered and not deactivated, as the
     /// registry told this contract: isProviderActive) with msg.value == `price` wei
-    /// (1..MAX_PRICE). Its stake is checked, and locked, where the work is accepted: at commit.
+    /// (1..MAX_PRICE). The provider must have the minimum provider stake bonded and nothing
+    /// unbonding (as Staking last told this contract, IStakeWatcher; Staking.isBondedFor; else
+    /// JobEscrowProviderNotBonded): that stake then stays in
+    /// Staking until at least funding + unbondingDelay >= deadline + challengeWindow, so a signed
+    /// result never committed can still be slashed for a challenge window after the deadline
+    /// (the constructor checks unbondingDelay >= maxJobDuration + challengeWindow). Its stake is
+    /// locked against unbonding where the work is accepted: at commit.
     /// JobCreated carries the whole Job (result fields zero).
     /// @param specHash keccak256 of the canonical job spec
     /// @param deadline unix time by which the result must be committed (in the future, at most
@@ -234,12 +255,16 @@ interface IJobEscrow is IStakeLocker, IProviderActivity {
 
     /// @notice Slashes the job's provider with a result it signed (`signature` over
     /// jobResultDigest(result), result.jobId == job.id) when (a) the job was committed with a
-    /// different outputRoot, itemCount or resultDigest, or (b) the job was never committed and its
-    /// deadline has passed (whether refunded since or still refundable; not a job its renter
-    /// cancelled). Slashes the registry's minimum provider stake (what a job locks) through
-    /// Staking, whose slashRewardBps share goes to the caller (usually the renter, who received
-    /// the signed result) and the rest to Staking's treasury. Once per job; the escrow's money is
-    /// not moved (refundExpired and challenges do that). Anyone may call.
+    /// different outputRoot, itemCount or resultDigest (whatever result.commitBy says), or (b)
+    /// the job was never committed, the provider stated a commit margin (result.commitBy <
+    /// job.deadline, else JobEscrowResultNotBinding) and the deadline has passed (whether
+    /// refunded since or still refundable; not a job its renter cancelled). Slashes the
+    /// registry's minimum provider stake (what a job locks) through Staking, whose
+    /// slashRewardBps share goes to the caller (usually the renter, who received the signed
+    /// result) and the rest to Staking's treasury. The provider is paid nothing for the job: one
+    /// still Funded or Committed (frozen or not) is refunded to its renter here; a Finalized one
+    /// was paid already (a renter slashes within the challenge window to prevent that). Once per
+    /// job. Anyone may call.
     function slashSignedResult(Job calldata job, JobResult calldata result, bytes calldata signature)
         external
         returns (uint256 slashed);
@@ -253,8 +278,8 @@ interface IJobEscrow is IStakeLocker, IProviderActivity {
     /// @notice Pull balance of `account` in `token`.
     function owedTo(address token, address account) external view returns (uint256);
 
-    /// @notice Whether createJob accepts jobs for `provider`: registered and not deactivated, as
-    /// the registry last told this contract (IProviderActivity).
+    /// @notice Whether `provider` is registered and not deactivated, as the registry last told
+    /// this contract (IProviderActivity); createJob also requires Staking.isBondedFor.
     function isProviderActive(address provider) external view returns (bool);
 
     /// @notice Most entries in one commitResults or finalizeJobs call.

@@ -47,6 +47,12 @@ interface IStaking {
     /// @notice Bonded stake of `account` (excluding stake that is unbonding).
     function stakeOf(address account) external view returns (uint256);
 
+    /// @notice Whether `account` has at least `minStake` bonded and nothing unbonding: stake that
+    /// can back new work (JobEscrow funds jobs only for such providers, whose stake then cannot
+    /// leave before now + unbondingDelay). An account that asked to unbond is leaving: no new
+    /// work until its unbonding entry is withdrawn (or slashed to zero).
+    function isBondedFor(address account, uint256 minStake) external view returns (bool);
+
     /// @notice Slashes up to `amount` from `offender` (bonded first, then unbonding).
     /// `rewardRecipient` is credited the reward share, the treasury the rest (pull payments).
     /// @return slashed the amount actually taken (never more than the offender had)
@@ -63,7 +69,8 @@ interface IStaking {
     /// @notice Grants SLASHER_ROLE to `slashers` and LOCKER_ROLE to `lockers`, once, by the
     /// deployer; afterwards nobody can grant or revoke any role. Every locker that is a contract
     /// must implement IStakeLocker: requestUnbond and openWorkOf add what it counts itself.
-    function wire(address[] calldata slashers, address[] calldata lockers) external;
+    /// Every contract in `watchers` (IStakeWatcher: JobEscrow) is told of every stake change.
+    function wire(address[] calldata slashers, address[] calldata lockers, address[] calldata watchers) external;
 
     /// Public API:
 

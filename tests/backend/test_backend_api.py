@@ -19,9 +19,11 @@ from backend import models as m
 from backend.api.app import create_app
 from backend.client import ApiError, BackendClient
 from backend.errors import NotFound, Unauthenticated
+from backend.slash import slash_job
+from backend.wallet import Wallet
 from client.contracts import emitted
 from client.escrow_jobs import read_job
-from protocol.job_result import EscrowDomain, JobResult, JobResultError, SignedJobResult
+from protocol.job_result import EscrowDomain, JobResult, JobResultError, NotSlashable, SignedJobResult
 from protocol.jobs import JobSpec
 from protocol.merkle import InvalidProof, MerkleTree, keccak256, leaf_hash, verify_inclusion
 from protocol.siwe import SiweMessage
@@ -39,6 +41,7 @@ def _sync(client: TestClient) -> None:
     client.app.state.backend.make_indexer().sync()
 
 
+ZERO = "0x" + "00" * 20
 UNSTAKED = 8  # an anvil account that never stakes here: not a verifier
 
 
@@ -359,12 +362,13 @@ def test_outputs_are_accepted_only_under_the_onchain_root(app_client, session, m
 
 def _signed(job_id: int, outputs: list[bytes], signer_index: int, domain: EscrowDomain) -> dict:  # type: ignore[type-arg]
     tree = MerkleTree([leaf_hash(keccak256(o)) for o in outputs])
-    result = JobResult(job_id, "0x" + tree.root.hex(), len(outputs), "0x" + keccak256(b"".join(outputs)).hex())
+    result = JobResult(job_id, "0x" + tree.root.hex(), len(outputs), "0x" + keccak256(b"".join(outputs)).hex(),
+                       1)  # commitBy long before any deadline: binding
     return SignedJobResult.sign(result, domain, support.anvil_key(signer_index)).to_json()
 
 
 def test_signed_result_reaches_the_renter_before_the_commit_and_a_different_commit_is_recorded(
-        app_client, session, market) -> None:  # type: ignore[no-untyped-def]
+        app_client, session, market, chain) -> None:  # type: ignore[no-untyped-def]
     renter, provider, other = _as(app_client, 3), _as(app_client, 1), _as(app_client, 2)
     backend = app_client.app.state.backend
     domain = backend.chain().escrow_domain()
@@ -385,7 +389,7 @@ def test_signed_result_reaches_the_renter_before_the_commit_and_a_different_comm
     assert deliver(provider, _signed(job_id, outputs, 1, elsewhere)) == 403
     # The provider's real signature, but sent by another account's session: refused.
     genuine = _signed(job_id, outputs, 1, domain)
-    shown = {**genuine, "provider": market.provider.lower()}  # addresses shown lower-case
+    shown = {**genuine, "provider": market.provider.lower(), "binding": True}  # addresses shown lower-case
     assert deliver(other, genuine) == 403
     assert deliver(provider, {**genuine, "signature": "0x" + "00" * 65}) == 422  # recovers to nobody
     assert app_client.get(f"/jobs/{job_id}").json()["result_available_at"] is None
@@ -413,6 +417,21 @@ def test_signed_result_reaches_the_renter_before_the_commit_and_a_different_comm
     assert result["committed"] is True and result["output_root"] != "0x" + tree.root.hex()
     assert result["commit_matches_signed"] is False and result["signed"] == shown
     assert app_client.get(f"/jobs/{job_id}").json()["commit_matches_signed"] is False
+
+    # `unchained job slash`: the renter slashes with the signature; the provider is not paid for
+    # the job (its price back to the renter), and the index shows the job refunded.
+    escrow, staking = session.contract("JobEscrow"), session.contract("Staking")
+    stake, owed = staking.functions.stakeOf(market.provider).call(), escrow.functions.owedTo(ZERO, market.renter).call()
+    wallet = Wallet(chain[0].rpc_url, support.anvil_key(3), chain[2])
+    said = slash_job(wallet, renter, job_id)
+    assert "slashed" in said and "not the signed root" in said and "credited back" in said
+    minimum = session.contract("ProviderRegistry").functions.minProviderStake().call()
+    assert staking.functions.stakeOf(market.provider).call() == stake - minimum
+    assert escrow.functions.owedTo(ZERO, market.renter).call() == owed + 10**15
+    _sync(app_client)
+    assert app_client.get(f"/jobs/{job_id}").json()["status"] == "refunded"
+    with pytest.raises(NotSlashable, match="already slashed"):
+        slash_job(wallet, renter, job_id)
 
 
 def test_the_signed_result_and_its_outputs_arrive_in_one_request(app_client, session, market) -> None:  # type: ignore[no-untyped-def]

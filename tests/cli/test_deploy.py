@@ -11,6 +11,10 @@ from web3 import Web3
 from client import contracts
 from client.ports import free_port
 from protocol.deployments import Deployment, DeploymentFormatError
+from unchained_cli.deploy import DeployError, DeployParams, deploy_all
+from unchained_cli.demo import DEMO_PLAN
+from unchained_cli.market import FAST_PARAMS
+from unchained_cli.up import LOCAL_PARAMS
 
 CONTRACTS = {"Staking", "ProviderRegistry", "JobEscrow", "LeaseManager", "ProofOfGpu",
              "DisputeCommittee", "ChallengeManager", "TestStablecoin"}
@@ -71,3 +75,16 @@ def test_deploy_to_a_dead_rpc_fails_with_a_clear_error(tmp_path):
 def test_malformed_deployment_document_is_refused():
     with pytest.raises(DeploymentFormatError):
         Deployment.from_json({"chainId": 1, "contracts": {"Staking": {"address": "0x1"}}})
+
+
+@pytest.mark.parametrize("params", [DeployParams(), LOCAL_PARAMS, FAST_PARAMS, DEMO_PLAN.params])
+def test_every_shipped_parameter_set_keeps_a_signed_result_slashable_after_the_latest_deadline(params):
+    """Attack: with `unchained up`'s 2-day unbonding and 7-day jobs, a provider signed a result,
+    never committed, unbonded at once and withdrew before the deadline: the slash took 0."""
+    params.check()
+    assert params.unbonding_delay >= params.max_job_duration + params.challenge_window
+
+
+def test_an_unbonding_delay_shorter_than_a_job_and_its_slash_window_is_refused_before_deploying():
+    with pytest.raises(DeployError, match="shorter than the longest job"):
+        deploy_all(None, DeployParams(unbonding_delay=2 * 86400, max_job_duration=7 * 86400))  # type: ignore[arg-type]

@@ -27,7 +27,8 @@ runner = CliRunner()
 def chain(tmp_path_factory, chains):
     """The session chain, with a second contract set of its own unbonding delay deployed on it."""
     local = chains.get().local
-    deployment = deploy_all(Deployer.connect(local.rpc_url), DeployParams(unbonding_delay=DELAY))
+    deployment = deploy_all(Deployer.connect(local.rpc_url), DeployParams(unbonding_delay=DELAY,
+                                                                                  max_job_duration=DELAY // 2))
     path = write_deployment(deployment, tmp_path_factory.mktemp("deployments"))
     return ChainSession.connect(local.rpc_url, deployment), local.rpc_url, path
 

@@ -35,7 +35,8 @@ SLASH_REWARD_BPS = 5_000
 MIN_PROVIDER_STAKE = ETHER
 CHALLENGE_WINDOW = DAY
 PROTOCOL_FEE_BPS = 250
-MAX_JOB_DURATION = WEEK
+# JobEscrow requires UNBONDING_DELAY >= MAX_JOB_DURATION + CHALLENGE_WINDOW (a signed result's slash window).
+MAX_JOB_DURATION = 6 * DAY
 CANCEL_GRACE = 10 * 60
 PRICE_PER_GPU_HOUR = 36 * 10**14  # 0.0036 ether an hour: 10**12 wei a second per GPU
 PRICE_PER_JOB_UNIT = 10**12
@@ -248,7 +249,7 @@ def unchained(
         PROVIDER_SLASH, FALSE_CLAIM_SLASH, BOND_FEE_BPS, RESPONSE_WINDOW, FRAUD_WINDOW, ESCALATION_WINDOW,
     )
     challenges = ChallengeManager.deploy(config, sender)
-    staking.wire([challenges, escrow, slasher], [escrow, leases, locker], sender)
+    staking.wire([challenges, escrow, slasher], [escrow, leases, locker], [escrow], sender)
     escrow.wire([challenges, disputer], sender)
     registry.wire([proof_of_gpu, pog], escrow, sender)
     committee.wire([challenges], sender)

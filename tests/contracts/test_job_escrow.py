@@ -130,13 +130,14 @@ def test_only_the_registry_tells_the_escrow_who_is_active(escrow, active_provide
     assert escrow.isProviderActive(active_provider) and not escrow.isProviderActive(stranger)
 
 
-def test_a_provider_below_the_minimum_stake_is_funded_but_cannot_accept_and_the_renter_takes_it_back(
+def test_a_provider_that_drops_below_the_minimum_after_funding_cannot_accept_and_the_renter_takes_it_back(
     escrow, staking, active_provider, renter, custom_error
 ):
-    """Funding checks registration in the escrow's own slot; the stake is checked (and locked)
-    where the job is accepted, at its commit, so an unbonding provider cannot take the job."""
-    staking.requestUnbond(MIN_PROVIDER_STAKE, {"from": active_provider})
+    """Funding requires the minimum bonded and nothing unbonding (test_signed_results covers the
+    refusal); the stake is checked again (and locked) where the job is accepted, at its commit, so
+    a provider that started unbonding after the funding cannot take the job."""
     job_id = escrow.createJob(active_provider, SPEC, PRICE, _deadline(), {"from": renter, "value": PRICE}).return_value
+    staking.requestUnbond(MIN_PROVIDER_STAKE, {"from": active_provider})
     with brownie.reverts(custom_error("StakingBelowMinimum", active_provider, 0, MIN_PROVIDER_STAKE)):
         escrow.commitResult(job_of(escrow, job_id), ROOT, 4, DIGEST, {"from": active_provider})
     cancel_job(escrow, job_id, renter)

@@ -90,6 +90,7 @@ class EscrowMachine:
         self.owed = {a.address: 0 for a in self.accounts}
         self.bonded = {p.address: MIN_PROVIDER_STAKE for p in self.providers}  # register_provider's stake
         self.active = {p.address: True for p in self.providers}  # registered, not deactivated
+        self.unbonding = {p.address: False for p in self.providers}  # asked to unbond (never withdrawn here)
         # Short examples need jobs at every stage: one funded, one committed, one past its commit.
         for pick in range(3):
             self.rule_create(pick * 8, (pick + 1) * ETHER // 10)
@@ -106,9 +107,11 @@ class EscrowMachine:
         renter = self.renters[st_pick % len(self.renters)]
         provider = self.providers[(st_pick // 7) % len(self.providers)]
         deadline = chain.time() + 2 * DAY
-        # Funding checks that the provider is registered and not deactivated; its stake is
-        # checked where the job is accepted, at commit.
-        tx = _attempt(self.active[provider.address], self.escrow.createJob, provider, ROOT, st_price, deadline,
+        # Funding checks that the provider is registered and not deactivated, with the minimum
+        # stake bonded and nothing unbonding; its stake is checked again (and locked) at commit.
+        fundable = (self.active[provider.address] and self.bonded[provider.address] >= MIN_PROVIDER_STAKE
+                    and not self.unbonding[provider.address])
+        tx = _attempt(fundable, self.escrow.createJob, provider, ROOT, st_price, deadline,
                       {"from": renter, "value": st_price})
         if tx:
             self.jobs[tx.return_value] = JobModel(renter, provider, st_price, deadline)
@@ -124,6 +127,7 @@ class EscrowMachine:
         allowed = amount > 0 and self._open_work(provider) == 0
         if _attempt(allowed, self.staking.requestUnbond, amount, {"from": provider}):
             self.bonded[provider.address] = 0
+            self.unbonding[provider.address] = True
 
     def rule_toggle_activity(self, st_pick):
         """The provider deactivates, or reactivates, in the registry, which tells the escrow."""

@@ -253,26 +253,26 @@ def test_wire_refuses_a_locker_contract_that_does_not_count_its_work(
     not_a_locker = TestStablecoin.deploy({"from": admin})
     contract = Staking.deploy(UNBONDING_DELAY, SLASH_REWARD_BPS, treasury, {"from": admin})
     with brownie.reverts():
-        contract.wire([], [escrow, not_a_locker], {"from": admin})
-    contract.wire([], [escrow, leases], {"from": admin})
+        contract.wire([], [escrow, not_a_locker], [], {"from": admin})
+    contract.wire([], [escrow, leases], [], {"from": admin})
     assert contract.openWorkOf(admin) == 0
 
 
 def test_wire_grants_roles_once_and_only_for_the_deployer(Staking, admin, treasury, stranger, custom_error):
     contract = Staking.deploy(UNBONDING_DELAY, SLASH_REWARD_BPS, treasury, {"from": admin})
     with brownie.reverts(custom_error("WiringNotDeployer", stranger)):
-        contract.wire([stranger], [], {"from": stranger})
+        contract.wire([stranger], [], [], {"from": stranger})
     with brownie.reverts(custom_error("WiringTooManyHolders", 5, 4)):
-        contract.wire([stranger] * 5, [], {"from": admin})
+        contract.wire([stranger] * 5, [], [], {"from": admin})
     with brownie.reverts(custom_error("WiringZeroAddress")):
-        contract.wire([brownie.ZERO_ADDRESS], [], {"from": admin})
-    tx = contract.wire([stranger], [admin], {"from": admin})
+        contract.wire([brownie.ZERO_ADDRESS], [], [], {"from": admin})
+    tx = contract.wire([stranger], [admin], [], {"from": admin})
     assert tx.events["Wired"] == {"by": admin}
     assert contract.wired()
     assert contract.hasRole(contract.SLASHER_ROLE(), stranger)
     assert contract.hasRole(contract.LOCKER_ROLE(), admin)
     with brownie.reverts(custom_error("WiringAlreadyDone")):
-        contract.wire([admin], [], {"from": admin})
+        contract.wire([admin], [], [], {"from": admin})
     with brownie.reverts(custom_error("AccessControlUnauthorizedAccount", admin, bytes(32))):
         contract.grantRole(contract.SLASHER_ROLE(), admin, {"from": admin})
     with brownie.reverts(custom_error("AccessControlUnauthorizedAccount", admin, bytes(32))):

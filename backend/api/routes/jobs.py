@@ -39,7 +39,7 @@ from backend.api.schemas import (
     ResultDelivered,
     ResultDelivery,
     ResultItem,
-    SignedResult,
+    SignedResultShown,
 )
 from backend.runtime import Backend
 from protocol.jobs import MAX_ITEMS_PER_READ, MAX_OUTPUTS_BODY_BYTES, MAX_RESULT_BODY_BYTES, MAX_SPEC_BYTES, JobSpec
@@ -115,9 +115,10 @@ def get_result(job_id: JobIdPath, backend: BackendDep, db: DbDep) -> JobResult:
     root, item_count = service.result_root(job) or ("", 0)
     signed = None
     if job.result_signature is not None:
-        signed = SignedResult(jobId=job.job_id, outputRoot=job.signed_output_root, itemCount=job.signed_item_count,
-                              resultDigest=job.signed_result_digest, provider=job.provider,
-                              signature=job.result_signature)
+        signed = SignedResultShown(jobId=job.job_id, outputRoot=job.signed_output_root,
+                                   itemCount=job.signed_item_count, resultDigest=job.signed_result_digest,
+                                   commitBy=job.signed_commit_by or 0, provider=job.provider,
+                                   signature=job.result_signature, binding=bool(job.signed_result_binding()))
     base = backend.settings.base_url
     return JobResult(
         job_id=job.job_id, output_root=root, item_count=item_count, committed=job.output_root is not None,
