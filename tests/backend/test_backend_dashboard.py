@@ -546,7 +546,7 @@ def test_lease_from_the_page_binds_a_signed_key_and_shows_verified_connection_de
 
     cell = f'#leases tr[data-lease="{lease_id}"] td.connection'
     deadline = leases.functions.deliveryDeadline(lease_id).call()
-    page.wait_for_function(f"document.querySelector('{cell}')?.textContent.includes('not delivered yet: the provider must deliver by')")
+    page.wait_for_function(f"document.querySelector('{cell}')?.textContent.includes('not offered yet: the provider must offer by')")
     assert eth_date(deadline) in page.inner_text(cell)
 
     # The provider hands the machine over as provider_agent does: signed details, digest on-chain.
@@ -559,7 +559,16 @@ def test_lease_from_the_page_binds_a_signed_key_and_shows_verified_connection_de
     session.send(leases.functions.offerAccess(lease_id, typed_hash(domain, access)), market.provider2)
     page.wait_for_function(f"document.querySelector('{cell} .access-check')?.textContent.startsWith('verified in this page')",
                            timeout=15_000)
-    assert page.inner_text(f"{cell} .delivery") == "delivered"
+    # Offered is not delivered: the renter certifies delivery from its wallet once it logged in, and
+    # until then stopping refunds everything.
+    delivery = page.inner_text(f"{cell} .delivery")
+    assert delivery.startswith("offered: log in") and "stopping refunds the whole lease" in delivery, delivery
+    assert eth_date(leases.functions.confirmDeadline(lease_id).call()) in delivery
+    assert not leases.functions.isDelivered(lease_id).call()
+    page.click(f"{cell} .confirm-lease")
+    page.wait_for_function(f"document.querySelector('{cell} .delivery')?.textContent === 'delivered: you confirmed your login'",
+                           timeout=15_000)
+    assert leases.functions.isDelivered(lease_id).call() and leases.functions.getDelivery(lease_id).call()[2] > 0
     assert page.get_attribute(f"{cell} .ssh-command .copy", "data-copy") == "ssh -p 40022 lease7@gpu-7.example.org"
     assert FINGERPRINT in page.inner_text(cell) and SSH_KEY in page.inner_text(cell)
 
@@ -785,23 +794,25 @@ def test_slash_call_in_the_page_encodes_as_the_abi_does(browser, server, session
            "price": 10**15, "spec_hash": "0x" + "11" * 32, "deadline": 1_900_000_000, "output_root": "0x" + "22" * 32,
            "item_count": 3, "result_digest": "0x" + "33" * 32}
     signed = {"jobId": 7, "outputRoot": "0x" + "44" * 32, "itemCount": 2, "resultDigest": "0x" + "55" * 32,
-              "provider": job["provider"], "signature": "0x" + "66" * 64 + "1b"}
+              "commitBy": 1_899_999_000, "provider": job["provider"], "signature": "0x" + "66" * 64 + "1b"}
     script = """([job, signed]) => { const { type, values } = signedResultTuple(signed);
         const fn = `slashSignedResult(${JOB_TUPLE},${type},bytes)`;
         return [fn, eth.encodeWithBytes(fn, [...jobWords(job), ...values], signed.signature)]; }"""
     job_tuple = (7, *(Web3.to_checksum_address(job[k]) for k in ("renter", "provider", "token")), 10**15, bytes.fromhex("11" * 32), 1_900_000_000,
                  bytes.fromhex("22" * 32), 3, bytes.fromhex("33" * 32))
-    result = (7, bytes.fromhex("44" * 32), 2, bytes.fromhex("55" * 32))
+    result = (7, bytes.fromhex("44" * 32), 2, bytes.fromhex("55" * 32), 1_899_999_000)
     fn, data = page.evaluate(script, [job, signed])
-    # The struct the deployed JobEscrow takes: the page's call data is web3's.
+    # The struct the deployed JobEscrow takes (commitBy last): the page's call data is web3's.
     assert data == escrow.encode_abi("slashSignedResult", args=[job_tuple, result, bytes.fromhex(signed["signature"][2:])])
-    # A signed result with commitBy: the five-field struct, commitBy last.
-    fn, data = page.evaluate(script, [job, {**signed, "commitBy": 1_899_999_000}])
     types = ["(uint256,address,address,address,uint256,bytes32,uint64,bytes32,uint256,bytes32)",
              "(uint256,bytes32,uint256,bytes32,uint64)", "bytes"]
     assert fn == f"slashSignedResult({','.join(types)})"
     assert data == "0x" + keccak256(fn.encode())[:4].hex() + encode(
-        types, [job_tuple, (*result, 1_899_999_000), bytes.fromhex(signed["signature"][2:])]).hex()
+        types, [job_tuple, result, bytes.fromhex(signed["signature"][2:])]).hex()
+    # A signed result without commitBy is no struct the escrow takes: refused, not sent half-built.
+    refused = page.evaluate(f"(signed) => {{ try {{ ({script})([{json.dumps(job)}, signed]); return ''; }} "
+                            "catch (e) { return e.message; } }", {k: v for k, v in signed.items() if k != "commitBy"})
+    assert "lacks commitBy" in refused, refused
     page.close()
 
 
@@ -815,7 +826,8 @@ def test_signed_result_slash_control_shows_when_and_why_and_slashes_from_the_wal
         job_id = support.funded_job(session, market.renter, market.provider, keccak256(name), 10**15)
         wait_until(lambda: httpx.get(f"{server}/jobs/{job_id}").status_code == 200, 30, f"job {job_id} indexed")
         tree = MerkleTree([leaf_hash(keccak256(o)) for o in outputs])
-        result = JobResult(job_id, "0x" + bytes(tree.root).hex(), len(outputs), "0x" + keccak256(b"".join(outputs)).hex())
+        result = JobResult(job_id, "0x" + bytes(tree.root).hex(), len(outputs), "0x" + keccak256(b"".join(outputs)).hex(),
+                           session.now() + 60)  # a commit promised well before the deadline: binding
         body = SignedJobResult.sign(result, domain, support.anvil_key(1)).to_json()
         response = httpx.put(f"{server}/jobs/{job_id}/signed-result", json=body,
                              headers={"Authorization": f"Bearer {provider_token}"})

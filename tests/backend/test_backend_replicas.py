@@ -115,11 +115,11 @@ def test_two_live_replicas_dispatch_every_job_exactly_once(  # type: ignore[no-u
     try:
         for replica in replicas:
             replica.start_indexer()
-        jobs = [support.funded_job(session, market.renter, market.provider2, keccak256(b"both%d" % i), 10**15)
+        jobs = [support.funded_job(session, market.renter, market.provider, keccak256(b"both%d" % i), 10**15)
                 for i in range(10)]
         wanted = {f"run-job-{j}" for j in jobs}
-        wait_until(lambda: wanted <= set(run_job_ids(redis_url, market.provider2)), 30, "every job dispatched")
-        ids = [i for i in run_job_ids(redis_url, market.provider2) if i in wanted]
+        wait_until(lambda: wanted <= set(run_job_ids(redis_url, market.provider)), 30, "every job dispatched")
+        ids = [i for i in run_job_ids(redis_url, market.provider) if i in wanted]
         assert sorted(ids) == sorted(wanted)  # each once
         assert sum(r.leadership.leading for r in replicas) == 1
         with replicas[0].factory() as db:  # one indexer wrote the events: none twice, none lost

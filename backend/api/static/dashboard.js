@@ -415,11 +415,13 @@ async function renderJob() {
 }
 
 // JobEscrow.slashSignedResult's JobResult built from the signed result's JSON, in the struct's
-// field order: the signed fields, and commitBy when the provider signed one (a five-field struct).
+// field order (protocol/job_result.py JOB_RESULT_TYPES).
+const JOB_RESULT_FIELDS = [["jobId", "uint256"], ["outputRoot", "bytes32"], ["itemCount", "uint256"],
+                           ["resultDigest", "bytes32"], ["commitBy", "uint64"]];
 function signedResultTuple(signed) {
-  const fields = [["jobId", "uint256"], ["outputRoot", "bytes32"], ["itemCount", "uint256"], ["resultDigest", "bytes32"]];
-  if (signed.commitBy != null) fields.push(["commitBy", "uint64"]);
-  return { type: `(${fields.map(([, type]) => type).join(",")})`, values: fields.map(([name]) => signed[name]) };
+  const absent = JOB_RESULT_FIELDS.filter(([name]) => signed[name] == null).map(([name]) => name);
+  if (absent.length) throw new Error(`the signed result lacks ${absent.join(", ")}: not one the escrow takes`);
+  return { type: `(${JOB_RESULT_FIELDS.map(([, type]) => type).join(",")})`, values: JOB_RESULT_FIELDS.map(([name]) => signed[name]) };
 }
 
 // Whether the renter can slash the job's provider with the result it signed, and why not, as
@@ -438,6 +440,7 @@ async function slashAction(job, result) {
     view = await chainJob(reader, job);
   } catch (e) { return { note: `cannot check whether the signed result is slashable: ${e.message}` }; }
   if (view.resultSlashed) return { note: "slashed: the provider was slashed for this job's signed result (once per job)" };
+  if (signed.commitBy == null) return { note: "the signed result names no commit time (commitBy): not one the escrow takes" };
   if (Number(signed.jobId) !== job.job_id || signed.provider.toLowerCase() !== job.provider) {
     return { note: "the signed result is not this job's provider's for this job: not slashable" };
   }
@@ -451,7 +454,7 @@ async function slashAction(job, result) {
       `(${signed.itemCount} items) it signed` };
   }
   if (view.cancelled) return { note: "you cancelled this job: a missing commit of its signed result is not slashable" };
-  if (signed.commitBy != null && Number(signed.commitBy) >= job.deadline) {
+  if (Number(signed.commitBy) >= job.deadline) {
     return { note: `the provider signed to commit by ${eth.date(signed.commitBy)}, not before the deadline: a missing commit is not slashable` };
   }
   const latest = await reader.read("eth_getBlockByNumber", ["latest", false]);
@@ -558,30 +561,44 @@ async function sendTx(contract, fn, args, what, value = 0n, data = eth.encode(fn
 
 // ---- leases ----
 // What the chain says about an active lease's hand-over, read through the wallet (the backend is
-// not trusted for it): the delivery deadline and the LeaseAccess digest the provider confirmed.
+// not trusted for it): the offer deadline, the LeaseAccess digest the provider offered and when,
+// the renter's confirmation, until when stopping refunds everything, and whether it counts as
+// delivered (LeaseManager: confirmed by the renter, or offered and not disputed in time).
 async function leaseChainView(l) {
   if (!state.account || $("chain-warning").hidden === false) return null;
-  const [deadline, delivered] = await Promise.all([
-    call("LeaseManager", "deliveryDeadline(uint256)", [l.lease_id]), call("LeaseManager", "deliveryOf(uint256)", [l.lease_id])]);
-  return { deadline: Number(BigInt(deadline)), delivered: BigInt(delivered) === 0n ? null : delivered.toLowerCase() };
+  const [deadline, delivery, confirmBy, delivered] = await Promise.all([
+    call("LeaseManager", "deliveryDeadline(uint256)", [l.lease_id]), call("LeaseManager", "getDelivery(uint256)", [l.lease_id]),
+    call("LeaseManager", "confirmDeadline(uint256)", [l.lease_id]), call("LeaseManager", "isDelivered(uint256)", [l.lease_id])]);
+  const [offered, , confirmedAt] = eth.words(delivery);
+  return { deadline: Number(BigInt(deadline)), offered: BigInt(offered) === 0n ? null : offered.toLowerCase(),
+           confirmed: BigInt(confirmedAt) !== 0n, confirmBy: Number(BigInt(confirmBy)), delivered: BigInt(delivered) !== 0n };
 }
 const leaseDomain = () => lease.domain(state.deployment.chain_id, state.deployment.contracts.LeaseManager);
 
 // The connection cell says what was checked and by whom: the backend accepted the details only
 // with the provider's EIP-712 signature; the page checks them against the digest the provider
-// confirmed on-chain (confirmDelivery, a transaction only the lease's provider can send).
-function connectionCell(l, view, now) {
-  const missed = view && !view.delivered && now >= view.deadline;
-  const delivery = !view ? "" : view.delivered ? `<div class="delivery ok">delivered</div>`
-    : missed ? `<div class="delivery bad">not delivered by ${eth.date(view.deadline)}: stopping refunds the whole lease</div>`
-    : `<div class="delivery">not delivered yet: the provider must deliver by ${eth.date(view.deadline)}</div>`;
+// offered on-chain (offerAccess, a transaction only the lease's provider can send). Delivery is
+// the renter's to certify (confirmDelivery, from its wallet, once it logged in); until then, and
+// until the confirm deadline, stopping the lease refunds all of it.
+function connectionCell(l, view, now, mine) {
+  const missed = view && !view.offered && now >= view.deadline;
+  const matches = view?.offered && l.access &&
+    view.offered === lease.typedHash(lease.typedData("LeaseAccess", leaseDomain(), l.access));
+  const delivery = !view ? ""
+    : view.confirmed ? `<div class="delivery ok">delivered: you confirmed your login</div>`
+    : view.delivered ? `<div class="delivery ok">delivered: offered and not disputed by ${eth.date(view.confirmBy)}</div>`
+    : view.offered ? `<div class="delivery">offered: log in with the command below, then confirm delivery; until ` +
+        `${eth.date(view.confirmBy)} stopping refunds the whole lease</div>` +
+        (mine && matches ? `<button class="confirm-lease" data-lease="${l.lease_id}" data-access="${view.offered}">` +
+                           "I logged in: confirm delivery</button>" : "")
+    : missed ? `<div class="delivery bad">not offered by ${eth.date(view.deadline)}: stopping refunds the whole lease</div>`
+    : `<div class="delivery">not offered yet: the provider must offer by ${eth.date(view.deadline)}</div>`;
   if (!l.access) return delivery || "no connection details yet";
   let check;
   if (!view) check = `<span>signature checked by the backend only; connect your wallet on chain ${state.deployment.chain_id} to check against the chain</span>`;
-  else if (!view.delivered) check = `<span class="bad">not verified: signed, but not confirmed on-chain</span>`;
-  else if (view.delivered === lease.typedHash(lease.typedData("LeaseAccess", leaseDomain(), l.access))) {
-    check = `<span class="ok">verified in this page: the provider confirmed exactly these details on-chain</span>`;
-  } else check = `<span class="bad">NOT verified: these details differ from what the provider confirmed on-chain; do not connect</span>`;
+  else if (!view.offered) check = `<span class="bad">not verified: signed, but not offered on-chain</span>`;
+  else if (matches) check = `<span class="ok">verified in this page: the provider offered exactly these details on-chain</span>`;
+  else check = `<span class="bad">NOT verified: these details differ from what the provider offered on-chain; do not connect</span>`;
   return `${delivery}<div class="ssh-command">${hash(lease.sshCommand(l.access))}</div>
     <div>host key ${hash(l.access.hostKeyFingerprint)}</div><div class="access-check">${check}</div>`;
 }
@@ -597,7 +614,7 @@ async function loadLeases() {
     return `<tr data-lease="${l.lease_id}"><td>${l.lease_id}</td><td>${hash(l.provider)}</td><td>${l.gpu_count}</td>
       <td>${eth.date(l.ends_at)}</td><td>${active ? eth.duration(l.ends_at - now) : "—"}</td><td>${eth.format(l.paid)}</td>
       <td>${esc(l.status)}${l.ended_by ? ` by ${hash(l.ended_by)}` : ""}</td><td>${eth.format(l.renter_refund)}</td>
-      <td class="connection">${active ? connectionCell(l, views[i], now) : "—"}<div>${key}</div></td>
+      <td class="connection">${active ? connectionCell(l, views[i], now, mine) : "—"}<div>${key}</div></td>
       <td>${active && mine ? `<button class="stop-lease" data-lease="${l.lease_id}">Stop (refund unused time)</button>` : ""}</td></tr>`;
   }).join(""));
 }
@@ -636,6 +653,13 @@ function startedLeaseId(receipt) {
 
 $("leases").onclick = async (e) => {
   const stop = e.target.closest(".stop-lease"), bind = e.target.closest(".bind-key");
+  const confirmed = e.target.closest(".confirm-lease");
+  if (confirmed) {
+    confirmed.disabled = true;
+    sendTx("LeaseManager", "confirmDelivery(uint256,bytes32)", [confirmed.dataset.lease, confirmed.dataset.access],
+           `confirm delivery of lease ${confirmed.dataset.lease}`);
+    return;
+  }
   if (stop) {
     stop.disabled = true;
     sendTx("LeaseManager", "endLease(uint256)", [stop.dataset.lease], `stop lease ${stop.dataset.lease}`);
