@@ -14,14 +14,16 @@ import {IProviderRegistry} from "../../contracts/interfaces/IProviderRegistry.so
 import {IStaking} from "../../contracts/interfaces/IStaking.sol";
 
 /// @notice The contract set deployed and wired as unchained_cli/deploy.py deploy_all does, with
-/// its DeployParams defaults (the treasury is an address of its own here, not the deployer).
+/// its DeployParams defaults (the treasury is an address of its own here, not the deployer). The
+/// unbonding delay is 8 days, the default that covers the longest job plus a challenge window
+/// (JobEscrow's constructor requires it once signed results bind a commit).
 contract Deployment {
     uint256 internal constant DAY = 1 days;
     uint256 internal constant HOUR = 1 hours;
 
     uint256 public constant MIN_PROVIDER_STAKE = 1 ether;
     uint256 public constant MIN_VERIFIER_STAKE = 1 ether;
-    uint64 public constant UNBONDING_DELAY = 7 days;
+    uint64 public constant UNBONDING_DELAY = 8 days;
     uint16 public constant SLASH_REWARD_BPS = 5_000;
     uint16 public constant PROTOCOL_FEE_BPS = 200;
     uint64 public constant CHALLENGE_WINDOW = 1 hours;

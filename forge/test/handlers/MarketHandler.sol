@@ -139,9 +139,12 @@ contract MarketHandler is Cheats {
         eager = eager_;
     }
 
-    /// Moves the clock by up to 8 days (past the unbonding delay); a block every 12 s.
+    /// Moves the clock by up to a minute, an hour, a day or 9 days (past the unbonding delay),
+    /// each scale as likely; a block every 12 s.
     function warp(uint256 seconds_) external step {
-        _advanceTo(block.timestamp + _bound(seconds_, 0, 8 days));
+        uint256 scale = seconds_ % 4;
+        uint256 most = scale == 0 ? 1 minutes : (scale == 1 ? 1 hours : (scale == 2 ? 1 days : 9 days));
+        _advanceTo(block.timestamp + _bound(seconds_ / 4, 0, most));
     }
 
     /// Moves the clock to a deadline or window end of a live object, -1, +0 or +1 s.
@@ -261,7 +264,7 @@ contract MarketHandler is Cheats {
 
     /// The challenged provider answers: P0 always can; P1 when it committed a leaf it can open.
     function respond(uint256 pick) external step {
-        (uint256 id, IChallengeManager.Challenge memory c) = _pickChallenge(pick);
+        (uint256 id, IChallengeManager.Challenge memory c) = _pickChallengeIn(pick, IChallengeManager.Status.Open);
         if (id == 0) return;
         if (c.provider == P0) {
             _respond(id, c);
@@ -273,7 +276,7 @@ contract MarketHandler is Cheats {
 
     /// A escalates whatever it challenged (honest challengers escalate in their duties).
     function escalate(uint256 pick) external step {
-        (uint256 id, IChallengeManager.Challenge memory c) = _pickChallenge(pick);
+        (uint256 id, IChallengeManager.Challenge memory c) = _pickChallengeIn(pick, IChallengeManager.Status.Answered);
         if (id == 0 || c.challenger != A) return;
         vm.prank(A);
         try challenges.escalate(id) {} catch {}
@@ -295,21 +298,21 @@ contract MarketHandler is Cheats {
     }
 
     function settle(uint256 pick, uint256 callerPick) external step {
-        (uint256 id,) = _pickChallenge(pick);
+        (uint256 id,) = _pickChallengeIn(pick, IChallengeManager.Status.Answered);
         if (id == 0) return;
         vm.prank(_anyone(callerPick));
         try challenges.settle(id) {} catch {}
     }
 
     function claimTimeout(uint256 pick, uint256 callerPick) external step {
-        (uint256 id,) = _pickChallenge(pick);
+        (uint256 id,) = _pickChallengeIn(pick, IChallengeManager.Status.Open);
         if (id == 0) return;
         vm.prank(_anyone(callerPick));
         try challenges.claimTimeout(id) {} catch {}
     }
 
     function fixRandomness(uint256 pick, uint256 callerPick) external step {
-        (uint256 id,) = _pickChallenge(pick);
+        (uint256 id,) = _pickChallengeIn(pick, IChallengeManager.Status.Open);
         if (id == 0) return;
         vm.prank(_anyone(callerPick));
         try challenges.fixRandomness(id) {} catch {}
@@ -460,6 +463,56 @@ contract MarketHandler is Cheats {
         }
         _voteHonestly();
         _confirmDeliveries();
+        _collect();
+    }
+
+    /// What honest parties do in their own interest once it is possible (no deadline: they may be
+    /// late, so the fuzzer's own calls of these actions, by anyone, still come first at times):
+    /// P0 finalizes its jobs, R0 takes back its expired jobs, honest challengers claim timeouts
+    /// and resolve their disputes, P0 settles the challenges it answered.
+    function _collect() internal {
+        for (uint256 i; i < _jobs.length; ++i) {
+            IJobEscrow.Job memory j = _jobs[i];
+            IJobEscrow.JobState memory s = escrow.jobState(j.id);
+            if (j.provider == P0 && s.status == IJobEscrow.JobStatus.Committed && !s.frozen && block.timestamp >= s.endsAt) {
+                vm.prank(P0);
+                try escrow.finalize(j) {} catch (bytes memory reason) {
+                    _failWith("honest provider could not finalize", reason);
+                }
+            } else if (j.renter == R0 && s.status == IJobEscrow.JobStatus.Funded && block.timestamp >= j.deadline) {
+                vm.prank(R0);
+                try escrow.refundExpired(j) {} catch (bytes memory reason) {
+                    _failWith("honest renter could not take back an expired job", reason);
+                }
+            }
+        }
+        uint256 count = challenges.challengeCount();
+        for (uint256 id = 1; id <= count; ++id) {
+            IChallengeManager.Challenge memory c = challenges.challenge(id);
+            if (c.status == IChallengeManager.Status.Open && isHonestChallenger(c.challenger) && block.timestamp > c.responseDeadline) {
+                vm.prank(c.challenger);
+                try challenges.claimTimeout(id) {} catch (bytes memory reason) {
+                    _failWith("honest challenger could not claim a timeout", reason);
+                }
+            } else if (
+                c.status == IChallengeManager.Status.Answered && c.provider == P0
+                    && block.timestamp > uint256(c.answeredAt) + d.ESCALATION_WINDOW()
+            ) {
+                vm.prank(P0);
+                try challenges.settle(id) {} catch (bytes memory reason) {
+                    _failWith("honest provider could not settle", reason);
+                }
+            }
+        }
+        count = committee.disputeCount();
+        for (uint256 id = 1; id <= count; ++id) {
+            IDisputeCommittee.Dispute memory dispute = committee.dispute(id);
+            if (dispute.resolved || block.timestamp <= dispute.voteEnd) continue;
+            vm.prank(V1);
+            try committee.resolve(id) {} catch (bytes memory reason) {
+                _failWith("honest voter could not resolve a dispute", reason);
+            }
+        }
     }
 
     function _challengeWrongResults() internal {
@@ -653,6 +706,28 @@ contract MarketHandler is Cheats {
 
     function _pickJob(uint256 pick) internal view returns (IJobEscrow.Job memory j) {
         if (_jobs.length != 0) j = _jobs[pick % _jobs.length];
+    }
+
+    /// A challenge in `status` (the fuzzer's pick among those), else any challenge: actions that
+    /// only work in one status mostly reach a challenge in it.
+    function _pickChallengeIn(uint256 pick, IChallengeManager.Status status)
+        internal
+        view
+        returns (uint256 id, IChallengeManager.Challenge memory c)
+    {
+        uint256 count = challenges.challengeCount();
+        uint256 matching;
+        for (uint256 i = 1; i <= count; ++i) {
+            if (challenges.challenge(i).status == status) ++matching;
+        }
+        if (matching == 0 || pick % 4 == 0) return _pickChallenge(pick / 4);
+        uint256 wanted = pick % matching;
+        for (uint256 i = 1; i <= count; ++i) {
+            c = challenges.challenge(i);
+            if (c.status != status) continue;
+            if (wanted == 0) return (i, c);
+            --wanted;
+        }
     }
 
     function _pickChallenge(uint256 pick) internal view returns (uint256 id, IChallengeManager.Challenge memory c) {
