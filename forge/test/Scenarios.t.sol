@@ -16,13 +16,13 @@ contract ScenariosTest is MarketChecks {
         h.createJob(0, 0, 0.5 ether, 1 days); // R0 funds a job for P0
         h.commit(0, 0);
         h.challengeJob(0, 0, 1, 0); // A challenges the right result
-        h.warp(d.RESPONSE_WINDOW() + 1); // P0 answers at the deadline on the way
+        h.warpExactly(d.RESPONSE_WINDOW() + 1); // P0 answers at the deadline on the way
         h.claimTimeout(0, 3);
         h.escalate(0);
         h.vote(0, true, true); // P1's stake votes the honest provider at fault
-        h.warp(d.VOTE_WINDOW() + 1); // honest voters vote at the last second on the way
+        h.warpExactly(d.VOTE_WINDOW() + 1); // honest voters vote at the last second on the way
         h.resolve(0, 3);
-        h.warp(d.CHALLENGE_WINDOW());
+        h.warpExactly(d.CHALLENGE_WINDOW());
         h.finalize(0, 3);
         checkHonestPartiesNeverLose();
         require(
@@ -51,11 +51,11 @@ contract ScenariosOpenTest is MarketChecks, Cheats {
         vm.deal(attacker, bond);
         vm.prank(attacker);
         challenges.challengeJob{value: bond}(wrong, 1);
-        h.warp(d.RESPONSE_WINDOW());
+        h.warpExactly(d.RESPONSE_WINDOW());
         h.respond(0); // P1 answers (it can open its own root) at its deadline
-        h.warp(d.ESCALATION_WINDOW() + 1);
+        h.warpExactly(d.ESCALATION_WINDOW() + 1);
         h.settle(0, 3); // A's bond goes to P1, the escrow is released
-        h.warp(d.CHALLENGE_WINDOW());
+        h.warpExactly(d.CHALLENGE_WINDOW());
         h.finalize(0, 3);
         checkHonestPartiesNeverLose();
     }

@@ -147,6 +147,11 @@ contract MarketHandler is Cheats {
         _advanceTo(block.timestamp + _bound(seconds_ / 4, 0, most));
     }
 
+    /// Moves the clock by exactly `seconds_` (the scenario tests; not a fuzzed action).
+    function warpExactly(uint256 seconds_) external step {
+        _advanceTo(block.timestamp + seconds_);
+    }
+
     /// Moves the clock to a deadline or window end of a live object, -1, +0 or +1 s.
     function warpToBoundary(uint256 kind, uint256 pick, uint256 offset) external step {
         uint256 boundary = _boundary(kind, pick);
