@@ -52,7 +52,7 @@ contract ScenariosOpenTest is MarketChecks, Cheats {
         vm.prank(attacker);
         challenges.challengeJob{value: bond}(wrong, 1);
         h.warpExactly(d.RESPONSE_WINDOW());
-        h.respond(0); // P1 answers (it can open its own root) at its deadline
+        h.respond(0, false); // P1 answers (it can open its own root) at its deadline
         h.warpExactly(d.ESCALATION_WINDOW() + 1);
         h.settle(0, 3); // A's bond goes to P1, the escrow is released
         h.warpExactly(d.CHALLENGE_WINDOW());
