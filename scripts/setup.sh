@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything Unchained needs into this checkout: the Python virtual environment (.venv),
-# the npm toolchain (solc, anvil, Hardhat, OpenZeppelin) and a Solidity compiler registered with
-# py-solc-x, then compiles the contracts and registers the Hardhat network with brownie. Safe to
-# run again.
+# the npm toolchain (solc, anvil, forge, Hardhat, OpenZeppelin), slither in .venv-slither, and a
+# Solidity compiler registered with py-solc-x, then compiles the contracts and registers the
+# Hardhat network with brownie. Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$PWD"
@@ -25,6 +25,13 @@ fi
 .venv/bin/pip install --quiet --no-deps -e .
 
 npm install --no-audit --no-fund --loglevel=error
+
+# slither (static analysis of the contracts, scripts/slither.sh) pins its own crytic-compile: a
+# venv of its own beside .venv. It compiles through forge (package.json), offline.
+if [ "$(.venv-slither/bin/slither --version 2>/dev/null)" != "0.11.6" ]; then
+  "$python" -m venv .venv-slither
+  .venv-slither/bin/pip install --quiet slither-analyzer==0.11.6
+fi
 
 # Debian's Chromium for the dashboard's browser tests (never a downloaded browser build).
 # Skipped where apt-get is not ours to run; those tests then skip themselves.

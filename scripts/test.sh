@@ -65,6 +65,12 @@ if [ -z "${UNCHAINED_SKIP_HARDHAT:-}" ]; then
   in_background "contracts on Hardhat's node" env UNCHAINED_INVARIANT_EXAMPLES=3 \
     brownie test tests/contracts --network hardhat-local --disable-warnings
 fi
+# Foundry's forge runs the Solidity invariant tests (forge/test: honest parties never lose; 100,000
+# calls, foundry.toml), then slither fails on any finding docs/SLITHER_TRIAGE.md does not explain.
+# One pass, after each other: both compile with solcjs, and CPU is what the others need.
+# ScenariosOpenTest holds attacks not defended yet (docs/THREATS.md): left out until they are.
+in_background "forge invariant tests and slither" bash -c \
+  'node_modules/.bin/forge test --no-match-contract Open && ./scripts/slither.sh'
 # Everything else (protocol, services, end-to-end) with plain pytest; brownie's plugin stays off.
 # The block-time modules wait on blocks most of the time: in the same run as the rest, a worker
 # busy with them leaves the CPU to the other worker and the contract passes.

@@ -89,7 +89,7 @@ interface IProviderRegistry {
     /// @notice Grants POG_ROLE to `pogContracts` and names the JobEscrow told of every provider's
     /// activity, once, by the deployer; afterwards nobody can grant or revoke any role, and
     /// registering reverts (ProviderRegistryNotWired) until then.
-    function wire(address[] calldata pogContracts, IProviderActivity jobEscrow) external;
+    function wire(address[] calldata pogContracts, IProviderActivity jobEscrow_) external;
 
     /// @notice The JobEscrow told whenever a provider registers, deactivates or reactivates
     /// (zero until wired).
