@@ -86,7 +86,9 @@ contract Deployment {
             })
         );
         // The roles deploy_all grants, once.
-        staking.wire(_pair(address(challenges), address(escrow)), _pair(address(escrow), address(leases)));
+        staking.wire(
+            _pair(address(challenges), address(escrow)), _pair(address(escrow), address(leases)), _one(address(escrow))
+        );
         escrow.wire(_one(address(challenges)));
         registry.wire(_one(address(pog)), IProviderActivity(address(escrow)));
         committee.wire(_one(address(challenges)));

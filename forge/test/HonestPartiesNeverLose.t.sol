@@ -36,7 +36,7 @@ contract HonestPartiesNeverLoseTest is MarketChecks {
         s[12] = h.resolve.selector;
         s[13] = h.settle.selector;
         s[14] = h.claimTimeout.selector;
-        s[15] = h.fixRandomness.selector;
+        s[15] = h.mineBlocks.selector;
         s[16] = h.stake.selector;
         s[17] = h.requestUnbond.selector;
         s[18] = h.withdrawUnbonded.selector;

@@ -205,7 +205,7 @@ contract MarketHandler is Cheats {
             (stored.outputRoot, stored.itemCount, stored.resultDigest) = (root, 1, digest);
             resultBad[j.id] = mode != 0;
             _leaf[j.id] = mode == 2 ? bytes32(0) : leaf;
-            if (honest) _p0Signature[j.id] = _signResult(j.id, root, 1, digest);
+            if (honest) _p0Signature[j.id] = _signResult(j.id, root, 1, digest, j.deadline - 1);
             if (shield) _challengeJob(_jobs[j.id - 1], A, 1, d.MIN_BOND());
         } catch {}
     }
@@ -249,7 +249,7 @@ contract MarketHandler is Cheats {
     function slashSignedResult(uint256 pick, bool alter) external step {
         IJobEscrow.Job memory j = _pickJob(pick);
         if (j.id == 0 || j.provider != P0 || _p0Signature[j.id].length == 0) return;
-        IJobEscrow.JobResult memory result = _result(j.id, j.outputRoot, j.itemCount, j.resultDigest);
+        IJobEscrow.JobResult memory result = _result(j.id, j.outputRoot, j.itemCount, j.resultDigest, j.deadline - 1);
         if (alter) result.itemCount = 2;
         vm.prank(A);
         try escrow.slashSignedResult(j, result, _p0Signature[j.id]) {} catch {}
@@ -318,13 +318,6 @@ contract MarketHandler is Cheats {
         if (id == 0) return;
         vm.prank(_anyone(callerPick));
         try challenges.claimTimeout(id) {} catch {}
-    }
-
-    function fixRandomness(uint256 pick, uint256 callerPick) external step {
-        (uint256 id,) = _pickChallengeIn(pick, IChallengeManager.Status.Open);
-        if (id == 0) return;
-        vm.prank(_anyone(callerPick));
-        try challenges.fixRandomness(id) {} catch {}
     }
 
     // ------------------------------------------------------------------ stake
@@ -405,13 +398,14 @@ contract MarketHandler is Cheats {
         try leases.startLease{value: cost}(provider, gpus, duration) {} catch {}
     }
 
-    /// P1 confirms (or not) when it likes; P0 confirms in its duties.
+    /// P1 offers a machine (one that refuses the renter) when it likes, or never; P0 offers in
+    /// its duties. (LeaseManager: the provider offers, the renter confirms after logging in.)
     function confirmDelivery(uint256 pick) external step {
         uint256 count = leases.leaseCount();
         if (count == 0) return;
         uint256 id = 1 + pick % count;
         vm.prank(P1);
-        try leases.confirmDelivery(id, keccak256(abi.encode("access", id))) {} catch {}
+        try leases.offerAccess(id, keccak256(abi.encode("access", id))) {} catch {}
     }
 
     /// Anyone ends a lease (its renter at any time, others once it ran out); checks what the
@@ -421,8 +415,8 @@ contract MarketHandler is Cheats {
         if (count == 0) return;
         uint256 id = 1 + pick % count;
         ILeaseManager.Lease memory lease = leases.getLease(id);
-        bool delivered = leases.deliveryOf(id) != bytes32(0);
-        uint256 deliveryDeadline = leases.deliveryDeadline(id);
+        bool delivered = leases.isDelivered(id);
+        uint256 offeredAt = leases.getDelivery(id).offeredAt;
         uint256 providerBefore = leases.owedTo(lease.provider);
         uint256 renterBefore = leases.owedTo(lease.renter);
         vm.prank(_anyone(callerPick));
@@ -430,10 +424,10 @@ contract MarketHandler is Cheats {
             uint256 earned = leases.owedTo(lease.provider) - providerBefore;
             uint256 refund = leases.owedTo(lease.renter) - renterBefore;
             if (earned + refund != lease.paid) _fail("a lease's payout and refund differ from what it paid");
-            uint256 elapsed = block.timestamp >= lease.endsAt ? lease.endsAt - lease.startedAt : block.timestamp - lease.startedAt;
-            uint256 fair = lease.paid * elapsed / (lease.endsAt - lease.startedAt);
+            uint256 until = block.timestamp >= lease.endsAt ? lease.endsAt : block.timestamp;
+            uint256 fair = offeredAt == 0 ? 0 : lease.paid * (until - offeredAt) / (lease.endsAt - lease.startedAt);
             if (lease.provider == P0 && delivered && earned < fair) _fail("honest provider paid less than the time it leased");
-            if (lease.renter == R0 && !delivered && block.timestamp >= deliveryDeadline && refund != lease.paid) {
+            if (lease.renter == R0 && !delivered && refund != lease.paid) {
                 _fail("honest renter not refunded in full for an undelivered lease");
             }
             if (lease.renter == R0 && earned > fair) _fail("honest renter paid for time it did not lease");
@@ -556,17 +550,34 @@ contract MarketHandler is Cheats {
         }
     }
 
+    /// P0 offers every lease it is paid for; R0 confirms P0's machine once offered and ends a
+    /// lease whose offered machine refuses it (P1's) before its confirm window closes.
     function _confirmDeliveries() internal {
         uint256 count = leases.leaseCount();
         for (uint256 id = 1; id <= count; ++id) {
             ILeaseManager.Lease memory lease = leases.getLease(id);
-            if (lease.provider != P0 || lease.status != ILeaseManager.LeaseStatus.Active) continue;
-            if (leases.deliveryOf(id) != bytes32(0) || block.timestamp >= leases.deliveryDeadline(id)) continue;
-            vm.prank(P0);
-            try leases.confirmDelivery(id, keccak256(abi.encode("access", id))) {
-                ++honestDutiesDone;
-            } catch (bytes memory reason) {
-                _failWith("honest provider could not confirm a delivery", reason);
+            if (lease.status != ILeaseManager.LeaseStatus.Active) continue;
+            ILeaseManager.Delivery memory delivery = leases.getDelivery(id);
+            if (lease.provider == P0 && delivery.accessHash == 0 && block.timestamp < leases.deliveryDeadline(id)) {
+                vm.prank(P0);
+                try leases.offerAccess(id, keccak256(abi.encode("access", id))) {
+                    ++honestDutiesDone;
+                } catch (bytes memory reason) {
+                    _failWith("honest provider could not offer a lease's machine", reason);
+                }
+                delivery = leases.getDelivery(id);
+            }
+            if (lease.renter != R0 || delivery.accessHash == 0 || delivery.confirmedAt != 0) continue;
+            if (block.timestamp >= leases.confirmDeadline(id)) continue;
+            vm.prank(R0);
+            if (lease.provider == P0) {
+                try leases.confirmDelivery(id, delivery.accessHash) {} catch (bytes memory reason) {
+                    _failWith("honest renter could not confirm a delivery", reason);
+                }
+            } else {
+                try leases.endLease(id) {} catch (bytes memory reason) {
+                    _failWith("honest renter could not end an undelivered lease", reason);
+                }
             }
         }
     }
@@ -596,8 +607,13 @@ contract MarketHandler is Cheats {
         count = leases.leaseCount();
         for (uint256 id = 1; id <= count; ++id) {
             ILeaseManager.Lease memory lease = leases.getLease(id);
-            if (lease.provider == P0 && lease.status == ILeaseManager.LeaseStatus.Active && leases.deliveryOf(id) == 0) {
+            if (lease.status != ILeaseManager.LeaseStatus.Active) continue;
+            ILeaseManager.Delivery memory delivery = leases.getDelivery(id);
+            if (lease.provider == P0 && delivery.accessHash == 0) {
                 next = _earliest(next, leases.deliveryDeadline(id) - 1, from);
+            }
+            if (lease.renter == R0 && delivery.accessHash != 0 && delivery.confirmedAt == 0) {
+                next = _earliest(next, leases.confirmDeadline(id) - 1, from);
             }
         }
     }
@@ -665,11 +681,6 @@ contract MarketHandler is Cheats {
     /// P0 answers a challenge with its committed leaf (re-anchoring an expired block first).
     function _respond(uint256 id, IChallengeManager.Challenge memory c) internal {
         if (c.status != IChallengeManager.Status.Open) return;
-        if (c.randomness == bytes32(0) && block.number > uint256(c.anchorBlock) + 256) {
-            vm.prank(P0);
-            challenges.fixRandomness(id);
-            vm.roll(block.number + 1);
-        }
         vm.prank(P0);
         try challenges.respond(id, _leaves(_leaf[c.subject], c.k), new bytes32[][](c.k)) {
             ++honestDutiesDone;
@@ -692,17 +703,23 @@ contract MarketHandler is Cheats {
         registry.register("H100", uuids, 36e14, 1e12, "ipfs://provider");
     }
 
-    /// The EIP-712 result P0 signs (JobEscrow's JobResult: adapt here when its fields change).
-    function _result(uint256 jobId, bytes32 root, uint256 itemCount, bytes32 digest)
+    /// The EIP-712 result P0 signs (JobEscrow's JobResult: adapt here when its fields change). P0
+    /// commits as it signs, so it promises the latest commit time that still binds it (deadline - 1):
+    /// its signature is then evidence against it in every case the escrow knows.
+    function _result(uint256 jobId, bytes32 root, uint256 itemCount, bytes32 digest, uint64 commitBy)
         internal
         pure
         returns (IJobEscrow.JobResult memory)
     {
-        return IJobEscrow.JobResult(jobId, root, itemCount, digest);
+        return IJobEscrow.JobResult(jobId, root, itemCount, digest, commitBy);
     }
 
-    function _signResult(uint256 jobId, bytes32 root, uint256 itemCount, bytes32 digest) internal view returns (bytes memory) {
-        (uint8 v, bytes32 r, bytes32 s) = vm.sign(P0_KEY, escrow.jobResultDigest(_result(jobId, root, itemCount, digest)));
+    function _signResult(uint256 jobId, bytes32 root, uint256 itemCount, bytes32 digest, uint64 commitBy)
+        internal
+        view
+        returns (bytes memory)
+    {
+        (uint8 v, bytes32 r, bytes32 s) = vm.sign(P0_KEY, escrow.jobResultDigest(_result(jobId, root, itemCount, digest, commitBy)));
         return abi.encodePacked(r, s, v);
     }
 
