@@ -568,7 +568,7 @@ def test_lease_from_the_page_binds_a_signed_key_and_shows_verified_connection_de
     page.click(f"{cell} .confirm-lease")
     page.wait_for_function(f"document.querySelector('{cell} .delivery')?.textContent === 'delivered: you confirmed your login'",
                            timeout=15_000)
-    assert leases.functions.isDelivered(lease_id).call() and leases.functions.getDelivery(lease_id).call()[2] > 0
+    assert leases.functions.isDelivered(lease_id).call() and leases.functions.getDelivery(lease_id).call().confirmedAt > 0
     assert page.get_attribute(f"{cell} .ssh-command .copy", "data-copy") == "ssh -p 40022 lease7@gpu-7.example.org"
     assert FINGERPRINT in page.inner_text(cell) and SSH_KEY in page.inner_text(cell)
 

@@ -113,14 +113,14 @@ def test_dispatch_survives_a_broker_outage(chain, session, market, tmp_path, red
     try:
         indexer = backend.make_indexer()
         indexer.sync()  # nothing reaches a dead broker, but the rows remember what is owed
-        job_id = support.funded_job(session, market.renter, market.provider2, keccak256(b"outage"), 10**15)
+        job_id = support.funded_job(session, market.renter, market.provider, keccak256(b"outage"), 10**15)
         indexer.sync()
         from backend.dispatch import make_celery
 
         backend.dispatcher.celery = make_celery(redis_url, backend.task_auth)
         sent = backend.dispatcher.retry_pending()
         assert sent >= 1
-        queue = provider_queue(market.provider2)
+        queue = provider_queue(market.provider)
         sent_jobs = {m["headers"]["id"]: json.loads(base64.b64decode(m["body"]))[0][0]
                      for m in _messages(redis.Redis.from_url(redis_url), queue)}
         assert sent_jobs[f"run-job-{job_id}"]["jobId"] == job_id  # the job, rebuilt from its indexed row

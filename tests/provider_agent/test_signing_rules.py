@@ -183,7 +183,7 @@ def test_leaving_commits_the_signed_results_before_any_stake_unbonds(agent, mark
     with pytest.raises(Exception, match="StakingWorkOpen"):
         agent.leave()
     assert agent.chain.job(job_id).status == JobStatus.COMMITTED
-    assert agent.chain.contract("Staking").functions.unbondingOf(agent.chain.address).call()[0] == 0
+    assert agent.chain.contract("Staking").functions.unbondingOf(agent.chain.address).call().amount == 0
     _settle_open_work(agent)
     agent.leave()  # settled: now it leaves
-    assert agent.chain.contract("Staking").functions.unbondingOf(agent.chain.address).call()[0] > 0
+    assert agent.chain.contract("Staking").functions.unbondingOf(agent.chain.address).call().amount > 0
