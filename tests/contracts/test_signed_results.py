@@ -146,9 +146,10 @@ def test_a_result_signed_without_a_commit_margin_cannot_slash_a_missing_commit(e
     delivers, its commit cannot land before the deadline (JobEscrowDeadlinePassed), it refunds the
     renter, and the renter slashed it with its own signature. A result whose commitBy is not before
     the deadline promised no commit: the renter's slash is refused, the stake stays."""
-    # Due two seconds after the latest block: Hardhat stamps blocks ahead of the wall clock when it
-    # mines several in a second, so the clock alone could name a deadline already past.
-    job_id = _create(escrow, signer, renter, max(brownie.chain.time(), brownie.chain[-1].timestamp) + 2)
+    # Due seconds after a block mined now: a node's clock can run ahead of brownie's (Hardhat keeps
+    # the time moved by earlier modules across snapshot reverts), so only a fresh block tells it.
+    brownie.chain.mine()
+    job_id = _create(escrow, signer, renter, brownie.chain[-1].timestamp + 5)
     deadline = job_view(escrow, job_id)["deadline"]
     signed = JobResult(job_id, ROOT, 10, DIGEST, deadline)  # the provider could not promise a commit in time
     signature = _sign(signer, signed, domain)
