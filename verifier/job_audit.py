@@ -244,16 +244,15 @@ def judge_answer(chain: VerifierChain, backend: VerifierBackend, reexec: JobReex
     return job_id, check_outputs(backend, reexec, job_id, spec, c.root, c.leafCount, list(revealed), revealed)
 
 
-def audit_order(due: list[tuple[JobId, JobView]], must_audit: Callable[[tuple[JobId, JobView]], bool],
-                parallel: int) -> list[tuple[JobId, JobView]]:
-    """A tick's audits: every job that must be audited, then others while fewer than `parallel`
-    run, each group by the end of its window (the closest first). Jobs left out stay due for the
-    next tick until their windows close."""
+def audit_order(due: list[tuple[JobId, JobView]],
+                must_audit: Callable[[tuple[JobId, JobView]], bool]) -> list[tuple[JobId, JobView]]:
+    """A tick's audits in the order the pool takes them: every job that must be audited, then the
+    others (capacity left over), each group by the end of its window (the closest first). Those the
+    pool does not reach before their windows close are skipped by the audit itself."""
     def closing(entry: tuple[JobId, JobView]) -> int:
         return entry[1].challengeWindowEnd
     drawn = sorted((e for e in due if must_audit(e)), key=closing)
-    spare = sorted((e for e in due if not must_audit(e)), key=closing)
-    return drawn + spare[:max(0, parallel - len(drawn))]
+    return drawn + sorted((e for e in due if not must_audit(e)), key=closing)
 
 
 @dataclass
@@ -319,7 +318,7 @@ class JobAuditor:
                 continue
             due.append((JobId(job_id), job))
         audits = [self._audits.submit(self._attempt, job_id, job)
-                  for job_id, job in audit_order(due, lambda entry: self.must_audit(*entry), self.parallel)]
+                  for job_id, job in audit_order(due, lambda entry: self.must_audit(*entry))]
         wait(audits)  # all end before an unexpected error ends the tick: none runs into the next
         for audit in audits:
             audit.result()

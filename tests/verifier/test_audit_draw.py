@@ -90,10 +90,9 @@ def view(job_id: int, window_end: int) -> tuple[JobId, JobView]:
     return JobId(job_id), JobView(job, JobStatus.COMMITTED, False, window_end, window_end - 20, 0)
 
 
-def test_a_busy_verifier_audits_every_drawn_job_first_and_others_only_with_spare_capacity():
+def test_a_busy_verifier_audits_every_drawn_job_first_then_the_others_by_window_end():
     due = [view(1, 150), view(2, 120), view(3, 110), view(4, 130), view(5, 100), view(6, 140)]
     drawn = {2, 4, 6}
-    order = audit_order(due, lambda e: e[0] in drawn, parallel=4)
-    assert [j for j, _ in order] == [2, 4, 6, 5]  # drawn by window end, then the closest undrawn
-    assert [j for j, _ in audit_order(due, lambda e: e[0] in drawn, parallel=2)] == [2, 4, 6]
-    assert [j for j, _ in audit_order(due, lambda e: False, parallel=3)] == [5, 3, 2]
+    order = audit_order(due, lambda e: e[0] in drawn)
+    assert [j for j, _ in order] == [2, 4, 6, 5, 3, 1]  # drawn by window end, then the undrawn ones
+    assert [j for j, _ in audit_order(due, lambda e: False)] == [5, 3, 2, 4, 6, 1]
