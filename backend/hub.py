@@ -126,18 +126,27 @@ def inputs_held(session: Session, content_hashes: Sequence[str], account: str) -
         m.BlobHolder.account == account, m.BlobHolder.content_hash.in_(content_hashes))))
 
 
+def owns_content(session: Session, content_hash: str, account: str) -> bool:
+    """Whether `account` pushed `content_hash` as a model or uploaded it as an input."""
+    return session.get(m.Model, (content_hash, account)) is not None or holds_input(session, content_hash, account)
+
+
 def named_by_jobs_of(session: Session, provider: str | None, content_hash: str) -> bool:
     """Whether a job funded for `provider` (None: any job) has a spec naming `content_hash`
-    (model or input)."""
-    specs = select(m.Job.spec_hash)
+    (model or input) that the job's renter owns. Specs are public and anyone may fund a job
+    naming any hash: without the renter's ownership, a job would open someone else's private
+    model or inputs to a provider who funded it for itself."""
+    jobs = select(m.Job.spec_hash, m.Job.renter)
     if provider is not None:
-        specs = specs.where(m.Job.provider == provider)
+        jobs = jobs.where(m.Job.provider == provider)
     # Only specs whose canonical text holds the hash are parsed (the parse keeps the answer exact):
     # parsing every spec of every job made each fetch dearer as the market grew.
     named = m.JobSpecRecord.canonical.contains(content_hash, autoescape=True)
-    for record in session.scalars(select(m.JobSpecRecord).where(m.JobSpecRecord.spec_hash.in_(specs), named)):
-        spec = JobSpec.parse(record.canonical)
-        if content_hash == spec.model or content_hash in spec.inputs:
+    rows = session.execute(jobs.join(m.JobSpecRecord, m.JobSpecRecord.spec_hash == m.Job.spec_hash).where(named)
+                           .with_only_columns(m.JobSpecRecord.canonical, m.Job.renter))
+    for canonical, renter in rows:
+        spec = JobSpec.parse(canonical)
+        if (content_hash == spec.model or content_hash in spec.inputs) and owns_content(session, content_hash, renter):
             return True
     return False
 
@@ -203,8 +212,7 @@ def content_for(session: Session, content_hash: str, viewer: str | None,
         return Content(digest=content_hash)
     if viewer is None:
         raise Unauthenticated(f"{content_hash} is not public content: sign in as its owner or the job's provider")
-    owned = (session.get(m.Model, (content_hash, viewer)) is not None
-             or holds_input(session, content_hash, viewer))
+    owned = owns_content(session, content_hash, viewer)
     exists = (session.get(m.Blob, content_hash) is not None
               or session.scalars(select(m.Model).where(m.Model.content_hash == content_hash)).first() is not None)
     if exists and (owned or named_by_jobs_of(session, viewer, content_hash)

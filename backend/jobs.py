@@ -273,8 +273,10 @@ def inputs_page(session: Session, blobs: BlobStore, job_id: int, indices: list[i
     spec = JobSpec.parse(get_spec(session, job.spec_hash).canonical)
     asked = _asked(indices, len(spec.inputs))
     names = {i: spec.inputs[i] for i in asked}
+    # Only what the job's renter uploaded: a job naming someone else's inputs lends nothing.
     held = {row.content_hash: row.size for row in session.scalars(
-        select(m.Blob).where(m.Blob.content_hash.in_(set(names.values()))))}
+        select(m.Blob).join(m.BlobHolder, m.BlobHolder.content_hash == m.Blob.content_hash)
+        .where(m.Blob.content_hash.in_(set(names.values())), m.BlobHolder.account == job.renter))}
     return _page(asked, {i: (name, held[name], []) for i, name in names.items() if name in held}, blobs)
 
 

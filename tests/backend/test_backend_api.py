@@ -553,6 +553,28 @@ def test_blobs_serve_specs_and_public_models_openly_and_the_rest_to_the_jobs_pro
     assert app_client.get(f"/blobs/{private_model}", headers=competitor._auth()).status_code == 404
 
 
+def test_a_job_naming_someone_elses_private_content_opens_nothing(app_client, session, market) -> None:  # type: ignore[no-untyped-def]
+    """Specs are public and name their content's hashes: a provider who reads one may fund a job of
+    its own (from another account, for itself) naming the victim's private model and inputs. That
+    job must not open them: a job lends its provider only what its renter owns."""
+    victim, provider, verifier = _as(app_client, 3), _as(app_client, 1), _as(app_client, 4)
+    model_bytes = support.Tagged.onnx(5.0)
+    private_model = victim.push_model(model_bytes, "secret", "onnx", private=True)["content_hash"]
+    item = victim.upload_input(b"victim-input")
+    spec = JobSpec(model=private_model, model_format="onnx", inputs=(item,), batch_size=1, tolerance_ppm=0,
+                   deadline=session.now() + 3600, price_wei=10**15, provider=market.provider)
+    accomplice = _as(app_client, UNSTAKED)  # the provider's own second account, as the job's renter
+    accomplice.store_spec(spec.canonical())
+    job_id = support.funded_job(session, support.anvil_key(UNSTAKED).address, market.provider, spec.spec_hash, 10**15)
+    _sync(app_client)
+    for reader in (provider, verifier, accomplice):
+        for content in (private_model, item):
+            assert app_client.get(f"/blobs/{content}", headers=reader._auth()).status_code == 404
+    assert app_client.get(f"/inputs/{item}", headers=provider._auth()).status_code == 403
+    page = app_client.get(f"/jobs/{job_id}/inputs", headers=provider._auth()).json()
+    assert page["items"] == [] and page["missing"] == [0]
+
+
 def test_provider_reports_failures_and_mining_yield(app_client, market) -> None:  # type: ignore[no-untyped-def]
     provider, stranger = _as(app_client, 1), _as(app_client, 4)
     body = {"jobId": 1, "kind": "bad-input", "error": "model does not load"}
