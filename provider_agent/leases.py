@@ -38,7 +38,8 @@ from protocol.ids import LeaseId
 from protocol.lease_access import NO_IMAGE, LeaseKey, LeaseMessageError, sign, typed_hash, verify
 from provider_agent import ProviderAgentError
 from provider_agent.backend_client import BackendClient
-from provider_agent.cache import ContentCache, ContentError, ContentSource, ContentUnavailable, DirectorySource, HttpSource
+from provider_agent.cache import (ContentCache, ContentError, ContentSource, ContentUnavailable, DirectorySource,
+                                  HttpSource)
 from provider_agent.chain import ProviderChain
 from provider_agent.lease_env import LeaseEnvironments, LeaseImageRefused
 from provider_agent.mining import MiningSupervisor

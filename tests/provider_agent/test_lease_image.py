@@ -96,7 +96,7 @@ def _offered(market, lease_id: int) -> bool:  # type: ignore[no-untyped-def]
 def _ssh(key: Path, port: int, command: str) -> subprocess.CompletedProcess:
     return subprocess.run(["ssh", "-i", str(key), "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
                            "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-                           "-o", "LogLevel=ERROR", "-p", str(port), f"root@127.0.0.1", command],
+                           "-o", "LogLevel=ERROR", "-p", str(port), "root@127.0.0.1", command],
                           capture_output=True, text=True, timeout=60)
 
 
