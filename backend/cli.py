@@ -421,6 +421,9 @@ def lease_start(
     wait: Annotated[float, typer.Option(min=0, help="Seconds to wait for the provider's connection details.")] = 300,
     identity: Annotated[Path | None, typer.Option("--identity", "-i", help="Private key to check the login with; "
                                                   "default: --ssh-key without .pub.")] = None,
+    image: Annotated[Path | None, typer.Option("--image", exists=True, dir_okay=False, help=(
+        "Root file system tarball (plain or compressed) the machine boots instead of the provider's system; "
+        "uploaded privately before paying, its hash signed with your key."))] = None,
     backend: BackendUrl = DEFAULT_BACKEND,
     rpc: Rpc = DEFAULT_RPC,
     deployment: DeploymentFile = None,
@@ -429,8 +432,9 @@ def lease_start(
     provider hands the machine over; then log in once (host key pinned) and confirm the delivery
     on-chain, or, if the machine refuses you, stop the lease for a full refund. Prints the ssh
     command. Unused time is refunded when you stop."""
-    from backend.renter import LoginFailed, bind_ssh_key, check_login, confirm_delivery, wait_for_access
-    from protocol.lease_access import normalize_ssh_key
+    from backend.renter import (LoginFailed, bind_ssh_key, check_login, confirm_delivery, upload_lease_image,
+                                wait_for_access)
+    from protocol.lease_access import NO_IMAGE, normalize_ssh_key
 
     try:
         public_key = normalize_ssh_key(ssh_key.read_text())  # before paying: a bad key loses nothing
@@ -438,12 +442,16 @@ def lease_start(
         raise typer.BadParameter(f"{ssh_key}: {exc.strerror} (create one with `ssh-keygen -t ed25519`)",
                                  param_hint="--ssh-key") from exc
     wallet = Wallet(rpc, load_keystore(keystore, password_file), deployment)
-    client = BackendClient.connect(backend)
+    client = BackendClient.connect(backend, wallet.account if image is not None else None)  # uploads sign in
     check_lease(wallet, provider, gpus, int(hours * 3600))
+    image_hash = NO_IMAGE
+    if image is not None:  # before paying: an image the backend refuses loses nothing
+        image_hash = upload_lease_image(client, image)
+        console.print(f"image {image} uploaded as {image_hash}", soft_wrap=True, highlight=False)
     lease_id, cost, tx_hash = start_lease(wallet, provider, gpus, int(hours * 3600))
     console.print(f"lease {lease_id}: {gpus} GPU(s) of {provider} for {hours} h, paid "
                   f"{Web3.from_wei(cost, 'ether')} ETH (tx 0x{tx_hash.hex()})", soft_wrap=True)
-    bind_ssh_key(client, wallet, lease_id, public_key)
+    bind_ssh_key(client, wallet, lease_id, public_key, image=image_hash)
     console.print(f"SSH key {ssh_key} bound to lease {lease_id}; waiting for the provider (up to {wait:.0f} s)")
     access = wait_for_access(client, wallet, lease_id, wait)
     key = identity or ssh_key.with_suffix("")

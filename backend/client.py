@@ -113,6 +113,10 @@ class BackendClient:
         """Dry run (POST /models/{hash}/check): the inputs, as one batch, through the model."""
         return self._call("POST", f"/models/{content_hash}/check", signed=True, json={"inputs": inputs}).json()
 
+    def upload_lease_image(self, data: bytes) -> str:
+        """POST /lease-images: a root file system tarball; returns its content hash."""
+        return self._call("POST", "/lease-images", signed=True, content=data).json()["content_hash"]
+
     def upload_input(self, data: bytes) -> str:
         return self._call("POST", "/inputs", signed=True, content=data).json()["content_hash"]
 

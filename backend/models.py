@@ -180,6 +180,7 @@ class Lease(Base):
     # provider, its hash bound on-chain by offerAccess).
     ssh_public_key: Mapped[str | None] = mapped_column(Text, nullable=True)
     key_signature: Mapped[str | None] = mapped_column(String(132), nullable=True)
+    image: Mapped[str | None] = mapped_column(Hex32, nullable=True)  # LeaseKey.image, signed with the key
     access: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)  # LeaseAccess.message()
     access_signature: Mapped[str | None] = mapped_column(String(132), nullable=True)
 
@@ -264,6 +265,18 @@ class BlobHolder(Base):
     __tablename__ = "blob_holders"
     content_hash: Mapped[str] = mapped_column(Hex32, primary_key=True)
     account: Mapped[str] = mapped_column(Address, primary_key=True)
+
+
+class LeaseImage(Base):
+    """A renter's lease image (a root file system tarball), content-addressed. One entry per
+    (bytes, uploader); it is served to its uploader and to the provider of a lease whose
+    renter-signed key names it, where that renter uploaded it (backend.lease_images)."""
+
+    __tablename__ = "lease_images"
+    content_hash: Mapped[str] = mapped_column(Hex32, primary_key=True)
+    owner: Mapped[str] = mapped_column(Address, primary_key=True)
+    size: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
 class JobSpecRecord(Base):

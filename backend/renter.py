@@ -21,8 +21,9 @@ from client import blocks
 from client.contracts import emitted
 from protocol.enums import LeaseStatus
 from protocol.jobs import JobSpec, JobSpecError, decode_output
-from protocol.lease_access import (LeaseAccess, LeaseDomain, LeaseKey, LeaseMessageError, normalize_ssh_key, sign,
-                                   typed_hash, verify)
+from protocol.lease_access import (NO_IMAGE, LeaseAccess, LeaseDomain, LeaseKey, LeaseMessageError, normalize_ssh_key,
+                                   sign, typed_hash, verify)
+from protocol.merkle import keccak256
 
 
 @dataclass(frozen=True)
@@ -178,15 +179,29 @@ def lease_domain(wallet: Wallet) -> LeaseDomain:
     return LeaseDomain(wallet.deployment.chain_id, wallet.contract("LeaseManager").address)
 
 
-def bind_ssh_key(client: BackendClient, wallet: Wallet, lease_id: int, public_key: str, timeout_s: float = 60) -> None:
-    """Signs (EIP-712 LeaseKey) and hands the lease's SSH public key to the backend, waiting up to
-    `timeout_s` for the backend to have indexed the lease."""
-    key = LeaseKey(lease_id, normalize_ssh_key(public_key))
+def upload_lease_image(client: BackendClient, image: Path) -> str:
+    """Uploads a root file system tarball (POST /lease-images, before anything is paid) and
+    returns its content hash, computed here: the hash the renter signs is that of its own bytes,
+    whatever the backend answers."""
+    data = image.read_bytes()
+    digest = "0x" + keccak256(data).hex()
+    stored = client.upload_lease_image(data)
+    if stored != digest:
+        raise BackendError(f"the backend stored {image} as {stored}, but its bytes hash to {digest}")
+    return digest
+
+
+def bind_ssh_key(client: BackendClient, wallet: Wallet, lease_id: int, public_key: str, timeout_s: float = 60,
+                 image: str = NO_IMAGE) -> None:
+    """Signs (EIP-712 LeaseKey) and hands the lease's SSH public key and image to the backend,
+    waiting up to `timeout_s` for the backend to have indexed the lease."""
+    key = LeaseKey(lease_id, normalize_ssh_key(public_key), image)
     signature = "0x" + sign(lease_domain(wallet), key, wallet.account.key).hex()
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            client.put(f"/leases/{lease_id}/key", {"sshPublicKey": key.ssh_public_key, "signature": signature})
+            client.put(f"/leases/{lease_id}/key", {"sshPublicKey": key.ssh_public_key, "image": key.image,
+                                                   "signature": signature})
             return
         except ApiError as exc:
             if exc.status != 404 or time.monotonic() > deadline:

@@ -73,6 +73,7 @@ class Settings(BaseModel):
     max_model_bytes: int = Field(default=256 * 1024 * 1024, ge=1)
     max_input_bytes: int = Field(default=16 * 1024 * 1024, ge=1)
     max_output_bytes: int = Field(default=64 * 1024 * 1024, ge=1)
+    max_lease_image_bytes: int = Field(default=2 * 1024 * 1024 * 1024, ge=1)  # a renter's root file system tarball
     # The address clients reach this backend at (SIWE domain, result URLs); empty: derived from
     # the host and port `backend serve` binds (`with_listen_address`), so any port signs in.
     public_url: str = ""

@@ -2,9 +2,11 @@
 
 Two messages, both bound to one lease of one LeaseManager on one chain (the EIP-712 domain):
 
-- `LeaseKey`: the renter's wallet signs the SSH public key it will log in with. The provider
-  accepts that key for that lease and no other, and only when the signer is the lease's renter
-  on-chain, so nobody else (not the backend that relays it) can put a key on a lease.
+- `LeaseKey`: the renter's wallet signs the SSH public key it will log in with and the image its
+  machine boots (the keccak256 of a root file system tarball the renter uploaded, or zero for the
+  provider's default). The provider accepts that key and image for that lease and no other, and
+  only when the signer is the lease's renter on-chain, so nobody else (not the backend that
+  relays them) can put a key or an image on a lease.
 - `LeaseAccess`: the provider signs where the lease's machine answers (host, port, user, the SSH
   host key's SHA-256 fingerprint). The renter checks the signer against the lease's provider and
   pins the host key; the provider binds the message's EIP-712 hash on-chain
@@ -34,9 +36,12 @@ _SSH_KEY = re.compile(r"^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)|sk-s
 _HOST = re.compile(r"^[A-Za-z0-9.\-:\[\]]{1,253}$")
 _USER = re.compile(r"^[a-z_][a-z0-9_\-]{0,31}$")
 _FINGERPRINT = re.compile(r"^SHA256:[A-Za-z0-9+/]{43}$")
+_HASH = re.compile(r"^0x[0-9a-f]{64}$")
+NO_IMAGE = "0x" + "00" * 32  # the lease boots the provider's default root file system
 
 _TYPES: dict[str, list[dict[str, str]]] = {
-    "LeaseKey": [{"name": "leaseId", "type": "uint256"}, {"name": "sshPublicKey", "type": "string"}],
+    "LeaseKey": [{"name": "leaseId", "type": "uint256"}, {"name": "sshPublicKey", "type": "string"},
+                 {"name": "image", "type": "bytes32"}],
     "LeaseAccess": [{"name": "leaseId", "type": "uint256"}, {"name": "host", "type": "string"},
                     {"name": "port", "type": "uint16"}, {"name": "user", "type": "string"},
                     {"name": "hostKeyFingerprint", "type": "string"}],
@@ -75,15 +80,22 @@ def normalize_ssh_key(text: str) -> str:
 class LeaseKey:
     lease_id: int
     ssh_public_key: str
+    image: str = NO_IMAGE  # keccak256 of the renter's root file system tarball (0x + 64 lower-case hex)
 
     def __post_init__(self) -> None:
         if not 0 < self.lease_id < 2**256:
             raise LeaseMessageError(f"leaseId {self.lease_id}: out of range")
         if normalize_ssh_key(self.ssh_public_key) != self.ssh_public_key:
             raise LeaseMessageError("SSH public key: not in its one-line form")
+        if not _HASH.match(self.image):
+            raise LeaseMessageError(f"image {self.image!r}: expected a content hash, 0x and 64 lower-case hex digits")
+
+    @property
+    def has_image(self) -> bool:
+        return self.image != NO_IMAGE
 
     def message(self) -> dict[str, Any]:
-        return {"leaseId": self.lease_id, "sshPublicKey": self.ssh_public_key}
+        return {"leaseId": self.lease_id, "sshPublicKey": self.ssh_public_key, "image": self.image}
 
 
 @dataclass(frozen=True)
@@ -161,5 +173,5 @@ def verify(domain: LeaseDomain, what: LeaseKey | LeaseAccess, signature: bytes, 
                                 f"not by {to_checksum_address(expected_signer)}")
 
 
-__all__ = ["DOMAIN_NAME", "DOMAIN_VERSION", "LeaseAccess", "LeaseDomain", "LeaseKey", "LeaseMessageError",
+__all__ = ["DOMAIN_NAME", "DOMAIN_VERSION", "NO_IMAGE", "LeaseAccess", "LeaseDomain", "LeaseKey", "LeaseMessageError",
            "normalize_ssh_key", "recover", "sign", "typed_hash", "verify"]

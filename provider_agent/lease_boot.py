@@ -3,10 +3,10 @@ CONFIG`; standard library only).
 
 In a private mount namespace of its own (nothing it mounts is seen by the host or outlives the
 sandbox) it
-- mounts a tmpfs of the lease's disk share (`size=`) at the staging directory: the sandbox's root
-  file system (the renter's image unpacked, or a skeleton over which the host's system is bound
-  read-only), its /tmp, its home and its /dev/shm all live in it, so together they can never hold
-  more than the share;
+- mounts a tmpfs of the lease's disk share (`size=`; `nr_inodes=` bounds its files) at the
+  staging directory: the sandbox's root file system (the renter's image unpacked, or a skeleton
+  over which the host's system is bound read-only), its /tmp, its home and its /dev/shm all live
+  in it, so together they can never hold more than the share;
 - unpacks the renter's image there: a root file system as a directory, a tarball, or an OCI image
   layout (layers applied in order, whiteouts honoured); links and paths that leave the root,
   setuid bits and device nodes (the mount is nosuid, nodev) are refused or inert;
@@ -14,7 +14,8 @@ sandbox) it
   Python under /root, device nodes) into the staging directory;
 - drops to the lease's own unprivileged host user (no supplementary groups) and executes
   bubblewrap, which then builds the sandbox from the staging directory alone.
-Errors go to stderr (a pipe the agent reads) and end it with status 2.
+Errors go to stderr (a pipe the agent reads) and end it with status 2, or IMAGE_REFUSED (3) when
+the renter's image is at fault.
 """
 
 from __future__ import annotations
@@ -36,6 +37,14 @@ class BootError(Exception):
     pass
 
 
+class ImageRefused(BootError):
+    """The renter's image cannot be the lease's root: it leaves the root, does not fit the disk or
+    does not unpack (exit status IMAGE_REFUSED, so the agent tells it from its own failures)."""
+
+
+IMAGE_REFUSED = 3
+
+
 def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
     if _libc.mount(source and source.encode(), target.encode(), fstype and fstype.encode(), ctypes.c_ulong(flags),
                    data and data.encode()) != 0:
@@ -43,17 +52,22 @@ def _mount(source: str | None, target: str, fstype: str | None, flags: int, data
         raise BootError(f"mount {source} on {target}: {os.strerror(errno)}")
 
 
-def _safe_members(archive: tarfile.TarFile, root: Path) -> list[tarfile.TarInfo]:
-    """The archive's members, less whiteouts, which are applied to `root` here (OCI layers)."""
+def _safe_members(archive: tarfile.TarFile, root: Path, max_files: int) -> list[tarfile.TarInfo]:
+    """The archive's members, less whiteouts, which are applied to `root` here (OCI layers).
+    More than `max_files` members are refused as they are read: a small archive of millions of
+    empty files would otherwise hold this process's memory and the tmpfs's inodes, which the
+    disk's byte size does not bound."""
     keep = []
-    for member in archive.getmembers():
+    for count, member in enumerate(archive, 1):
+        if count > max_files:
+            raise ImageRefused(f"image: more than {max_files} files, the most the lease's disk takes")
         name = member.name.lstrip("/")
         base = os.path.basename(name)
         if base.startswith(".wh."):
             parent = (root / os.path.dirname(name)).resolve()  # through links of earlier layers too
             hidden = base[len(".wh."):]
             if not parent.is_relative_to(root) or (base != ".wh..wh..opq" and hidden in ("", ".", "..")):
-                raise BootError(f"image: whiteout {member.name} leaves the root")
+                raise ImageRefused(f"image: whiteout {member.name} leaves the root")
             if base == ".wh..wh..opq":
                 for child in parent.iterdir() if parent.is_dir() else []:
                     _remove(child)
@@ -71,9 +85,9 @@ def _remove(path: Path) -> None:
         path.unlink()
 
 
-def _extract(tar_path: Path, root: Path) -> None:
+def _extract(tar_path: Path, root: Path, max_files: int) -> None:
     with tarfile.open(tar_path, "r:*") as archive:  # plain or compressed, told by its header
-        members = _safe_members(archive, root)
+        members = _safe_members(archive, root, max_files)
         archive.extractall(root, members=members, filter=_image_filter)
 
 
@@ -92,25 +106,25 @@ def _image_filter(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
     return member
 
 
-def unpack_image(image: Path, root: Path) -> None:
+def unpack_image(image: Path, root: Path, max_files: int) -> None:
     """Puts the image's files under `root` (which exists and is empty)."""
     if (image / "oci-layout").is_file():
         index = json.loads((image / "index.json").read_text())
         manifest = json.loads(_blob(image, index["manifests"][0]["digest"]).read_text())
         for layer in manifest["layers"]:
-            _extract(_blob(image, layer["digest"]), root)
+            _extract(_blob(image, layer["digest"]), root, max_files)
     elif image.is_dir():
         shutil.copytree(image, root, symlinks=True, dirs_exist_ok=True)
     elif image.is_file():
-        _extract(image, root)
+        _extract(image, root, max_files)
     else:
-        raise BootError(f"image {image}: neither a directory, a tarball nor an OCI image layout")
+        raise ImageRefused(f"image {image}: neither a directory, a tarball nor an OCI image layout")
 
 
 def _blob(layout: Path, digest: str) -> Path:
     algorithm, _, value = digest.partition(":")
     if algorithm != "sha256" or not value.isalnum():
-        raise BootError(f"image: unsupported digest {digest!r}")
+        raise ImageRefused(f"image: unsupported digest {digest!r}")
     return layout / "blobs" / "sha256" / value
 
 
@@ -131,13 +145,14 @@ def boot(config: dict) -> None:
     _mount("unchained-lease", str(stage), "tmpfs", MS_NOSUID | MS_NODEV, "size=4m,mode=0755")
     disk = stage / "disk"
     disk.mkdir()
+    max_files = int(config["max_files"])
     _mount("unchained-lease-disk", str(disk), "tmpfs", MS_NOSUID | MS_NODEV,
-           f"size={int(config['disk_bytes'])},mode=0755,uid={uid},gid={gid}")
+           f"size={int(config['disk_bytes'])},nr_inodes={max_files},mode=0755,uid={uid},gid={gid}")
     root = disk / "root"
     root.mkdir()
     try:
         if config.get("image"):
-            unpack_image(Path(config["image"]), root)
+            unpack_image(Path(config["image"]), root, max_files)
         for sub, mode in (("proc", 0o555), ("dev", 0o755), ("tmp", 0o1777), ("etc", 0o755),
                           (config["home"].lstrip("/"), 0o700)):
             (root / sub).mkdir(mode=mode, parents=True, exist_ok=True)
@@ -150,7 +165,7 @@ def boot(config: dict) -> None:
         os.chmod(disk / "shm", 0o1777)
         _chown_tree(disk, uid, gid)
     except (OSError, tarfile.TarError, KeyError, ValueError) as exc:  # a filter's refusal is a TarError
-        raise BootError(f"image refused: it does not fit the lease's disk, leaves its root or cannot be "
+        raise ImageRefused(f"image refused: it does not fit the lease's disk, leaves its root or cannot be "
                         f"unpacked ({type(exc).__name__}: {exc})") from exc
     binds = stage / "bind"
     binds.mkdir()
@@ -176,7 +191,7 @@ def main() -> None:
         boot(json.loads(Path(sys.argv[1]).read_text()))
     except (BootError, OSError) as exc:
         print(f"lease boot: {exc}", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(IMAGE_REFUSED if isinstance(exc, ImageRefused) else 2)
 
 
 if __name__ == "__main__":

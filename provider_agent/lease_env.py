@@ -61,6 +61,7 @@ from pathlib import Path
 from protocol.lease_access import LeaseAccess, normalize_ssh_key
 from client.ports import free_port
 from provider_agent import ProviderAgentError
+from provider_agent.lease_boot import IMAGE_REFUSED
 from provider_agent.lease_seccomp import SeccompUnsupported, program as seccomp_program
 
 log = logging.getLogger(__name__)
@@ -97,10 +98,21 @@ ENV_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # A static busybox from the host runs the sandbox's idle process when the image is the renter's
 # (an image need not have `sleep`); Debian's busybox-static.
 STATIC_SLEEPER = Path("/bin/busybox")
+# Files (inodes) a lease's disk holds: one per BYTES_PER_FILE of its share, at least MIN_FILES.
+# Root file systems average well over 8 KiB a file (Debian's slim images about 12 KiB); a tmpfs's
+# default, half the host's memory pages, would let an image of millions of empty files (a small
+# archive) pin the host's kernel memory.
+BYTES_PER_FILE = 8192
+MIN_FILES = 4096
 
 
 class LeaseEnvError(ProviderAgentError):
     """A lease environment could not be created or removed; the message says what is missing."""
+
+
+class LeaseImageRefused(LeaseEnvError):
+    """The renter's image cannot be the lease's root: it is missing, not what its hash says, leaves
+    its root, does not fit the lease's disk or does not unpack. The renter's fault, not the host's."""
 
 
 @dataclass(frozen=True)
@@ -282,7 +294,7 @@ class LeaseEnvironments:
         self.check_tools(image)
         key = normalize_ssh_key(ssh_public_key)
         if image is not None and not Path(image).exists():
-            raise LeaseEnvError(f"lease {lease_id}: image {image} not found")
+            raise LeaseImageRefused(f"lease {lease_id}: image {image} not found")
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
         with open(self.root / ".lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # GPU allocation across the worker's processes
@@ -375,6 +387,7 @@ class LeaseEnvironments:
                 "--proc", "/proc", "--chdir", SANDBOX_HOME, "--seccomp", str(seccomp),
                 "--info-fd", str(info_write), "--", *command]
         config = {"stage": str(STAGE), "uid": uid, "gid": uid, "disk_bytes": limits.disk_bytes,
+                  "max_files": max(MIN_FILES, limits.disk_bytes // BYTES_PER_FILE),
                   "image": str(image) if image is not None else None, "home": SANDBOX_HOME, "dns": SLIRP_DNS,
                   "binds": binds, "argv": argv,
                   "env": {"PATH": ENV_PATH, "HOME": SANDBOX_HOME, "LANG": "C.UTF-8"}}
@@ -399,8 +412,9 @@ class LeaseEnvironments:
         with os.fdopen(err_read, "rb") as errors:
             if not text:
                 proc.wait(timeout=START_TIMEOUT_S)
-                raise LeaseEnvError(f"the lease's sandbox did not start: "
-                                    f"{errors.read()[-800:].decode(errors='replace').strip()}")
+                refused = LeaseImageRefused if proc.returncode == IMAGE_REFUSED else LeaseEnvError
+                raise refused(f"the lease's sandbox did not start: "
+                              f"{errors.read()[-800:].decode(errors='replace').strip()}")
         (directory / "bwrap.pid").write_text(str(proc.pid))
         return int(json.loads(text)["child-pid"])
 
@@ -589,5 +603,5 @@ def _kill(pid: int) -> None:
         pass
 
 
-__all__ = ["BLOCKED_RANGES", "LeaseEnvError", "LeaseEnvironments", "LeaseState", "Limits", "cuda_visible_devices",
-           "gpu_device_nodes", "is_alive", "lease_uid", "limits_for", "pick_gpus"]
+__all__ = ["BLOCKED_RANGES", "LeaseEnvError", "LeaseEnvironments", "LeaseImageRefused", "LeaseState", "Limits",
+           "cuda_visible_devices", "gpu_device_nodes", "is_alive", "lease_uid", "limits_for", "pick_gpus"]

@@ -3,10 +3,13 @@
 `LeaseService.handle(lease_id)` is idempotent (Celery may deliver its task twice) and decides
 from the chain alone what to do:
 - active, not offered, inside the delivery window: fetch the renter's key from the backend, check
-  its EIP-712 signature against the lease's renter on-chain (the backend is only a relay), create
-  the environment (lease_env), sign the connection details, publish them through the backend and
+  its EIP-712 signature against the lease's renter on-chain (the backend is only a relay), fetch
+  the image the key names (if any) through a content cache that checks its hash, create the
+  environment (lease_env), sign the connection details, publish them through the backend and
   bind their hash on-chain (`offerAccess`); the miner yields. The renter's client confirms the
-  delivery on-chain once it logged in (docs/PROTOCOL.md, "Lease delivery");
+  delivery on-chain once it logged in (docs/PROTOCOL.md, "Lease delivery"). An image that cannot
+  be had, is not what its hash says or does not unpack leaves the lease undelivered: it is never
+  offered, and ends with a full refund at its delivery deadline;
 - active and offered: make sure the environment runs (after an agent restart) and the miner yields;
 - due (run out, or never offered by the delivery deadline) and still open on-chain: end it
   on-chain (`endLease`, which anyone may call then), so that the GPUs are free again and our pay
@@ -32,11 +35,13 @@ from client.errors import ClientError, TransactionReverted
 from client.log_follower import Event
 from client.watched_ids import WatchedIds, open_state
 from protocol.ids import LeaseId
-from protocol.lease_access import LeaseKey, LeaseMessageError, sign, typed_hash, verify
+from protocol.lease_access import NO_IMAGE, LeaseKey, LeaseMessageError, sign, typed_hash, verify
 from provider_agent import ProviderAgentError
 from provider_agent.backend_client import BackendClient
+from provider_agent.cache import (ContentCache, ContentError, ContentSource, ContentUnavailable, DirectorySource,
+                                  HttpSource)
 from provider_agent.chain import ProviderChain
-from provider_agent.lease_env import LeaseEnvironments
+from provider_agent.lease_env import LeaseEnvironments, LeaseImageRefused
 from provider_agent.mining import MiningSupervisor
 from provider_agent.settings import Settings
 
@@ -49,14 +54,15 @@ class LeaseKeyMissing(ProviderAgentError):
 
 @dataclass(frozen=True)
 class LeaseStep:
-    outcome: str  # handed over | released | not ours
+    outcome: str  # handed over | not delivered | released | not ours
     check_again_in_s: int | None  # when the lease needs looking at again (its end), if it does
 
 
 class LeaseService:
     def __init__(self, chain: ProviderChain, backend: BackendClient | None, envs: LeaseEnvironments,
-                 mining: MiningSupervisor | None) -> None:
+                 mining: MiningSupervisor | None, images: ContentCache | None = None) -> None:
         self.chain, self.backend, self.envs, self.mining = chain, backend, envs, mining
+        self.images = images  # renters' images by content hash (None: only the default system)
         # The Celery task and the watcher thread may look at one lease at once: one at a time.
         self._lock = threading.RLock()
 
@@ -65,7 +71,13 @@ class LeaseService:
               mining: MiningSupervisor | None) -> "LeaseService":
         envs = LeaseEnvironments(settings.leases_dir, gpus, settings.lease_public_host or socket.gethostname(),
                                  settings.lease_listen_host, disk_bytes=settings.lease_disk_bytes)
-        return cls(chain, backend, envs, mining)
+        source: ContentSource | None = None
+        if settings.content_dir is not None:
+            source = DirectorySource(settings.content_dir)
+        elif backend is not None:  # signed in: the backend serves an image to the provider of a lease naming it
+            source = HttpSource(backend.base_url, "/lease-images/{hash}", auth=backend.auth)
+        images = ContentCache(settings.lease_images_dir, settings.lease_image_bytes, source) if source else None
+        return cls(chain, backend, envs, mining, images)
 
     def handle(self, lease_id: int) -> LeaseStep:
         with self._lock:
@@ -84,7 +96,13 @@ class LeaseService:
             self.mining.lease_started()
         state = self.envs.state(lease_id)
         if state is None:
-            state = self.envs.start(lease_id, lease["gpu_count"], self._renter_key(lease_id, lease["renter"]))
+            key = self._renter_key(lease_id, lease["renter"])
+            try:
+                state = self.envs.start(lease_id, lease["gpu_count"], key.ssh_public_key, image=self._image(key))
+            except LeaseImageRefused as exc:
+                # Never offered: the lease ends at its delivery deadline and the renter gets it all back.
+                log.error("lease %s: not delivered: the renter's image %s is refused: %s", lease_id, key.image, exc)
+                return LeaseStep("not delivered", None)
         if not lease["offered"]:
             domain = self.chain.lease_domain()
             access = state.access()
@@ -132,19 +150,33 @@ class LeaseService:
             self.mining.lease_ended()
         return LeaseStep("released", None)
 
-    def _renter_key(self, lease_id: int, renter: str) -> str:
-        """The SSH key the lease's renter signed for this lease (and no other)."""
+    def _image(self, key: LeaseKey) -> Path | None:
+        """The image the renter signed for, fetched and checked against its hash; None: the default
+        system. A source that cannot answer now raises ContentUnavailable (the task retries)."""
+        if not key.has_image:
+            return None
+        if self.images is None:
+            raise LeaseImageRefused(f"lease {key.lease_id}: no content source configured to fetch images from")
+        try:
+            return self.images.path(key.image)
+        except ContentUnavailable:
+            raise
+        except ContentError as exc:  # missing (after the source's retries), another hash, too large
+            raise LeaseImageRefused(f"lease {key.lease_id}: {exc}") from exc
+
+    def _renter_key(self, lease_id: int, renter: str) -> LeaseKey:
+        """The SSH key and image the lease's renter signed for this lease (and no other)."""
         if self.backend is None:
             raise LeaseKeyMissing(f"lease {lease_id}: no backend configured to fetch the renter's SSH key from")
         row = self.backend.lease(lease_id)
         if not row.get("ssh_public_key") or not row.get("key_signature"):
             raise LeaseKeyMissing(f"lease {lease_id}: the renter has not bound an SSH key yet")
-        key = LeaseKey(lease_id, row["ssh_public_key"])
         try:
+            key = LeaseKey(lease_id, row["ssh_public_key"], row.get("image") or NO_IMAGE)
             verify(self.chain.lease_domain(), key, bytes.fromhex(row["key_signature"][2:]), renter)
         except LeaseMessageError as exc:
             raise LeaseKeyMissing(f"lease {lease_id}: refused the relayed key: {exc}") from exc
-        return key.ssh_public_key
+        return key
 
 
 class LeaseWatcher:

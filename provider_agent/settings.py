@@ -59,6 +59,9 @@ class Settings(BaseModel):
     lease_public_host: str | None = None
     lease_listen_host: str = "0.0.0.0"
     lease_disk_bytes: int = 8 * GIB
+    # The largest renter's image (a root file system tarball) fetched for a lease, which is also
+    # what the images' cache (lease_images_dir) keeps at most.
+    lease_image_bytes: int = 2 * GIB
     # How often the agent compares its leases' ends with the chain's clock and ends those due
     # on-chain (provider_agent.leases.LeaseWatcher): the miner resumes within about this long.
     lease_check_s: float = 2.0
@@ -115,6 +118,10 @@ class Settings(BaseModel):
     @property
     def leases_dir(self) -> Path:
         return self.data_dir / "leases"
+
+    @property
+    def lease_images_dir(self) -> Path:
+        return self.data_dir / "lease-images"
 
     @property
     def state_db(self) -> Path:

@@ -11,7 +11,8 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from backend.api import docs, errors
-from backend.api.routes import auth, dashboard, disputes, health, jobs, leases, models, pog, providers, quotes
+from backend.api.routes import (auth, dashboard, disputes, health, jobs, lease_images, leases, models, pog, providers,
+                                quotes)
 from backend.runtime import Backend
 from backend.settings import Settings, get_settings
 
@@ -77,7 +78,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     errors.install(app)
 
     app.add_middleware(RequestMetrics)
-    for module in (health, auth, providers, pog, quotes, jobs, models, leases, disputes, dashboard):
+    for module in (health, auth, providers, pog, quotes, jobs, models, leases, lease_images, disputes, dashboard):
         app.include_router(module.router)
     docs.install(app)
     return app

@@ -9,6 +9,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_serializer
 
+from protocol.lease_access import NO_IMAGE
+
 ADDRESS_PATTERN = r"^0x[0-9a-fA-F]{40}$"
 HASH_PATTERN = r"^0x[0-9a-f]{64}$"
 AddressStr = Annotated[str, Field(pattern=ADDRESS_PATTERN, examples=["0x70997970c51812dc3a010c7d01b50e0d17dc79c8"])]
@@ -298,6 +300,11 @@ class InputsUpload(BaseModel):
     items: list[str] = Field(min_length=1, description="each input's bytes, base64")
 
 
+class LeaseImageStored(BaseModel):
+    content_hash: str
+    size: int
+
+
 class LeasePublic(WeiModel):
     lease_id: int
     renter: str
@@ -310,6 +317,7 @@ class LeasePublic(WeiModel):
     provider_earned: int | None
     renter_refund: int | None
     ssh_public_key: str | None = None  # EIP-712 LeaseKey signed by the renter (key_signature)
+    image: str | None = None  # the LeaseKey's image (zero: the provider's default system)
     key_signature: str | None = None
     access: dict[str, Any] | None = None  # EIP-712 LeaseAccess signed by the provider (access_signature)
     access_signature: str | None = None
@@ -323,8 +331,11 @@ SignatureStr = Annotated[str, Field(pattern=r"^0x[0-9a-fA-F]{130}$")]
 
 
 class LeaseKeyIn(BaseModel):
-    """The renter's SSH public key for a lease, signed by the renter's wallet (protocol.lease_access.LeaseKey)."""
+    """The renter's SSH public key and image for a lease, signed by the renter's wallet
+    (protocol.lease_access.LeaseKey); the image is zero for the provider's default system."""
     sshPublicKey: str = Field(max_length=8192)
+    image: str = Field(default=NO_IMAGE, pattern=HASH_PATTERN,
+                       description="keccak256 of a lease image you uploaded (POST /lease-images), or zero")
     signature: SignatureStr
 
 

@@ -199,6 +199,21 @@ def test_lease_start_and_stop_from_a_keystore(server, chain, session, market, ke
     assert int(lease["renter_refund"]) == int(lease["paid"]) and int(lease["provider_earned"]) == 0
 
 
+def test_lease_start_refuses_an_image_the_backend_refuses_before_paying(  # type: ignore[no-untyped-def]
+        server, chain, session, market, keystore, tmp_path) -> None:
+    rpc, deployment = chain[0].rpc_url, str(chain[2])
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "id")], check=True)
+    (tmp_path / "rootfs.tar.gz").write_bytes(b"a file that is no tar archive")
+    leases_before = session.contract("LeaseManager").functions.leaseCount().call()
+    started = runner.invoke(root, ["lease", "start", "--provider", market.provider2, "--gpus", "1", "--hours", "1",
+                                   "--ssh-key", str(tmp_path / "id.pub"), "--image", str(tmp_path / "rootfs.tar.gz"),
+                                   "--wait", "1", "--backend", server, "--keystore", str(keystore), "--rpc", rpc,
+                                   "--deployment", deployment])
+    said = " ".join(started.output.split())
+    assert started.exit_code == 1 and "not a tar archive" in said, started.output
+    assert session.contract("LeaseManager").functions.leaseCount().call() == leases_before
+
+
 def test_model_list_at_80_columns_shows_every_hash_and_owner_whole(server, keystore, tmp_path) -> None:  # type: ignore[no-untyped-def]
     model_file = tmp_path / "wide.pt"
     model_file.write_bytes(support.Tagged.torchscript(80.0))

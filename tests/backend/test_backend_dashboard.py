@@ -500,7 +500,7 @@ def test_lease_messages_in_the_page_match_protocol(browser, server, chain) -> No
     page = open_page(browser, server)
     domain = LeaseDomain(chain[1].chain_id, chain[1].contract("LeaseManager").address)
     page_domain = f"lease.domain({domain.chain_id}, '{domain.lease_manager}')"
-    for what in (LeaseKey(7, SSH_KEY), LeaseKey(2**40, "ssh-rsa AAAAB3Nza== x@y"),
+    for what in (LeaseKey(7, SSH_KEY), LeaseKey(2**40, "ssh-rsa AAAAB3Nza== x@y", "0x" + "c0ffee" * 10 + "0123"),
                  LeaseAccess(3, "gpu.example.org", 40022, "root", FINGERPRINT)):
         got = page.evaluate(f"(m) => lease.typedHash(lease.typedData('{type(what).__name__}', {page_domain}, m))",
                             what.message())

@@ -21,9 +21,11 @@ from client.keystore import PASSWORD_FILE_ENV
 from client.ports import free_port
 from protocol.enums import LeaseStatus
 from protocol.lease_access import LeaseAccess, LeaseDomain, sign, typed_hash
+from protocol.merkle import keccak256
 from tests.support.accounts import dev_account
 from tests.support.e2e_market import (ETH, PROVIDER, RENTER, keystore, market, password_file,  # noqa: F401
                                       running_provider)
+from tests.support.lease_image import busybox_rootfs, needs_busybox, tar
 from unchained_cli.main import app
 from unchained_cli.market import wait_for
 
@@ -75,6 +77,35 @@ def test_renter_leases_logs_in_over_ssh_and_stopping_shuts_it_out(market, tmp_pa
         session.wait(timeout=60)  # the worker tears the machine down once the backend saw LeaseEnded
         assert wait_for(lambda: _ssh(tmp_path / "id", port, user, "true").returncode == 255, 30)
         assert wait_for(lambda: not (provider.settings.leases_dir / f"lease-{lease_id}").exists(), 10)
+
+
+@needs_busybox
+def test_a_lease_started_with_the_renters_image_boots_that_image(market, tmp_path, monkeypatch):  # noqa: F811
+    """`lease start --image` uploads the renter's root file system tarball (privately), signs its
+    hash with the SSH key; the provider's worker fetches it, checks the hash and boots it: the
+    renter's ssh client finds the image's marker file and not the host's /usr."""
+    renter_keystore, _renter = keystore(tmp_path, RENTER)
+    monkeypatch.setenv(PASSWORD_FILE_ENV, str(password_file(tmp_path)))
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "id")], check=True)
+    image = tar(busybox_rootfs(tmp_path, "booted from the renter's image\n"), tmp_path / "image.tar.gz")
+    chain = ["--keystore", str(renter_keystore), "--rpc", market.chain.rpc_url,
+             "--deployment", str(market.deployment_file)]
+    runner = CliRunner()
+    with running_provider(market, tmp_path, lease_public_host="127.0.0.1", lease_listen_host="127.0.0.1") as provider:
+        started = runner.invoke(app, ["lease", "start", "--provider", provider.address, "--gpus", "1", "--hours", "1",
+                                      "--ssh-key", str(tmp_path / "id.pub"), "--image", str(image), "--wait", "60",
+                                      "--backend", market.backend_url, *chain], terminal_width=200)
+        assert started.exit_code == 0, started.output + (tmp_path / "worker.log").read_text()[-3000:]
+        assert f"uploaded as 0x{keccak256(image.read_bytes()).hex()}" in started.output, started.output
+        assert "delivery confirmed on-chain" in started.output, started.output
+        lease_id = int(re.search(r"lease (\d+):", started.output).group(1))
+        command = re.search(r"ssh -p (\d+) (\w+)@127\.0\.0\.1", started.output)
+        inside = _ssh(tmp_path / "id", int(command.group(1)), command.group(2), "cat /etc/renter-image; ls /usr 2>&1; true")
+        assert inside.returncode == 0, inside.stderr
+        marker, usr = inside.stdout.splitlines()[:2]
+        assert marker == "booted from the renter's image" and "No such file" in usr, inside.stdout
+        stopped = runner.invoke(app, ["lease", "stop", str(lease_id), *chain], terminal_width=200)
+        assert stopped.exit_code == 0, stopped.output
 
 
 def test_a_lease_the_provider_never_delivers_is_refunded_in_full(market, tmp_path, monkeypatch):  # noqa: F811

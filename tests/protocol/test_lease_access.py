@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 from eth_account import Account
 
-from protocol.lease_access import (LeaseAccess, LeaseDomain, LeaseKey, LeaseMessageError, normalize_ssh_key, recover,
-                                   sign, typed_hash, verify)
+from protocol.lease_access import (NO_IMAGE, LeaseAccess, LeaseDomain, LeaseKey, LeaseMessageError, normalize_ssh_key,
+                                   recover, sign, typed_hash, verify)
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB4FtkBhVh9PV0c5uSNIk2ZNAcI0fwBVh7Zl8J4a1mV6 renter@laptop"
 DOMAIN = LeaseDomain(31337, "0x" + "12" * 20)
+IMAGE = "0x" + "ab" * 32
 RENTER = Account.from_key(b"\x01" * 32)
 OTHER = Account.from_key(b"\x02" * 32)
 
@@ -25,6 +26,23 @@ def test_the_renter_signature_binds_key_lease_and_deployment():
     for forged_domain, forged in ((DOMAIN, LeaseKey(8, KEY)), (DOMAIN, LeaseKey(7, KEY.replace("renter", "thief"))),
                                   (LeaseDomain(1, DOMAIN.lease_manager), key), (LeaseDomain(31337, "0x" + "13" * 20), key)):
         assert recover(forged_domain, forged, signature) != RENTER.address
+
+
+def test_the_renter_signature_binds_the_image_it_chose():
+    chosen = LeaseKey(7, KEY, IMAGE)
+    signature = sign(DOMAIN, chosen, RENTER.key)
+    verify(DOMAIN, chosen, signature, RENTER.address)
+    assert LeaseKey(7, KEY).image == NO_IMAGE == "0x" + "00" * 32  # the provider's default root
+    # Attack: the relay (or anyone) swaps the image for another one, or drops it, under the same signature.
+    for swapped in (LeaseKey(7, KEY, "0x" + "cd" * 32), LeaseKey(7, KEY)):
+        with pytest.raises(LeaseMessageError, match="not by"):
+            verify(DOMAIN, swapped, signature, RENTER.address)
+
+
+@pytest.mark.parametrize("image", ["ab" * 32, "0x" + "AB" * 32, "0x" + "ab" * 31, "0x" + "zz" * 32, ""])
+def test_an_image_that_is_not_a_content_hash_is_refused(image):
+    with pytest.raises(LeaseMessageError, match="image"):
+        LeaseKey(7, KEY, image)
 
 
 def test_access_digest_is_what_is_signed_and_differs_per_field():

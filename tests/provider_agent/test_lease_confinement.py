@@ -22,8 +22,9 @@ from pathlib import Path
 import pytest
 
 from unchained_cli.market import wait_for
-from provider_agent.lease_env import LeaseEnvError, LeaseEnvironments, _is_static
+from provider_agent.lease_env import LeaseEnvError, LeaseEnvironments, LeaseImageRefused
 from provider_agent.lease_seccomp import DENIED_X86_64, RET_ALLOW, RET_ERRNO, RET_KILL_PROCESS, evaluate, program
+from tests.support.lease_image import busybox_rootfs, needs_busybox, tar
 
 pytestmark = pytest.mark.skipif(
     os.getuid() != 0 or not all(shutil.which(t) or Path(f"/usr/sbin/{t}").exists()
@@ -282,34 +283,9 @@ def test_the_lease_has_egress_but_not_the_hosts_services_nor_private_ranges(leas
     assert listener.accepted == len(host_addresses)
 
 
-def _busybox_rootfs(directory: Path, marker: str) -> Path:
-    """A renter's minimal image: a static busybox, its applets, a passwd, a marker file."""
-    root = directory / "rootfs"
-    (root / "bin").mkdir(parents=True)
-    shutil.copy2("/bin/busybox", root / "bin" / "busybox")
-    for applet in ("sh", "ls", "cat", "id", "echo", "touch", "sleep", "grep", "dd", "rm", "df", "tr", "timeout"):
-        (root / "bin" / applet).symlink_to("busybox")
-    (root / "etc").mkdir()
-    (root / "etc" / "passwd").write_text("root:x:0:0::/root:/bin/sh\nrenter:x:1000:1000::/home/renter:/bin/sh\n")
-    (root / "etc" / "renter-image").write_text(marker)
-    return root
-
-
-def _tar(root: Path, target: Path, extra: list[tuple[tarfile.TarInfo, bytes | None]] = ()) -> Path:
-    with tarfile.open(target, "w:gz") as archive:
-        archive.add(root, arcname=".")
-        for info, data in extra:
-            archive.addfile(info, io.BytesIO(data) if data is not None else None)
-    return target
-
-
-needs_busybox = pytest.mark.skipif(not _is_static(Path("/bin/busybox")),
-                                   reason="needs busybox-static (scripts/setup.sh)")
-
-
 @needs_busybox
 def test_the_renter_brings_its_own_image_as_the_leases_root(leases, tmp_path):
-    image = _tar(_busybox_rootfs(tmp_path, "renter's own tools\n"), tmp_path / "image.tar.gz")
+    image = tar(busybox_rootfs(tmp_path, "renter's own tools\n"), tmp_path / "image.tar.gz")
     envs = leases()
     key = _keypair(tmp_path)
     state = envs.start(7, 1, (tmp_path / "id.pub").read_text(), image=image)
@@ -325,7 +301,7 @@ def test_the_renter_brings_its_own_image_as_the_leases_root(leases, tmp_path):
 @needs_busybox
 def test_an_oci_image_layout_is_unpacked_layer_by_layer(leases, tmp_path):
     import hashlib
-    rootfs = _busybox_rootfs(tmp_path, "layer one\n")
+    rootfs = busybox_rootfs(tmp_path, "layer one\n")
     (rootfs / "etc" / "removed-by-layer-two").write_text("x")
     layout = tmp_path / "oci"
     (layout / "blobs" / "sha256").mkdir(parents=True)
@@ -335,12 +311,12 @@ def test_an_oci_image_layout_is_unpacked_layer_by_layer(leases, tmp_path):
         (layout / "blobs" / "sha256" / digest).write_bytes(data)
         return {"digest": f"sha256:{digest}", "size": len(data)}
 
-    first = blob(_tar(rootfs, tmp_path / "l1.tar.gz").read_bytes())
+    first = blob(tar(rootfs, tmp_path / "l1.tar.gz").read_bytes())
     upper = tmp_path / "upper"
     (upper / "etc").mkdir(parents=True)
     (upper / "etc" / "renter-image").write_text("layer two\n")
     (upper / "etc" / ".wh.removed-by-layer-two").write_text("")
-    second = blob(_tar(upper, tmp_path / "l2.tar.gz").read_bytes())
+    second = blob(tar(upper, tmp_path / "l2.tar.gz").read_bytes())
     layer = "application/vnd.oci.image.layer.v1.tar+gzip"
     manifest = blob(json.dumps({"schemaVersion": 2, "layers": [{"mediaType": layer, **first},
                                                               {"mediaType": layer, **second}]}).encode())
@@ -357,12 +333,12 @@ def test_an_oci_image_layout_is_unpacked_layer_by_layer(leases, tmp_path):
 @needs_busybox
 def test_an_image_that_writes_outside_its_root_is_refused(leases, tmp_path):
     escape_dir = Path(tempfile.mkdtemp(prefix="lease-escape-"))
-    rootfs = _busybox_rootfs(tmp_path, "evil\n")
+    rootfs = busybox_rootfs(tmp_path, "evil\n")
     link = tarfile.TarInfo("./hostlink")
     link.type, link.linkname = tarfile.SYMTYPE, str(escape_dir)
     through = tarfile.TarInfo("./hostlink/planted")
     through.size = 5
-    image = _tar(rootfs, tmp_path / "evil.tar.gz", [(link, None), (through, b"owned")])
+    image = tar(rootfs, tmp_path / "evil.tar.gz", [(link, None), (through, b"owned")])
     envs = leases()
     with pytest.raises(LeaseEnvError, match="image"):
         envs.start(9, 1, (_keypair(tmp_path).with_suffix(".pub")).read_text(), image=image)
@@ -374,9 +350,47 @@ def test_an_image_that_writes_outside_its_root_is_refused(leases, tmp_path):
     (escape_dir / "secret").write_text("host")
     with pytest.raises(LeaseEnvError, match="image"):
         envs.start(9, 1, (tmp_path / "id.pub").read_text(),
-                   image=_tar(rootfs, tmp_path / "hard.tar.gz", [(hard, None)]))
+                   image=tar(rootfs, tmp_path / "hard.tar.gz", [(hard, None)]))
     assert envs.lease_ids() == []
     shutil.rmtree(escape_dir)
+
+
+def _bomb(target: Path, members: list[tuple[str, int]]) -> Path:
+    """A gzip tarball of files of zeros (name, size): megabytes of archive, far more unpacked."""
+    with tarfile.open(target, "w:gz") as archive:
+        for name, size in members:
+            info = tarfile.TarInfo(name)
+            info.size = size
+            archive.addfile(info, _Zeros(size))
+    return target
+
+
+class _Zeros(io.RawIOBase):
+    def __init__(self, size: int) -> None:
+        self.left = size
+
+    def readinto(self, buffer) -> int:  # type: ignore[no-untyped-def]
+        n = min(len(buffer), self.left)
+        buffer[:n] = bytes(n)
+        self.left -= n
+        return n
+
+
+@needs_busybox
+def test_a_decompression_bomb_image_is_refused_within_the_leases_disk(leases, tmp_path):
+    envs = leases()  # 1 GiB of disk for 4 GPUs: 256 MiB (and 32768 files) for a lease of one
+    key = _keypair(tmp_path).with_suffix(".pub").read_text()
+    # Attack: 400 MiB of zeros in a gzip of well under 1 MiB, unpacked as root by the agent.
+    bytes_bomb = _bomb(tmp_path / "bytes.tar.gz", [("./bin/sh", 1024), ("./zeros", 400 << 20)])
+    assert bytes_bomb.stat().st_size < 1 << 20
+    with pytest.raises(LeaseImageRefused, match="image refused"):
+        envs.start(10, 1, key, image=bytes_bomb)
+    # Attack: 40,000 empty files (a few hundred KiB of archive): the disk's byte size does not
+    # bound them, and each is an inode of the host's kernel memory and a header held in memory.
+    files_bomb = _bomb(tmp_path / "files.tar.gz", [(f"./f{i}", 0) for i in range(40_000)])
+    with pytest.raises(LeaseImageRefused, match="more than 32768 files"):
+        envs.start(10, 1, key, image=files_bomb)
+    assert envs.lease_ids() == []
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from backend import models as m
 from backend.api.deps import BackendDep, DbDep, PartyFilterDep
 from backend.api.schemas import LeaseAccessIn, LeaseKeyIn, LeasePublic
 from backend.errors import Conflict, Forbidden, NotFound
+from backend.lease_images import holds_image
 from protocol.lease_access import LeaseAccess, LeaseDomain, LeaseKey, LeaseMessageError, verify
 
 log = logging.getLogger(__name__)
@@ -47,20 +48,23 @@ def _domain(backend: BackendDep) -> LeaseDomain:
 
 @router.put("/{lease_id}/key", status_code=204, responses={403: {}, 404: {}, 409: {}})
 def put_key(lease_id: LeaseIdPath, body: LeaseKeyIn, backend: BackendDep, db: DbDep) -> None:
-    """The renter binds its SSH public key to its lease (EIP-712 LeaseKey signed by the renter's
-    wallet); the provider re-checks the signature against the chain before accepting the key.
-    Once bound, the key stays: a second, different key is refused."""
+    """The renter binds its SSH public key and image to its lease (EIP-712 LeaseKey signed by the
+    renter's wallet); the provider re-checks the signature against the chain before accepting
+    them. The image must be one the renter uploaded (POST /lease-images): naming another's, or
+    bytes nobody uploaded, is refused. Once bound, key and image stay: different ones are refused."""
     row = _active_lease(db, lease_id)
     try:
-        key = LeaseKey(lease_id, body.sshPublicKey.strip())
+        key = LeaseKey(lease_id, body.sshPublicKey.strip(), body.image)
         verify(_domain(backend), key, bytes.fromhex(body.signature[2:]), row.renter)
     except LeaseMessageError as exc:
         raise Forbidden(str(exc)) from exc
-    if row.ssh_public_key is not None and row.ssh_public_key != key.ssh_public_key:
-        raise Conflict(f"lease {lease_id} already has an SSH key")
-    row.ssh_public_key, row.key_signature = key.ssh_public_key, body.signature
+    if key.has_image and not holds_image(db, key.image, row.renter):
+        raise Forbidden(f"lease {lease_id}: image {key.image} was not uploaded by the lease's renter")
+    if row.ssh_public_key is not None and (row.ssh_public_key, row.image) != (key.ssh_public_key, key.image):
+        raise Conflict(f"lease {lease_id} already has an SSH key and image")
+    row.ssh_public_key, row.image, row.key_signature = key.ssh_public_key, key.image, body.signature
     db.commit()
-    log.info("lease %s: SSH key bound by renter %s", lease_id, row.renter)
+    log.info("lease %s: SSH key and image %s bound by renter %s", lease_id, key.image, row.renter)
 
 
 @router.put("/{lease_id}/access", status_code=204, responses={403: {}, 404: {}, 409: {}})

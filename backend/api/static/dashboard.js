@@ -622,7 +622,8 @@ async function loadLeases() {
 // Signs the key (EIP-712 LeaseKey, as `unchained lease start` does) and hands it to the backend,
 // waiting a bounded time for the indexer to have seen the lease.
 async function bindKey(leaseId, sshKey) {
-  const data = lease.typedData("LeaseKey", leaseDomain(), { leaseId: Number(leaseId), sshPublicKey: sshKey });
+  const data = lease.typedData("LeaseKey", leaseDomain(), { leaseId: Number(leaseId), sshPublicKey: sshKey,
+                                                          image: lease.NO_IMAGE });
   let signature;
   try {
     signature = await wallet("eth_signTypedData_v4", [state.account, JSON.stringify(data)]);
@@ -633,7 +634,7 @@ async function bindKey(leaseId, sshKey) {
   for (let i = 0; ; i++) {
     try {
       await api(`/leases/${leaseId}/key`, { method: "PUT", headers: { "Content-Type": "application/json" },
-                                            body: JSON.stringify({ sshPublicKey: sshKey, signature }) });
+                                            body: JSON.stringify({ sshPublicKey: sshKey, image: lease.NO_IMAGE, signature }) });
       say(`lease ${leaseId}: SSH key bound`);
       return;
     } catch (e) {

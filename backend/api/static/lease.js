@@ -9,11 +9,12 @@ const lease = (() => {
   const TYPES = {
     EIP712Domain: [{ name: "name", type: "string" }, { name: "version", type: "string" },
                    { name: "chainId", type: "uint256" }, { name: "verifyingContract", type: "address" }],
-    LeaseKey: [{ name: "leaseId", type: "uint256" }, { name: "sshPublicKey", type: "string" }],
+    LeaseKey: [{ name: "leaseId", type: "uint256" }, { name: "sshPublicKey", type: "string" }, { name: "image", type: "bytes32" }],
     LeaseAccess: [{ name: "leaseId", type: "uint256" }, { name: "host", type: "string" }, { name: "port", type: "uint16" },
                   { name: "user", type: "string" }, { name: "hostKeyFingerprint", type: "string" }],
   };
   const utf8 = (s) => new TextEncoder().encode(s);
+  const NO_IMAGE = "0x" + "00".repeat(32);  // the lease boots the provider's default root file system
 
   // Port of normalize_ssh_key: the one-line public key, or an error saying what to give instead.
   function normalizeSshKey(text) {
@@ -53,5 +54,5 @@ const lease = (() => {
     return merkle.bytesToHex(keccak256(out));
   }
   const sshCommand = (access) => `ssh -p ${access.port} ${access.user}@${access.host}`;
-  return { normalizeSshKey, domain, typedData, typedHash, sshCommand };
+  return { NO_IMAGE, normalizeSshKey, domain, typedData, typedHash, sshCommand };
 })();
