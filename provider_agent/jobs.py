@@ -477,7 +477,10 @@ class JobService:
             return True
         try:
             self.upload_outputs(job_id, fresh=not recheck)
-        except (UploadFailed, UploadRefused) as exc:
+        except UploadFailed as exc:  # the worker's upload task tries again shortly
+            logger.warning("%s; outputs kept on disk, upload pending", exc)
+            return False
+        except UploadRefused as exc:
             logger.error("%s; outputs kept on disk, upload pending", exc)
             return False
         return True
