@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import JSON, BigInteger, Boolean, DateTime, Float, Integer, String, Text, UniqueConstraint
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
 
 
@@ -39,6 +39,13 @@ Hex32 = String(66)
 
 class Base(DeclarativeBase):
     pass
+
+
+def _one_row(primaryjoin: str) -> Any:
+    """A read-only link to the one row of another table that shares a key. No foreign key in the
+    schema: chain tables are dropped and rebuilt by a re-index while the off-chain rows they
+    point at are kept, so either side may lack the other for a while."""
+    return relationship(primaryjoin=primaryjoin, viewonly=True, uselist=False)
 
 
 # ---- chain tables ---------------------------------------------------------------------------
@@ -85,6 +92,9 @@ class Provider(Base):
     challenges_won: Mapped[int] = mapped_column(Integer, default=0)  # answered / settled
     challenges_lost: Mapped[int] = mapped_column(Integer, default=0)  # slashed as offender
     jobs_finalized: Mapped[int] = mapped_column(Integer, default=0)
+    # Loaded with the provider where a list shows them (selectinload), not one query per row.
+    stake: Mapped[Stake | None] = _one_row("Provider.address == foreign(Stake.account)")
+    profile: Mapped[ProviderProfile | None] = _one_row("Provider.address == foreign(ProviderProfile.address)")
 
 
 class Stake(Base):
@@ -150,6 +160,10 @@ class Job(Base):
     result_slashed: Mapped[bool | None] = mapped_column(Boolean, nullable=True)  # SignedResultSlashed seen
     result_available_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     commit_matches_signed: Mapped[bool | None] = mapped_column(Boolean, nullable=True)  # None: not both known
+    # Off-chain rows about the job, loaded with it where a list shows them (selectinload).
+    spec_record: Mapped[JobSpecRecord | None] = _one_row("foreign(Job.spec_hash) == JobSpecRecord.spec_hash")
+    dispatch: Mapped[Dispatch | None] = _one_row("Job.job_id == foreign(Dispatch.job_id)")
+    failure_report: Mapped[JobFailure | None] = _one_row("Job.job_id == foreign(JobFailure.job_id)")
 
     def signed_result_binding(self) -> bool | None:
         """Whether the signed result promised a commit before the deadline (None: none signed)."""

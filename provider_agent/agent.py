@@ -90,8 +90,7 @@ class Agent:
         limits = Limits(settings.job_memory_bytes, settings.job_timeout_s, settings.job_threads)
         prewarm(limits)
         jobs = JobService(chain, cache, JobStore(settings.state_db), OutputStore(settings.outputs_dir), limits,
-                          backend, activity, settings.upload_attempts, settings.upload_backoff_s,
-                          commit_margin_s=settings.commit_latency_s + settings.commit_interval_s)
+                          backend, activity, commit_margin_s=settings.commit_latency_s + settings.commit_interval_s)
         logger.info("agent for provider %s on chain %s", account.address, chain.deployment.chain_id)
         devices = detect(settings.cpu_device_id)
         mining = None

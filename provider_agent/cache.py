@@ -13,13 +13,13 @@ import os
 import re
 import tempfile
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
 from typing import NewType, Protocol
 
 import httpx
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from protocol.merkle import keccak256
 from provider_agent import ProviderAgentError
@@ -117,14 +117,13 @@ class HttpSource:
         self.http = httpx.Client(timeout=timeout, follow_redirects=True, auth=auth)
 
     def fetch(self, name: ContentHash, limit: int) -> bytes:
-        for attempt in range(self.missing_retries):
-            try:
-                return self._fetch_once(name, limit)
-            except ContentMissing:
-                wait_s = self.missing_backoff_s * 2**attempt
-                logger.info("content %s: not found at the backend, asking again in %.1f s", name, wait_s)
-                time.sleep(wait_s)
-        return self._fetch_once(name, limit)
+        retrying = Retrying(retry=retry_if_exception_type(ContentMissing), reraise=True,
+                            stop=stop_after_attempt(self.missing_retries + 1),
+                            wait=wait_exponential(multiplier=self.missing_backoff_s),
+                            before_sleep=lambda state: logger.info(
+                                "content %s: not found at the backend, asking again in %.1f s", name,
+                                state.upcoming_sleep))
+        return retrying(self._fetch_once, name, limit)
 
     def _fetch_once(self, name: ContentHash, limit: int) -> bytes:
         url = self.base_url + self.path_template.format(hash=name)

@@ -31,9 +31,10 @@ passed is refunded with `refundExpired` instead; `refund_failed` (every heartbea
 whichever applies for failed jobs whose refund did not go through yet.
 
 The outputs go to the backend signed in as the provider (`backend_client`), after the signed
-result, retried with backoff; if they still fail, the upload is left pending: `pending_uploads`
-lists such jobs and the worker retries them in a task of their own. An `uploaded` marker in the
-job's output directory records that the backend holds every item.
+result, once; if that fails, the upload is left pending and the worker retries it in a task of
+its own with Celery's countdown (never a sleep inside the job's task); `pending_uploads` lists
+such jobs at the worker's start. An `uploaded` marker in the job's output directory records that
+the backend holds every item.
 """
 
 from __future__ import annotations
@@ -224,8 +225,7 @@ class _Fetched:
 class JobService:
     def __init__(self, chain: ProviderChain, cache: ContentCache, store: JobStore, outputs: OutputStore,
                  limits: Limits, backend: BackendClient | None = None,
-                 activity: Activity | None = None, upload_attempts: int = 4, upload_backoff_s: float = 0.5,
-                 commit_margin_s: float = 30.0) -> None:
+                 activity: Activity | None = None, commit_margin_s: float = 30.0) -> None:
         self.chain = chain
         self.cache = cache
         self.store = store
@@ -233,8 +233,6 @@ class JobService:
         self.limits = limits
         self.backend = backend
         self.activity = activity or Activity()
-        self.upload_attempts = upload_attempts
-        self.upload_backoff_s = upload_backoff_s
         # Chain seconds from signing to our commit being mined, at worst: the committer's latency
         # and batching interval, a few blocks. A result is signed only with this margin before
         # the deadline, and promises its commit by then (JobResult.commitBy).
@@ -479,61 +477,55 @@ class JobService:
             return True
         try:
             self.upload_outputs(job_id, fresh=not recheck)
-        except (UploadFailed, UploadRefused) as exc:
+        except UploadFailed as exc:  # the worker's upload task tries again shortly
+            logger.warning("%s; outputs kept on disk, upload pending", exc)
+            return False
+        except UploadRefused as exc:
             logger.error("%s; outputs kept on disk, upload pending", exc)
             return False
         return True
 
-    def upload_outputs(self, job_id: int, attempts: int | None = None, fresh: bool = False) -> int:
+    def upload_outputs(self, job_id: int, fresh: bool = False) -> int:
         """Hands the backend the signed result (when this agent signed one) and every item it
-        does not hold yet, each with its inclusion proof under the signed (or committed) root,
-        trying `attempts` times with exponential backoff. `fresh`: the result was only now
-        delivered, so the first attempt sends every item without asking what the backend holds
-        (a request per job saved; an item it held anyway is stored once). Returns the number
-        of items sent; raises UploadFailed (transient) or UploadRefused."""
+        does not hold yet, each with its inclusion proof under the signed (or committed) root;
+        one try (the worker's upload task retries it with a countdown). `fresh`: the result was
+        only now delivered, so every item goes without asking what the backend holds (a request
+        per job saved; an item it held anyway is stored once). Returns the number of items sent;
+        raises UploadFailed (transient) or UploadRefused."""
         if self.backend is None:
             return 0
         digests = self.outputs.digests(job_id)
         if digests is None:
             raise OutputsMissing(job_id)
         tree = MerkleTree.from_leaves(digests)
-        tries, attempt = attempts or self.upload_attempts, 1
-        while True:
-            try:
-                sent = 0
-                groups = None
-                if fresh and attempt == 1:  # nothing asked: every item goes
-                    groups = self._upload_groups(job_id, tree, list(range(len(digests))))
-                if (signed := self.signed_result(job_id)) is not None:
-                    # The first request's worth of items rides with the result (one request for a job
-                    # of small outputs), unless it is one item too large to share a body.
-                    along = next(groups, []) if groups is not None else []
-                    if sum(map(_upload_cost, along)) > MAX_OUTPUTS_BODY_BYTES:
-                        groups, along = itertools.chain([along], groups), []
-                    if self.backend.deliver_result(signed.to_json(), along):
-                        sent += len(along)
-                    elif along:  # a backend of an earlier version ignored them
-                        groups = itertools.chain([along], groups)
-                if groups is None:
-                    held = self.backend.uploaded_items(job_id)
-                    groups = self._upload_groups(job_id, tree, sorted(set(range(len(digests))) - held))
-                for group in groups:
-                    if len(group) == 1:
-                        self.backend.upload_output(job_id, *group[0])
-                    else:
-                        self.backend.upload_outputs(job_id, group)
-                    sent += len(group)
-            except BackendUnavailable as exc:
-                if attempt == tries:
-                    raise UploadFailed(job_id, exc) from exc
-                delay = self.upload_backoff_s * 2 ** (attempt - 1)
-                logger.warning("job %s: output upload attempt %d/%d failed (%s); again in %.1f s",
-                               job_id, attempt, tries, exc, delay)
-                time.sleep(delay)
-                attempt += 1
-            except BackendRefused as exc:
-                raise UploadRefused(job_id, exc) from exc
-            else:
-                self.outputs.mark_uploaded(job_id)
-                logger.info("job %s: %d of %d item outputs uploaded with proofs", job_id, sent, len(digests))
-                return sent
+        try:
+            sent = 0
+            groups = None
+            if fresh:  # nothing asked: every item goes
+                groups = self._upload_groups(job_id, tree, list(range(len(digests))))
+            if (signed := self.signed_result(job_id)) is not None:
+                # The first request's worth of items rides with the result (one request for a job
+                # of small outputs), unless it is one item too large to share a body.
+                along = next(groups, []) if groups is not None else []
+                if sum(map(_upload_cost, along)) > MAX_OUTPUTS_BODY_BYTES:
+                    groups, along = itertools.chain([along], groups), []
+                if self.backend.deliver_result(signed.to_json(), along):
+                    sent += len(along)
+                elif along:  # a backend of an earlier version ignored them
+                    groups = itertools.chain([along], groups)
+            if groups is None:
+                held = self.backend.uploaded_items(job_id)
+                groups = self._upload_groups(job_id, tree, sorted(set(range(len(digests))) - held))
+            for group in groups:
+                if len(group) == 1:
+                    self.backend.upload_output(job_id, *group[0])
+                else:
+                    self.backend.upload_outputs(job_id, group)
+                sent += len(group)
+        except BackendUnavailable as exc:
+            raise UploadFailed(job_id, exc) from exc
+        except BackendRefused as exc:
+            raise UploadRefused(job_id, exc) from exc
+        self.outputs.mark_uploaded(job_id)
+        logger.info("job %s: %d of %d item outputs uploaded with proofs", job_id, sent, len(digests))
+        return sent

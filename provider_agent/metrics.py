@@ -1,7 +1,8 @@
 """/metrics (Prometheus text format 0.0.4) and /status (JSON) of a running agent.
 
-Written by hand (a dozen gauges) rather than through a client library: one dependency fewer in
-an environment whose pins are tight. The numbers come from `Agent.status()`, read at scrape time.
+The numbers come from `Agent.status()`, read at scrape time, so the metrics are a custom
+prometheus_client collector over one status snapshot (as the verifier and backend use
+prometheus_client for theirs) rather than gauges kept up to date by the agent.
 """
 
 from __future__ import annotations
@@ -9,47 +10,57 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from prometheus_client import generate_latest
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 logger = logging.getLogger(__name__)
 
 PREFIX = "unchained_provider"
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+class StatusCollector:
+    """One status snapshot (and the miner's pause times) as metric families."""
+
+    def __init__(self, status: dict[str, Any], switches: list[float] | None = None) -> None:
+        self.status = status
+        self.switches = switches or []
+
+    def collect(self) -> Iterator[Metric]:
+        status, who = self.status, str(self.status["address"]).lower()
+
+        def gauge(name: str, help_text: str, value: float, **labels: str) -> GaugeMetricFamily:
+            family = GaugeMetricFamily(f"{PREFIX}_{name}", help_text, labels=["provider", *labels])
+            family.add_metric([who, *labels.values()], value)
+            return family
+
+        yield gauge("up", "1 while the agent runs.", 1)
+        yield gauge("registered", "1 when registered in the ProviderRegistry.", int(status["registered"]))
+        yield gauge("active", "1 when active in the market.", int(status["active"]))
+        yield gauge("stake_wei", "Bonded stake in wei.", status["stake_wei"])
+        yield gauge("earnings_owed_wei", "Pull balances waiting to be withdrawn, in wei.", status["earnings_owed_wei"])
+        jobs = GaugeMetricFamily(f"{PREFIX}_jobs", "Jobs in the local record by status.", labels=["provider", "status"])
+        for job_status, count in status["jobs"].items():
+            jobs.add_metric([who, job_status], count)
+        yield jobs
+        yield gauge("hashrate_hps", "Reference or external miner hash rate (hashes per second).", status["hashrate"])
+        shares = CounterMetricFamily(f"{PREFIX}_shares_found", "Shares found by the reference miner since start.",
+                                     labels=["provider"])
+        shares.add_metric([who], status["shares"])
+        yield shares
+        yield gauge("job_items_per_second", "Job throughput over the model run time.", status["items_per_s"])
+        yield gauge("mining_state", "1 for the miner's current state.", 1, state=status["mining_state"])
+        if self.switches:
+            yield gauge("last_switch_seconds", "Time the last pause of the miner took.", self.switches[-1])
 
 
 def render(status: dict[str, Any], switches: list[float] | None = None) -> str:
     """The agent's status as Prometheus exposition text."""
-    lines: list[str] = []
-
-    def gauge(name: str, help_text: str, samples: list[tuple[dict[str, str], float]], kind: str = "gauge") -> None:
-        lines.append(f"# HELP {PREFIX}_{name} {help_text}")
-        lines.append(f"# TYPE {PREFIX}_{name} {kind}")
-        for labels, value in samples:
-            label_text = ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items())
-            lines.append(f"{PREFIX}_{name}{{{label_text}}} {float(value)!r}" if label_text
-                         else f"{PREFIX}_{name} {float(value)!r}")
-
-    who = {"provider": status["address"].lower()}
-    gauge("up", "1 while the agent runs.", [(who, 1)])
-    gauge("registered", "1 when registered in the ProviderRegistry.", [(who, int(status["registered"]))])
-    gauge("active", "1 when active in the market.", [(who, int(status["active"]))])
-    gauge("stake_wei", "Bonded stake in wei.", [(who, status["stake_wei"])])
-    gauge("earnings_owed_wei", "Pull balances waiting to be withdrawn, in wei.", [(who, status["earnings_owed_wei"])])
-    gauge("jobs", "Jobs in the local record by status.",
-          [({**who, "status": s}, n) for s, n in status["jobs"].items()])
-    gauge("hashrate_hps", "Reference or external miner hash rate (hashes per second).", [(who, status["hashrate"])])
-    gauge("shares_found", "Shares found by the reference miner since start.", [(who, status["shares"])], "counter")
-    gauge("job_items_per_second", "Job throughput over the model run time.", [(who, status["items_per_s"])])
-    gauge("mining_state", "1 for the miner's current state.",
-          [({**who, "state": status["mining_state"]}, 1)])
-    if switches:
-        gauge("last_switch_seconds", "Time the last pause of the miner took.", [(who, switches[-1])])
-    return "\n".join(lines) + "\n"
+    return generate_latest(StatusCollector(status, switches)).decode()  # type: ignore[arg-type]
 
 
 class MetricsServer:
@@ -75,7 +86,7 @@ class MetricsServer:
                     return
                 if self.path == "/metrics":
                     body = render(current, owner.switches()).encode()
-                    kind = "text/plain; version=0.0.4; charset=utf-8"
+                    kind = CONTENT_TYPE
                 else:
                     body = json.dumps(current).encode()
                     kind = "application/json"

@@ -38,13 +38,12 @@ class Settings(BaseModel):
     # local directory of files named by their content hash (tests, air-gapped boxes).
     content_path: str = "/blobs/{hash}"
     content_dir: Path | None = None
-    # Backend session (Sign-In with Ethereum with the keystore account) and output uploads: each
-    # upload is tried this many times with exponential backoff from upload_backoff_s, then left
-    # pending and retried by a task every upload_retry_s (backoff doubling up to 10x that).
+    # Backend session (Sign-In with Ethereum with the keystore account) and output uploads: an
+    # upload that fails is left pending and retried by a task of its own, first upload_backoff_s
+    # later, the countdown doubling up to upload_retry_s.
     session_lifetime_s: int = 3600
-    upload_attempts: int = 4
     upload_backoff_s: float = 0.5
-    upload_retry_s: float = 30.0
+    upload_retry_s: float = 300.0
     data_dir: Path = Path.home() / ".unchained" / "provider"
     cache_bytes: int = 10 * GIB
 

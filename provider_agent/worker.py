@@ -23,8 +23,9 @@ a message a killed worker had taken is never handed out again, and the start-up 
 above is what resumes its job.
 
 Deliveries to the backend (the signed result, then the outputs) that failed after signing
-(`JobOutcome.uploaded` false) get a task of their own, `upload_outputs`, retried with a doubling countdown while the backend cannot take them
-(unreachable, or behind the chain); an upload the backend refuses outright fails its task (with
+(`JobOutcome.uploaded` false) get a task of their own, `upload_outputs`, retried with a doubling
+countdown (Celery's own, no sleep inside a task) while the backend cannot take them (unreachable,
+or behind the chain); an upload the backend refuses outright fails its task (with
 the reason in the log). On start the worker also enqueues one for every signed or committed job
 whose outputs the backend does not hold yet.
 
@@ -40,6 +41,7 @@ import httpx
 import requests
 from celery import Task
 from celery.signals import worker_ready, worker_shutdown
+from celery.utils.time import get_exponential_backoff_interval
 
 from client.broker import celery_settings, signed_celery
 from client.errors import NodeUnavailable
@@ -75,7 +77,7 @@ TASK_UPLOAD_OUTPUTS = "unchained.provider.upload_outputs"  # (job_id: int) -> it
 
 TRANSIENT = (JobBusy, requests.exceptions.ConnectionError, requests.exceptions.Timeout, httpx.TransportError,
              ContentUnavailable, BackendUnavailable, NodeUnavailable)
-UPLOAD_MAX_RETRIES = 12
+UPLOAD_MAX_RETRIES = 16  # from 0.5 s doubling to 300 s: about 40 minutes in all
 LEASE_KEY_RETRIES = 600  # one a second: longer than LeaseManager.DELIVERY_WINDOW
 
 
@@ -161,7 +163,7 @@ def run_job(self: Task, job: Any) -> dict[str, Any]:
     logger.info("job %s: %s (delivery %s, retry %s)", dispatched.job_id, outcome.status, self.request.id,
                 self.request.retries)
     if outcome.uploaded is False:  # signed, but the backend does not hold the result and outputs yet
-        upload_outputs.apply_async((outcome.job_id,), countdown=agent.settings.upload_retry_s,
+        upload_outputs.apply_async((outcome.job_id,), countdown=agent.settings.upload_backoff_s,
                                    queue=provider_queue(agent.chain.address))
     return outcome.to_json()
 
@@ -169,14 +171,14 @@ def run_job(self: Task, job: Any) -> dict[str, Any]:
 @app.task(shared=False, name=TASK_UPLOAD_OUTPUTS, bind=True, acks_late=True, max_retries=UPLOAD_MAX_RETRIES)
 def upload_outputs(self: Task, job_id: int) -> int:
     """One more try at a signed job's result and output upload; on failure, again after a doubling
-    countdown (at most 10x upload_retry_s). After the last retry the upload stays pending until
-    the worker's next start."""
+    countdown (from upload_backoff_s, at most upload_retry_s). After the last retry the upload
+    stays pending until the worker's next start."""
     agent = get_agent()
     try:
-        return agent.jobs.upload_outputs(int(job_id), attempts=1)
+        return agent.jobs.upload_outputs(int(job_id))
     except UploadFailed as exc:
-        base = agent.settings.upload_retry_s
-        countdown = min(base * 2 ** self.request.retries, 10 * base)
+        countdown = get_exponential_backoff_interval(agent.settings.upload_backoff_s, self.request.retries,
+                                                     agent.settings.upload_retry_s)
         logger.warning("%s; retry %d/%d in %.1f s", exc, self.request.retries + 1, UPLOAD_MAX_RETRIES, countdown)
         raise self.retry(exc=exc, countdown=countdown) from exc
 

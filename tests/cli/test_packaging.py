@@ -89,7 +89,8 @@ def test_wheel_installed_outside_the_checkout_deploys(chain, tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     assert "protocol/artifacts/index.json" in names and "protocol/artifacts/Staking.json" in names
     assert any(n.startswith("provider_agent/_keccak") and n.endswith(".so") for n in names)
-    assert {"backend/api/static/dashboard.html", "backend/migrations/env.py",
+    assert {"backend/api/static/dashboard.html", "backend/api/static/noble-hashes/sha3.js",
+            "backend/api/static/noble-hashes/LICENSE", "backend/migrations/env.py",
             "backend/migrations/script.py.mako",
             "backend/migrations/versions/0001_initial_schema.py"} <= set(names)
 

@@ -12,6 +12,7 @@ import os
 import struct
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
@@ -68,9 +69,12 @@ def test_pause_returns_within_one_batch_and_stops_hashing():
         started = time.monotonic()
         wait_until(lambda: miner.hashes >= 4096 * 4, 60, "4 batches hashed")
         batch_s = (time.monotonic() - started) / (miner.hashes // 4096)
-        latency = miner.pause()
+        before = miner.hashes
+        with ThreadPoolExecutor(1) as pool:  # the bound only keeps a pause that never returns from hanging
+            latency = pool.submit(miner.pause).result(timeout=60)
         count = miner.hashes
-        assert latency < max(1.0, 3 * batch_s), (latency, batch_s)  # at most the batch in flight
+        # Counted in hashes, not seconds: the batch in flight (and one that ended as pause was called).
+        assert count - before <= 2 * 4096 and latency > 0, (count - before, latency)
         holds_for(lambda: miner.hashes == count, max(0.3, 3 * batch_s), "no hashing while paused")
         miner.resume()
         wait_until(lambda: miner.hashes > count, 60, "hashing again after resume")
@@ -80,15 +84,13 @@ def test_pause_returns_within_one_batch_and_stops_hashing():
 
 def test_supervisor_cooldown_keeps_a_burst_of_jobs_from_flapping():
     miner = ReferenceMiner(batch=2048)
-    supervisor = MiningSupervisor(miner, MiningPolicy(cooldown_s=1.0))
+    supervisor = MiningSupervisor(miner, MiningPolicy(cooldown_s=2.0))
     supervisor.start()
     try:
-        burst = time.monotonic()
         for job in range(5):  # each job starts well inside the cooldown after the last one
             supervisor.job_started(job)
             supervisor.job_finished(job, 1, 0.01)
-            time.sleep(0.05)
-        assert time.monotonic() - burst < 1.0, "the burst took longer than the cooldown (machine stalled)"
+            holds_for(lambda: supervisor.state == "paused", 0.05, "paused between the jobs of a burst")
         assert supervisor.state == "paused" and len(supervisor.telemetry.switches) == 1
         wait_until(lambda: supervisor.state == "mining", 30, "mining resumed after the cooldown")
     finally:
@@ -119,7 +121,7 @@ def test_mining_pauses_when_a_job_arrives_and_resumes_after_it(settings_for, mar
         wait_until(lambda: agent.mining.state == "mining" and agent.mining.miner.hashrate() > 0, 60,
                    "mining resumed after the cooldown, its hash rate measured again")
         assert agent.mining.miner.hashes > before
-        assert agent.mining.telemetry.switches[0] < 1.0
+        assert len(agent.mining.telemetry.switches) == 1  # one pause for the job (its time: test above)
         floor = agent.publish_yield()
         assert floor > 0 and "miningYieldWeiPerGpuHour" in agent.chain.provider_info()["metadata_uri"]
     finally:

@@ -4,6 +4,7 @@ an item too large for one goes alone (PUT /jobs/{id}/outputs/{index})."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -11,7 +12,8 @@ import pytest
 
 import provider_agent.jobs
 from protocol.merkle import MerkleTree, keccak256
-from provider_agent.jobs import JobService, OutputStore
+from provider_agent.backend_client import BackendUnavailable
+from provider_agent.jobs import JobService, OutputStore, UploadFailed
 from provider_agent.runner import Limits
 from provider_agent.state import JobStore
 
@@ -101,3 +103,32 @@ def test_requests_stay_within_the_body_limit_and_a_large_item_goes_alone(tmp_pat
         if len(request) > 1:  # base64 and hex siblings of each item within the limit
             assert sum(len(outputs[i]) * 4 // 3 + 80 * (depth + 1) for i in request) <= 2000
     assert len(backend.requests) < len(outputs)
+
+
+class UnreachableOnce(RecordingBackend):
+    """A backend that cannot take the first request (down, or behind the chain), then takes everything."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refusals = 0
+
+    def upload_outputs(self, job_id: int, items: Sequence[tuple[int, bytes, Sequence[bytes]]]) -> None:
+        if self.refusals == 0:
+            self.refusals += 1
+            raise BackendUnavailable("upload outputs", 503, "behind the chain")
+        super().upload_outputs(job_id, items)
+
+
+def test_an_unreachable_backend_fails_the_try_at_once_and_leaves_the_upload_pending(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No sleep inside the job's task: the worker's upload task tries again with Celery's countdown."""
+    def no_sleep(seconds: float) -> None:
+        raise AssertionError(f"slept {seconds} s inside an upload")
+
+    monkeypatch.setattr(time, "sleep", no_sleep)
+    service, backend = _service(tmp_path, [b"item-%d" % i for i in range(5)], UnreachableOnce())
+    with pytest.raises(UploadFailed, match="behind the chain"):
+        service.upload_outputs(7, fresh=True)
+    assert backend.refusals == 1 and backend.requests == [] and not service.outputs.uploaded(7)
+    assert service.upload_outputs(7) == 5 and backend.requests == [[0, 1, 2, 3, 4]]
+    assert service.outputs.uploaded(7)

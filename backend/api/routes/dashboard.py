@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from importlib.resources import files
+from importlib.resources.abc import Traversable
 from typing import Annotated
 
 from fastapi import APIRouter, Path
@@ -23,7 +24,17 @@ def dashboard() -> HTMLResponse:
 def static(name: Annotated[str, Path(pattern=r"^[a-z]+\.(js|css)$")]) -> Response:
     """The page's scripts (plain files, no build step). The name pattern keeps paths inside
     the static folder."""
-    resource = STATIC.joinpath(name)
+    return _serve(STATIC.joinpath(name), name)
+
+
+@router.get("/static/noble-hashes/{name}", response_class=Response)
+def noble_hashes(name: Annotated[str, Path(pattern=r"^_?[a-zA-Z0-9]+\.js$")]) -> Response:
+    """The ES modules of @noble/hashes that the page's keccak.js imports (vendored: see the
+    folder's README). The name pattern keeps paths inside that folder."""
+    return _serve(STATIC.joinpath("noble-hashes", name), name)
+
+
+def _serve(resource: Traversable, name: str) -> Response:
     if not resource.is_file():
         raise NotFound("static file", name)
     return Response(resource.read_text(), media_type=MEDIA_TYPES[name.rsplit(".", 1)[1]],

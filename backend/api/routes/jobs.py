@@ -8,6 +8,7 @@ from fastapi import APIRouter, Header, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, Response
 from sqlalchemy import select
+from sqlalchemy.orm import selectinload
 from web3 import Web3
 
 from backend import jobs as service
@@ -51,11 +52,9 @@ ItemsQuery = Annotated[list[int], Query(description=(
     f"the items, repeated (index=0&index=3), at most {MAX_ITEMS_PER_READ}; none: every item of the job"))]
 
 
-def to_public(db, job: m.Job) -> JobPublic:  # type: ignore[no-untyped-def]
+def to_public(job: m.Job) -> JobPublic:
     public = JobPublic.model_validate(job)
-    spec = db.get(m.JobSpecRecord, job.spec_hash)
-    dispatch = db.get(m.Dispatch, job.job_id)
-    report = db.get(m.JobFailure, job.job_id)
+    spec, dispatch, report = job.spec_record, job.dispatch, job.failure_report
     # The on-chain reason is the record (the provider signed it with the refund); an off-chain
     # report covers a failure the provider could not put on-chain (e.g. past the deadline).
     failure = job.failure_reason or (f"{report.kind}: {report.error}" if report else None)
@@ -66,8 +65,9 @@ def to_public(db, job: m.Job) -> JobPublic:  # type: ignore[no-untyped-def]
 
 @router.get("", response_model=list[JobPublic])
 def list_jobs(db: DbDep, filters: PartyFilterDep) -> list[JobPublic]:
-    query = filters.apply(select(m.Job).order_by(m.Job.job_id.desc()), m.Job)
-    return [to_public(db, j) for j in db.scalars(query)]
+    query = filters.apply(select(m.Job).order_by(m.Job.job_id.desc()), m.Job).options(
+        selectinload(m.Job.spec_record), selectinload(m.Job.dispatch), selectinload(m.Job.failure_report))
+    return [to_public(j) for j in db.scalars(query)]
 
 
 @router.post("/specs", response_model=JobSpecStored, status_code=201, responses={413: {}, 422: {}},
@@ -102,7 +102,7 @@ def funding_tx(spec_hash: Annotated[str, Path(pattern=HASH_PATTERN)], backend: B
 
 @router.get("/{job_id}", response_model=JobPublic, responses={404: {}})
 def get_job(job_id: JobIdPath, db: DbDep) -> JobPublic:
-    return to_public(db, service.get_job(db, job_id))
+    return to_public(service.get_job(db, job_id))
 
 
 @router.get("/{job_id}/result", response_model=JobResult, responses={404: {}, 409: {}})

@@ -5,6 +5,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
 from sqlalchemy import select
+from sqlalchemy.orm import selectinload
 
 from backend import models as m
 from backend.api.deps import BackendDep, DbDep, SignedInDep
@@ -23,9 +24,8 @@ router = APIRouter(prefix="/providers", tags=["providers"])
 AddressPath = Annotated[str, Path(pattern=ADDRESS_PATTERN)]
 
 
-def to_public(db, p: m.Provider, stale_after_s: float | None = None) -> ProviderPublic:  # type: ignore[no-untyped-def]
-    stake = db.get(m.Stake, p.address)
-    profile = db.get(m.ProviderProfile, p.address)
+def to_public(p: m.Provider, stale_after_s: float | None = None) -> ProviderPublic:
+    stake, profile = p.stake, p.profile
     seen = _aware(profile.last_seen_at) if profile and profile.last_seen_at else None
     stale = seen is not None and stale_after_s is not None and utcnow() - seen > timedelta(seconds=stale_after_s)
     rep = reputation(Candidate(p.address, None, 0, False, True, 0, 0, None, frozenset(), False,
@@ -60,14 +60,15 @@ def list_providers(
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
     offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
 ) -> list[ProviderPublic]:
-    query = select(m.Provider).order_by(m.Provider.registered_block, m.Provider.address)
+    query = select(m.Provider).order_by(m.Provider.registered_block, m.Provider.address).options(
+        selectinload(m.Provider.stake), selectinload(m.Provider.profile))
     if verified is not None:
         query = query.where(m.Provider.pog_passed.is_(True) if verified else m.Provider.pog_passed.isnot(True))
     if gpu_class is not None:
         query = query.where(m.Provider.gpu_class == gpu_class)
     if active is not None:
         query = query.where(m.Provider.active.is_(active))
-    rows = [to_public(db, p, backend.settings.provider_stale_s) for p in db.scalars(query)]
+    rows = [to_public(p, backend.settings.provider_stale_s) for p in db.scalars(query)]
     if available is not None:
         rows = [r for r in rows if r.available is available]
     return rows[offset:offset + limit]
@@ -89,7 +90,7 @@ def get_provider(address: AddressPath, db: DbDep, backend: BackendDep) -> Provid
     provider = db.get(m.Provider, address.lower())
     if provider is None:
         raise NotFound("provider", address)
-    return to_public(db, provider, backend.settings.provider_stale_s)
+    return to_public(provider, backend.settings.provider_stale_s)
 
 
 @router.get("/{address}/pog", response_model=list[PogRoundPublic])
@@ -114,7 +115,7 @@ def update_profile(address: AddressPath, body: ProviderProfileUpdate, signer: Si
     profile.updated_at = utcnow()
     db.add(profile)
     db.commit()
-    return to_public(db, provider)
+    return to_public(provider)
 
 
 def _own_profile(db, signer: str, address: str) -> tuple[m.Provider, m.ProviderProfile]:  # type: ignore[no-untyped-def]
@@ -140,4 +141,4 @@ def report_mining(address: AddressPath, body: MiningReport, signer: SignedInDep,
     profile.updated_at = utcnow()
     db.add(profile)
     db.commit()
-    return to_public(db, provider)
+    return to_public(provider)
