@@ -5,12 +5,13 @@ import {IStakeLocker} from "./interfaces/IStakeLocker.sol";
 import {ILeaseManager} from "./interfaces/ILeaseManager.sol";
 import {IProviderRegistry} from "./interfaces/IProviderRegistry.sol";
 import {IStaking} from "./interfaces/IStaking.sol";
+import {PullBalances} from "./mixins/PullBalances.sol";
 
 /// @title LeaseManager
 /// @notice Per-second GPU leases; see ILeaseManager. The ETH held equals what active leases paid
 /// plus all pull balances. Needs LOCKER_ROLE on Staking: an active lease locks its provider's stake
 /// (no unbonding) until the lease ends.
-contract LeaseManager is ILeaseManager, IStakeLocker {
+contract LeaseManager is ILeaseManager, IStakeLocker, PullBalances {
     /// @inheritdoc ILeaseManager
     uint256 public constant MAX_DURATION = 365 days;
     /// @inheritdoc ILeaseManager
@@ -151,12 +152,7 @@ contract LeaseManager is ILeaseManager, IStakeLocker {
 
     /// @inheritdoc ILeaseManager
     function withdraw() external {
-        uint256 amount = _owed[msg.sender];
-        if (amount == 0) revert LeaseManagerNothingOwed(msg.sender);
-        _owed[msg.sender] = 0;
-        emit Withdrawn(msg.sender, amount);
-        (bool ok,) = msg.sender.call{value: amount}("");
-        if (!ok) revert LeaseManagerTransferFailed(msg.sender, amount);
+        if (_withdrawEth() == 0) revert LeaseManagerNothingOwed(msg.sender);
     }
 
     /// @inheritdoc ILeaseManager
@@ -219,6 +215,18 @@ contract LeaseManager is ILeaseManager, IStakeLocker {
     /// @inheritdoc ILeaseManager
     function owedTo(address account) external view returns (uint256) {
         return _owed[account];
+    }
+
+    /// @dev PullBalances: an ETH-only ledger.
+    function _debitAll(address, address account) internal override returns (uint256 amount) {
+        amount = _owed[account];
+        if (amount == 0) return 0;
+        _owed[account] = 0;
+        emit Withdrawn(account, amount);
+    }
+
+    function _revertTransferFailed(address to, uint256 amount) internal pure override {
+        revert LeaseManagerTransferFailed(to, amount);
     }
 
     function _deadline(uint256 startedAt, uint256 endsAt) private pure returns (uint256) {

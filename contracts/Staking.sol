@@ -5,12 +5,13 @@ import {OneTimeWiring} from "./access/OneTimeWiring.sol";
 import {IStakeWatcher} from "./interfaces/IStakeWatcher.sol";
 import {IStakeLocker} from "./interfaces/IStakeLocker.sol";
 import {IStaking} from "./interfaces/IStaking.sol";
+import {PullBalances} from "./mixins/PullBalances.sol";
 
 /// @title Staking
 /// @notice ETH stake of providers and verifiers; see IStaking. Every wei held is bonded,
 /// unbonding or owed: address(this).balance == totalBonded + totalUnbonding + totalOwed.
 /// Roles are granted once by the deployer (OneTimeWiring); parameters are immutable.
-contract Staking is IStaking, OneTimeWiring {
+contract Staking is IStaking, OneTimeWiring, PullBalances {
     bytes32 public constant SLASHER_ROLE = keccak256("SLASHER_ROLE");
     bytes32 public constant LOCKER_ROLE = keccak256("LOCKER_ROLE");
     /// @notice Longest unbonding delay a deployment may set: stake is never locked for longer,
@@ -129,7 +130,7 @@ contract Staking is IStaking, OneTimeWiring {
         totalUnbonding -= entry.amount;
         emit UnbondedWithdrawn(msg.sender, entry.amount);
         _notify(msg.sender);
-        _send(msg.sender, entry.amount);
+        _sendEth(msg.sender, entry.amount);
     }
 
     /// @inheritdoc IStaking
@@ -187,12 +188,7 @@ contract Staking is IStaking, OneTimeWiring {
 
     /// @inheritdoc IStaking
     function withdraw() external {
-        uint256 amount = _owed[msg.sender];
-        if (amount == 0) revert StakingNothingOwed(msg.sender);
-        _owed[msg.sender] = 0;
-        totalOwed -= amount;
-        emit Withdrawn(msg.sender, amount);
-        _send(msg.sender, amount);
+        if (_withdrawEth() == 0) revert StakingNothingOwed(msg.sender);
     }
 
     /// @inheritdoc IStaking
@@ -241,8 +237,16 @@ contract Staking is IStaking, OneTimeWiring {
         }
     }
 
-    function _send(address to, uint256 amount) private {
-        (bool ok,) = to.call{value: amount}("");
-        if (!ok) revert StakingTransferFailed(to, amount);
+    /// @dev PullBalances: the owed amount leaves totalOwed with the balance.
+    function _debitAll(address, address account) internal override returns (uint256 amount) {
+        amount = _owed[account];
+        if (amount == 0) return 0;
+        _owed[account] = 0;
+        totalOwed -= amount;
+        emit Withdrawn(account, amount);
+    }
+
+    function _revertTransferFailed(address to, uint256 amount) internal pure override {
+        revert StakingTransferFailed(to, amount);
     }
 }
