@@ -81,7 +81,7 @@ class Agent:
             if settings.keystore is None:
                 raise ConfigurationError("no keystore: set UNCHAINED_PROVIDER_KEYSTORE or pass --keystore")
             account = load_keystore(settings.keystore, settings.password_file)
-        chain = ProviderChain.connect(settings.rpc_url, account, settings.deployments_dir)
+        chain = ProviderChain.connect(settings.rpc_url, account, settings.deployments_dir, settings.deployment_file)
         # The backend session signs in with this account; the key stays in this process.
         backend = (BackendClient(settings.backend_url, account, settings.session_lifetime_s)
                    if settings.backend_url else None)

@@ -8,7 +8,6 @@ arguments, so logs say `JobEscrowWrongStatus(3, 3)` instead of raw bytes.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Iterable, Sequence
@@ -18,20 +17,20 @@ from typing import Any
 
 from eth_account.signers.local import LocalAccount
 from web3 import Web3
-from web3.contract import Contract
 from web3.exceptions import BlockNotFound
 from web3.types import TxReceipt
 
 from client import blocks, contracts
+from client.chain import ChainContext, open_chain
 from client.contracts import Struct
 from client.errors import ClientError
 from client.escrow_jobs import JobNotFound, read_job, read_job_and_state
-from client.tx import TxSender, connect
-from protocol.deployments import Deployment, DeploymentFormatError
+from client.tx import TxSender
+from protocol.deployments import Deployment
 from protocol.enums import ChallengeKind, ChallengeStatus, JobStatus, LeaseStatus
 from protocol.escrow_job import EscrowJob
 from protocol.ids import ChallengeId, JobId, LeaseId, RoundId
-from protocol.job_result import EscrowDomain, JobResult
+from protocol.job_result import JobResult
 from protocol.lease_access import LeaseDomain
 from protocol.pog.challenge import challenge_indices
 from protocol.tasks import DispatchedJob
@@ -44,7 +43,7 @@ ZERO_ADDRESS = "0x" + "00" * 20
 
 
 class ChainError(ProviderAgentError):
-    """The chain could not be reached or a deployment is missing or malformed."""
+    """Our node does not know a block the protocol needs (it lags the verifier's)."""
 
 
 
@@ -76,25 +75,12 @@ def _on_chain_job(j: EscrowJob, state: Struct) -> OnChainJob:
                       item_count=j.item_count, escrow_job=j)
 
 
-def load_deployment(directory: Path, chain_id: int) -> Deployment:
-    """Reads deployments/<chainId>.json (written by `unchained deploy`)."""
-    path = directory / f"{chain_id}.json"
-    try:
-        return Deployment.from_json(json.loads(path.read_text()))
-    except OSError as exc:
-        raise ChainError(f"no deployment for chain {chain_id}: {path} ({exc.strerror})") from exc
-    except (json.JSONDecodeError, DeploymentFormatError) as exc:
-        raise ChainError(f"malformed deployment {path}: {exc}") from exc
-
-
-class ProviderChain:
+class ProviderChain(ChainContext):
     """The provider's view of and actions on the contracts, as one signing account."""
 
     def __init__(self, web3: Web3, account: LocalAccount, deployment: Deployment) -> None:
-        self.web3 = web3
+        super().__init__(web3, deployment)
         self.account = account
-        self.deployment = deployment
-        self._contracts = contracts.DeployedContracts(web3, deployment)
         self._job_state: contracts.ViewCall | None = None
         self._bonded_for: contracts.ViewCall | None = None
         self._min_stake: int | None = None
@@ -102,16 +88,14 @@ class ProviderChain:
         self.sender = TxSender(web3, account, deployment)
 
     @classmethod
-    def connect(cls, rpc_url: str, account: LocalAccount, deployments_dir: Path) -> "ProviderChain":
-        web3 = connect(rpc_url)
-        return cls(web3, account, load_deployment(deployments_dir, web3.eth.chain_id))
+    def connect(cls, rpc_url: str, account: LocalAccount, deployments_dir: Path,
+                deployment_file: Path | None = None) -> "ProviderChain":
+        web3, deployment = open_chain(rpc_url, deployment_file=deployment_file, deployments_dir=deployments_dir)
+        return cls(web3, account, deployment)
 
     @property
     def address(self) -> str:
         return self.account.address
-
-    def contract(self, name: str) -> Contract:
-        return self._contracts(name)
 
     # -- sending ---------------------------------------------------------------------------
 
@@ -222,10 +206,6 @@ class ProviderChain:
         return [_on_chain_job(j, state) if bytes(state.jobHash) == j.job_hash() else self.job(JobId(j.id))
                 for j, state in zip(jobs, states)]
 
-    def escrow_domain(self) -> EscrowDomain:
-        """JobEscrow's EIP-712 domain, under which job results are signed (no chain read)."""
-        return EscrowDomain(self.deployment.chain_id, self.contract("JobEscrow").address)
-
     # The batch calls take the jobs as dispatched: JobEscrow keeps only a hash per job and takes
     # its terms back in calldata (EscrowJob.from_json reads DispatchedJob's keys), so no chain
     # read precedes a commit; a dispatch that differs from JobCreated reverts as a mismatch.
@@ -258,9 +238,6 @@ class ProviderChain:
     def refund_expired(self, job_id: JobId) -> TxReceipt:
         job = read_job(self.contract("JobEscrow"), job_id, self._escrow_block)
         return self.send(self.contract("JobEscrow").functions.refundExpired(job.as_tuple()), f"refundExpired {job_id}")
-
-    def now(self) -> int:
-        return blocks.timestamp(self.web3)
 
     # -- challenges and PoG ----------------------------------------------------------------
 
