@@ -48,6 +48,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from client.backend_http import ApiError, BackendRefused, BackendUnavailable
 from client.errors import TransactionReverted
 from protocol.enums import ChallengeKind, JobStatus
 from protocol.escrow_job import EscrowJob
@@ -56,7 +57,7 @@ from protocol.job_result import JobResult, SignedJobResult
 from protocol.jobs import MAX_OUTPUTS_BODY_BYTES, JobSpec, JobSpecError, base64_size, request_groups
 from protocol.merkle import MerkleTree, keccak256
 from provider_agent import ProviderAgentError
-from provider_agent.backend_client import BackendClient, BackendClientError, BackendRefused, BackendUnavailable
+from provider_agent.backend_client import BackendClient
 from provider_agent.cache import ContentCache, ContentError, ContentUnavailable
 from protocol.tasks import DispatchedJob
 from provider_agent.chain import OnChainJob, ProviderChain
@@ -116,7 +117,7 @@ class OutputsMissing(ProviderAgentError):
 class UploadFailed(ProviderAgentError):
     """The backend could not take a job's outputs now (transient); the upload stays pending."""
 
-    def __init__(self, job_id: int, cause: BackendClientError) -> None:
+    def __init__(self, job_id: int, cause: ApiError) -> None:
         super().__init__(f"job {job_id}: output upload failed: {cause}")
         self.job_id = job_id
 
@@ -124,7 +125,7 @@ class UploadFailed(ProviderAgentError):
 class UploadRefused(ProviderAgentError):
     """The backend refuses a job's outputs as such (a proof it rejects, another account)."""
 
-    def __init__(self, job_id: int, cause: BackendClientError) -> None:
+    def __init__(self, job_id: int, cause: ApiError) -> None:
         super().__init__(f"job {job_id}: output upload refused: {cause}")
         self.job_id = job_id
 
@@ -399,7 +400,7 @@ class JobService:
         if self.backend is not None:
             try:  # informational (the refund is on-chain): a lost report is logged, not retried
                 self.backend.report_failure(job_id, failure.kind, failure.message)
-            except BackendClientError as exc:
+            except ApiError as exc:
                 logger.warning("job %s: failure report to the backend failed: %s", job_id, exc)
         refunded = self.refund_failed()
         status = "refunded" if job_id in refunded else "failed"
