@@ -42,7 +42,10 @@ class ResultItem:
 
 
 @dataclass(frozen=True)
-class JobResult:
+class ServedResult:
+    """A job's result as the backend serves it (GET /jobs/{id}/result): trusted for nothing until
+    the caller checks it against the chain's root."""
+
     output_root: bytes
     item_count: int
     items: dict[int, ResultItem]
@@ -79,13 +82,13 @@ class VerifierBackend(BackendHttp):
             raise BackendRefused(f"content {name}", None, "the backend served bytes with another hash")
         return data
 
-    def result(self, job_id: int) -> JobResult:
+    def result(self, job_id: int) -> ServedResult:
         body = self._get(f"job {job_id} result", f"/jobs/{job_id}/result").json()
         items = {int(i["index"]): ResultItem(int(i["index"]),
                                              bytes.fromhex(i["digest"][2:]) if i.get("digest") else None,
                                              tuple(bytes.fromhex(p[2:]) for p in (i.get("proof") or ())))
                  for i in body["items"]}
-        return JobResult(bytes.fromhex(body["output_root"].removeprefix("0x")), int(body["item_count"]), items)
+        return ServedResult(bytes.fromhex(body["output_root"].removeprefix("0x")), int(body["item_count"]), items)
 
     def jobs(self, limit: int, offset: int = 0) -> list[dict[str, Any]]:
         """One page of the backend's jobs (GET /jobs), newest first: an index, trusted for nothing."""
@@ -171,4 +174,4 @@ def _hex(tx_hash: str) -> str:
     return tx_hash if tx_hash.startswith("0x") else "0x" + tx_hash
 
 
-__all__ = ["Decision", "JobResult", "ResultItem", "VerifierBackend"]
+__all__ = ["Decision", "ResultItem", "ServedResult", "VerifierBackend"]
