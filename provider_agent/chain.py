@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +23,10 @@ from client import blocks, contracts
 from client.chain import ChainContext, open_chain
 from client.contracts import Struct
 from client.errors import ClientError
-from client.escrow_jobs import JobNotFound, read_job, read_job_and_state
+from client.escrow_jobs import JobNotFound, JobView, read_job, read_job_and_state, view_of
 from client.tx import TxSender
 from protocol.deployments import Deployment
-from protocol.enums import ChallengeKind, ChallengeStatus, JobStatus, LeaseStatus
+from protocol.enums import ChallengeKind, ChallengeStatus, LeaseStatus
 from protocol.escrow_job import EscrowJob
 from protocol.ids import ChallengeId, JobId, LeaseId, RoundId
 from protocol.job_result import JobResult
@@ -46,35 +45,6 @@ class ChainError(ProviderAgentError):
     """Our node does not know a block the protocol needs (it lags the verifier's)."""
 
 
-
-
-@dataclass(frozen=True)
-class OnChainJob:
-    job_id: JobId
-    renter: str
-    provider: str
-    token: str
-    price: Wei
-    spec_hash: bytes
-    deadline: int
-    challenge_window_end: int
-    status: JobStatus
-    frozen: bool
-    output_root: bytes
-    item_count: int
-    escrow_job: EscrowJob  # the Job JobEscrow's calls take (protocol.escrow_job)
-
-
-def _on_chain_job(j: EscrowJob, state: Struct) -> OnChainJob:
-    """The Job with its slot's state (JobState): the window end only once committed (before, the
-    slot's endsAt is a requested cancel's time)."""
-    return OnChainJob(job_id=JobId(j.id), renter=j.renter, provider=j.provider, token=j.token, price=Wei(j.price),
-                      spec_hash=j.spec_hash, deadline=j.deadline,
-                      challenge_window_end=state.endsAt if j.is_committed else 0,
-                      status=JobStatus(state.status), frozen=state.frozen, output_root=j.output_root,
-                      item_count=j.item_count, escrow_job=j)
-
-
 class ProviderChain(ChainContext):
     """The provider's view of and actions on the contracts, as one signing account."""
 
@@ -84,6 +54,7 @@ class ProviderChain(ChainContext):
         self._job_state: contracts.ViewCall | None = None
         self._bonded_for: contracts.ViewCall | None = None
         self._min_stake: int | None = None
+        self._challenge_window: int | None = None
         # The heartbeat thread and the Celery task both send: through this one sender, which owns the nonce.
         self.sender = TxSender(web3, account, deployment)
 
@@ -161,11 +132,18 @@ class ProviderChain(ChainContext):
 
     # -- jobs ------------------------------------------------------------------------------
 
-    def job(self, job_id: JobId) -> OnChainJob:
+    def job(self, job_id: JobId) -> JobView:
         """The job from its events (client.escrow_jobs) and the escrow's slot (status, freeze)."""
-        return _on_chain_job(*read_job_and_state(self.contract("JobEscrow"), job_id, self._escrow_block))
+        return self._view(*read_job_and_state(self.contract("JobEscrow"), job_id, self._escrow_block))
 
-    def dispatched_job(self, job: EscrowJob) -> tuple[OnChainJob | None, int, bool]:
+    def _view(self, job: EscrowJob, state: Struct) -> JobView:
+        """The Job with its slot's state; a committed one dated by the escrow's challenge window
+        (immutable: read once, at the first committed job, so a dispatch's read stays one trip)."""
+        if job.is_committed and self._challenge_window is None:
+            self._challenge_window = int(self.contract("JobEscrow").functions.challengeWindow().call())
+        return view_of(job, state, self._challenge_window or 0)
+
+    def dispatched_job(self, job: EscrowJob) -> tuple[JobView | None, int, bool]:
         """The job as dispatched, if the escrow's slot vouches for it, the chain's time, and
         whether our stake can back a signed result (Staking.isBondedFor: the minimum bonded,
         nothing unbonding): the slot, the latest block and the stake in one round trip when the
@@ -182,7 +160,7 @@ class ProviderChain(ChainContext):
                         self._bonded_for.request(self.address, self._min_stake)],
             [self._job_state.decode, lambda block: int(block["timestamp"], 16), self._bonded_for.decode])
         if bytes(state.jobHash) == job.job_hash():
-            return _on_chain_job(job, state), now, bool(bonded)
+            return self._view(job, state), now, bool(bonded)
         try:
             return self.job(JobId(job.id)), now, bool(bonded)
         except JobNotFound:
@@ -194,7 +172,7 @@ class ProviderChain(ChainContext):
         refuse ranges that long)."""
         return self.deployment.contract("JobEscrow").block
 
-    def jobs_as_held(self, jobs: Sequence[EscrowJob]) -> list[OnChainJob]:
+    def jobs_as_held(self, jobs: Sequence[EscrowJob]) -> list[JobView]:
         """Each job of `jobs` (as this agent holds it: dispatched, and committed with its result)
         with its slot's state: the slots in as few round trips as the node takes, and only a job whose
         slot does not hold its hash (settled otherwise, or not what we hold) rebuilt from its
@@ -203,7 +181,7 @@ class ProviderChain(ChainContext):
             self._job_state = contracts.ViewCall(self.contract("JobEscrow"), "jobState")
         states = contracts.read_batched(self.web3, [self._job_state.request(j.id) for j in jobs],
                                         [self._job_state.decode] * len(jobs))
-        return [_on_chain_job(j, state) if bytes(state.jobHash) == j.job_hash() else self.job(JobId(j.id))
+        return [self._view(j, state) if bytes(state.jobHash) == j.job_hash() else self.job(JobId(j.id))
                 for j, state in zip(jobs, states)]
 
     # The batch calls take the jobs as dispatched: JobEscrow keeps only a hash per job and takes

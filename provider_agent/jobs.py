@@ -50,6 +50,7 @@ from pathlib import Path
 
 from client.backend_http import ApiError, BackendRefused, BackendUnavailable
 from client.errors import TransactionReverted
+from client.escrow_jobs import JobView
 from protocol.enums import ChallengeKind, JobStatus
 from protocol.escrow_job import EscrowJob
 from protocol.ids import ChallengeId, JobId
@@ -60,7 +61,7 @@ from provider_agent import ProviderAgentError
 from provider_agent.backend_client import BackendClient
 from provider_agent.cache import ContentCache, ContentError, ContentUnavailable
 from protocol.tasks import DispatchedJob
-from provider_agent.chain import OnChainJob, ProviderChain
+from provider_agent.chain import ProviderChain
 from provider_agent.runner import BadJobInput, JobFailed, Limits, run_inference
 from provider_agent.state import COMMITTED, COMPUTED, FAILED, FINALIZED, REFUNDED, REJECTED, SIGNED, JobStore
 
@@ -199,7 +200,7 @@ class ChainView:
     """The chain's word on a dispatched job, read beside the work: the job, the chain's time, and
     whether our stake can back a signed result (minimum bonded, nothing unbonding)."""
 
-    job: OnChainJob | None  # None: no such job on the escrow (or its events are not readable yet)
+    job: JobView | None  # None: no such job on the escrow (or its events are not readable yet)
     now: int
     bonded: bool = True
     read_at: float = field(default_factory=time.monotonic)  # when the read began (time.monotonic)
@@ -424,7 +425,7 @@ class JobService:
                         receipt = self.chain.refund_expired(JobId(record.job_id))
                     else:
                         reason = failure_reason(record.error or "failed")
-                        receipt = self.chain.send(escrow.functions.failJob(job.escrow_job.as_tuple(), reason),
+                        receipt = self.chain.send(escrow.functions.failJob(job.job.as_tuple(), reason),
                                                   f"failJob {record.job_id}")
                 except TransactionReverted as exc:  # e.g. the deadline passed between our read and the tx
                     logger.warning("job %s: refund refused, retried next time: %s", record.job_id, exc.reason)
