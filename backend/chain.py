@@ -1,63 +1,32 @@
-"""The chain as the backend sees it: a web3 connection and the deployment's contracts."""
+"""The chain as the backend sees it: the chain context (client.chain) and who is a staked verifier."""
 
 from __future__ import annotations
 
-import json
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
 
 from web3 import Web3
-from web3.contract import Contract
 
 from backend.errors import ChainUnavailable
 from backend.settings import Settings
-from client import contracts
-from client.tx import http_web3
-from protocol.deployments import Deployment, DeploymentFormatError
-from protocol.job_result import EscrowDomain
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from client.chain import ChainContext, open_chain
+from client.errors import DeploymentUnreadable, NodeUnavailable
+from protocol.deployments import Deployment
 
 
-def load_deployment(path: Path) -> Deployment:
-    try:
-        return Deployment.from_json(json.loads(path.read_text()))
-    except (OSError, json.JSONDecodeError, DeploymentFormatError) as exc:
-        raise ChainUnavailable(f"cannot read deployment {path}: {exc}") from exc
-
-
-@dataclass
-class Chain:
-    web3: Web3
-    deployment: Deployment
-    verifier_ttl_s: float = 0.0  # how long a staked verifier's verdict is trusted (Settings.verifier_check_ttl_s)
-    _contracts: contracts.DeployedContracts = field(init=False, repr=False)
-    _verifiers: dict[str, float] = field(default_factory=dict, repr=False)  # address -> when found staked
+class Chain(ChainContext):
+    def __init__(self, web3: Web3, deployment: Deployment, verifier_ttl_s: float = 0.0) -> None:
+        super().__init__(web3, deployment)
+        self.verifier_ttl_s = verifier_ttl_s  # how long a staked verifier's verdict is trusted (Settings.verifier_check_ttl_s)
+        self._verifiers: dict[str, float] = {}  # address -> when found staked
 
     @classmethod
     def connect(cls, settings: Settings) -> Chain:
-        web3 = http_web3(settings.rpc_url, timeout_s=30)
+        """The node and deployment of `settings`; ChainUnavailable (the API's 503) when either fails."""
         try:
-            chain_id = web3.eth.chain_id
-        except Exception as exc:  # requests' connection errors vary by transport
-            raise ChainUnavailable(f"no JSON-RPC node answers at {settings.rpc_url} ({type(exc).__name__}): "
-                                   "start one (`unchained up`) or pass --rpc URL") from exc
-        path = settings.deployment_file or REPO_ROOT / "deployments" / f"{chain_id}.json"
-        deployment = load_deployment(path)
-        if deployment.chain_id != chain_id:
-            raise ChainUnavailable(f"{path} is for chain {deployment.chain_id}, the node is chain {chain_id}")
+            web3, deployment = open_chain(settings.rpc_url, deployment_file=settings.deployment_file, timeout_s=30)
+        except (NodeUnavailable, DeploymentUnreadable) as exc:
+            raise ChainUnavailable(str(exc)) from exc
         return cls(web3, deployment, settings.verifier_check_ttl_s)
-
-    def __post_init__(self) -> None:
-        self._contracts = contracts.DeployedContracts(self.web3, self.deployment)
-
-    def contract(self, name: str) -> Contract:
-        return self._contracts(name)
-
-    def escrow_domain(self) -> EscrowDomain:
-        """JobEscrow's EIP-712 domain, under which providers sign job results (no chain read)."""
-        return EscrowDomain(self.deployment.chain_id, self.deployment.contract("JobEscrow").address)
 
     def is_staked_verifier(self, address: str) -> bool:
         """Whether `address` has bonded at least the verifiers' minimum stake and is not a

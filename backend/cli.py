@@ -17,10 +17,10 @@ from backend.errors import Conflict
 from backend.renter import check_lease, end_lease, start_lease, submit_job
 from backend.settings import Settings
 from backend.wallet import Wallet
-from client import blocks, contracts
+from client import contracts
+from client.chain import ChainContext, open_chain
 from client.escrow_jobs import read_job
 from client.keystore import PASSWORD_FILE_HELP, load_keystore
-from client.tx import connect
 from protocol.job_result import SignedJobResult
 from protocol.jobs import MODEL_FORMATS
 
@@ -60,7 +60,7 @@ Broker = Annotated[str | None, typer.Option(
     "--broker", envvar="UNCHAINED_BACKEND_BROKER_URL", help="Celery broker URL the funded jobs are queued on (redis://... or sqla+sqlite:///FILE); "
                      "default: $UNCHAINED_BACKEND_BROKER_URL, else redis://127.0.0.1:6379/0.")]
 ServeDeployment = Annotated[Path | None, typer.Option(
-    "--deployment", envvar="UNCHAINED_BACKEND_DEPLOYMENT_FILE", dir_okay=False, help="deployments/<chainId>.json; default: the repository's for the node's chain.")]
+    "--deployment", envvar="UNCHAINED_BACKEND_DEPLOYMENT_FILE", dir_okay=False, help="deployments/<chainId>.json; default: ./deployments/<chainId>.json.")]
 
 
 def _backend_settings(rpc: str | None = None, database: str | None = None, data_dir: Path | None = None,
@@ -485,13 +485,10 @@ def lease_status(
     deployment: DeploymentFile = None,
 ) -> None:
     """Time left on a lease, and what the provider would earn and you get back if you stopped it now."""
-    from backend.chain import REPO_ROOT, load_deployment
     from backend.renter import quote_lease
 
-    web3 = connect(rpc, timeout_s=30)
-    deployed = load_deployment(deployment or REPO_ROOT / "deployments" / f"{web3.eth.chain_id}.json")
-    leases = contracts.deployed(web3, deployed, "LeaseManager")
-    quote = quote_lease(leases, lease_id, blocks.timestamp(web3))
+    chain = ChainContext(*open_chain(rpc, deployment_file=deployment, timeout_s=30))
+    quote = quote_lease(chain.contract("LeaseManager"), lease_id, chain.now())
     row = BackendClient.connect(backend).get(f"/leases/{lease_id}")
     state = "active" if quote.active else "ended"
     console.print(f"lease {lease_id}: {state}, {quote.delivery_words()}", highlight=False)

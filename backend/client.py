@@ -1,7 +1,8 @@
 """An HTTP client of the backend API for parties that sign with their own key (renter CLI,
-tests). The key never leaves this process: only signed messages and public data are sent; the
-session is the one SIWE client's (`client.siwe.SiweSession`: renewed before expiry, signed in
-again once on a 401)."""
+tests). The key never leaves this process: only signed messages and public data are sent. Its
+requests go through the one backend HTTP base (`client.backend_http.BackendHttp`): the session
+is the one SIWE client's (renewed before expiry, signed in again once on a 401) and a failure is
+an `ApiError` with the status and the server's message."""
 
 from __future__ import annotations
 
@@ -12,11 +13,9 @@ from typing import Any
 import httpx
 from eth_account.signers.local import LocalAccount
 
-from backend.errors import BackendError, NotFound, Unauthenticated
+from backend.errors import NotFound
 from client.backend_answers import no_such_route
-from client.errors import SignInFailed
-from client.keepalive import http_client
-from client.siwe import SiweSession
+from client.backend_http import ApiError, BackendHttp
 from protocol.jobs import MAX_INPUTS_BODY_BYTES, base64_size, request_groups
 from protocol.job_result import EscrowDomain, JobResultError, SignedJobResult
 from protocol.merkle import keccak256, leaf_hash, verify_inclusion
@@ -24,74 +23,28 @@ from protocol.merkle import keccak256, leaf_hash, verify_inclusion
 SESSION_LIFETIME_S = 600  # a CLI command is short; a stolen token is worth little for long
 
 
-class ApiError(BackendError):
-    """The backend answered with an error; carries the status and the server's message."""
-
-    def __init__(self, status: int, detail: str) -> None:
-        super().__init__(f"HTTP {status}: {detail}")
-        self.status, self.detail = status, detail
-
-
-class BackendClient:
+class BackendClient(BackendHttp):
     def __init__(self, http: httpx.Client, account: LocalAccount | None = None) -> None:
-        self.http = http
-        self.account = account
-        self.session = SiweSession(account, str(http.base_url), SESSION_LIFETIME_S) if account else None
+        super().__init__(http, account, SESSION_LIFETIME_S)
 
     @classmethod
     def connect(cls, base_url: str, account: LocalAccount | None = None, timeout: float = 60.0) -> BackendClient:
-        return cls(http_client(base_url, timeout=timeout), account)
-
-    def close(self) -> None:
-        self.http.close()
-
-    def _check(self, response: httpx.Response) -> httpx.Response:
-        if response.status_code >= 400:
-            try:
-                detail = response.json().get("detail", response.text)
-            except ValueError:
-                detail = response.text
-            raise ApiError(response.status_code, str(detail))
-        return response
+        return cls(cls.client(base_url, timeout), account)
 
     def _call(self, method: str, path: str, signed: bool = False, **kwargs: Any) -> httpx.Response:
         """One request, in the signed-in session when `signed` (a 401 signs in once more)."""
-        try:
-            return self._check(self.http.request(method, path, auth=self._session() if signed else None, **kwargs))
-        except SignInFailed as exc:
-            raise _refused(exc) from exc
-
-    def _session(self) -> SiweSession:
-        if self.session is None:
-            raise Unauthenticated("no key to sign in with: pass --keystore")
-        return self.session
+        return self.request(method, path, signed=signed, **kwargs)
 
     def _auth(self) -> dict[str, str]:
         """The session's bearer header, for a request sent by other means (tests, fuzzers)."""
         return {"Authorization": f"Bearer {self.token}"}
-
-    def sign_in(self) -> str:
-        """Sign-In with Ethereum (fetch a nonce, sign the EIP-4361 message locally, log in): a
-        fresh session; returns its token."""
-        try:
-            return self._session().sign_in(self.http)
-        except SignInFailed as exc:
-            raise _refused(exc) from exc
-
-    @property
-    def token(self) -> str:
-        """The current session's token (signing in first when there is none or it is due)."""
-        try:
-            return self._session().token(self.http)
-        except SignInFailed as exc:
-            raise _refused(exc) from exc
 
     def get(self, path: str, **params: Any) -> Any:
         return self._call("GET", path, signed=self.account is not None, params=params or None).json()
 
     def put(self, path: str, body: dict[str, Any]) -> None:
         """A signed message (its signature is the authority, no session needed)."""
-        self._check(self.http.put(path, json=body))
+        self.request("PUT", path, json=body)
 
     def quotes(self, **request: Any) -> list[dict[str, Any]]:
         """Ranked providers for a job (POST /quotes), best first."""
@@ -185,7 +138,3 @@ class BackendClient:
                 on_item(len(data))
         return outputs
 
-
-def _refused(exc: SignInFailed) -> BackendError:
-    """A failed sign-in as the backend errors the CLI's callers handle."""
-    return ApiError(exc.status, str(exc)) if exc.status is not None else Unauthenticated(str(exc))

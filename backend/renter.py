@@ -14,10 +14,11 @@ from typing import Any
 
 from web3 import Web3
 
-from backend.client import ApiError, BackendClient
+from backend.client import BackendClient
 from backend.errors import BackendError
 from backend.wallet import Wallet
 from client import blocks
+from client.backend_http import ApiError
 from client.contracts import emitted
 from protocol.enums import LeaseStatus
 from protocol.jobs import JobSpec, JobSpecError, decode_output
@@ -90,7 +91,7 @@ def no_provider_message(client: BackendClient, request: dict[str, object], max_p
     """Why no provider fits, as the backend explains it (POST /quotes/explain)."""
     try:
         why = client.explain_quotes(**request)
-    except BackendError:  # an older backend: say what we know
+    except ApiError:  # an older backend: say what we know
         why = {"fits": False, "message": None}
     if why.get("fits"):  # a provider fits now (state moved between the two calls)
         return "no provider took the quote; try again"
@@ -124,7 +125,7 @@ def submit_job(client: BackendClient, wallet: Wallet, model_hash: str, inputs: S
     Before any money moves: the model must be in the hub (its format is taken from there), every
     item must decode and match its batch, and, with `check`, the backend dry-runs the first items
     of each input shape through the model. Raises BackendError (unknown model, inputs the model
-    refuses, no eligible provider and why, refused upload, failed transaction)."""
+    refuses, no eligible provider and why, failed transaction) or ApiError (a refused upload)."""
     if not inputs:
         raise BackendError("a job needs at least one input item")
     try:

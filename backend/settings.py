@@ -40,7 +40,7 @@ class Settings(BaseModel):
     blob_store_url: str = ""
     database_url: str = ""  # empty: sqlite:///<data_dir>/backend.db
     rpc_url: str = "http://127.0.0.1:8545"
-    deployment_file: Path | None = None  # default: deployments/<chainId>.json of the repository
+    deployment_file: Path | None = None  # default: ./deployments/<chainId>.json (client.chain.load_deployment)
     confirmations: int = Field(default=2, ge=0, le=1000)
     index_batch_blocks: int = Field(default=2000, ge=1, le=100_000)
     index_poll_seconds: float = Field(default=1.0, gt=0)

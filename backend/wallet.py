@@ -11,28 +11,19 @@ from pathlib import Path
 from typing import Any
 
 from eth_account.signers.local import LocalAccount
-from web3.contract import Contract
 from web3.types import TxReceipt
 
-from backend.chain import REPO_ROOT, load_deployment
-from client import contracts
-from client.tx import TxSender, connect
-from protocol.deployments import Deployment
+from client.chain import ChainContext, open_chain
+from client.tx import TxSender
 
 
-class Wallet:
-    """A web3 connection plus the deployment, sending transactions signed by `account`."""
+class Wallet(ChainContext):
+    """The chain context (client.chain), sending transactions signed by `account`."""
 
     def __init__(self, rpc_url: str, account: LocalAccount, deployment_file: Path | None = None) -> None:
-        self.web3 = connect(rpc_url)
+        super().__init__(*open_chain(rpc_url, deployment_file=deployment_file))
         self.account = account
-        self.deployment: Deployment = load_deployment(
-            deployment_file or REPO_ROOT / "deployments" / f"{self.web3.eth.chain_id}.json")
         self.sender = TxSender(self.web3, account, self.deployment)
-        self._contracts = contracts.DeployedContracts(self.web3, self.deployment)
-
-    def contract(self, name: str) -> Contract:
-        return self._contracts(name)
 
     def send(self, fn: Any, value: int = 0) -> TxReceipt:
         return self.sender.send(fn, value)

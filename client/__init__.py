@@ -1,7 +1,8 @@
 """The client layer: what the services and the CLI share that does I/O, written once.
 
 It sits above `protocol/` (pure) and below `backend/`, `provider_agent/`, `verifier/` and
-`unchained_cli/`, and imports none of them. Here: the one transaction sender of every party
+`unchained_cli/`, and imports none of them. Here: the one chain context every party's chain
+object is, with the one deployment loader (`client.chain`), the one transaction sender of every party
 (`client.tx`, reverts decoded by `client.reverts`), the one Sign-In with Ethereum client
 (`client.siwe`), the typed contract views that every party reads the contracts through
 (`client.contracts`), the one log follower with a cursor that every party reads contract events
@@ -16,6 +17,7 @@ error raised here is a `ClientError` (`client.errors`).
 from client.errors import (
     BrokerAdminError,
     ClientError,
+    DeploymentUnreadable,
     KeystoreError,
     NodeUnavailable,
     PasswordUnavailable,
@@ -28,6 +30,6 @@ from client.errors import (
     WrongPassword,
 )
 
-__all__ = ["BrokerAdminError", "ClientError", "KeystoreError", "NodeUnavailable", "PasswordUnavailable", "PayoutError",
+__all__ = ["BrokerAdminError", "ClientError", "DeploymentUnreadable", "KeystoreError", "NodeUnavailable", "PasswordUnavailable", "PayoutError",
            "SignInFailed", "TaskRefused", "TransactionNotMined", "TransactionRefused", "TransactionReverted",
            "WrongPassword"]

@@ -36,6 +36,15 @@ class PayoutError(ClientError):
     """A balance could not be read or paid out; the message names the contract."""
 
 
+class DeploymentUnreadable(ClientError):
+    """The deployment file is missing, malformed, or written for another chain than the node's."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"cannot read deployment {path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
 class NodeUnavailable(ClientError):
     """The JSON-RPC node does not answer, or does not mine: transient, try again later."""
 

@@ -17,6 +17,7 @@ from web3.contract import Contract
 from client.contracts import BATCH_READS, Struct, ViewCall, read_batched
 from client.errors import ClientError
 from client.log_follower import EventLayout, get_logs
+from protocol.enums import JobStatus
 from protocol.escrow_job import EscrowJob
 
 
@@ -85,17 +86,19 @@ def _matching(escrow: Contract, job_id: int, state: Struct, created: list[dict[s
 
 @dataclass(frozen=True)
 class JobView:
-    """A job as a client reads it: the Job (`job`, what calls take) and its slot's state, by the
-    Solidity names (`view.challengeWindowEnd`, `view.specHash`)."""
+    """A job as a client reads it, the one shape of a job with its state on every party's side:
+    the Job (`job`, what calls take) and its slot's state, by the Solidity names
+    (`view.challengeWindowEnd`, `view.specHash`; the Job's own fields also by their Python names,
+    `view.spec_hash`)."""
 
     job: EscrowJob
-    status: int
+    status: JobStatus
     frozen: bool
     challengeWindowEnd: int  # noqa: N815 (Solidity names, as the contracts' structs read)
     committedAt: int  # noqa: N815
     cancellableAt: int  # noqa: N815 (a Funded job whose renter requested a cancel: when cancel refunds; else 0)
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         """The Job's fields by their Solidity names (renter, provider, price, specHash, ...)."""
         solidity = {"specHash": "spec_hash", "outputRoot": "output_root", "itemCount": "item_count",
                     "resultDigest": "result_digest"}
@@ -115,14 +118,17 @@ def read_job_views(escrow: Contract, job_ids: Iterable[int], from_block: int = 0
     """read_job_view for several jobs, read as read_jobs_and_states reads them."""
     found = read_jobs_and_states(escrow, job_ids, from_block)
     window = escrow.functions.challengeWindow().call() if any(job.is_committed for job, _ in found.values()) else 0
-    return {i: _view(job, state, window) for i, (job, state) in found.items()}
+    return {i: view_of(job, state, window) for i, (job, state) in found.items()}
 
 
-def _view(job: EscrowJob, state: Struct, window: int) -> JobView:
+def view_of(job: EscrowJob, state: Struct, window: int) -> JobView:
+    """The Job with its slot's state (JobState) under the escrow's challenge `window`: the slot's
+    endsAt is the window's end once the job is committed, before that a requested cancel's time."""
     window_end = state.endsAt if job.is_committed else 0
     committed_at = window_end - window if window_end else 0
-    return JobView(job, state.status, state.frozen, window_end, committed_at, 0 if job.is_committed else state.endsAt)
+    return JobView(job, JobStatus(state.status), state.frozen, window_end, committed_at,
+                   0 if job.is_committed else state.endsAt)
 
 
 __all__ = ["JobNotFound", "JobView", "read_job", "read_job_and_state", "read_job_view", "read_job_views",
-           "read_jobs_and_states"]
+           "read_jobs_and_states", "view_of"]

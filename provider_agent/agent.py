@@ -13,6 +13,7 @@ from typing import Any
 
 from eth_account.signers.local import LocalAccount
 
+from client.backend_http import ApiError
 from client.errors import ClientError
 from client.keystore import load_keystore
 from client.log_follower import Event
@@ -23,7 +24,7 @@ from protocol.ids import ChallengeId
 from protocol.units import Wei
 from provider_agent.leases import LeaseService, LeaseWatcher
 from provider_agent import ProviderAgentError
-from provider_agent.backend_client import BackendClient, BackendClientError
+from provider_agent.backend_client import BackendClient
 from provider_agent.cache import ContentCache, ContentSource, DirectorySource, HttpSource
 from provider_agent.chain import ProviderChain
 from provider_agent.committer import Committer
@@ -81,7 +82,7 @@ class Agent:
             if settings.keystore is None:
                 raise ConfigurationError("no keystore: set UNCHAINED_PROVIDER_KEYSTORE or pass --keystore")
             account = load_keystore(settings.keystore, settings.password_file)
-        chain = ProviderChain.connect(settings.rpc_url, account, settings.deployments_dir)
+        chain = ProviderChain.connect(settings.rpc_url, account, settings.deployments_dir, settings.deployment_file)
         # The backend session signs in with this account; the key stays in this process.
         backend = (BackendClient(settings.backend_url, account, settings.session_lifetime_s)
                    if settings.backend_url else None)
@@ -110,7 +111,7 @@ class Agent:
             return
         try:
             self.backend.heartbeat(self.chain.address)
-        except BackendClientError as exc:
+        except ApiError as exc:
             logger.warning("provider %s: heartbeat to the backend failed: %s", self.chain.address, exc)
 
     def register(self) -> bool:
@@ -210,7 +211,7 @@ class Agent:
         if self.backend is not None:
             try:  # the on-chain metadata above is the record; the backend's copy follows the next heartbeat
                 self.backend.report_mining(self.chain.address, meta)
-            except BackendClientError as exc:
+            except ApiError as exc:
                 logger.warning("provider %s: mining report to the backend failed: %s", self.chain.address, exc)
         logger.info("provider %s: mining yield floor %s wei per GPU-hour published", self.chain.address, floor)
         return floor
@@ -261,7 +262,7 @@ def _source(settings: Settings, backend: BackendClient | None) -> ContentSource:
     if settings.content_dir is not None:
         return DirectorySource(settings.content_dir)
     if backend is not None:  # signed in: a job's inputs and private model are served to its provider only
-        return HttpSource(backend.base_url, settings.content_path, auth=backend.auth)
+        return HttpSource(backend.base_url, settings.content_path, auth=backend.session)
     raise ConfigurationError("no content source: set UNCHAINED_PROVIDER_BACKEND_URL or _CONTENT_DIR")
 
 

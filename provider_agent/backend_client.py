@@ -7,9 +7,9 @@ Ethereum (EIP-4361) through the one SIWE client, `client.siwe.SiweSession`: sign
 provider's own keystore account, renewed before it expires, signed in again once on a 401, so
 callers never handle sessions.
 
-Errors are split by what a caller should do: `BackendUnavailable` (the backend is unreachable,
-failing, or has not indexed the job yet: try again later) and `BackendRefused` (the backend
-will not accept this, whatever the retries: a bug or a misconfiguration to log).
+Its requests go through the one backend HTTP base, `client.backend_http.BackendHttp`, which
+raises every failure as `BackendUnavailable` (try again later) or `BackendRefused` (a bug or a
+misconfiguration to log), both `ApiError`s.
 """
 
 from __future__ import annotations
@@ -22,57 +22,20 @@ from typing import Any
 import httpx
 from eth_account.signers.local import LocalAccount
 
-from client.backend_answers import RETRYABLE, no_such_route
-from client.errors import SignInFailed
-from client.keepalive import http_client
-from client.siwe import SiweSession
-from provider_agent import ProviderAgentError
+from client.backend_answers import no_such_route
+from client.backend_http import ApiError, BackendHttp
 
 logger = logging.getLogger(__name__)
 
-class BackendClientError(ProviderAgentError):
-    """A backend request failed; `status` is the HTTP status (None: no answer)."""
 
-    def __init__(self, what: str, status: int | None, detail: str) -> None:
-        super().__init__(f"{what}: {'HTTP ' + str(status) if status else 'no answer'}: {detail}")
-        self.status, self.detail = status, detail
-
-
-class BackendUnavailable(BackendClientError):
-    """Transient: unreachable, overloaded, or behind the chain. Try again later."""
-
-
-class BackendRefused(BackendClientError):
-    """Permanent: the backend refuses the request as such (bad proof, wrong account...)."""
-
-
-def _checked(response: httpx.Response, what: str) -> httpx.Response:
-    if response.status_code < 400:
-        return response
-    try:
-        detail = str(response.json().get("detail", response.text))
-    except ValueError:
-        detail = response.text
-    kind = BackendUnavailable if response.status_code in RETRYABLE or response.status_code == 401 else BackendRefused
-    raise kind(what, response.status_code, detail[:500])
-
-
-class BackendClient:
+class BackendClient(BackendHttp):
     """The provider's calls to the backend, all in one signed-in session."""
 
     def __init__(self, base_url: str, account: LocalAccount, lifetime_s: int = 3600, timeout: float = 60.0) -> None:
-        self.base_url = base_url.rstrip("/")
-        self.auth = SiweSession(account, self.base_url, lifetime_s)
-        self.http = http_client(self.base_url, timeout=timeout, auth=self.auth)
+        super().__init__(self.client(base_url, timeout), account, lifetime_s, sign_all=True)
 
     def _request(self, what: str, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        try:
-            response = self.http.request(method, path, **kwargs)
-        except httpx.TransportError as exc:
-            raise BackendUnavailable(what, None, str(exc)) from exc
-        except SignInFailed as exc:
-            raise (BackendUnavailable if exc.transient else BackendRefused)(what, exc.status, str(exc)) from exc
-        return _checked(response, what)
+        return self.request(method, path, what=what, **kwargs)
 
     def uploaded_items(self, job_id: int) -> set[int]:
         """Items of a signed or committed job the backend already holds (409 until it has one)."""
@@ -104,7 +67,7 @@ class BackendClient:
         try:
             self._request(f"job {job_id} items {items[0][0]}..{items[-1][0]} upload", "PUT",
                           f"/jobs/{job_id}/outputs", json=body)
-        except BackendClientError as exc:
+        except ApiError as exc:
             if exc.status is None or not no_such_route(exc.status, exc.detail):
                 raise
             for index, data, proof in items:  # a backend of an earlier version: one request per item

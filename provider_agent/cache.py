@@ -21,9 +21,9 @@ from typing import NewType, Protocol
 import httpx
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
+from client.backend_http import ApiError, BackendUnavailable
 from protocol.merkle import keccak256
 from provider_agent import ProviderAgentError
-from provider_agent.backend_client import BackendClientError, BackendUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -146,7 +146,7 @@ class HttpSource:
             raise ContentError(f"fetching {name} from {url}: {exc}") from exc
         except BackendUnavailable as exc:  # signing in failed for now
             raise ContentUnavailable(f"fetching {name} from {url}: {exc}") from exc
-        except BackendClientError as exc:
+        except ApiError as exc:
             raise ContentError(f"fetching {name} from {url}: {exc}") from exc
         return b"".join(chunks)
 

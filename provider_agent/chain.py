@@ -8,30 +8,28 @@ arguments, so logs say `JobEscrowWrongStatus(3, 3)` instead of raw bytes.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from eth_account.signers.local import LocalAccount
 from web3 import Web3
-from web3.contract import Contract
 from web3.exceptions import BlockNotFound
 from web3.types import TxReceipt
 
 from client import blocks, contracts
+from client.chain import ChainContext, open_chain
 from client.contracts import Struct
 from client.errors import ClientError
-from client.escrow_jobs import JobNotFound, read_job, read_job_and_state
-from client.tx import TxSender, connect
-from protocol.deployments import Deployment, DeploymentFormatError
-from protocol.enums import ChallengeKind, ChallengeStatus, JobStatus, LeaseStatus
+from client.escrow_jobs import JobNotFound, JobView, read_job, read_job_and_state, view_of
+from client.tx import TxSender
+from protocol.deployments import Deployment
+from protocol.enums import ChallengeKind, ChallengeStatus, LeaseStatus
 from protocol.escrow_job import EscrowJob
 from protocol.ids import ChallengeId, JobId, LeaseId, RoundId
-from protocol.job_result import EscrowDomain, JobResult
+from protocol.job_result import JobResult
 from protocol.lease_access import LeaseDomain
 from protocol.pog.challenge import challenge_indices
 from protocol.tasks import DispatchedJob
@@ -44,74 +42,31 @@ ZERO_ADDRESS = "0x" + "00" * 20
 
 
 class ChainError(ProviderAgentError):
-    """The chain could not be reached or a deployment is missing or malformed."""
+    """Our node does not know a block the protocol needs (it lags the verifier's)."""
 
 
-
-
-@dataclass(frozen=True)
-class OnChainJob:
-    job_id: JobId
-    renter: str
-    provider: str
-    token: str
-    price: Wei
-    spec_hash: bytes
-    deadline: int
-    challenge_window_end: int
-    status: JobStatus
-    frozen: bool
-    output_root: bytes
-    item_count: int
-    escrow_job: EscrowJob  # the Job JobEscrow's calls take (protocol.escrow_job)
-
-
-def _on_chain_job(j: EscrowJob, state: Struct) -> OnChainJob:
-    """The Job with its slot's state (JobState): the window end only once committed (before, the
-    slot's endsAt is a requested cancel's time)."""
-    return OnChainJob(job_id=JobId(j.id), renter=j.renter, provider=j.provider, token=j.token, price=Wei(j.price),
-                      spec_hash=j.spec_hash, deadline=j.deadline,
-                      challenge_window_end=state.endsAt if j.is_committed else 0,
-                      status=JobStatus(state.status), frozen=state.frozen, output_root=j.output_root,
-                      item_count=j.item_count, escrow_job=j)
-
-
-def load_deployment(directory: Path, chain_id: int) -> Deployment:
-    """Reads deployments/<chainId>.json (written by `unchained deploy`)."""
-    path = directory / f"{chain_id}.json"
-    try:
-        return Deployment.from_json(json.loads(path.read_text()))
-    except OSError as exc:
-        raise ChainError(f"no deployment for chain {chain_id}: {path} ({exc.strerror})") from exc
-    except (json.JSONDecodeError, DeploymentFormatError) as exc:
-        raise ChainError(f"malformed deployment {path}: {exc}") from exc
-
-
-class ProviderChain:
+class ProviderChain(ChainContext):
     """The provider's view of and actions on the contracts, as one signing account."""
 
     def __init__(self, web3: Web3, account: LocalAccount, deployment: Deployment) -> None:
-        self.web3 = web3
+        super().__init__(web3, deployment)
         self.account = account
-        self.deployment = deployment
-        self._contracts = contracts.DeployedContracts(web3, deployment)
         self._job_state: contracts.ViewCall | None = None
         self._bonded_for: contracts.ViewCall | None = None
         self._min_stake: int | None = None
+        self._challenge_window: int | None = None
         # The heartbeat thread and the Celery task both send: through this one sender, which owns the nonce.
         self.sender = TxSender(web3, account, deployment)
 
     @classmethod
-    def connect(cls, rpc_url: str, account: LocalAccount, deployments_dir: Path) -> "ProviderChain":
-        web3 = connect(rpc_url)
-        return cls(web3, account, load_deployment(deployments_dir, web3.eth.chain_id))
+    def connect(cls, rpc_url: str, account: LocalAccount, deployments_dir: Path,
+                deployment_file: Path | None = None) -> "ProviderChain":
+        web3, deployment = open_chain(rpc_url, deployment_file=deployment_file, deployments_dir=deployments_dir)
+        return cls(web3, account, deployment)
 
     @property
     def address(self) -> str:
         return self.account.address
-
-    def contract(self, name: str) -> Contract:
-        return self._contracts(name)
 
     # -- sending ---------------------------------------------------------------------------
 
@@ -177,11 +132,18 @@ class ProviderChain:
 
     # -- jobs ------------------------------------------------------------------------------
 
-    def job(self, job_id: JobId) -> OnChainJob:
+    def job(self, job_id: JobId) -> JobView:
         """The job from its events (client.escrow_jobs) and the escrow's slot (status, freeze)."""
-        return _on_chain_job(*read_job_and_state(self.contract("JobEscrow"), job_id, self._escrow_block))
+        return self._view(*read_job_and_state(self.contract("JobEscrow"), job_id, self._escrow_block))
 
-    def dispatched_job(self, job: EscrowJob) -> tuple[OnChainJob | None, int, bool]:
+    def _view(self, job: EscrowJob, state: Struct) -> JobView:
+        """The Job with its slot's state; a committed one dated by the escrow's challenge window
+        (immutable: read once, at the first committed job, so a dispatch's read stays one trip)."""
+        if job.is_committed and self._challenge_window is None:
+            self._challenge_window = int(self.contract("JobEscrow").functions.challengeWindow().call())
+        return view_of(job, state, self._challenge_window or 0)
+
+    def dispatched_job(self, job: EscrowJob) -> tuple[JobView | None, int, bool]:
         """The job as dispatched, if the escrow's slot vouches for it, the chain's time, and
         whether our stake can back a signed result (Staking.isBondedFor: the minimum bonded,
         nothing unbonding): the slot, the latest block and the stake in one round trip when the
@@ -198,7 +160,7 @@ class ProviderChain:
                         self._bonded_for.request(self.address, self._min_stake)],
             [self._job_state.decode, lambda block: int(block["timestamp"], 16), self._bonded_for.decode])
         if bytes(state.jobHash) == job.job_hash():
-            return _on_chain_job(job, state), now, bool(bonded)
+            return self._view(job, state), now, bool(bonded)
         try:
             return self.job(JobId(job.id)), now, bool(bonded)
         except JobNotFound:
@@ -210,7 +172,7 @@ class ProviderChain:
         refuse ranges that long)."""
         return self.deployment.contract("JobEscrow").block
 
-    def jobs_as_held(self, jobs: Sequence[EscrowJob]) -> list[OnChainJob]:
+    def jobs_as_held(self, jobs: Sequence[EscrowJob]) -> list[JobView]:
         """Each job of `jobs` (as this agent holds it: dispatched, and committed with its result)
         with its slot's state: the slots in as few round trips as the node takes, and only a job whose
         slot does not hold its hash (settled otherwise, or not what we hold) rebuilt from its
@@ -219,12 +181,8 @@ class ProviderChain:
             self._job_state = contracts.ViewCall(self.contract("JobEscrow"), "jobState")
         states = contracts.read_batched(self.web3, [self._job_state.request(j.id) for j in jobs],
                                         [self._job_state.decode] * len(jobs))
-        return [_on_chain_job(j, state) if bytes(state.jobHash) == j.job_hash() else self.job(JobId(j.id))
+        return [self._view(j, state) if bytes(state.jobHash) == j.job_hash() else self.job(JobId(j.id))
                 for j, state in zip(jobs, states)]
-
-    def escrow_domain(self) -> EscrowDomain:
-        """JobEscrow's EIP-712 domain, under which job results are signed (no chain read)."""
-        return EscrowDomain(self.deployment.chain_id, self.contract("JobEscrow").address)
 
     # The batch calls take the jobs as dispatched: JobEscrow keeps only a hash per job and takes
     # its terms back in calldata (EscrowJob.from_json reads DispatchedJob's keys), so no chain
@@ -258,9 +216,6 @@ class ProviderChain:
     def refund_expired(self, job_id: JobId) -> TxReceipt:
         job = read_job(self.contract("JobEscrow"), job_id, self._escrow_block)
         return self.send(self.contract("JobEscrow").functions.refundExpired(job.as_tuple()), f"refundExpired {job_id}")
-
-    def now(self) -> int:
-        return blocks.timestamp(self.web3)
 
     # -- challenges and PoG ----------------------------------------------------------------
 

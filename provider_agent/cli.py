@@ -191,7 +191,7 @@ def provider_run(
 
     _export(rpc_url=rpc, keystore=keystore, password_file=password_file, broker_url=broker, backend_url=backend,
             content_dir=content_dir, data_dir=data_dir, mining=mining, metrics_port=metrics_port,
-            deployments_dir=deployment.parent if deployment else None)
+            deployment_file=deployment)
     settings = get_settings()
     if data_dir is None:
         _export(data_dir=_per_network_data_dir(settings.rpc_url))
@@ -300,7 +300,7 @@ def provider_leave(
     from provider_agent.agent import get_agent
 
     _export(rpc_url=rpc, keystore=keystore, password_file=password_file, backend_url=backend, mining=False,
-            deployments_dir=deployment.parent if deployment else None)
+            deployment_file=deployment)
     agent = get_agent()
     withdrawn = agent.leave()  # commits signed results first: their commits are promised
     unbonding = agent.chain.contract("Staking").functions.unbondingOf(agent.chain.address).call()

@@ -152,7 +152,7 @@ class Committer:
     def _dispatched(self, record: JobRecord) -> DispatchedJob:
         """The job as dispatched, from the chain for a record kept before the dispatch carried it."""
         j = self.jobs.chain.job(JobId(record.job_id))
-        return DispatchedJob(j.job_id, j.renter.lower(), j.provider.lower(), j.token.lower(), j.price,
+        return DispatchedJob(JobId(j.job.id), j.renter.lower(), j.provider.lower(), j.token.lower(), j.price,
                              "0x" + j.spec_hash.hex(), j.deadline)
 
     # -- finalizations ---------------------------------------------------------------------
@@ -173,12 +173,12 @@ class Committer:
         unknown = [chain.job(JobId(record.job_id)) for record, job in zip(over, held) if job is None]
         due = []
         for job in known + unknown:
-            if job.status == JobStatus.COMMITTED and not job.frozen and now >= job.challenge_window_end:
-                due.append(job.escrow_job)
+            if job.status == JobStatus.COMMITTED and not job.frozen and now >= job.challengeWindowEnd:
+                due.append(job.job)
             elif job.status == JobStatus.FINALIZED:
-                self.jobs.store.update(job.job_id, FINALIZED)
+                self.jobs.store.update(job.job.id, FINALIZED)
             elif job.status == JobStatus.REFUNDED:  # a challenge found the provider at fault
-                self.jobs.store.update(job.job_id, REFUNDED)
+                self.jobs.store.update(job.job.id, REFUNDED)
         return [job_id for batch in _chunks(due, self.batch_size) for job_id in self._finalize(batch)]
 
     @staticmethod

@@ -49,7 +49,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from client.backend_http import ApiError, BackendRefused, BackendUnavailable
 from client.errors import TransactionReverted
+from client.escrow_jobs import JobView
 from protocol.enums import ChallengeKind, JobStatus
 from protocol.escrow_job import EscrowJob
 from protocol.ids import ChallengeId, JobId
@@ -57,10 +59,10 @@ from protocol.job_result import JobResult, SignedJobResult
 from protocol.jobs import MAX_OUTPUTS_BODY_BYTES, JobSpec, JobSpecError, base64_size, request_groups
 from protocol.merkle import MerkleTree, keccak256
 from provider_agent import ProviderAgentError
-from provider_agent.backend_client import BackendClient, BackendClientError, BackendRefused, BackendUnavailable
+from provider_agent.backend_client import BackendClient
 from provider_agent.cache import ContentCache, ContentError, ContentUnavailable
 from protocol.tasks import DispatchedJob
-from provider_agent.chain import OnChainJob, ProviderChain
+from provider_agent.chain import ProviderChain
 from provider_agent.runner import BadJobInput, JobFailed, Limits, run_inference
 from provider_agent.state import COMMITTED, COMPUTED, FAILED, FINALIZED, REFUNDED, REJECTED, SIGNED, JobStore
 
@@ -117,7 +119,7 @@ class OutputsMissing(ProviderAgentError):
 class UploadFailed(ProviderAgentError):
     """The backend could not take a job's outputs now (transient); the upload stays pending."""
 
-    def __init__(self, job_id: int, cause: BackendClientError) -> None:
+    def __init__(self, job_id: int, cause: ApiError) -> None:
         super().__init__(f"job {job_id}: output upload failed: {cause}")
         self.job_id = job_id
 
@@ -125,7 +127,7 @@ class UploadFailed(ProviderAgentError):
 class UploadRefused(ProviderAgentError):
     """The backend refuses a job's outputs as such (a proof it rejects, another account)."""
 
-    def __init__(self, job_id: int, cause: BackendClientError) -> None:
+    def __init__(self, job_id: int, cause: ApiError) -> None:
         super().__init__(f"job {job_id}: output upload refused: {cause}")
         self.job_id = job_id
 
@@ -199,7 +201,7 @@ class ChainView:
     """The chain's word on a dispatched job, read beside the work: the job, the chain's time, and
     whether our stake can back a signed result (minimum bonded, nothing unbonding)."""
 
-    job: OnChainJob | None  # None: no such job on the escrow (or its events are not readable yet)
+    job: JobView | None  # None: no such job on the escrow (or its events are not readable yet)
     now: int
     bonded: bool = True
     read_at: float = field(default_factory=time.monotonic)  # when the read began (time.monotonic)
@@ -397,7 +399,7 @@ class JobService:
         if self.backend is not None:
             try:  # informational (the refund is on-chain): a lost report is logged, not retried
                 self.backend.report_failure(job_id, failure.kind, failure.message)
-            except BackendClientError as exc:
+            except ApiError as exc:
                 logger.warning("job %s: failure report to the backend failed: %s", job_id, exc)
         refunded = self.refund_failed()
         status = "refunded" if job_id in refunded else "failed"
@@ -421,7 +423,7 @@ class JobService:
                         receipt = self.chain.refund_expired(JobId(record.job_id))
                     else:
                         reason = failure_reason(record.error or "failed")
-                        receipt = self.chain.send(escrow.functions.failJob(job.escrow_job.as_tuple(), reason),
+                        receipt = self.chain.send(escrow.functions.failJob(job.job.as_tuple(), reason),
                                                   f"failJob {record.job_id}")
                 except TransactionReverted as exc:  # e.g. the deadline passed between our read and the tx
                     logger.warning("job %s: refund refused, retried next time: %s", record.job_id, exc.reason)

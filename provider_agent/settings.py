@@ -28,7 +28,8 @@ class Settings(BaseModel):
     rpc_url: str = "http://127.0.0.1:8545"
     keystore: Path | None = None
     password_file: Path | None = None  # a file holding the keystore's password, never the password
-    deployments_dir: Path = Path("deployments")
+    deployments_dir: Path = Path("deployments")  # client.chain.DEPLOYMENTS_DIR (not imported: web3 is slow to load)
+    deployment_file: Path | None = None  # default: deployments_dir/<chainId>.json (client.chain)
     broker_url: str = "redis://127.0.0.1:6379/0"
     # Seconds before Redis hands an unacknowledged job to another worker; longer than any job
     # runs, or a healthy slow job is delivered twice (the task would then see it running).

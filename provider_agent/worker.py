@@ -43,6 +43,7 @@ from celery import Task
 from celery.signals import worker_ready, worker_shutdown
 from celery.utils.time import get_exponential_backoff_interval
 
+from client.backend_http import BackendUnavailable
 from client.broker import celery_settings, signed_celery
 from client.errors import NodeUnavailable
 from protocol.broker import provider_keyprefix
@@ -59,7 +60,6 @@ from protocol.tasks import (
     read_inline_content,
 )
 from provider_agent.agent import built_agent, get_agent
-from provider_agent.backend_client import BackendUnavailable
 from provider_agent.cache import ContentUnavailable
 from provider_agent.jobs import UploadFailed
 from provider_agent.leases import LeaseKeyMissing

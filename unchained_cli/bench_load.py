@@ -48,6 +48,7 @@ from backend.client import BackendClient
 from backend.errors import BackendError
 from backend.renter import submit_job
 from backend.wallet import Wallet
+from client.backend_http import ApiError
 from client.contracts import read_batched
 from client.keepalive import http_client
 from client.keystore import load_keystore
@@ -247,7 +248,7 @@ def drive(market: LocalMarket, load: Load, model_hash: str, providers: list[Part
                     # batch of jobs, each renter dry-runs its first job only.
                     job = submit_job(client, wallet, model_hash, job_inputs(index, j, load.items_per_job),
                                      MAX_PRICE_WEI, provider=provider.address, check=j == 0)
-                except BackendError as exc:
+                except (BackendError, ApiError) as exc:
                     with lock:
                         errors.append(f"{renter.name} job {j}: {exc}")
                     continue

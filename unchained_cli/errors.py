@@ -147,8 +147,10 @@ def explain(exc: BaseException) -> Explained:
     """One line (and an exit status) for any exception that reached the boundary."""
     if isinstance(exc, CliError):
         return Explained(str(exc), exc.exit_code)
-    from client.errors import TransactionReverted
+    from client.errors import NodeUnavailable, TransactionReverted
 
+    if isinstance(exc, NodeUnavailable):  # names the node's URL, which the transport's own error may not
+        return Explained(_one_line(str(exc)))
     found = _connection(exc)
     if found is not None:
         return found

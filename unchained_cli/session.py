@@ -7,34 +7,24 @@ own keys in their own services; nothing here is used by them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from web3 import Web3
-from web3.contract import Contract
 from web3.types import TxReceipt
 
-from client import contracts
-from client.tx import TxSender, connect
+from client.chain import ChainContext, open_chain
+from client.tx import TxSender
 from protocol.deployments import Deployment
 
 
-@dataclass
-class ChainSession:
-    web3: Web3
-    deployment: Deployment
-    _senders: dict[str, TxSender] = field(default_factory=dict, repr=False)
-    _contracts: contracts.DeployedContracts = field(init=False, repr=False)
+class ChainSession(ChainContext):
+    def __init__(self, web3: Web3, deployment: Deployment) -> None:
+        super().__init__(web3, deployment)
+        self._senders: dict[str, TxSender] = {}
 
     @classmethod
     def connect(cls, rpc_url: str, deployment: Deployment) -> "ChainSession":
-        return cls(connect(rpc_url), deployment)
-
-    def __post_init__(self) -> None:
-        self._contracts = contracts.DeployedContracts(self.web3, self.deployment)
-
-    def contract(self, name: str) -> Contract:
-        return self._contracts(name)
+        return cls(*open_chain(rpc_url, deployment))
 
     @property
     def accounts(self) -> list[str]:
@@ -59,9 +49,6 @@ class ChainSession:
     def mine(self, blocks: int = 1) -> None:
         for _ in range(blocks):
             self.web3.provider.make_request("evm_mine", [])
-
-    def now(self) -> int:
-        return self.web3.eth.get_block("latest")["timestamp"]
 
     def balance(self, address: str) -> int:
         return self.web3.eth.get_balance(address)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Annotated
@@ -12,9 +11,9 @@ from prometheus_client import start_http_server
 from rich.console import Console
 from web3 import Web3
 
+from client.chain import open_chain
 from client.keystore import PASSWORD_FILE_HELP, load_keystore
 from client.task_auth import TaskAuth, domain_of
-from protocol.deployments import Deployment, DeploymentFormatError
 from protocol.tasks import BadBrokerUrl
 from protocol.units import eth
 from verifier import VerifierError
@@ -37,15 +36,6 @@ console = Console()
 @verifier_app.callback()
 def verifier() -> None:
     """Verifier: stake, run Proof-of-GPU rounds, challenge and slash cheaters."""
-
-
-def _deployment(rpc: str, path: Path | None) -> Deployment:
-    if path is None:
-        path = Path("deployments") / f"{Web3(Web3.HTTPProvider(rpc)).eth.chain_id}.json"
-    try:
-        return Deployment.from_json(json.loads(path.read_text()))
-    except (OSError, json.JSONDecodeError, DeploymentFormatError) as exc:
-        raise VerifierError(f"cannot read deployment {path}: {exc}") from exc
 
 
 def _option(env: str, help: str, **kw: object) -> object:
@@ -101,7 +91,7 @@ def run(
             app = make_celery(settings.broker_url, lambda: task_auth)
         except BadBrokerUrl as exc:
             raise VerifierError(f"--broker: {exc}") from exc
-        known = _deployment(settings.rpc_url, settings.deployment_file)
+        _, known = open_chain(settings.rpc_url, deployment_file=settings.deployment_file, timeout_s=30)
         task_auth = TaskAuth(domain_of(known), account)
         if work_dir is None:  # one directory per network, not the current directory
             settings = settings.model_copy(update={"work_dir": Path.home() / ".unchained" / str(known.chain_id)

@@ -16,10 +16,11 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from client.backend_http import BackendRefused, BackendUnavailable
 from client.contracts import Struct
 from client.errors import NodeUnavailable, TransactionReverted
 from client.watched_ids import WatchedIds
-from verifier.backend_client import BackendRefused, BackendUnavailable, VerifierBackend
+from verifier.backend_client import VerifierBackend
 from verifier.chain import VerifierChain
 from verifier.job_audit import AuditError, JobReexecutor, judge_answer
 from verifier.reexec import ReexecFailed

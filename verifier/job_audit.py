@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 from hexbytes import HexBytes
 
+from client.backend_http import BackendRefused, BackendUnavailable
 from client.contracts import emitted
 from client.errors import NodeUnavailable, TransactionReverted
 from client.escrow_jobs import JobView, read_job, read_job_views
@@ -44,7 +45,7 @@ from protocol.jobs import JobSpec, JobSpecError, decode_output, encode_output, o
 from protocol.merkle import leaf_hash, verify_inclusion
 from verifier import VerifierError
 from verifier.audit_draw import AuditDraw
-from verifier.backend_client import BackendRefused, BackendUnavailable, VerifierBackend
+from verifier.backend_client import VerifierBackend
 from verifier.chain import VerifierChain
 from verifier.reexec import Batch, ReexecFailed, ReexecLimits, reexecute
 from verifier.sampling import MAX_K, sample_items, sample_size

@@ -19,11 +19,12 @@ import logging
 import time
 from dataclasses import dataclass, field
 
+from client.backend_http import BackendRefused, BackendUnavailable
 from client.contracts import emitted
 from client.errors import NodeUnavailable, TransactionReverted
 from client.escrow_jobs import read_job
 from protocol.job_result import EscrowDomain, JobResultError, NotSlashable, SignedJobResult, slash_ground
-from verifier.backend_client import BackendRefused, BackendUnavailable, VerifierBackend
+from verifier.backend_client import VerifierBackend
 from verifier.chain import VerifierChain
 
 logger = logging.getLogger(__name__)

@@ -213,7 +213,7 @@ class SignedResultShown(SignedResult):
                                       "this signature; not binding: only a commit of another result is")
 
 
-class JobResult(BaseModel):
+class JobResultPublic(BaseModel):
     job_id: int
     output_root: str = Field(description="the committed root once on-chain, else the signed one")
     item_count: int

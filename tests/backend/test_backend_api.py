@@ -17,10 +17,11 @@ from sqlalchemy import select
 
 from backend import models as m
 from backend.api.app import create_app
-from backend.client import ApiError, BackendClient
-from backend.errors import NotFound, Unauthenticated
+from backend.client import BackendClient
+from backend.errors import NotFound
 from backend.slash import slash_job
 from backend.wallet import Wallet
+from client.backend_http import ApiError, BackendRefused
 from client.contracts import emitted
 from client.escrow_jobs import read_job
 from protocol.job_result import EscrowDomain, JobResult, JobResultError, NotSlashable, SignedJobResult
@@ -599,7 +600,7 @@ def test_mining_floor_falls_back_to_the_onchain_metadata(app_client, session, ma
 def test_client_refuses_to_sign_in_for_another_domain(chain, market, tmp_path) -> None:  # type: ignore[no-untyped-def]
     settings = support.make_settings(chain, tmp_path, siwe_domain="bank.example")
     with TestClient(create_app(settings)) as client:
-        with pytest.raises(Unauthenticated, match="bank.example"):
+        with pytest.raises(BackendRefused, match="bank.example"):
             BackendClient(client, support.anvil_key(3)).sign_in()
 
 

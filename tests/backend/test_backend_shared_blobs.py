@@ -17,9 +17,10 @@ from fastapi.testclient import TestClient
 from minio import Minio
 
 from backend.api.app import create_app
-from backend.client import ApiError, BackendClient
+from backend.client import BackendClient
 from backend.errors import StorageUnavailable
 from backend.runtime import Backend
+from client.backend_http import ApiError
 from client.ports import free_port
 from protocol.merkle import keccak256
 from tests.support.waiting import wait_until

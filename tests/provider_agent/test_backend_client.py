@@ -13,7 +13,8 @@ from eth_account import Account
 from eth_account.messages import encode_defunct
 
 from protocol.siwe import SiweMessage
-from provider_agent.backend_client import BackendClient, BackendRefused, BackendUnavailable
+from client.backend_http import BackendRefused, BackendUnavailable
+from provider_agent.backend_client import BackendClient
 from tests.support.accounts import PROVIDER_KEY
 
 

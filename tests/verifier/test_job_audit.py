@@ -18,6 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from client.backend_http import BackendRefused, BackendUnavailable
 from client.escrow_jobs import read_job, read_job_view
 from client.ports import free_port
 from protocol.enums import ChallengeStatus, JobStatus
@@ -36,7 +37,7 @@ from tests.support.e2e_market import (  # noqa: F401  (market: a fixture)
     submit,
 )
 from tests.support.waiting import wait_until
-from verifier.backend_client import BackendRefused, BackendUnavailable, VerifierBackend
+from verifier.backend_client import VerifierBackend
 from verifier.chain import VerifierChain
 from verifier.committee import CommitteeMember
 from verifier.job_audit import JobAuditor, JobReexecutor

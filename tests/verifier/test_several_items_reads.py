@@ -9,9 +9,10 @@ import base64
 import httpx
 import pytest
 
+from client.backend_http import BackendRefused, BackendUnavailable
 from protocol.merkle import keccak256
 from tests.support.accounts import dev_account
-from verifier.backend_client import BackendRefused, BackendUnavailable, VerifierBackend
+from verifier.backend_client import VerifierBackend
 
 INPUTS = {i: b"input-%d" % i for i in range(5)}
 NAMES = {i: keccak256(data) for i, data in INPUTS.items()}

@@ -31,7 +31,7 @@ from backend.api.schemas import (
     InputItem,
     InputsPage,
     JobPublic,
-    JobResult,
+    JobResultPublic,
     JobSpecStored,
     OutputItem,
     OutputsPage,
@@ -105,8 +105,8 @@ def get_job(job_id: JobIdPath, db: DbDep) -> JobPublic:
     return to_public(service.get_job(db, job_id))
 
 
-@router.get("/{job_id}/result", response_model=JobResult, responses={404: {}, 409: {}})
-def get_result(job_id: JobIdPath, backend: BackendDep, db: DbDep) -> JobResult:
+@router.get("/{job_id}/result", response_model=JobResultPublic, responses={404: {}, 409: {}})
+def get_result(job_id: JobIdPath, backend: BackendDep, db: DbDep) -> JobResultPublic:
     """The output root and item count (on-chain once committed; before that, as the provider
     signed them, with the signature), and for every uploaded item its digest and inclusion proof:
     anyone can check an item against the root without trusting this server."""
@@ -120,7 +120,7 @@ def get_result(job_id: JobIdPath, backend: BackendDep, db: DbDep) -> JobResult:
                                    commitBy=job.signed_commit_by or 0, provider=job.provider,
                                    signature=job.result_signature, binding=bool(job.signed_result_binding()))
     base = backend.settings.base_url
-    return JobResult(
+    return JobResultPublic(
         job_id=job.job_id, output_root=root, item_count=item_count, committed=job.output_root is not None,
         signed=signed, result_available_at=job.result_available_at, commit_matches_signed=job.commit_matches_signed,
         items=[ResultItem(index=i.index, digest=i.digest, proof=i.proof, size=i.size,
