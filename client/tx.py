@@ -71,7 +71,7 @@ def connect(rpc_url: str, timeout_s: float = 60.0) -> Web3:
     """A web3 connection to `rpc_url` (http_web3) that has answered once (its chain id)."""
     web3 = http_web3(rpc_url, timeout_s)
     try:
-        web3.eth.chain_id
+        web3.eth.chain_id  # noqa: B018  the read is the check: does a node answer?
     except Exception as exc:  # connection refused, DNS, HTTP errors: all mean "no node"
         raise NodeUnavailable(f"no JSON-RPC node answers at {rpc_url} ({type(exc).__name__}): "
                               "start one (`unchained up`) or pass --rpc URL") from exc

@@ -154,7 +154,7 @@ class VerifierBackend:
         wanted = list(indices)
         while wanted:
             asked, wanted = wanted[:MAX_ITEMS_PER_READ], wanted[MAX_ITEMS_PER_READ:]
-            response = _call(lambda: self.http.get(path, params={"index": asked}))
+            response = _call(lambda: self.http.get(path, params={"index": asked}))  # noqa: B023  called within this iteration
             if _route_missing(response):
                 rest = asked + wanted
                 return found | dict(zip(rest, fetch_all(one, rest)))

@@ -16,7 +16,6 @@ import time
 import numpy as np
 import torch
 
-from protocol.enums import JobStatus
 from provider_agent.agent import Agent
 from provider_agent.mining import MiningPolicy, MiningSupervisor, ReferenceMiner
 from provider_agent.sha256d import digest_bytes, hash_nonces, meets
