@@ -45,6 +45,7 @@ from web3._utils.error_formatters_utils import raise_contract_logic_error_on_rev
 from web3.providers import JSONBaseProvider
 from web3.types import RPCEndpoint, TxParams, TxReceipt, Wei
 
+from client.contracts import bind
 from client.errors import NodeUnavailable, TransactionNotMined, TransactionRefused, TransactionReverted
 from client.reverts import Revert, revert_of
 from client.rpc_session import rpc_session
@@ -286,7 +287,7 @@ def calldata(call: ContractFunction | ContractConstructor) -> HexStr:
             pass
     # The contract's public encoder, with web3's normalizers; building the contract class costs
     # a few ms, paid only on this unusual path.
-    contract = call.w3.eth.contract(abi=call.contract_abi)
+    contract = bind(call.w3, call.address, cast(list[dict[str, Any]], call.contract_abi))
     encoded: HexStr = contract.encode_abi(call.signature, args=call.arguments)
     return encoded
 

@@ -50,7 +50,7 @@ def calls():  # type: ignore[no-untyped-def]
 
 def web3s(call) -> str:  # type: ignore[no-untyped-def]
     """The call's data as web3's public encoder writes it (normalizing its arguments)."""
-    return Web3().eth.contract(abi=call.contract_abi).encode_abi(call.fn_name, args=call.arguments)
+    return bind(Web3(), call.address, call.contract_abi).encode_abi(call.fn_name, args=call.arguments)
 
 
 @pytest.mark.parametrize("index", range(7))
