@@ -273,11 +273,12 @@ def auth_of(app: Any) -> TaskAuth:
 class SigningAMQP(AMQP):
     """Celery's message builder with the sender's signature added to every task it publishes."""
 
-    def _create_task_sender(self):  # type: ignore[no-untyped-def]
+    def _create_task_sender(self) -> Callable[..., Any]:
         send = super()._create_task_sender()
         queues = self.queues
 
-        def signed_send(producer, name, message, exchange=None, routing_key=None, queue=None, **kwargs):  # type: ignore[no-untyped-def]
+        def signed_send(producer: Any, name: str, message: Any, exchange: Any = None, routing_key: str | None = None,
+                        queue: Any = None, **kwargs: Any) -> Any:
             headers, _, body, _ = message
             if routing_key is None and queue is not None:
                 routing_key = (queues[queue] if isinstance(queue, str) else queue).routing_key
