@@ -1,11 +1,9 @@
-"""Build steps pyproject.toml cannot declare: the native keccak and the contract artifacts.
+"""The build step pyproject.toml cannot declare: the contract artifacts.
 
-- provider_agent._keccak (provider_agent/_keccak.c) is compiled by every install, editable
-  ones included; without a C compiler and the Python headers the install fails, so the prover
-  never hashes slowly without saying so.
-- A wheel carries protocol/artifacts (contracts compiled by scripts/setup.sh); building one from
-  a missing or stale set is refused here. Editable installs read the checkout's folder, which
-  `unchained deploy` refreshes itself.
+A wheel carries protocol/artifacts (contracts compiled by scripts/setup.sh); building one from a
+missing or stale set is refused here. Editable installs read the checkout's folder, which
+`unchained deploy` refreshes itself. The package is pure Python: the provider's native keccak is
+a distribution of its own (native/keccak), so a renter's install compiles nothing.
 """
 
 from __future__ import annotations
@@ -13,7 +11,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from setuptools import Extension, setup
+from setuptools import setup
 from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
@@ -45,8 +43,4 @@ class BuildPyCheckingArtifacts(build_py):
         super().run()
 
 
-setup(
-    ext_modules=[Extension("provider_agent._keccak", ["provider_agent/_keccak.c"],
-                           extra_compile_args=["-O3"])],
-    cmdclass={"build_py": BuildPyCheckingArtifacts},
-)
+setup(cmdclass={"build_py": BuildPyCheckingArtifacts})

@@ -19,7 +19,8 @@ def header(web3: Web3, block: int | str = "latest") -> dict[str, Any]:
         raise Web3RPCError(f"eth_getBlockByNumber {tag}: {answer['error']}", rpc_response=answer)
     if answer.get("result") is None:
         raise BlockNotFound(f"the node has no block {block}")
-    return answer["result"]
+    fields: dict[str, Any] = answer["result"]
+    return fields
 
 
 def timestamp(web3: Web3, block: int | str = "latest") -> int:

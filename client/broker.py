@@ -80,7 +80,7 @@ def celery_settings(broker_url: str, keyprefix: str, *, results: bool = True,
 def signed_celery(name: str, auth: Callable[[], TaskAuth]) -> Celery:
     """An app (not configured yet) whose tasks are signed and checked with `auth()`."""
     app = Celery(name, amqp=SigningAMQP, task_cls=SignedTask, set_as_current=False)
-    app.unchained_auth = auth  # type: ignore[attr-defined]  read by client.task_auth.auth_of
+    app.unchained_auth = auth  # read by client.task_auth.auth_of
     return app
 
 

@@ -13,16 +13,18 @@ from __future__ import annotations
 import functools
 from collections import namedtuple
 from collections.abc import Sequence
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, cast
 
 import web3._utils.abi as web3_abi
 from eth_abi import decode, encode
+from eth_typing import ABIFunction
 from eth_utils.abi import collapse_if_tuple, function_abi_to_4byte_selector
 from web3 import Web3
 from web3.contract import Contract
 from web3.exceptions import ContractLogicError, Web3RPCError
 from web3.logs import DISCARD
-from web3.types import EventData, TxReceipt
+from web3.providers import JSONBaseProvider
+from web3.types import EventData, RPCEndpoint, TxReceipt
 
 from client.errors import ClientError
 
@@ -31,7 +33,8 @@ from protocol.deployments import Deployment
 # web3 7 builds a new named tuple class for every struct it decodes (about 1.2 ms on these
 # machines, more than the call's own decoding); the class depends only on the field names, so
 # it is made once per set of names. `recursive_dict_to_namedtuple` looks the factory up in its
-# module at each call, so this cache is what every contract made here uses.
+# module at each call, so this cache is what every contract made here uses. A private name with
+# no public hook: tests/client/test_web3_private.py pins the web3 release it was read in.
 web3_abi.abi_decoded_namedtuple_factory = functools.lru_cache(maxsize=1024)(web3_abi.abi_decoded_namedtuple_factory)
 
 # What a struct-returning view gives back: a named tuple whose fields are the Solidity names.
@@ -58,7 +61,8 @@ def emitted(contract: Contract, event: str, receipt: TxReceipt) -> tuple[EventDa
     """The `event`s `contract` logged in a mined transaction. A receipt also holds the logs of the
     other contracts the transaction called (Staking's, the registry's); web3 would warn about each
     of those (MismatchedABI) before skipping it, so they are skipped quietly."""
-    return contract.events[event]().process_receipt(receipt, errors=DISCARD)
+    found: tuple[EventData, ...] = contract.events[event]().process_receipt(receipt, errors=DISCARD)
+    return found
 
 
 class DeployedContracts:
@@ -86,12 +90,12 @@ class ViewCall:
     checksummed. Reads go to "latest", alone or in one round trip with other requests (`read_with`)."""
 
     def __init__(self, contract: Contract, name: str) -> None:
-        [abi] = [e for e in contract.abi if e.get("type") == "function" and e.get("name") == name]
+        [abi] = [cast(ABIFunction, e) for e in contract.abi if e.get("type") == "function" and e.get("name") == name]
         self._address = contract.address
         self._web3 = contract.w3
         self._selector = function_abi_to_4byte_selector(abi)
         self._inputs = [collapse_if_tuple(p) for p in abi["inputs"]]
-        self._outputs = abi["outputs"]
+        self._outputs = cast(list[dict[str, Any]], abi["outputs"])
         self._output_types = [collapse_if_tuple(p) for p in self._outputs]
 
     def request(self, *args: Any) -> tuple[str, list[Any]]:
@@ -114,10 +118,11 @@ def read_with(web3: Web3, requests: Sequence[tuple[str, list[Any]]], decoders: S
     """The JSON-RPC `requests` in one round trip (one HTTP request), each result through its
     decoder. A reverted call raises ContractLogicError as web3 does, another failed request
     Web3RPCError, a batch the node refuses as a whole ReadFailed."""
-    responses = web3.provider.make_batch_request([(method, params) for method, params in requests])
+    provider = cast(JSONBaseProvider, web3.provider)  # an HTTP provider (client.tx.http_web3) batches
+    responses = provider.make_batch_request([(RPCEndpoint(method), params) for method, params in requests])
     if not isinstance(responses, list):  # the node refused the batch as a whole
         raise ReadFailed(f"the node refused a batch of {len(requests)} reads: {responses.get('error')}")
-    by_id = sorted(responses, key=lambda r: r["id"])
+    by_id = sorted(responses, key=lambda r: int(str(r["id"])))
     values = []
     for (method, _), response, decoder in zip(requests, by_id, decoders):
         error = response.get("error")
@@ -155,7 +160,7 @@ def _named(param: dict[str, Any], value: Any) -> Any:
 
 @functools.lru_cache(maxsize=256)
 def _tuple_class(names: tuple[str, ...]) -> type:
-    return namedtuple("Struct", names)  # type: ignore[misc]  # noqa: PYI024
+    return namedtuple("Struct", names)  # noqa: PYI024
 
 
 __all__ = ["DeployedContracts", "ReadFailed", "Struct", "ViewCall", "bind", "deployed", "factory", "read_with"]

@@ -56,7 +56,7 @@ def read_jobs_and_states(escrow: Contract, job_ids: Iterable[int],
 
 def _events_by_job(escrow: Contract, name: str, ids: list[int], from_block: int) -> dict[int, list[dict[str, Any]]]:
     """The event's arguments (plain: addresses lower-case, bytes 0x-hex) by job id, in chain order."""
-    layout = EventLayout(next(item for item in escrow.abi if item.get("type") == "event" and item["name"] == name))
+    layout = EventLayout(next(item for item in escrow.abi if item.get("type") == "event" and item.get("name") == name))
     found: dict[int, list[dict[str, Any]]] = {}
     for start in range(0, len(ids), BATCH_READS):
         job_topics = ["0x%064x" % job_id for job_id in ids[start:start + BATCH_READS]]

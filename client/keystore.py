@@ -24,7 +24,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
@@ -179,7 +179,7 @@ def _write_new(path: Path, data: bytes) -> None:
 
 
 def new_keystore(directory: Path, password: str, private_key: bytes | None = None, *,
-                 kdf: str = "scrypt", iterations: int | None = None) -> KeystoreEntry:
+                 kdf: Literal["pbkdf2", "scrypt"] = "scrypt", iterations: int | None = None) -> KeystoreEntry:
     """Encrypts `private_key` (a fresh random one by default) into `<directory>/<address>.json`."""
     account: LocalAccount = Account.from_key(private_key) if private_key is not None else Account.create()
     doc = Account.encrypt(account.key, password, kdf=kdf, iterations=iterations)

@@ -28,12 +28,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from eth_abi import decode as abi_decode
 from eth_abi.exceptions import DecodingError
 from eth_utils import event_abi_to_log_topic
 from eth_utils.abi import collapse_if_tuple
+from eth_typing import ABIEvent
 from hexbytes import HexBytes
 from web3 import Web3
 from web3.exceptions import Web3RPCError
@@ -134,7 +135,7 @@ class EventLayout:
     first) and without its per-log formatting, a fifth of a party's time spent following logs."""
 
     def __init__(self, item: Mapping[str, Any]) -> None:
-        self.topic = "0x" + bytes(event_abi_to_log_topic(dict(item))).hex()  # type: ignore[arg-type]
+        self.topic = "0x" + bytes(event_abi_to_log_topic(cast(ABIEvent, dict(item)))).hex()
         self.indexed = [(i["name"], collapse_if_tuple(dict(i))) for i in item["inputs"] if i.get("indexed")]
         self.unindexed = [(i["name"], collapse_if_tuple(dict(i))) for i in item["inputs"] if not i.get("indexed")]
         self.addresses = {i["name"] for i in item["inputs"] if i["type"] in ("address", "address[]")}

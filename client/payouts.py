@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from eth_typing import ChecksumAddress
 from web3 import Web3
 
 from client import blocks
@@ -65,7 +66,7 @@ class Owed:
     now: int  # the latest block's timestamp: the chain's clock, which `waiting` is measured on
 
 
-def _job_tokens(web3: Web3, deployment: Deployment, account: str) -> set[str]:
+def _job_tokens(web3: Web3, deployment: Deployment, account: str) -> set[ChecksumAddress]:
     """Tokens of every job `account` rented or served: its escrow balances can only be in those."""
     me = account.lower()
     return {Web3.to_checksum_address(e.args["token"])

@@ -29,7 +29,7 @@ def rpc_session(rpc_url: str) -> KeepAliveSession | requests.Session:
     for a direct http(s) URL, requests where a proxy or credentials apply."""
     session = requests_session(rpc_url)
     plain = direct(rpc_url) and session.auth is None and session.cert is None  # no ~/.netrc entry, no client cert
-    return KeepAliveSession(rpc_url, session.verify) if plain else session
+    return KeepAliveSession(rpc_url, True if session.verify is None else session.verify) if plain else session
 
 
 def requests_session(rpc_url: str) -> requests.Session:

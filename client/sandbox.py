@@ -55,6 +55,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, Any
 
 from client.errors import ClientError
 
@@ -194,7 +195,8 @@ class _Spawner:
     that thread. One per process (a forked process, such as a Celery worker, starts its own)."""
 
     def __init__(self) -> None:
-        self._requests: queue.SimpleQueue[tuple[Callable[[], subprocess.Popen], Future]] = queue.SimpleQueue()
+        self._requests: queue.SimpleQueue[tuple[Callable[[], subprocess.Popen[bytes]],
+                                                Future[subprocess.Popen[bytes]]]] = queue.SimpleQueue()
         threading.Thread(target=self._serve, name="sandbox-spawner", daemon=True).start()
 
     def _serve(self) -> None:
@@ -205,8 +207,8 @@ class _Spawner:
             except BaseException as exc:  # noqa: BLE001 - handed to the caller
                 result.set_exception(exc)
 
-    def popen(self, start: Callable[[], subprocess.Popen]) -> subprocess.Popen:
-        result: Future = Future()
+    def popen(self, start: Callable[[], subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
+        result: Future[subprocess.Popen[bytes]] = Future()
         self._requests.put((start, result))
         return result.result()
 
@@ -235,13 +237,20 @@ class _Cleaner:
         self.submit(lambda: shutil.rmtree(directory, onerror=self._not_deleted))
 
     @staticmethod
-    def _not_deleted(_function: object, path: str, exc_info: tuple) -> None:
+    def _not_deleted(_function: object, path: str, exc_info: tuple[type[BaseException], BaseException, object]) -> None:
         if not isinstance(exc_info[1], FileNotFoundError):  # gone with its template already
             logger.warning("finished job's file %s not deleted (%s): it goes with its sandbox", path, exc_info[1])
 
 
 _generations = itertools.count(1)
 RESET_DELAY_S = 0.02  # after a job's outputs are read: its caller's reply is out by then
+
+
+def _pipes(process: subprocess.Popen[bytes]) -> tuple[IO[bytes], IO[bytes]]:
+    """The template's stdin and stdout (both asked for as pipes)."""
+    if process.stdin is None or process.stdout is None:
+        raise SandboxUnavailable("the model sandbox started without its pipes")
+    return process.stdin, process.stdout
 
 
 class _Template:
@@ -279,6 +288,7 @@ class _Template:
             raise SandboxUnavailable(f"the model sandbox could not be started: {exc}") from exc
         finally:
             log.close()
+        self._stdin, self._stdout = _pipes(self.process)
         self._buffer = b""
         self.ready = False
 
@@ -327,7 +337,7 @@ class _Template:
 
     def _readline(self, deadline: float) -> bytes | None:
         """One line from the template, or None at EOF or when the deadline passes."""
-        fd = self.process.stdout.fileno()
+        fd = self._stdout.fileno()
         while b"\n" not in self._buffer:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([fd], [], [], left)[0]:
@@ -355,15 +365,15 @@ class _Template:
         except OSError:
             return "(no log)"
 
-    def run(self, limits: Limits, request: dict) -> tuple[int, int]:
+    def run(self, limits: Limits, request: dict[str, Any]) -> tuple[int, int]:
         """Asks for one job (its files in the job directory, named by `request`): (child pid,
         exit code). SandboxFailed when the wall-clock budget runs out or the template dies."""
         cpu = int(limits.timeout_s * max(1, limits.threads)) + 5
         order = json.dumps({"memory": limits.memory_bytes, "cpu": cpu, "request": request}) + "\n"
         deadline = time.monotonic() + limits.timeout_s
         try:
-            self.process.stdin.write(order.encode())
-            self.process.stdin.flush()
+            self._stdin.write(order.encode())
+            self._stdin.flush()
             line = self._readline(deadline)
         except OSError:
             line = None
@@ -384,7 +394,7 @@ class _Template:
             except ProcessLookupError:
                 pass
         self.process.wait()
-        for stream in (self.process.stdin, self.process.stdout):
+        for stream in (self._stdin, self._stdout):
             try:
                 stream.close()
             except OSError:

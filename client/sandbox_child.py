@@ -25,6 +25,7 @@ import signal
 import sys
 import traceback
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.pop("PWD", None)  # set by bwrap's --chdir; not on the allowlist the models get
@@ -36,7 +37,7 @@ COLLAPSE_AFTER_JOBS = 10  # see `_collapse_into_huge_pages`
 SPARE_DELAY_S = 0.015  # see `serve`
 
 
-def run_job(job_dir: Path, request: dict) -> int:
+def run_job(job_dir: Path, request: dict[str, Any]) -> int:
     """In the forked child: the job `request` (from its order); 0 when every output is written."""
     from protocol.inference import load_model, run_batches
     from protocol.jobs import JobSpecError, decode_output, encode_output

@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Generator
 from datetime import UTC, datetime
+from typing import Any
 
 import httpx
 from eth_account.messages import encode_defunct
@@ -101,7 +102,7 @@ class SiweSession(httpx.Auth):
         return token
 
 
-def _json(response: httpx.Response, what: str) -> dict:
+def _json(response: httpx.Response, what: str) -> dict[str, Any]:
     # Read here, for the sign-in answers only: `requires_response_body` would also read the body
     # of the request being served, and a streamed download must stay streamed (sync clients).
     response.read()
@@ -112,7 +113,8 @@ def _json(response: httpx.Response, what: str) -> dict:
             detail = response.text
         raise SignInFailed(f"{what}: HTTP {response.status_code}: {detail[:300]}", response.status_code,
                            transient=response.status_code in _TRANSIENT)
-    return response.json()
+    answer: dict[str, Any] = response.json()
+    return answer
 
 
 def _seconds_until(moment: str | None) -> float | None:

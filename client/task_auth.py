@@ -66,7 +66,8 @@ def dispatcher_of(deployment: Deployment) -> str:
 
 def _recover(typed: dict[str, Any], signature: bytes) -> str:
     try:
-        return Account.recover_message(encode_typed_data(full_message=typed), signature=signature)
+        signer: str = Account.recover_message(encode_typed_data(full_message=typed), signature=signature)
+        return signer
     except Exception as exc:  # eth-keys raises BadSignature, ValueError, ...
         raise TaskRefused(f"unreadable signature: {exc}") from None
 
@@ -91,7 +92,7 @@ class ChainRoles:
                 found = self.pog.functions.round(args[0]).call()
             except (ContractCustomError, ContractLogicError):  # no such round
                 return False
-            return found.verifier.lower() == address.lower() and found.provider.lower() == self.own
+            return bool(found.verifier.lower() == address.lower() and found.provider.lower() == self.own)
         return False
 
 
@@ -265,17 +266,19 @@ def auth_of(app: Any) -> TaskAuth:
     factory = getattr(app, "unchained_auth", None)
     if factory is None:
         raise TaskRefused(f"Celery app {app.main!r} has no signing key (build it with client.broker.party_celery)")
-    return factory()
+    auth: TaskAuth = factory()
+    return auth
 
 
 class SigningAMQP(AMQP):
     """Celery's message builder with the sender's signature added to every task it publishes."""
 
-    def _create_task_sender(self):  # type: ignore[no-untyped-def]
+    def _create_task_sender(self) -> Callable[..., Any]:
         send = super()._create_task_sender()
         queues = self.queues
 
-        def signed_send(producer, name, message, exchange=None, routing_key=None, queue=None, **kwargs):  # type: ignore[no-untyped-def]
+        def signed_send(producer: Any, name: str, message: Any, exchange: Any = None, routing_key: str | None = None,
+                        queue: Any = None, **kwargs: Any) -> Any:
             headers, _, body, _ = message
             if routing_key is None and queue is not None:
                 routing_key = (queues[queue] if isinstance(queue, str) else queue).routing_key

@@ -67,7 +67,7 @@ class EscrowJob:
     def is_committed(self) -> bool:
         return self.item_count != 0
 
-    def as_tuple(self) -> tuple:
+    def as_tuple(self) -> tuple[Any, ...]:
         """The struct as web3.py and brownie take it in a call."""
         return (self.id, self.renter, self.provider, self.token, self.price, self.spec_hash, self.deadline,
                 self.output_root, self.item_count, self.result_digest)

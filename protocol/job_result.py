@@ -159,8 +159,9 @@ class SignedJobResult:
         """The address that really signed (checksummed); raises JobResultError for a signature
         that recovers to nobody. A caller compares it with the job's provider."""
         try:
-            return Account.recover_message(encode_typed_data(full_message=self.result.typed_data(domain)),
-                                           signature=bytes.fromhex(self.signature[2:]))
+            signer: str = Account.recover_message(encode_typed_data(full_message=self.result.typed_data(domain)),
+                                                  signature=bytes.fromhex(self.signature[2:]))
+            return signer
         except (ValueError, BadSignature) as exc:
             raise JobResultError(f"job {self.result.job_id}: signature does not recover: {exc}") from exc
 

@@ -174,7 +174,7 @@ def within_tolerance(got: np.ndarray, want: np.ndarray, tolerance_ppm: int) -> b
     return bool(np.all(np.abs(g - w) <= tol * np.maximum(1.0, np.abs(w))))
 
 
-def _field(doc: dict[str, Any], key: str, kind: type) -> Any:
+def _field(doc: dict[str, Any], key: str, kind: type[T]) -> T:
     if key not in doc:
         raise JobSpecError(f"{key}: missing")
     value = doc[key]

@@ -38,7 +38,7 @@ def duration(seconds: float) -> str:
     seconds = int(abs(seconds))
     if seconds < 60:
         return f"{seconds} s"
-    parts = []
+    parts: list[tuple[int, str]] = []
     for unit, size in (("d", 86400), ("h", 3600), ("min", 60), ("s", 1)):
         count, seconds = divmod(seconds, size)
         if count or parts:

@@ -1,8 +1,9 @@
 """Batched keccak256 in C for the prover's commitment (DESIGN.md requirement 10: hashing must
 stay small next to the matmul).
 
-The C lives in provider_agent/_keccak.c and is compiled by `pip install` (setup.py), so a
-machine without a C compiler fails at install time instead of proving slowly. One C call hashes
+The C is its own distribution, `unchained-keccak` (native/keccak), which the `provider` extra
+pulls: a provider's machine without a C compiler fails at install time instead of proving
+slowly, and a renter's install compiles nothing. One C call hashes
 a whole batch with the GIL released, so parts of a batch hash on several threads at once and
 alongside torch; the reference `protocol.merkle.hash_messages` pays a Python call per chunk
 and holds the GIL (same bytes, several times slower).
@@ -35,20 +36,21 @@ class NativeKeccakMissing(ProviderAgentError):
 
     def __init__(self, cause: BaseException) -> None:
         super().__init__(
-            "the native keccak (provider_agent._keccak) is not built, so Proof of GPU would hash "
-            "with the pure-Python reference and understate this machine's speed; reinstall with "
-            "a C compiler and the Python headers present (`./scripts/setup.sh` or `pip install "
-            f".`; Debian: apt-get install build-essential python3-dev). Cause: {cause}")
+            "the native keccak (unchained_keccak) is not installed, so Proof of GPU would hash "
+            "with the pure-Python reference and understate this machine's speed; install the "
+            "provider's extra with a C compiler and the Python headers present (`./scripts/setup.sh` "
+            "or `pip install ./native/keccak '.[provider]'`; Debian: apt-get install build-essential "
+            f"python3-dev). Cause: {cause}")
         self.cause = cause
 
 
 def _load() -> ModuleType:
     """The extension module; raises NativeKeccakMissing (import errors are not cached)."""
     try:
-        from provider_agent import _keccak  # type: ignore[attr-defined]
+        import unchained_keccak
     except ImportError as err:
         raise NativeKeccakMissing(err) from err
-    return _keccak
+    return unchained_keccak
 
 
 class NativeHasher:

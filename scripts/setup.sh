@@ -11,7 +11,7 @@ python="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
   "$python" -m venv .venv
 fi
-# `pip install -e .` compiles the native keccak (provider_agent/_keccak.c, see setup.py): say
+# The provider's native keccak (native/keccak, pulled by the `provider` extra) is compiled C: say
 # what is missing before pip's compiler output does.
 if ! command -v "${CC:-cc}" >/dev/null 2>&1 || ! .venv/bin/python -c \
     'import os, sysconfig, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_path("include"), "Python.h")))'; then
@@ -20,9 +20,9 @@ if ! command -v "${CC:-cc}" >/dev/null 2>&1 || ! .venv/bin/python -c \
   exit 1
 fi
 .venv/bin/pip install --quiet --upgrade pip
-# One install, so that brownie's exact pins and the services' packages resolve together.
-.venv/bin/pip install --quiet -r requirements.txt
-.venv/bin/pip install --quiet --no-deps -e .
+# Every role and the dev tools (pyproject.toml's extras) in one install, so that brownie's exact
+# pins and the services' packages resolve together; the native keccak from its folder here.
+.venv/bin/pip install --quiet -e '.[dev]' ./native/keccak
 
 npm install --no-audit --no-fund --loglevel=error
 

@@ -15,6 +15,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 source .venv/bin/activate
+# The cheap checks first (seconds; pyproject.toml configures both): lint rules over the tree, then
+# types (strict on protocol/ and client/).
+ruff check .
+mypy
 # The suites mostly wait (on chains, processes and blocks): on a quiet 2-core machine the Python
 # tests alone keep about one core busy. So the two contract passes run in the background, beside
 # the Python tests, and those run on two pytest-xdist workers, whole modules at a time (module

@@ -115,7 +115,7 @@ class LocalChain:
                 err = self.process.stderr.read().decode(errors="replace") if self.process.stderr else ""
                 raise ChainError(f"anvil exited with {self.process.returncode}: {err.strip()}")
             try:
-                web3.eth.block_number
+                web3.eth.block_number  # noqa: B018  the read is the check: does anvil answer?
                 log.info("anvil up at %s (pid %s)", self.rpc_url, self.process.pid)
                 return self
             except Exception:  # connection refused until anvil listens

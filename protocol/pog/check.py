@@ -21,7 +21,8 @@ def expected_chunk(keys: WorkloadKeys, n: int, index: int) -> np.ndarray:
     row, col = chunk_position(n, index)
     a = rows(keys.a, n, row, row + 1)[0].astype(np.int64)
     bt = select_rows(keys.b, n, np.arange(col, col + CHUNK_ELEMENTS)).astype(np.int64)
-    return bt @ a
+    chunk: np.ndarray = bt @ a
+    return chunk
 
 
 def expected_chunks(keys: WorkloadKeys, n: int, indices: Sequence[int]) -> np.ndarray:
@@ -36,7 +37,8 @@ def expected_chunks(keys: WorkloadKeys, n: int, indices: Sequence[int]) -> np.nd
     a = select_rows(keys.a, n, a_rows).astype(np.float32)
     bt = select_rows(keys.b, n, cols.reshape(-1)).astype(np.float32)
     bt = bt.reshape(len(positions), CHUNK_ELEMENTS, n)
-    return np.matmul(bt, a[:, :, None])[:, :, 0].astype(np.int64)
+    chunks: np.ndarray = np.matmul(bt, a[:, :, None])[:, :, 0].astype(np.int64)
+    return chunks
 
 
 def check_chunk(

@@ -54,7 +54,7 @@ def chunk_hashes(values: np.ndarray, hasher: MessageHasher = hash_messages) -> b
     flat = np.ascontiguousarray(values, dtype=_BIG_ENDIAN_INT32).reshape(-1)
     if flat.size % CHUNK_ELEMENTS:
         raise WrongSize("elements", (flat.size // CHUNK_ELEMENTS + 1) * CHUNK_ELEMENTS, flat.size)
-    return hash_leaves(memoryview(flat).cast("B"), CHUNK_BYTES, hasher)
+    return hash_leaves(flat.data.cast("B"), CHUNK_BYTES, hasher)
 
 
 def commit(product: np.ndarray, hasher: MessageHasher = hash_messages) -> MerkleTree:

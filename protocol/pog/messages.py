@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from protocol.errors import ProtocolError
 from protocol.merkle import MAX_PROOF_DEPTH
@@ -21,6 +21,8 @@ MAX_ANSWERS_PER_GPU = 1024
 _HASH_HEX = 2 + 64
 # One answer: index, 256 data bytes, up to MAX_PROOF_DEPTH siblings, with JSON punctuation.
 _ANSWER_BYTES = 64 + (2 + 2 * CHUNK_BYTES) + MAX_PROOF_DEPTH * (_HASH_HEX + 4)
+
+T = TypeVar("T")
 
 
 class MalformedMessage(ProtocolError):
@@ -131,7 +133,7 @@ def _reject_constant(name: str) -> None:
     raise ValueError(f"{name} is not allowed")
 
 
-def _field(obj: Any, key: str, kind: type, what: str) -> Any:
+def _field(obj: Any, key: str, kind: type[T], what: str) -> T:
     if not isinstance(obj, dict) or key not in obj:
         raise MalformedMessage(what, f"missing {key!r}")
     value = obj[key]

@@ -12,7 +12,6 @@ from pathlib import Path
 import backend_support as support
 import httpx
 import numpy as np
-import pytest
 import typer
 from typer.testing import CliRunner
 

@@ -7,7 +7,6 @@ import json
 import statistics
 import time
 
-from pathlib import Path
 
 import backend_support as support
 import pytest

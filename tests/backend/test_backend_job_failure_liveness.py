@@ -7,7 +7,6 @@ provider fits."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import backend_support as support
 import pytest

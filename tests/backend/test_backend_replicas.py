@@ -3,16 +3,14 @@ replaced, a new leader sends what a dead one indexed but never dispatched, migra
 
 from __future__ import annotations
 
-import base64
 import json
 import subprocess
 import sys
 import threading
 
 import backend_support as support
-import pytest
 import redis
-from sqlalchemy import create_engine, func, select, text
+from sqlalchemy import func, select, text
 
 from backend import models as m
 from backend.db import make_engine, migrate

@@ -20,7 +20,6 @@ from conftest import (
     PRICE_PER_GPU_HOUR,
     PRICE_PER_JOB_UNIT,
     PROVIDER_SLASH,
-    RESPONSE_WINDOW,
     ROOT_CHALLENGE_PERIOD,
     mine_blocks,
 )

@@ -479,7 +479,7 @@ def test_withdraw_pays_eth_once(escrow, job_id, renter, custom_error):
 def test_a_withdrawn_balance_is_credited_again_in_full(escrow, create, active_provider, renter, custom_error):
     """A withdrawal keeps the balance slot live (a flag stays set): owedTo still reads zero, a
     second withdraw still finds nothing, and the next credit adds up from zero."""
-    for round_ in range(2):
+    for _ in range(2):
         job_id = create()
         escrow.commitResult(job_of(escrow, job_id), ROOT, ITEMS, DIGEST, {"from": active_provider})
         chain.sleep(CHALLENGE_WINDOW)

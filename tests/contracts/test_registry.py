@@ -5,7 +5,7 @@ import brownie
 import pytest
 from brownie import ZERO_ADDRESS, web3
 
-from conftest import ETHER, MIN_PROVIDER_STAKE, PRICE_PER_GPU_HOUR, PRICE_PER_JOB_UNIT
+from conftest import MIN_PROVIDER_STAKE, PRICE_PER_GPU_HOUR, PRICE_PER_JOB_UNIT
 
 MODEL = b"H100-SXM".ljust(32, b"\0")
 URI = "ipfs://provider-metadata"

@@ -1,5 +1,5 @@
-"""The native keccak (provider_agent._keccak, built by pip install) against the reference, its
-GIL-free batches, and the loud path: without it the prover and `pog run` refuse."""
+"""The native keccak (unchained_keccak, the provider extra's compiled distribution) against the
+reference, its GIL-free batches, and the loud path: without it the prover and `pog run` refuse."""
 
 import provider_agent  # noqa: F401  first: sets OMP_WAIT_POLICY before torch is loaded
 import random
@@ -22,9 +22,9 @@ from unchained_cli.main import app
 
 
 def test_extension_is_compiled_not_built_at_run_time():
-    from provider_agent import _keccak
+    import unchained_keccak
 
-    assert _keccak.__file__.endswith(".so")
+    assert unchained_keccak.__file__.endswith(".so")
     assert not hasattr(keccak_native, "_build")  # no `cc` run from the prover any more
 
 
@@ -51,7 +51,7 @@ def test_numpy_panels_hash_without_a_copy_and_strided_views_are_refused():
 
 
 def test_bad_sizes_are_refused_by_wrapper_and_extension():
-    from provider_agent import _keccak
+    import unchained_keccak
 
     hasher = native_hasher(1)
     for data, size in ((bytes(100), 3), (bytes(8192), 8192), (bytes(10), 0)):
@@ -62,9 +62,9 @@ def test_bad_sizes_are_refused_by_wrapper_and_extension():
     for args in ((bytes(100), 3, 0, bytearray(1024)), (bytes(64), 32, 0, bytearray(32)),
                  (bytes(64), 0, 0, bytearray(0)), (bytes(8192), 8192, 0, bytearray(32))):
         with pytest.raises(ValueError):
-            _keccak.hash_into(*args)
+            unchained_keccak.hash_into(*args)
     with pytest.raises(TypeError):
-        _keccak.hash_into(bytes(64), 32, 0, bytes(64))  # read-only output
+        unchained_keccak.hash_into(bytes(64), 32, 0, bytes(64))  # read-only output
 
 
 def _main_thread_ran_during(call) -> int:
@@ -94,7 +94,7 @@ def _main_thread_ran_during(call) -> int:
 
 
 def test_a_batch_hashes_with_the_gil_released():
-    from provider_agent import _keccak
+    import unchained_keccak
 
     data = bytes(256 << 15)
     out = bytearray(32 << 15)
@@ -102,14 +102,13 @@ def test_a_batch_hashes_with_the_gil_released():
     # The harness detects a C call that keeps the GIL (list.sort of ints never releases it) ...
     assert _main_thread_ran_during(lambda: sorted(numbers)) == 0
     # ... and the hasher lets the main thread run meanwhile.
-    assert _main_thread_ran_during(lambda: _keccak.hash_into(data, 256, 0, out)) > 0
+    assert _main_thread_ran_during(lambda: unchained_keccak.hash_into(data, 256, 0, out)) > 0
 
 
 @pytest.fixture
 def extension_missing(monkeypatch):
     """As on a machine where the extension was not built: importing it fails."""
-    monkeypatch.setitem(sys.modules, "provider_agent._keccak", None)  # import -> ImportError
-    monkeypatch.delattr(provider_agent, "_keccak", raising=False)
+    monkeypatch.setitem(sys.modules, "unchained_keccak", None)  # import -> ImportError
     native_hasher.cache_clear()
     yield
     native_hasher.cache_clear()

@@ -17,7 +17,6 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import torch
 
-from protocol.enums import JobStatus
 from provider_agent.agent import Agent
 from provider_agent.mining import MiningPolicy, MiningSupervisor, ReferenceMiner
 from provider_agent.sha256d import digest_bytes, hash_nonces, meets

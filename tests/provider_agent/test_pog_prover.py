@@ -166,7 +166,7 @@ def test_pog_run_rejects_bad_arguments(args):
 
 @pytest.fixture(scope="module")
 def native():
-    return native_hasher()  # built by pip install; its absence fails here, never skips
+    return native_hasher()  # the provider extra's unchained-keccak; its absence fails here, never skips
 
 
 @pytest.mark.parametrize("size", [1, 32, 64, 134, 135, 136, 137, 256, 271, 272, 4096])

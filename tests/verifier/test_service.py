@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from pog_support import ETH, HonestLink, provider_responds_on_chain, register, wait_seed_fixed
+from pog_support import HonestLink, provider_responds_on_chain, register, wait_seed_fixed
 from protocol.enums import ChallengeStatus, RoundStatus
 from protocol.merkle import keccak256
 from provider_agent.gpus import cpu_device

@@ -1,6 +1,7 @@
 /* Batched Ethereum keccak256 for the PoG prover (provider_agent.keccak_native wraps it).
  *
- * Built by `pip install` (setup.py's Extension "provider_agent._keccak"). One call hashes a
+ * Its own small distribution (native/keccak, `unchained-keccak`), which the `provider` extra pulls:
+ * only a provider compiles it; a renter's install has no compiler step. One call hashes a
  * whole batch of equal-size messages with the GIL released, so several threads hash parts of
  * a batch at once and alongside torch; a Python call per message (protocol.merkle.hash_messages)
  * holds the GIL and runs on one core.
@@ -137,11 +138,11 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_keccak", "Batched keccak256 without the GIL (see keccak_native).", -1,
+    PyModuleDef_HEAD_INIT, "unchained_keccak", "Batched keccak256 without the GIL (see keccak_native).", -1,
     methods,
 };
 
-PyMODINIT_FUNC PyInit__keccak(void) {
+PyMODINIT_FUNC PyInit_unchained_keccak(void) {
   PyObject *m = PyModule_Create(&module);
   if (m != NULL && PyModule_AddIntConstant(m, "MAX_MESSAGE", MAX_MESSAGE) < 0) {
     Py_DECREF(m);
