@@ -8,7 +8,9 @@ dispatch, and the backend to store the provider's signed result. This bench time
 The whole market runs as in the load bench (unchained_cli/market.py: anvil, a private Redis with a
 user per party, the backend, one provider agent without mining). A verifier passes the provider's
 Proof of GPU (quotes need it) and is then stopped: it audits after the result, off the renter's
-path. Then, `jobs` times, `gap_s` apart (a first job, which caches the model, not counted):
+path. Then, `jobs` times, `gap_s` apart plus a random part of a block time (so that on a chain with
+blocks the sends fall at every phase of the block, not at one the bench's own rhythm locks onto), a
+first job, which caches the model, not counted:
 
 - 5 bare pings: an unsigned no-op task to a plain Celery worker (unchained_cli/bench_ping.py) on
   the market's Redis: the floor of any Celery round trip there;
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import gc
 import os
+import random
 import subprocess
 import sys
 import tempfile
@@ -90,8 +93,9 @@ def measure(block_time: float | None, jobs: int = 20, gap_s: float = 0.5, consol
                 renter.job()  # caches the model at the provider, warms every connection
                 on_ready(market)
                 renter_ms, funding_ms, indexed_ms, signed, bare = [], [], [], [], []
+                phase = random.Random(0)
                 for i in range(jobs):
-                    time.sleep(gap_s)
+                    time.sleep(gap_s + phase.uniform(0, block_time or 0))
                     bare += [pingers.bare() for _ in range(PINGS)]
                     signed += [pingers.signed() for _ in range(PINGS)]
                     total, funding, indexed = renter.job()
