@@ -102,7 +102,8 @@ def measure(block_time: float | None, jobs: int = 20, gap_s: float = 0.5, consol
                     renter_ms.append(total)
                     funding_ms.append(funding)
                     indexed_ms.append(indexed)
-                    console.log(f"job {i + 1}/{jobs}: {total:.1f} ms (funding {funding:.1f} ms, indexed {indexed:.1f} ms)")
+                    console.log(f"job {i + 1}/{jobs}: {total:.1f} ms "
+                                f"(funding {funding:.1f} ms, indexed {indexed:.1f} ms)")
         finally:
             market.stop()
     chain = "instant (each transaction mined at once)" if block_time is None else f"a block every {block_time:g} s"
