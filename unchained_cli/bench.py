@@ -133,6 +133,35 @@ def dispatch_section() -> str:
     return "\n".join(lines)
 
 
+def renter_section() -> str:
+    from unchained_cli import bench_renter
+
+    lines = [
+        "## Renter-visible latency (the whole market: anvil, Redis with a user per party, the backend, one "
+        "provider worker; a no-op job of one item)",
+        "",
+        "| chain | funding send -> signed result readable ms p50 / p99 | funding tx ms p50 / p99 | indexed ms p50 "
+        "| worker's signed ping ms p50 / p99 | bare Celery ping ms p50 / p99 | renter / signed ping (goal <= 3) "
+        "| renter / bare ping |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for block_time in (None, 1.0):
+        r = bench_renter.summary(bench_renter.measure(block_time))
+        lines.append(f"| {r['chain']} | {r['renter_p50_ms']} / {r['renter_p99_ms']} "
+                     f"| {r['funding_p50_ms']} / {r['funding_p99_ms']} | {r['indexed_p50_ms']} "
+                     f"| {r['signed_ping_p50_ms']} / {r['signed_ping_p99_ms']} "
+                     f"| {r['bare_ping_p50_ms']} / {r['bare_ping_p99_ms']} "
+                     f"| {r['renter_over_signed_ping_p50']} | {r['renter_over_bare_ping_p50']} |")
+    lines += ["", "The renter's span runs from its createJob send (sign, send, receipt) until `GET /jobs/{id}/result` "
+              f"(polled every {bench_renter.POLL_S * 1e3:g} ms) shows the provider's signed result: the backend "
+              "indexes JobCreated (indexed: when the renter's poll first finds the job), dispatches, the worker "
+              "runs the job and delivers its signed result. 20 jobs per chain, 0.5 s apart plus a random part of "
+              "a block, each after 5 pings of each kind through the same Redis (the bare one to a "
+              "plain Celery worker, the signed one to the provider's worker that runs the jobs); ratios of the "
+              "p50s. Command: `unchained bench --only renter`; method: unchained_cli/bench_renter.py."]
+    return "\n".join(lines)
+
+
 def colocation_section() -> str:
     from unchained_cli import bench_provider
 
@@ -173,6 +202,7 @@ def load_section(load: Load | None = None) -> str:
 
 
 SECTIONS: dict[str, Callable[[], str]] = {
-    "gas": gas_section, "pog": pog_section, "dispatch": dispatch_section, "colocation": colocation_section,
+    "gas": gas_section, "pog": pog_section, "dispatch": dispatch_section, "renter": renter_section,
+    "colocation": colocation_section,
     "load": load_section,
 }

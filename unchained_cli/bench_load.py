@@ -21,7 +21,9 @@ counts as available when `GET /jobs/{id}/result` first shows every item's output
 
 CPU: every market process's CPU time (children included, process_cpu) is read when the renters
 start and when the last job settles; the difference per job and per process kind says where
-the machine's cores went.
+the machine's cores went. A fixed pure-Python loop (cpu_loop_s) is timed before the market starts
+and after the last job settles: the machine's speed of the moment, so that jobs/s compare across
+machines (and across runs on one machine whose speed drifts).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import datetime as dt
 import io
 import math
 import os
+import statistics
 import tempfile
 import threading
 import time
@@ -62,6 +65,7 @@ from verifier.audit_draw import AuditDraw
 
 MAX_PRICE_WEI = ETH // 20
 POLL_S = 1.0
+CPU_LOOP_N = 20_000_000  # sum(range(CPU_LOOP_N)): 0.33-0.64 s on the project's machines so far
 
 
 @dataclass(frozen=True)
@@ -109,6 +113,7 @@ class LoadResult:
     drawn: set[int] = field(default_factory=set)  # jobs some verifier had to audit (verifier.audit_draw)
     floors: list[float] = field(default_factory=list)  # each job's least audit probability
     cpu: CpuUsage | None = None  # the market's CPU over the run, by process kind
+    cpu_loop_s: tuple[float, float] = (0.0, 0.0)  # the fixed loop before the run and after it (cpu_loop_s)
 
     @property
     def unsettled(self) -> list[int]:
@@ -159,7 +164,19 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
 
 
+def cpu_loop_s() -> float:
+    """This process's CPU seconds for sum(range(CPU_LOOP_N)), best of three: the speed of one core
+    now (CPU time, not wall time: other work on the machine does not count, a slower core does)."""
+    best = math.inf
+    for _ in range(3):
+        start = time.process_time()
+        sum(range(CPU_LOOP_N))
+        best = min(best, time.process_time() - start)
+    return best
+
+
 def run(load: Load, root: Path, console: Console) -> LoadResult:
+    loop_before = cpu_loop_s()
     market = LocalMarket(plan_for(load), root)
     try:
         market.start(console.log)
@@ -172,6 +189,7 @@ def run(load: Load, root: Path, console: Console) -> LoadResult:
         meter = CpuMeter(market_processes(market)).start()
         result = drive(market, load, model_hash, providers, ledger.start_block, console)
         result.cpu = meter.stop()
+        result.cpu_loop_s = (loop_before, cpu_loop_s())
         market.withdraw_all()
         result.unaccounted = ledger.close().unaccounted
         result.providers = {p.address.lower(): p.name for p in providers}
@@ -439,6 +457,7 @@ def section(result: LoadResult) -> str:
     funding_rate = len(jobs) / max(result.funding_s, 1e-9)
     delivered_s = max(result.available.values(), default=result.started_at) - result.started_at
     delivered_rate = len(result.available) / max(delivered_s, 1e-9)
+    loop_s = statistics.mean(result.cpu_loop_s)
     per_provider = [f"{name} {sum(1 for s in jobs if s.provider == address)}"
                     for address, name in sorted(result.providers.items(), key=lambda kv: kv[1])]
     # The providers' pace: results delivered per second from the first to the last (their commits
@@ -478,6 +497,12 @@ def section(result: LoadResult) -> str:
         f"{len(settled) / result.wall_s:.2f} jobs/s, {items / result.wall_s:.1f} items/s ({result.wall_s:.0f} s "
         f"until all were settled, which includes the last job's {load.challenge_window_s} s challenge window).",
         "",
+        f"Renter-visible: funding receipt -> result available p50 **{percentile_or_none(to_result, 50)} s**, "
+        f"p99 **{percentile_or_none(to_result, 99)} s**. CPU speed of the moment: the fixed loop "
+        f"`sum(range({CPU_LOOP_N:_}))` took {result.cpu_loop_s[0]:.2f} s of CPU before the run and "
+        f"{result.cpu_loop_s[1]:.2f} s after it; delivered jobs/s x loop s = **{delivered_rate * loop_s:.2f}** "
+        f"(jobs per loop-time: the throughput on a machine where the loop takes 1 s, comparable across machines).",
+        "",
         f"Verifier audits (audit coverage): **{len(result.drawn & result.audited)} of {len(result.drawn)} jobs "
         f"drawn for a mandatory audit** were audited (re-executed and reported) inside their challenge windows, "
         f"and {len(result.audited)} of {len(jobs)} jobs in all (the undrawn ones with capacity left over). Each "
@@ -502,6 +527,10 @@ def section(result: LoadResult) -> str:
         lines += ["", "Failures:", "", *(f"- {p}" for p in problems)]
     lines += ["", "Method: unchained_cli/bench_load.py (PoG once per provider before the run; no mining)."]
     return "\n".join(lines)
+
+
+def percentile_or_none(values: list[float], p: float) -> str:
+    return f"{percentile(values, p):,.1f}" if values else "none"
 
 
 def floor_range(floors: list[float]) -> str:

@@ -1,5 +1,6 @@
 """Backend replicas on one PostgreSQL database: one leader indexes and dispatches, a killed leader is
-replaced, a new leader sends what a dead one indexed but never dispatched, migrations run once."""
+replaced, a new leader sends what a dead one indexed but never dispatched (also when the leader is
+SIGKILLed inside a dispatch), migrations run once."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import backend_support as support
 import redis
@@ -14,6 +16,7 @@ from sqlalchemy import func, select, text
 
 from backend import models as m
 from backend.db import make_engine, migrate
+from backend.dispatch import UNSETTLED
 from backend.leader import Leadership
 from backend.runtime import Backend
 from protocol.broker import provider_keyprefix
@@ -126,3 +129,66 @@ def test_two_live_replicas_dispatch_every_job_exactly_once(  # type: ignore[no-u
     finally:
         for replica in replicas:
             replica.close()
+
+
+def leader_lock_held_elsewhere(url: str) -> bool:
+    """Whether another replica holds the leader lock (a probe that finds it free lets it go at once)."""
+    probe = Leadership(make_engine(url))
+    try:
+        return not probe.hold()
+    finally:
+        probe.release()
+        probe.engine.dispose()
+
+
+@pytest.mark.parametrize("window", ["stored", "row"])
+def test_a_leader_killed_mid_dispatch_leaves_every_job_dispatched_exactly_once(  # type: ignore[no-untyped-def]
+        window, chain, session, market, tmp_path, pg_url, redis_url, dispatch_key) -> None:
+    # The leader is a replica process that stops dead at `window` of its first dispatch (after it
+    # stored JobCreated; after it wrote the dispatch row), and is SIGKILLed there while the other
+    # replica runs beside it.
+    def settings(name: str):  # type: ignore[no-untyped-def]
+        return support.make_settings(chain, tmp_path / name, database_url=pg_url, dispatch=True, broker_url=redis_url,
+                                     run_indexer=True, index_poll_seconds=0.05, ws_url="off", **dispatch_key)
+
+    redis.Redis.from_url(redis_url).flushdb()  # the module's earlier tests queued run-job messages too
+    marker = tmp_path / "paused"
+    first = session.contract("JobEscrow").functions.jobCount().call() + 1  # the module's earlier jobs go as usual
+    leader = subprocess.Popen([sys.executable, str(Path(__file__).with_name("paused_replica.py")), window, str(first),
+                               str(marker), settings("leader").model_dump_json()])
+    other = None
+    try:
+        wait_until(lambda: leader.poll() is not None or leader_lock_held_elsewhere(pg_url), 60,
+                   "the replica process takes the leader lock")
+        assert leader.poll() is None, "the leader replica exited"
+        other = Backend.open(settings("other"))
+        other.start_indexer()
+        jobs = [support.funded_job(session, market.renter, market.provider, keccak256(b"%s-%d" % (window.encode(), i)),
+                                   10**15) for i in range(4)]
+        paused = int(wait_until(lambda: marker.exists() and marker.read_text(), 60, f"the leader pauses at {window}"))
+        assert paused in jobs and other.leadership is not None and not other.leadership.leading
+        with other.factory() as db:  # the window is the one asked for: nothing sent, a row only after `stored`
+            row = db.get(m.Dispatch, paused)
+            assert db.get(m.Job, paused) is not None
+            assert (row is None) if window == "stored" else (row is not None and row.task_id is None)
+        assert f"run-job-{paused}" not in run_job_ids(redis_url, market.provider)
+
+        leader.kill()
+        leader.wait(10)
+        wait_until(lambda: {f"run-job-{j}" for j in jobs} <= set(run_job_ids(redis_url, market.provider)), 60,
+                   "the surviving replica dispatches every job")
+        assert other.leadership.leading
+        with other.factory() as db:  # every job the chain shows funded (the module's earlier ones too)
+            funded = set(db.scalars(select(m.Job.job_id).where(m.Job.status.in_(UNSETTLED))))
+            rows = db.scalars(select(m.Dispatch)).all()
+        sent = {d.job_id: d.task_id for d in rows}
+        assert set(jobs) <= funded
+        assert {j: sent.get(j) for j in funded} == {j: f"run-job-{j}" for j in funded}  # each has a sent dispatch
+        assert None not in sent.values()  # nothing stranded: no dispatch row waits unsent
+        ours = [d.task_id for d in rows if d.queue == provider_queue(market.provider)]
+        assert sorted(run_job_ids(redis_url, market.provider)) == sorted(ours)  # each sent exactly once
+    finally:
+        leader.kill()
+        leader.wait(10)
+        if other is not None:
+            other.close()

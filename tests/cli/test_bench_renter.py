@@ -1,0 +1,23 @@
+"""The renter-latency benchmark (`unchained bench --only renter`) runs the whole market; this checks
+that it measures what it says and leaves nothing behind, not how fast it is."""
+
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from unchained_cli import bench_renter
+
+
+def test_renter_bench_times_each_job_from_funding_to_signed_result_beside_both_pings(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    latency = bench_renter.measure(None, jobs=2, gap_s=0.0)
+    # The first job (it caches the model) is not counted; five pings of each kind precede each counted job.
+    assert len(latency.renter_ms) == 2 and len(latency.signed_ping_ms) == 10 and len(latency.bare_ping_ms) == 10
+    for funding, indexed, total in zip(latency.funding_ms, latency.indexed_ms, latency.renter_ms):
+        assert 0 < funding <= indexed <= total  # receipt, then the backend shows the job, then the signed result
+    summary = bench_renter.summary(latency)
+    assert summary["renter_over_signed_ping_p50"] == pytest.approx(
+        summary["renter_p50_ms"] / summary["signed_ping_p50_ms"], abs=0.1)
+    assert list(tmp_path.iterdir()) == []  # the market's chain, keystores and data are gone
