@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 
 import backend_support as support
+import pytest
 import redis
 from sqlalchemy import func, select, text
 
