@@ -12,11 +12,11 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 from web3 import Web3
 
-from backend.client import BackendClient
+from renter.client import BackendClient
 from backend.errors import Conflict
-from backend.renter import check_lease, end_lease, start_lease, submit_job
+from renter.orders import check_lease, end_lease, start_lease, submit_job
 from backend.settings import Settings
-from backend.wallet import Wallet
+from renter.wallet import Wallet
 from client import blocks, contracts
 from client.escrow_jobs import read_job
 from client.keystore import PASSWORD_FILE_HELP, load_keystore
@@ -371,7 +371,7 @@ def job_refund(
     """Take back what a job owes you: cancel it if the provider has not accepted it yet, or
     refund it once its deadline passed without a result; otherwise say why not and when. The
     refund is credited in the escrow: `unchained withdraw` pays it out."""
-    from backend.refunds import refund_job
+    from renter.refunds import refund_job
 
     outcome = refund_job(Wallet(rpc, load_keystore(keystore, password_file), deployment), job_id)
     console.print(outcome)
@@ -390,7 +390,7 @@ def job_slash(
     it, or when it promised its commit before the deadline and never made it: it loses its
     minimum stake, you get the reward share, and the job's price comes back unless it was already
     paid (slash inside the challenge window). Otherwise says why not (and from when)."""
-    from backend.slash import slash_job
+    from renter.slash import slash_job
 
     console.print(slash_job(Wallet(rpc, load_keystore(keystore, password_file), deployment),
                             BackendClient.connect(backend), job_id), soft_wrap=True, highlight=False)
@@ -429,7 +429,7 @@ def lease_start(
     provider hands the machine over; then log in once (host key pinned) and confirm the delivery
     on-chain, or, if the machine refuses you, stop the lease for a full refund. Prints the ssh
     command. Unused time is refunded when you stop."""
-    from backend.renter import LoginFailed, bind_ssh_key, check_login, confirm_delivery, wait_for_access
+    from renter.orders import LoginFailed, bind_ssh_key, check_login, confirm_delivery, wait_for_access
     from protocol.lease_access import normalize_ssh_key
 
     try:
@@ -478,7 +478,7 @@ def lease_status(
 ) -> None:
     """Time left on a lease, and what the provider would earn and you get back if you stopped it now."""
     from backend.chain import REPO_ROOT, load_deployment
-    from backend.renter import quote_lease
+    from renter.orders import quote_lease
 
     web3 = connect(rpc, timeout_s=30)
     deployed = load_deployment(deployment or REPO_ROOT / "deployments" / f"{web3.eth.chain_id}.json")
@@ -519,7 +519,7 @@ def lease_ssh(
     signed. Extra arguments after `--` are the remote command (run without your stdin)."""
     import subprocess
 
-    from backend.renter import LoginFailed, check_login, lease_access, pinned_known_hosts, ssh_argv
+    from renter.orders import LoginFailed, check_login, lease_access, pinned_known_hosts, ssh_argv
 
     wallet = Wallet(rpc, load_keystore(keystore, password_file), deployment)
     access = lease_access(BackendClient.connect(backend), wallet, lease_id)
@@ -551,7 +551,7 @@ def lease_ssh(
 
 def _confirm_quietly(wallet: Wallet, lease_id: int, access: object) -> bool:
     """confirm_delivery, reporting (not raising) a refusal: the login itself worked."""
-    from backend.renter import confirm_delivery
+    from renter.orders import confirm_delivery
     from client.errors import ClientError
 
     try:

@@ -2,7 +2,7 @@
 
 The whole market runs as real processes (unchained_cli/market.py: anvil, a private Redis, the
 backend, provider agents, a verifier). Renter threads, each with its own keystore, fund jobs
-through `backend.renter.submit_job` and spread them round-robin over the providers; the run ends
+through `renter.orders.submit_job` and spread them round-robin over the providers; the run ends
 when every job is settled on-chain (the providers finalize their own jobs once the challenge
 window is over). Run by `unchained bench` (section `load`) and, with a
 tiny load, by tests/cli/test_bench_load.py.
@@ -44,10 +44,10 @@ from numpy.random import default_rng
 import torch
 from rich.console import Console
 
-from backend.client import BackendClient
+from renter.client import BackendClient
 from backend.errors import BackendError
-from backend.renter import submit_job
-from backend.wallet import Wallet
+from renter.orders import submit_job
+from renter.wallet import Wallet
 from client.contracts import read_batched
 from client.keepalive import http_client
 from client.keystore import load_keystore

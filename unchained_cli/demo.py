@@ -24,10 +24,10 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from backend.client import BackendClient
-from backend.renter import (FundedJob, bind_ssh_key, confirm_delivery, end_lease, start_lease, submit_job,
+from renter.client import BackendClient
+from renter.orders import (FundedJob, bind_ssh_key, confirm_delivery, end_lease, start_lease, submit_job,
                             wait_for_access)
-from backend.wallet import Wallet
+from renter.wallet import Wallet
 from client.keystore import load_keystore
 from protocol.jobs import encode_output
 from provider_agent.lease_env import LeaseEnvError, LeaseEnvironments

@@ -17,10 +17,10 @@ from sqlalchemy import select
 
 from backend import models as m
 from backend.api.app import create_app
-from backend.client import ApiError, BackendClient
+from renter.client import ApiError, BackendClient
 from backend.errors import NotFound, Unauthenticated
-from backend.slash import slash_job
-from backend.wallet import Wallet
+from renter.slash import slash_job
+from renter.wallet import Wallet
 from client.contracts import emitted
 from client.escrow_jobs import read_job
 from protocol.job_result import EscrowDomain, JobResult, JobResultError, NotSlashable, SignedJobResult

@@ -17,7 +17,7 @@ import typer
 from typer.testing import CliRunner
 
 from backend.cli import job_app, lease_app, model_app
-from backend.client import BackendClient
+from renter.client import BackendClient
 from client.escrow_jobs import read_job_view
 from protocol.jobs import encode_output
 from unchained_cli.errors import GuardedGroup

@@ -12,7 +12,7 @@ import typer
 from typer.testing import CliRunner
 
 from backend.cli import job_app
-from backend.client import ApiError, BackendClient
+from renter.client import ApiError, BackendClient
 from protocol.job_result import EscrowDomain, JobResult, SignedJobResult
 from protocol.merkle import MerkleTree, keccak256, leaf_hash
 from unchained_cli.errors import GuardedGroup

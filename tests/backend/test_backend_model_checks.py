@@ -14,7 +14,7 @@ from sqlalchemy import select
 
 from backend import models as m
 from backend.api.app import create_app
-from backend.client import ApiError, BackendClient
+from renter.client import ApiError, BackendClient
 from backend.model_check import CheckLimits, ModelChecker
 from protocol.jobs import encode_output
 from protocol.merkle import keccak256

@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from minio import Minio
 
 from backend.api.app import create_app
-from backend.client import ApiError, BackendClient
+from renter.client import ApiError, BackendClient
 from backend.errors import StorageUnavailable
 from backend.runtime import Backend
 from client.ports import free_port

@@ -19,7 +19,7 @@ from backend.chain import Chain
 from backend.db import make_engine, migrate, session_factory
 from backend.indexer import Indexer
 from backend.settings import Settings as BackendSettings
-from backend.wallet import Wallet
+from renter.wallet import Wallet
 from client.errors import ClientError, TransactionNotMined
 from protocol.deployments import Deployment
 from provider_agent.chain import ProviderChain

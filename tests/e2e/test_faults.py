@@ -28,9 +28,9 @@ import numpy as np
 import pytest
 import torch
 
-from backend.client import BackendClient
-from backend.renter import FundedJob, submit_job
-from backend.wallet import Wallet
+from renter.client import BackendClient
+from renter.orders import FundedJob, submit_job
+from renter.wallet import Wallet
 from client.escrow_jobs import read_job_view
 from protocol.enums import JobStatus
 from protocol.jobs import encode_output

@@ -14,9 +14,9 @@ from typing import Any
 
 from web3 import Web3
 
-from backend.client import ApiError, BackendClient
+from renter.client import ApiError, BackendClient
 from backend.errors import BackendError
-from backend.wallet import Wallet
+from renter.wallet import Wallet
 from client import blocks
 from client.contracts import emitted
 from protocol.enums import LeaseStatus

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from web3 import Web3
 
 from backend.errors import BackendError
-from backend.wallet import Wallet
+from renter.wallet import Wallet
 from client import blocks
 from client.contracts import emitted
 from client.escrow_jobs import read_job

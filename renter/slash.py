@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from web3 import Web3
 
-from backend.client import BackendClient
+from renter.client import BackendClient
 from backend.errors import BackendError
-from backend.wallet import Wallet
+from renter.wallet import Wallet
 from client import blocks
 from client.contracts import emitted
 from client.escrow_jobs import read_job
