@@ -14,7 +14,8 @@ from rich.table import Table
 from web3 import Web3
 
 from provider_agent.cli import pog_app, provider_app  # first: it sets the OpenMP wait policy before torch loads
-from backend.cli import backend_app, job_app, lease_app, model_app
+from backend.cli import backend_app
+from renter.cli import job_app, lease_app, model_app
 from verifier.cli import verifier_app
 from unchained_cli.chain import LocalChain, stop_on_sigterm
 from client.keystore import PASSWORD_FILE_HELP, load_keystore

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from client.escrow_jobs import read_job
 from backend.api.app import create_app
-from backend.cli import job_app
+from renter.cli import job_app
 from renter.client import ApiError, BackendClient
 from backend.matching import Candidate, Request, explain
 from protocol.merkle import keccak256

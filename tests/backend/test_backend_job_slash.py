@@ -11,7 +11,7 @@ import backend_support as support
 import typer
 from typer.testing import CliRunner
 
-from backend.cli import job_app
+from renter.cli import job_app
 from renter.client import ApiError, BackendClient
 from protocol.job_result import EscrowDomain, JobResult, SignedJobResult
 from protocol.merkle import MerkleTree, keccak256, leaf_hash
