@@ -12,7 +12,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 from web3 import Web3
 
 from renter.client import BackendClient
-from backend.errors import Conflict
+from renter.errors import Conflict
 from renter.orders import check_lease, end_lease, start_lease, submit_job
 from renter.wallet import Wallet
 from client import blocks, contracts
@@ -380,8 +380,8 @@ def lease_status(
     deployment: DeploymentFile = None,
 ) -> None:
     """Time left on a lease, and what the provider would earn and you get back if you stopped it now."""
-    from backend.chain import REPO_ROOT, load_deployment
     from renter.orders import quote_lease
+    from renter.wallet import REPO_ROOT, load_deployment
 
     web3 = connect(rpc, timeout_s=30)
     deployed = load_deployment(deployment or REPO_ROOT / "deployments" / f"{web3.eth.chain_id}.json")

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 from eth_account.signers.local import LocalAccount
 
-from backend.errors import BackendError, NotFound, Unauthenticated
+from renter.errors import NotFound, RenterError, Unauthenticated
 from client.backend_answers import no_such_route
 from client.errors import SignInFailed
 from client.keepalive import http_client
@@ -24,7 +24,7 @@ from protocol.merkle import keccak256, leaf_hash, verify_inclusion
 SESSION_LIFETIME_S = 600  # a CLI command is short; a stolen token is worth little for long
 
 
-class ApiError(BackendError):
+class ApiError(RenterError):
     """The backend answered with an error; carries the status and the server's message."""
 
     def __init__(self, status: int, detail: str) -> None:
@@ -182,6 +182,6 @@ class BackendClient:
         return outputs
 
 
-def _refused(exc: SignInFailed) -> BackendError:
+def _refused(exc: SignInFailed) -> RenterError:
     """A failed sign-in as the backend errors the CLI's callers handle."""
     return ApiError(exc.status, str(exc)) if exc.status is not None else Unauthenticated(str(exc))

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 
 from web3 import Web3
 
-from backend.errors import BackendError
+from renter.errors import RenterError
 from renter.wallet import Wallet
 from client import blocks
 from client.contracts import emitted
@@ -21,7 +21,7 @@ ZERO = "0x" + "00" * 20
 WITHDRAW_HINT = "`unchained withdraw` pays it out"
 
 
-class NotRefundable(BackendError):
+class NotRefundable(RenterError):
     """The job owes the caller nothing now; the message says why and, if it will, from when."""
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from web3 import Web3
 
 from renter.client import BackendClient
-from backend.errors import BackendError
+from renter.errors import RenterError
 from renter.wallet import Wallet
 from client import blocks
 from client.contracts import emitted
@@ -25,7 +25,7 @@ from protocol.job_result import NotSlashable, slash_ground
 __all__ = ["NoSignedResult", "NotSlashable", "slash_job"]
 
 
-class NoSignedResult(BackendError):
+class NoSignedResult(RenterError):
     """The backend holds no signed result of the job: there is nothing to slash with."""
 
 

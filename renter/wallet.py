@@ -7,6 +7,7 @@ transactions go through the account's `client.tx.TxSender`, which raises the cli
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +15,19 @@ from eth_account.signers.local import LocalAccount
 from web3.contract import Contract
 from web3.types import TxReceipt
 
-from backend.chain import REPO_ROOT, load_deployment
 from client import contracts
 from client.tx import TxSender, connect
-from protocol.deployments import Deployment
+from protocol.deployments import Deployment, DeploymentFormatError
+from renter.errors import DeploymentUnavailable
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def load_deployment(path: Path) -> Deployment:
+    try:
+        return Deployment.from_json(json.loads(path.read_text()))
+    except (OSError, json.JSONDecodeError, DeploymentFormatError) as exc:
+        raise DeploymentUnavailable(f"cannot read deployment {path}: {exc}") from exc
 
 
 class Wallet:

@@ -45,7 +45,7 @@ import torch
 from rich.console import Console
 
 from renter.client import BackendClient
-from backend.errors import BackendError
+from renter.errors import RenterError
 from renter.orders import submit_job
 from renter.wallet import Wallet
 from client.contracts import read_batched
@@ -247,7 +247,7 @@ def drive(market: LocalMarket, load: Load, model_hash: str, providers: list[Part
                     # batch of jobs, each renter dry-runs its first job only.
                     job = submit_job(client, wallet, model_hash, job_inputs(index, j, load.items_per_job),
                                      MAX_PRICE_WEI, provider=provider.address, check=j == 0)
-                except BackendError as exc:
+                except RenterError as exc:
                     with lock:
                         errors.append(f"{renter.name} job {j}: {exc}")
                     continue
@@ -283,7 +283,7 @@ def drive(market: LocalMarket, load: Load, model_hash: str, providers: list[Part
                 break
             time.sleep(POLL_S)
         for f in futures:
-            f.result()  # re-raises what killed a renter thread other than a BackendError
+            f.result()  # re-raises what killed a renter thread other than a RenterError
     wall = time.monotonic() - start
     refunded = {j: f"{why}: {market.api(f'/jobs/{j}').get('failure') or 'no failure report'}"
                 for j, why in events.refunded.items() if j in ids}

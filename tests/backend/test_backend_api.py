@@ -18,7 +18,8 @@ from sqlalchemy import select
 from backend import models as m
 from backend.api.app import create_app
 from renter.client import ApiError, BackendClient
-from backend.errors import NotFound, Unauthenticated
+from renter.errors import Unauthenticated
+from backend.errors import NotFound
 from renter.slash import slash_job
 from renter.wallet import Wallet
 from client.contracts import emitted
