@@ -24,7 +24,7 @@ from unchained_cli.broker import broker_app
 from unchained_cli.deploy import Deployer, deploy_all, write_deployment
 from unchained_cli.withdraw import withdraw
 from unchained_cli.errors import BadOption, GuardedGroup, run_guarded, set_debug
-from unchained_cli.up import up
+from devtools.up import up
 
 app = typer.Typer(help="Unchained: a GPU compute marketplace with on-chain settlement.", no_args_is_help=True,
                   cls=GuardedGroup)
@@ -138,7 +138,7 @@ def demo(
     import dataclasses
     import signal
 
-    from unchained_cli.demo import DEMO_PLAN, run
+    from devtools.demo import DEMO_PLAN, run
 
     def interrupted(signum: int, _frame: object) -> None:
         raise KeyboardInterrupt(f"signal {signum}")
@@ -168,8 +168,8 @@ def bench(
     items: Annotated[int, typer.Option(min=1, help="Load section: items per job.")] = 4,
 ) -> None:
     """Run every benchmark and rewrite docs/BENCHMARKS.md (machine, command and date included)."""
-    from unchained_cli.bench import BENCHMARKS_MD, run
-    from unchained_cli.bench_load import Load
+    from devtools.bench import BENCHMARKS_MD, run
+    from devtools.bench_load import Load
 
     if jobs % renters:
         raise BadOption("--jobs", f"{jobs} jobs do not split evenly over {renters} renters")

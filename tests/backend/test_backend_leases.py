@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 
 from backend.api.app import create_app
 from protocol.lease_access import LeaseAccess, LeaseDomain, LeaseKey, sign
-from unchained_cli.market import DEV_MNEMONIC
+from devtools.market import DEV_MNEMONIC
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB4FtkBhVh9PV0c5uSNIk2ZNAcI0fwBVh7Zl8J4a1mV6 renter@laptop"
 OTHER_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIH1U6K3nQ8cUOnQyg0y6XmB0H4m7mKkq3CgYyR4xQ0Zr attacker@box"

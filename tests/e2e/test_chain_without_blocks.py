@@ -25,8 +25,8 @@ from protocol.deployments import Deployment
 from provider_agent.chain import ProviderChain
 from tests.support.chain import SharedChains
 from unchained_cli.chain import LocalChain
-from unchained_cli.market import ETH, dev_account, wait_for
-from unchained_cli.session import ChainSession
+from devtools.market import ETH, dev_account, wait_for
+from devtools.session import ChainSession
 
 pytestmark = pytest.mark.e2e
 

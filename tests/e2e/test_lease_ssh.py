@@ -25,7 +25,7 @@ from tests.support.accounts import dev_account
 from tests.support.e2e_market import (ETH, PROVIDER, RENTER, keystore, market, password_file,  # noqa: F401
                                       running_provider)
 from unchained_cli.main import app
-from unchained_cli.market import wait_for
+from devtools.market import wait_for
 
 pytestmark = pytest.mark.skipif(not all(shutil.which(t) or Path(f"/usr/sbin/{t}").exists()
                                         for t in ("bwrap", "sshd", "ssh", "ssh-keygen", "nsenter")),

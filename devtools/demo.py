@@ -32,8 +32,8 @@ from client.keystore import load_keystore
 from protocol.jobs import encode_output
 from provider_agent.lease_env import LeaseEnvError, LeaseEnvironments
 from unchained_cli.errors import CliError
-from unchained_cli.feed import MarketFeed
-from unchained_cli.market import (FAST_PARAMS, Accounts, LocalMarket, MarketPlan, Party,
+from devtools.feed import MarketFeed
+from devtools.market import (FAST_PARAMS, Accounts, LocalMarket, MarketPlan, Party,
                                   ProviderPlan, eth)
 
 CHEAT = "pog-from-round=3,job-every=5"  # rounds 1-2 (one per verifier) honest: listed, then cheats

@@ -9,10 +9,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from unchained_cli import bench_gas
+from devtools import bench_gas
 
 if TYPE_CHECKING:  # bench_load imports torch and the market: only the load section needs them
-    from unchained_cli.bench_load import Load
+    from devtools.bench_load import Load
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS_MD = REPO_ROOT / "docs" / "BENCHMARKS.md"
@@ -110,7 +110,7 @@ def pog_section() -> str:
 
 
 def dispatch_section() -> str:
-    from unchained_cli import bench_provider
+    from devtools import bench_provider
 
     lines = [
         "## Dispatch overhead (anvil + private Redis + one provider worker, no-op job)",
@@ -134,7 +134,7 @@ def dispatch_section() -> str:
 
 
 def colocation_section() -> str:
-    from unchained_cli import bench_provider
+    from devtools import bench_provider
 
     r = bench_provider.colocation(items=384, seconds=3.0)
     lines = [
@@ -157,7 +157,7 @@ def colocation_section() -> str:
 
 def load_options(load: Load) -> str:
     """The command-line options that ask for `load` (none for the default load)."""
-    from unchained_cli.bench_load import Load
+    from devtools.bench_load import Load
 
     default = Load()
     options = [("jobs", load.jobs, default.jobs), ("renters", load.renters, default.renters),
@@ -167,7 +167,7 @@ def load_options(load: Load) -> str:
 
 
 def load_section(load: Load | None = None) -> str:
-    from unchained_cli import bench_load
+    from devtools import bench_load
 
     return bench_load.load_section(load or bench_load.Load())
 

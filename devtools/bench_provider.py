@@ -45,7 +45,7 @@ from provider_agent.settings import Settings
 from provider_agent.worker import TASK_PING
 from unchained_cli.chain import LocalChain
 from unchained_cli.deploy import Deployer, deploy_all, write_deployment
-from unchained_cli.session import ChainSession
+from devtools.session import ChainSession
 
 REPO = Path(__file__).resolve().parents[1]
 KEY = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d"  # anvil account 1

@@ -34,7 +34,7 @@ from protocol.deployments import Deployment
 from unchained_cli.chain import LocalChain, block_time_from_env, die_with_parent
 from unchained_cli.deploy import DeployParams, Deployer, deploy_all, write_deployment
 from unchained_cli.errors import CliError
-from unchained_cli.session import ChainSession
+from devtools.session import ChainSession
 
 log = logging.getLogger(__name__)
 

@@ -53,10 +53,10 @@ from client.keepalive import http_client
 from client.keystore import load_keystore
 from client.log_follower import Batch, Event, EventDecoder, LogFollower, MemoryCursorStore
 from protocol.jobs import encode_output
-from unchained_cli.session import ChainSession
-from unchained_cli.market import (
+from devtools.session import ChainSession
+from devtools.market import (
     ETH, FAST_PARAMS, LocalMarket, MarketError, MarketPlan, Party, ProviderPlan, dev_account, wait_for)
-from unchained_cli.process_cpu import CpuMeter, CpuUsage, Root
+from devtools.process_cpu import CpuMeter, CpuUsage, Root
 from verifier.audit_draw import AuditDraw
 
 MAX_PRICE_WEI = ETH // 20

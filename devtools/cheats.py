@@ -171,9 +171,11 @@ def plant_child_cheat(plan: CheatPlan, sandbox: ModuleType) -> None:
         return env
 
     sandbox.child_environment = cheating
-    # The sandbox shows the model only the packages it needs; the cheater's site imports this one.
-    if "unchained_cli" not in sandbox.SANDBOX_PACKAGES:
-        sandbox.SANDBOX_PACKAGES = (*sandbox.SANDBOX_PACKAGES, "unchained_cli")
+    # The sandbox shows the model only the packages it needs; the cheater's site imports this one
+    # (and the CLI's errors it raises).
+    for package in ("devtools", "unchained_cli"):
+        if package not in sandbox.SANDBOX_PACKAGES:
+            sandbox.SANDBOX_PACKAGES = (*sandbox.SANDBOX_PACKAGES, package)
 
 
 # -- the job cheat -------------------------------------------------------------------------------
