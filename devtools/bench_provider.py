@@ -37,7 +37,7 @@ from client.ports import free_port
 from protocol.broker import provider_keyprefix
 from protocol.ids import JobId
 from protocol.tasks import TASK_RUN_JOB, DispatchedJob, provider_queue
-from protocol.units import Wei
+from protocol.ids import Wei
 from provider_agent.cache import DirectorySource
 from provider_agent.mining import MiningPolicy, MiningSupervisor, ReferenceMiner
 from provider_agent.runner import Limits, run_inference

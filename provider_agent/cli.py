@@ -255,7 +255,7 @@ def provider_status(
     """GPUs, PoG class, jobs, hash rate and earnings of the running agent (a Rich table)."""
     import httpx
 
-    from protocol.units import eth
+    from client.units import eth
 
     try:
         status = httpx.get(url, timeout=10).raise_for_status().json()
@@ -296,7 +296,7 @@ def provider_leave(
     """Leave the market cleanly: deactivate, withdraw earnings, start unbonding the stake."""
     import time
 
-    from protocol.units import eth, when
+    from client.units import eth, when
     from provider_agent.agent import get_agent
 
     _export(rpc_url=rpc, keystore=keystore, password_file=password_file, backend_url=backend, mining=False,

@@ -156,7 +156,7 @@ JOB_TIMES = ("deadline", "challenge_window_end", "cancellable_at")
 def job_lines(job: dict, now: float, in_wei: bool = False) -> list[tuple[str, str]]:
     """A job as (field, value) lines: amounts in ETH (wei on request), times as dates with zone
     and how far away, addresses and hashes whole."""
-    from protocol.units import amount, when
+    from client.units import amount, when
 
     lines = []
     for key in ("status", "failure", "renter", "provider", "price", "deadline", "output_root", "item_count",
@@ -180,7 +180,7 @@ def job_status(job_id: Annotated[int, typer.Argument(min=0)], backend: BackendUr
     """Show a job as the chain records it, and why it failed if its provider failed it."""
     import time
 
-    from protocol.units import amount
+    from client.units import amount
 
     job = BackendClient.connect(backend).get(f"/jobs/{job_id}")
     # Plain lines, not a table: a 66-character hash must never be cut at 80 columns.
