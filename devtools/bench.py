@@ -44,7 +44,7 @@ def gas_section() -> str:
         goal = f"{row.goal:,}" if row.goal else ""
         ok = "" if row.goal is None else ("yes" if row.gas <= row.goal else "**no**")
         lines.append(f"| {row.step} | {row.gas:,} | {goal} | {ok} |")
-    lines += ["", "Method: unchained_cli/bench_gas.py (uniform trees stand in for big commitments; see its docstring)."]
+    lines += ["", "Method: devtools/bench_gas.py (uniform trees stand in for big commitments; see its docstring)."]
     return "\n".join(lines)
 
 
@@ -129,7 +129,7 @@ def dispatch_section() -> str:
               "counted). The job's reply comes when the worker has its result, computed in a fresh child "
               "forked from a warm sandboxed template (client/sandbox.py); where the worker commits before "
               "replying, the chain's steps are in the span. "
-              "Command: `unchained bench --only dispatch`; method: unchained_cli/bench_provider.py `dispatch`."]
+              "Command: `unchained bench --only dispatch`; method: devtools/bench_provider.py `dispatch`."]
     return "\n".join(lines)
 
 
@@ -151,7 +151,7 @@ def colocation_section() -> str:
                      f"| {p['pause_latency_ms']} | {p['resume_after_job_ms (cooldown 200)']} |")
     lines += ["", "On this 2-core CPU the miner and the job each get a core, so co-running is nearly free here; "
               "it says nothing about sharing one GPU (no GPU was available). Anchor: the seed's co-mining kept "
-              "100% of hash rate and 8.7% of solo inference. Method: unchained_cli/bench_provider.py `colocation`."]
+              "100% of hash rate and 8.7% of solo inference. Method: devtools/bench_provider.py `colocation`."]
     return "\n".join(lines)
 
 

@@ -1,6 +1,6 @@
 """Load benchmark: many renters buy jobs from several providers on one machine, all settled.
 
-The whole market runs as real processes (unchained_cli/market.py: anvil, a private Redis, the
+The whole market runs as real processes (devtools/market.py: anvil, a private Redis, the
 backend, provider agents, a verifier). Renter threads, each with its own keystore, fund jobs
 through `renter.orders.submit_job` and spread them round-robin over the providers; the run ends
 when every job is settled on-chain (the providers finalize their own jobs once the challenge
@@ -499,7 +499,7 @@ def section(result: LoadResult) -> str:
         problems.append(f"unsettled jobs: {result.unsettled[:20]}")
     if problems:
         lines += ["", "Failures:", "", *(f"- {p}" for p in problems)]
-    lines += ["", "Method: unchained_cli/bench_load.py (PoG once per provider before the run; no mining)."]
+    lines += ["", "Method: devtools/bench_load.py (PoG once per provider before the run; no mining)."]
     return "\n".join(lines)
 
 

@@ -4,9 +4,9 @@ anvil runs the contracts; a Celery broker (a private redis-server, or SQLite wit
 backend, two provider agents and two verifiers run as their own `unchained ...` processes, each
 signing with its own keystore. One provider is honest and mines when idle; the other passes its
 first Proof-of-GPU rounds honestly to get listed, then returns garbage for some items of a job
-and skips its PoG work (unchained_cli/cheats.py). Renters pay from their wallets: a job to each
+and skips its PoG work (devtools/cheats.py). Renters pay from their wallets: a job to each
 provider and a lease. Everything the demo prints comes from the public API, the chain and the
-agents' status pages (unchained_cli/feed.py); the verdicts and slashes are the services' own.
+agents' status pages (devtools/feed.py); the verdicts and slashes are the services' own.
 """
 
 from __future__ import annotations

@@ -68,7 +68,7 @@ class ProviderPlan:
     name: str
     account: int  # index of anvil's development key
     mining: bool = True
-    cheat: str | None = None  # UNCHAINED_CHEAT for a provider that cheats (unchained_cli/cheats.py)
+    cheat: str | None = None  # UNCHAINED_CHEAT for a provider that cheats (devtools/cheats.py)
     price_per_job_unit_wei: int = 10**12
     price_per_gpu_hour_wei: int = 10**16
 

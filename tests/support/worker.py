@@ -18,7 +18,7 @@ from devtools.market import CHEATER_SITE
 
 class Worker:
     """`celery worker` for `queue`, its log appended to `log` (if given). With `cheat`, the
-    cheater's site goes first on its path and UNCHAINED_CHEAT is set (unchained_cli/cheats.py),
+    cheater's site goes first on its path and UNCHAINED_CHEAT is set (devtools/cheats.py),
     which its agent hands on to its model child (devtools.cheats.plant_child_cheat)."""
 
     def __init__(self, settings: Settings, queue: str, log: Path | None = None, cheat: str | None = None) -> None:
