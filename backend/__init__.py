@@ -7,8 +7,8 @@
   results and output uploads checked against on-chain roots; `matching`: provider ranking;
   `dispatch`: funded jobs to the provider's Celery queue, signed with the dispatch key (a key that
   signs broker messages only and holds no funds: UNCHAINED_BACKEND_KEYSTORE).
-- `cli`: Typer sub-apps `backend_app`, `job_app`, `model_app`, `lease_app`; `client` and
-  `wallet`: the renter's side (its own keystore; the server never holds a renter's key).
+- `cli`: the Typer sub-app `backend_app` (serve, index, rebuild). The renter's side (its own
+  keystore; the server never holds a renter's key) is the `renter` package.
 """
 
 from backend.errors import (

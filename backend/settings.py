@@ -1,6 +1,6 @@
 """Backend settings from the environment (prefix UNCHAINED_BACKEND_), built once per process.
 
-pydantic-settings is not used on purpose (protocol/env.py says why); `from_env` fills the model
+pydantic-settings is not used on purpose (client/settings.py says why); `from_env` fills the model
 from prefixed variables with pydantic's parsing and validation.
 """
 
@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from protocol.env import settings_from_env
+from client.settings import settings_from_env
 
 ENV_PREFIX = "UNCHAINED_BACKEND_"
 DEV_SECRET = "development-only-secret"

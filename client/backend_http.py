@@ -1,5 +1,5 @@
 """The one HTTP client of the backend API that every party's client of it is built on: the
-renter's (`backend.client`), the provider agent's and the verifier's.
+renter's (`renter.client`), the provider agent's and the verifier's.
 
 A party signs in with its own key through the one SIWE client (`client.siwe.SiweSession`: renewed
 before it expires, signed in again once on a 401); the key never leaves its process. Every failed

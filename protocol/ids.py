@@ -1,4 +1,5 @@
-"""Ids the contracts hand out, one NewType each, defined once for every party (pure: no I/O).
+"""Ids the contracts hand out, one NewType each, and the wei amounts they hold, defined once for
+every party (pure: no I/O).
 
 Each is the uint256 counter of its contract (JobEscrow, ChallengeManager, ProofOfGpu,
 LeaseManager, DisputeCommittee); distinct types keep a job id from being passed where a
@@ -14,5 +15,6 @@ ChallengeId = NewType("ChallengeId", int)
 RoundId = NewType("RoundId", int)
 LeaseId = NewType("LeaseId", int)
 DisputeId = NewType("DisputeId", int)
+Wei = NewType("Wei", int)  # an amount of ETH in wei, as the contracts hold it
 
-__all__ = ["ChallengeId", "DisputeId", "JobId", "LeaseId", "RoundId"]
+__all__ = ["ChallengeId", "DisputeId", "JobId", "LeaseId", "RoundId", "Wei"]

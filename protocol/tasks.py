@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 from protocol.errors import ProtocolError
 from protocol.ids import JobId
-from protocol.units import Wei
+from protocol.ids import Wei
 
 QUEUE_POG = "pog"
 QUEUE_VERIFY = "verify"

@@ -21,7 +21,7 @@ from client.task_auth import ChainRoles, TaskAuth, UsedNonces, domain_of
 from client.watched_ids import WatchedIds, open_state
 from protocol.enums import ChallengeKind, ChallengeStatus, RoundStatus
 from protocol.ids import ChallengeId
-from protocol.units import Wei
+from protocol.ids import Wei
 from provider_agent.leases import LeaseService, LeaseWatcher
 from provider_agent import ProviderAgentError
 from provider_agent.backend_client import BackendClient

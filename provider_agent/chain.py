@@ -33,7 +33,7 @@ from protocol.job_result import JobResult
 from protocol.lease_access import LeaseDomain
 from protocol.pog.challenge import challenge_indices
 from protocol.tasks import DispatchedJob
-from protocol.units import Wei
+from protocol.ids import Wei
 from provider_agent import ProviderAgentError
 
 logger = logging.getLogger(__name__)

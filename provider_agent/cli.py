@@ -129,19 +129,6 @@ def provider() -> None:
     """Run this machine as a marketplace provider."""
 
 
-def _export(**options: object) -> None:
-    """CLI options become UNCHAINED_PROVIDER_* variables, so the worker's lazily built settings
-    (and any process it starts) see exactly what was given here."""
-    import os
-
-    from provider_agent.settings import ENV_PREFIX, get_settings
-
-    for name, value in options.items():
-        if value is not None:
-            os.environ[ENV_PREFIX + name.upper()] = str(value)
-    get_settings.cache_clear()
-
-
 Rpc = Annotated[str | None, typer.Option(
     "--rpc", envvar="UNCHAINED_PROVIDER_RPC_URL", help="JSON-RPC URL of the chain; default: http://127.0.0.1:8545.")]
 BackendUrl = Annotated[str | None, typer.Option(
@@ -179,23 +166,17 @@ def provider_run(
     metrics_port: Annotated[int, typer.Option(help="Port of /metrics and /status.")] = DEFAULT_METRICS_PORT,
 ) -> None:
     """Register if needed, mine when idle, and take jobs and PoG work from this provider's queue."""
-    import threading
-    import time
-
     from client.keystore import load_keystore
-    from protocol.tasks import provider_queue
+    from provider_agent import service
     from provider_agent.agent import Agent, use_agent
-    from provider_agent.metrics import MetricsServer
-    from provider_agent.settings import get_settings
-    from provider_agent.worker import app as celery_app
+    from provider_agent.settings import Settings
 
-    _export(rpc_url=rpc, keystore=keystore, password_file=password_file, broker_url=broker, backend_url=backend,
-            content_dir=content_dir, data_dir=data_dir, mining=mining, metrics_port=metrics_port,
-            deployment_file=deployment)
-    settings = get_settings()
+    flags = dict(rpc_url=rpc, keystore=keystore, password_file=password_file, broker_url=broker, backend_url=backend,
+                 content_dir=content_dir, data_dir=data_dir, mining=mining, metrics_port=metrics_port,
+                 deployment_file=deployment)
+    settings = Settings.from_env(**flags)  # flags over UNCHAINED_PROVIDER_* variables
     if data_dir is None:
-        _export(data_dir=_per_network_data_dir(settings.rpc_url))
-        settings = get_settings()
+        settings = Settings.from_env(**{**flags, "data_dir": _per_network_data_dir(settings.rpc_url)})
     if settings.keystore is None:
         raise typer.BadParameter("required (or UNCHAINED_PROVIDER_KEYSTORE)", param_hint="--keystore")
     from provider_agent.preflight import check_services
@@ -204,47 +185,7 @@ def provider_run(
     # Opened here, once (a prompt at most); the worker's tasks share this agent, so the
     # password is never handed on through the environment.
     agent = use_agent(Agent.build(settings, load_keystore(settings.keystore, settings.password_file)))
-    if agent.register():
-        console.print(f"registered {agent.chain.address} with {len(agent.devices)} device(s)")
-    queue = provider_queue(agent.chain.address)
-    if agent.mining is not None:
-        agent.mining.start()
-    metrics = MetricsServer(agent.status, lambda: agent.mining.telemetry.switches if agent.mining else [],
-                            metrics_port).start()
-    stop = threading.Event()
-    agent.beat()  # at once: the backend offers this provider from now on
-
-    def heartbeat() -> None:
-        # Challenges must be answered before their deadlines; refunds for failed jobs fall due
-        # at their deadlines (commits and payments are the committer's, started with the worker);
-        # the yield floor follows the miner, published less often (each time is a transaction).
-        published_at = float("-inf")
-        while not stop.wait(settings.heartbeat_s):
-            agent.beat()
-            try:
-                live = agent.live_challenges()  # the new events read once a beat, not once per use
-                agent.answer_open_challenges(live)
-                agent.settle_answered(live)  # an answered challenge past its window frees our pay
-                agent.commit_forgotten_rounds()  # a round whose secret never reached us, from the chain's seed
-                agent.jobs.refund_failed()
-                if time.monotonic() - published_at >= settings.yield_publish_s:
-                    agent.publish_yield()
-                    published_at = time.monotonic()
-            except ProviderAgentError as err:
-                console.print(f"[yellow]heartbeat: {err}[/yellow]")
-            except Exception as err:  # the next beat may succeed (node back, nonce freed): never let the thread die
-                console.print(f"[yellow]heartbeat failed, retrying next beat: {type(err).__name__}: {err}[/yellow]")
-
-    threading.Thread(target=heartbeat, name="heartbeat", daemon=True).start()
-    console.print(f"provider {agent.chain.address}: queue {queue}, metrics on :{metrics.port}")
-    try:
-        celery_app.Worker(queues=[queue], pool="solo", concurrency=1, without_gossip=True,
-                          without_mingle=True, loglevel="INFO").start()
-    finally:
-        stop.set()
-        metrics.stop()
-        if agent.mining is not None:
-            agent.mining.stop()
+    service.run(agent, metrics_port, console.print)
 
 
 @provider_app.command("status")
@@ -255,7 +196,7 @@ def provider_status(
     """GPUs, PoG class, jobs, hash rate and earnings of the running agent (a Rich table)."""
     import httpx
 
-    from protocol.units import eth
+    from client.units import eth
 
     try:
         status = httpx.get(url, timeout=10).raise_for_status().json()
@@ -296,12 +237,12 @@ def provider_leave(
     """Leave the market cleanly: deactivate, withdraw earnings, start unbonding the stake."""
     import time
 
-    from protocol.units import eth, when
-    from provider_agent.agent import get_agent
+    from client.units import eth, when
+    from provider_agent.agent import Agent
+    from provider_agent.settings import Settings
 
-    _export(rpc_url=rpc, keystore=keystore, password_file=password_file, backend_url=backend, mining=False,
-            deployment_file=deployment)
-    agent = get_agent()
+    agent = Agent.build(Settings.from_env(rpc_url=rpc, keystore=keystore, password_file=password_file,
+                                          backend_url=backend, mining=False, deployment_file=deployment))
     withdrawn = agent.leave()  # commits signed results first: their commits are promised
     unbonding = agent.chain.contract("Staking").functions.unbondingOf(agent.chain.address).call()
     console.print(f"withdrew {eth(withdrawn)}; {eth(unbonding.amount)} unbonding until "

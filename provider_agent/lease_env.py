@@ -76,7 +76,7 @@ LEASE_UID_SPAN = 10_000_000
 # host it stays an empty directory).
 STAGE = Path("/run/unchained-lease")
 GPU_CONTROL_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
-PACKAGES = ("protocol", "client", "provider_agent", "backend", "verifier", "unchained_cli")
+PACKAGES = ("protocol", "client", "provider_agent", "backend", "renter", "verifier", "unchained_cli")
 START_TIMEOUT_S = 30.0
 # /etc entries a shell, Python and CUDA need; the rest of /etc (shadow, SSH host keys) stays out.
 ETC_FILES = ("passwd", "group", "hosts", "nsswitch.conf", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime",

@@ -1,6 +1,6 @@
 """The provider agent's settings: environment variables prefixed UNCHAINED_PROVIDER_.
 
-pydantic-settings is not used (protocol/env.py says why): `Settings` is a pydantic model filled
+pydantic-settings is not used (client/settings.py says why): `Settings` is a pydantic model filled
 from UNCHAINED_PROVIDER_<FIELD> variables (case-insensitive) by `from_env`.
 
 The keystore's password is never a setting: it is read from `password_file` (the CLI's
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from protocol.env import settings_from_env
+from client.settings import settings_from_env
 
 GIB = 1 << 30
 ENV_PREFIX = "UNCHAINED_PROVIDER_"

@@ -63,7 +63,7 @@ from provider_agent.agent import built_agent, get_agent
 from provider_agent.cache import ContentUnavailable
 from provider_agent.jobs import UploadFailed
 from provider_agent.leases import LeaseKeyMissing
-from provider_agent.settings import Settings, get_settings
+from provider_agent.settings import Settings
 from provider_agent.state import JobBusy
 
 logger = logging.getLogger(__name__)
@@ -99,7 +99,7 @@ def celery_config(settings: Settings, address: str) -> dict[str, Any]:
 # agent's key: client.task_auth.
 app = signed_celery("unchained_provider", lambda: get_agent().task_auth)
 # Evaluated when the configuration is first read, not at import: settings and the key stay lazy.
-app.add_defaults(lambda: celery_config(get_settings(), get_agent().chain.address))
+app.add_defaults(lambda: celery_config(get_agent().settings, get_agent().chain.address))
 
 @worker_shutdown.connect
 def _commit_before_exit(**_: Any) -> None:

@@ -138,9 +138,10 @@ def _domain_roots() -> tuple[type[BaseException], ...]:
     from client.errors import ClientError
     from protocol.errors import ProtocolError
     from provider_agent import ProviderAgentError
+    from renter.errors import RenterError
     from verifier import VerifierError
 
-    return (CliError, BackendError, ClientError, ProtocolError, ProviderAgentError, VerifierError)
+    return (CliError, BackendError, ClientError, ProtocolError, ProviderAgentError, RenterError, VerifierError)
 
 
 def explain(exc: BaseException) -> Explained:

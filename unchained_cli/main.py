@@ -14,7 +14,8 @@ from rich.table import Table
 from web3 import Web3
 
 from provider_agent.cli import pog_app, provider_app  # first: it sets the OpenMP wait policy before torch loads
-from backend.cli import backend_app, job_app, lease_app, model_app
+from backend.cli import backend_app
+from renter.cli import job_app, lease_app, model_app
 from verifier.cli import verifier_app
 from unchained_cli.chain import LocalChain, stop_on_sigterm
 from client.keystore import PASSWORD_FILE_HELP, load_keystore
@@ -22,8 +23,8 @@ from unchained_cli.account import account_app
 from unchained_cli.broker import broker_app
 from unchained_cli.deploy import Deployer, deploy_all, write_deployment
 from unchained_cli.withdraw import withdraw
-from unchained_cli.errors import BadOption, GuardedGroup, run_guarded, set_debug
-from unchained_cli.up import up
+from unchained_cli.errors import GuardedGroup, run_guarded, set_debug
+from unchained_cli.dev import add_dev_command
 
 app = typer.Typer(help="Unchained: a GPU compute marketplace with on-chain settlement.", no_args_is_help=True,
                   cls=GuardedGroup)
@@ -39,7 +40,7 @@ app.add_typer(verifier_app, name="verifier")
 app.add_typer(account_app, name="account")
 app.add_typer(broker_app, name="broker")
 app.command()(withdraw)
-app.command()(up)
+add_dev_command(app, "up")
 
 console = Console()
 
@@ -126,61 +127,8 @@ def deploy(
     console.print(f"wrote {path}")
 
 
-@app.command()
-def demo(
-    data_dir: Annotated[Optional[Path], typer.Option(help="Where the market keeps its chain files, "
-                                                         "database, keystores and logs; default: a new temp dir.")] = None,
-    broker: Annotated[Optional[str], typer.Option(help="Celery broker URL; default: a private redis-server "
-                                                       "if installed, else SQLite (sqla+sqlite:///).")] = None,
-) -> None:
-    """Run the whole market here: chain, backend, broker, two providers (one cheats), verifiers, renters."""
-    import dataclasses
-    import signal
-
-    from unchained_cli.demo import DEMO_PLAN, run
-
-    def interrupted(signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    from protocol.tasks import BadBrokerUrl, result_backend_url
-
-    if broker:
-        try:
-            result_backend_url(broker)  # the services would refuse it later, one by one
-        except BadBrokerUrl as exc:
-            raise BadOption("--broker", str(exc)) from exc
-    signal.signal(signal.SIGTERM, interrupted)
-    plan = dataclasses.replace(DEMO_PLAN, broker_url=broker) if broker else DEMO_PLAN
-    try:
-        run(console, data_dir, plan)
-    except KeyboardInterrupt:
-        console.print("[yellow]interrupted: every process the demo started is stopped[/yellow]")
-        raise typer.Exit(130) from None
-
-
-@app.command()
-def bench(
-    only: Annotated[Optional[list[str]], typer.Option(help="Run and print only these sections (gas, pog, dispatch, renter, colocation, load); the file is left as it is.")] = None,
-    jobs: Annotated[int, typer.Option(min=1, help="Load section: jobs in all (a multiple of --renters).")] = 200,
-    renters: Annotated[int, typer.Option(min=1, help="Load section: renter wallets submitting at once.")] = 20,
-    providers: Annotated[int, typer.Option(min=1, help="Load section: provider agents.")] = 5,
-    items: Annotated[int, typer.Option(min=1, help="Load section: items per job.")] = 4,
-) -> None:
-    """Run every benchmark and rewrite docs/BENCHMARKS.md (machine, command and date included)."""
-    from unchained_cli.bench import BENCHMARKS_MD, run
-    from unchained_cli.bench_load import Load
-
-    if jobs % renters:
-        raise BadOption("--jobs", f"{jobs} jobs do not split evenly over {renters} renters")
-    load = Load(providers=providers, renters=renters, jobs_per_renter=jobs // renters, items_per_job=items)
-    try:
-        with console.status("running benchmarks"):
-            text = run(only, load=load)
-    except ValueError as exc:  # a section name bench does not know
-        raise BadOption("--only", str(exc)) from exc
-    console.print(text, markup=False, soft_wrap=True)  # markdown tables, never wrapped
-    if not only:
-        console.print(f"wrote {BENCHMARKS_MD}")
+add_dev_command(app, "demo")
+add_dev_command(app, "bench")
 
 
 def main() -> None:

@@ -15,7 +15,7 @@ from typing import Annotated, Optional
 import typer
 from web3 import Web3
 
-from backend.wallet import Wallet
+from renter.wallet import Wallet
 from client.keystore import PASSWORD_FILE_HELP, load_keystore
 from client.payouts import owed_to
 from unchained_cli.errors import BadOption

@@ -15,7 +15,7 @@ from client.chain import open_chain
 from client.keystore import PASSWORD_FILE_HELP, load_keystore
 from client.task_auth import TaskAuth, domain_of
 from protocol.tasks import BadBrokerUrl
-from protocol.units import eth
+from client.units import eth
 from verifier import VerifierError
 from verifier.audit_draw import AuditDraw
 from verifier.backend_client import VerifierBackend

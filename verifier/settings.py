@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from protocol.env import settings_from_env
+from client.settings import settings_from_env
 
 ENV_PREFIX = "UNCHAINED_VERIFIER_"
 

@@ -17,7 +17,7 @@ from client.escrow_jobs import read_job, read_job_view
 from backend.settings import Settings
 from protocol.enums import JobStatus
 from protocol.merkle import MerkleTree, keccak256, leaf_hash
-from unchained_cli.session import ChainSession
+from devtools.session import ChainSession
 
 ETH = 10**18
 PG_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"

@@ -22,7 +22,7 @@ from protocol.deployments import Deployment
 from tests.support.chain import SharedChains
 from tests.support.waiting import wait_until
 from unchained_cli.chain import LocalChain
-from unchained_cli.session import ChainSession
+from devtools.session import ChainSession
 
 
 @pytest.fixture(scope="module")

@@ -17,11 +17,11 @@ from sqlalchemy import select
 
 from backend import models as m
 from backend.api.app import create_app
-from backend.client import BackendClient
 from backend.errors import NotFound
-from backend.slash import slash_job
-from backend.wallet import Wallet
 from client.backend_http import ApiError, BackendRefused
+from renter.client import BackendClient
+from renter.slash import slash_job
+from renter.wallet import Wallet
 from client.contracts import emitted
 from client.escrow_jobs import read_job
 from protocol.job_result import EscrowDomain, JobResult, JobResultError, NotSlashable, SignedJobResult

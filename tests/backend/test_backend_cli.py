@@ -15,8 +15,8 @@ import numpy as np
 import typer
 from typer.testing import CliRunner
 
-from backend.cli import job_app, lease_app, model_app
-from backend.client import BackendClient
+from renter.cli import job_app, lease_app, model_app
+from renter.client import BackendClient
 from client.escrow_jobs import read_job_view
 from protocol.jobs import encode_output
 from unchained_cli.errors import GuardedGroup
@@ -227,7 +227,7 @@ def test_model_list_at_80_columns_shows_every_hash_and_owner_whole(server, keyst
 
 
 def test_job_status_shows_eth_and_dates_with_zone_and_wei_on_request() -> None:
-    from backend.cli import job_lines
+    from renter.cli import job_lines
 
     job = {"status": "committed", "renter": "0x" + "aa" * 20, "provider": "0x" + "bb" * 20,
            "price": str(15 * 10**15), "deadline": 1_800_000_000, "output_root": "0x" + "cd" * 32,

@@ -24,7 +24,7 @@ from backend.jobs import store_spec
 from protocol.jobs import JobSpec
 from protocol.tasks import (CONTENT_HEADER, MAX_INLINE_CONTENT_BYTES, TASK_LEASE, TASK_RUN_JOB, DispatchedJob,
                             provider_queue, read_inline_content)
-from unchained_cli.market import wait_for
+from devtools.market import wait_for
 
 
 def _messages(client: redis.Redis, queue: str) -> list[dict]:  # type: ignore[type-arg]

@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from openapi_fuzz import Fuzzer
 
 from backend.api.app import create_app
-from backend.client import BackendClient
+from renter.client import BackendClient
 
 CASES_PER_OPERATION = 40
 

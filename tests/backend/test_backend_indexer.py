@@ -17,7 +17,7 @@ from backend.indexer import Indexer, rebuild
 from client.ports import free_port
 from unchained_cli.chain import LocalChain
 from unchained_cli.deploy import Deployer, deploy_all, write_deployment
-from unchained_cli.session import ChainSession
+from devtools.session import ChainSession
 
 
 def _indexer(chain, tmp_path, url: str = "", confirmations: int = 0) -> tuple[Engine, Indexer]:  # type: ignore[no-untyped-def]

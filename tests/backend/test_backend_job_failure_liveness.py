@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 from client.backend_http import ApiError
 from client.escrow_jobs import read_job
 from backend.api.app import create_app
-from backend.cli import job_app
-from backend.client import BackendClient
+from renter.cli import job_app
+from renter.client import BackendClient
 from backend.matching import Candidate, Request, explain
 from protocol.merkle import keccak256
 from unchained_cli.errors import GuardedGroup

@@ -11,9 +11,9 @@ import backend_support as support
 import typer
 from typer.testing import CliRunner
 
-from backend.cli import job_app
-from backend.client import BackendClient
 from client.backend_http import ApiError
+from renter.cli import job_app
+from renter.client import BackendClient
 from protocol.job_result import EscrowDomain, JobResult, SignedJobResult
 from protocol.merkle import MerkleTree, keccak256, leaf_hash
 from unchained_cli.errors import GuardedGroup

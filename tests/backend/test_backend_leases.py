@@ -12,10 +12,11 @@ from eth_account import Account
 from fastapi.testclient import TestClient
 
 from backend.api.app import create_app
-from backend.client import ApiError, BackendClient
+from client.backend_http import ApiError
+from devtools.market import DEV_MNEMONIC
+from renter.client import BackendClient
 from protocol.lease_access import NO_IMAGE, LeaseAccess, LeaseDomain, LeaseKey, sign
 from protocol.merkle import keccak256
-from unchained_cli.market import DEV_MNEMONIC
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB4FtkBhVh9PV0c5uSNIk2ZNAcI0fwBVh7Zl8J4a1mV6 renter@laptop"
 OTHER_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIH1U6K3nQ8cUOnQyg0y6XmB0H4m7mKkq3CgYyR4xQ0Zr attacker@box"

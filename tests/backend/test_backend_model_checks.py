@@ -14,7 +14,7 @@ from sqlalchemy import select
 
 from backend import models as m
 from backend.api.app import create_app
-from backend.client import BackendClient
+from renter.client import BackendClient
 from backend.model_check import CheckLimits, ModelChecker
 from client.backend_http import ApiError
 from protocol.jobs import encode_output

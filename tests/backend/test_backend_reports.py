@@ -8,7 +8,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from backend.api.app import create_app
-from backend.client import BackendClient
+from renter.client import BackendClient
 from backend.indexer import rebuild
 
 UNSTAKED = 8  # an anvil account that never stakes here: not a verifier

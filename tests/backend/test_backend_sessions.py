@@ -15,7 +15,7 @@ from sqlalchemy import delete, update
 from backend import models as m
 from backend.api.app import create_app
 from backend.auth import utcnow
-from backend.client import BackendClient
+from renter.client import BackendClient
 from tests.support.waiting import wait_until
 
 

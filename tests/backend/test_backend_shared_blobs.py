@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from minio import Minio
 
 from backend.api.app import create_app
-from backend.client import BackendClient
+from renter.client import BackendClient
 from backend.errors import StorageUnavailable
 from backend.runtime import Backend
 from client.backend_http import ApiError

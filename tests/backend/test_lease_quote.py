@@ -1,4 +1,4 @@
-"""`unchained lease status` quotes what stopping now would pay (backend.renter.quote_lease): the
+"""`unchained lease status` quotes what stopping now would pay (renter.orders.quote_lease): the
 quote must be what LeaseManager.endLease then pays, in each delivery state (never offered,
 offered and inside the confirm window, offered and past it, confirmed)."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from backend.renter import quote_lease
+from renter.orders import quote_lease
 from client.contracts import emitted
 
 ACCESS = b"\xab" * 32

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from unchained_cli import bench_provider
+from devtools import bench_provider
 
 
 def test_dispatch_bench_times_pings_and_real_jobs_and_removes_its_files(tmp_path: Path,

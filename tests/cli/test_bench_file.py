@@ -3,7 +3,7 @@ notes under NOTES_HEADING; a partial run (`--only`) leaves the file alone."""
 
 import pytest
 
-from unchained_cli import bench
+from devtools import bench
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """The gas benchmark runs every settlement step for real; gas is deterministic, so its goals
 (job lifecycles, Proof of GPU) double as regression guards."""
 
-from unchained_cli.bench_gas import BATCH, PAID, measure, uniform_tree
+from devtools.bench_gas import BATCH, PAID, measure, uniform_tree
 from protocol.merkle import MerkleTree, leaf_hash
 
 

@@ -4,7 +4,7 @@ from io import StringIO
 
 from rich.console import Console
 
-from unchained_cli.bench_load import Load, percentile, run, section
+from devtools.bench_load import Load, percentile, run, section
 
 
 def test_percentile_is_nearest_rank():

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from unchained_cli import bench_renter
+from devtools import bench_renter
 
 
 def test_renter_bench_times_each_job_from_funding_to_signed_result_beside_both_pings(

@@ -17,7 +17,7 @@ from web3 import Web3
 
 from client.ports import free_port
 from unchained_cli.chain import LocalChain
-from unchained_cli.market import wait_for
+from devtools.market import wait_for
 
 UNCHAINED = str(Path(sys.executable).with_name("unchained"))
 

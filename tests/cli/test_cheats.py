@@ -1,4 +1,4 @@
-"""The planted cheats (unchained_cli.cheats): the format of UNCHAINED_CHEAT, the PoG cheat played
+"""The planted cheats (devtools.cheats): the format of UNCHAINED_CHEAT, the PoG cheat played
 by the real PogService and judged by the real checker, the job cheat, the plant at start-up of a
 process with the cheater's site on its path, and the provider's real Celery worker cheating in
 its second round and slashed for it by an on-chain fraud proof."""
@@ -28,8 +28,8 @@ from provider_agent.gpus import Device
 from tests.support.broker import signed_sender
 from tests.support.provider_market import ETH, keystore, market, password_file, settings_for  # noqa: F401
 from tests.support.worker import Worker
-from unchained_cli import cheats
-from unchained_cli.cheats import CheatPlan, CheatSpecError, PogCheat, SkippingProver, parse
+from devtools import cheats
+from devtools.cheats import CheatPlan, CheatSpecError, PogCheat, SkippingProver, parse
 from verifier.chain import VerifierChain
 from verifier.links import CeleryProverLink
 from verifier.pog_checker import PogChecker

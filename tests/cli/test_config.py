@@ -88,7 +88,7 @@ def test_backend_serve_on_any_port_signs_users_in_without_a_public_url(tmp_path:
     import torch
 
     from tests.tiny_models import Tiny
-    from unchained_cli.market import KEYSTORE_PASSWORD, wait_for, write_keystore
+    from devtools.market import KEYSTORE_PASSWORD, wait_for, write_keystore
 
     monkeypatch.setattr(os, "environ", dict(os.environ))
     for name in ("UNCHAINED_BACKEND_PUBLIC_URL", "UNCHAINED_BACKEND_SIWE_DOMAIN", "UNCHAINED_BACKEND_SIWE_URI"):

@@ -20,8 +20,8 @@ import psutil
 import pytest
 from rich.console import Console
 
-from unchained_cli.demo import DEMO_PLAN, run
-from unchained_cli.market import plan_from_env
+from devtools.demo import DEMO_PLAN, run
+from devtools.market import plan_from_env
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -91,8 +91,8 @@ def test_a_broker_no_service_could_use_is_refused_before_anything_starts() -> No
 
 
 def test_the_balance_tables_fit_80_columns_without_cutting_a_number_or_an_address() -> None:
-    from unchained_cli.demo import balance_tables
-    from unchained_cli.market import Accounts, dev_account, eth
+    from devtools.demo import balance_tables
+    from devtools.market import Accounts, dev_account, eth
 
     names = ["treasury", "honest", "cheater", "verifier-1", "verifier-2", "renter-1", "renter-2"]
     addresses = {name: dev_account(i).address for i, name in enumerate(names)}

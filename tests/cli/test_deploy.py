@@ -12,9 +12,9 @@ from client import contracts
 from client.ports import free_port
 from protocol.deployments import Deployment, DeploymentFormatError
 from unchained_cli.deploy import DeployError, DeployParams, deploy_all
-from unchained_cli.demo import DEMO_PLAN
-from unchained_cli.market import FAST_PARAMS
-from unchained_cli.up import LOCAL_PARAMS
+from devtools.demo import DEMO_PLAN
+from devtools.market import FAST_PARAMS
+from devtools.up import LOCAL_PARAMS
 
 CONTRACTS = {"Staking", "ProviderRegistry", "JobEscrow", "LeaseManager", "ProofOfGpu",
              "DisputeCommittee", "ChallengeManager", "TestStablecoin"}

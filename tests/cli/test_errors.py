@@ -20,8 +20,8 @@ import typer
 from tests.support.chain import SharedChains
 from client.ports import free_port
 from unchained_cli.errors import run_guarded
-from unchained_cli.market import KEYSTORE_PASSWORD, write_keystore
-from unchained_cli.session import ChainSession
+from devtools.market import KEYSTORE_PASSWORD, write_keystore
+from devtools.session import ChainSession
 
 UNCHAINED = str(Path(sys.executable).with_name("unchained"))
 NOBODY = "0x" + "42" * 20
@@ -127,7 +127,7 @@ def test_a_malformed_broker_url_is_refused_before_anything_is_signed(capsys, net
     if command[0] == "provider":  # nothing was staked or registered
         from web3 import Web3
 
-        from unchained_cli.market import dev_account
+        from devtools.market import dev_account
 
         web3 = Web3(Web3.HTTPProvider(net["rpc"]))
         assert web3.eth.get_transaction_count(dev_account(3).address) == 0

@@ -94,6 +94,9 @@ def test_wheel_installed_outside_the_checkout_deploys(chain, tmp_path):
             "backend/api/static/noble-hashes/LICENSE", "backend/migrations/env.py",
             "backend/migrations/script.py.mako",
             "backend/migrations/versions/0001_initial_schema.py"} <= set(names)
+    # The renter's side ships; the dev tools (benches, market launcher, cheating provider) do not.
+    assert "renter/cli.py" in names and "unchained_cli/dev.py" in names
+    assert not [n for n in names if n.startswith("devtools/")]
 
     # A fresh venv holding only the wheel; the dependencies come from this venv's site-packages
     # through a plain .pth line (its own .pth files, the checkout's editable finder among them,
@@ -127,3 +130,12 @@ def test_wheel_installed_outside_the_checkout_deploys(chain, tmp_path):
         # The packaged runtime code, with constructor-set immutables filled in: same length.
         expected = bytes.fromhex(load_artifact(name)["deployedBytecode"].removeprefix("0x"))
         assert len(web3.eth.get_code(contract.address)) == len(expected), name
+
+    # Without the checkout the dev commands refuse in one line, whatever their options.
+    for argv in (["bench", "--only", "gas"], ["demo"], ["up", "--port", "1"]):
+        refused = subprocess.run([str(venv / "bin" / "unchained"), *argv], cwd=elsewhere, env=env,
+                                 capture_output=True, text=True, timeout=120)
+        assert refused.returncode == 1, refused.stdout + refused.stderr
+        assert refused.stderr == (f"error: `unchained {argv[0]}` needs a source checkout: it runs the dev tools "
+                                  "(devtools/), which the installed package does not ship; clone the repository "
+                                  "and run it there\n"), refused.stderr

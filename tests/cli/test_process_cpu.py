@@ -6,7 +6,7 @@ import time
 
 import psutil
 
-from unchained_cli.process_cpu import CpuMeter, Root, cpu_seconds
+from devtools.process_cpu import CpuMeter, Root, cpu_seconds
 
 # A parent that runs a child burning about `BURN_S` CPU seconds, waits for it (so its time
 # moves into the parent's children times), says so, and then idles until stdin closes.

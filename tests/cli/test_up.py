@@ -19,7 +19,7 @@ from web3 import Web3
 
 from tests.support.waiting import wait_until
 from client.ports import free_port
-from unchained_cli.market import wait_for
+from devtools.market import wait_for
 
 UNCHAINED = str(Path(sys.executable).with_name("unchained"))
 

@@ -15,8 +15,8 @@ from client.escrow_jobs import read_job
 from client.keystore import PASSWORD_FILE_ENV, new_keystore
 from unchained_cli.deploy import DeployParams, Deployer, deploy_all, write_deployment
 from unchained_cli.main import app
-from unchained_cli.market import dev_account
-from unchained_cli.session import ChainSession
+from devtools.market import dev_account
+from devtools.session import ChainSession
 
 ETH = 10**18
 DELAY = 7 * 24 * 3600

@@ -301,7 +301,7 @@ def _round_for(known: Deployment, rpc: str, provider: LocalAccount) -> tuple[int
     """A PoG round that VERIFIER requested, on chain, for `provider` (staked and registered here)."""
     from eth_utils import keccak
 
-    from unchained_cli.session import ChainSession
+    from devtools.session import ChainSession
 
     s = ChainSession.connect(rpc, known)
     registry, pog = s.contract("ProviderRegistry"), s.contract("ProofOfGpu")

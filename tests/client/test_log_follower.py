@@ -19,8 +19,8 @@ from client.ports import free_port
 from protocol.deployments import Deployment
 from unchained_cli.chain import LocalChain
 from unchained_cli.deploy import Deployer, deploy_all
-from unchained_cli.market import wait_for
-from unchained_cli.session import ChainSession
+from devtools.market import wait_for
+from devtools.session import ChainSession
 from verifier.chain import VerifierChain
 from verifier.watch import watch_chain
 

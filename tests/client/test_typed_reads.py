@@ -19,7 +19,8 @@ import json
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-SCANNED = ("backend", "client", "protocol", "provider_agent", "scripts", "tests", "unchained_cli", "verifier")
+SCANNED = ("backend", "client", "devtools", "protocol", "provider_agent", "renter", "scripts", "tests", "unchained_cli",
+           "verifier")
 
 
 def structured_views() -> frozenset[str]:

@@ -7,7 +7,7 @@ import pytest
 from web3.exceptions import ContractLogicError
 
 from client import contracts
-from unchained_cli.session import ChainSession
+from devtools.session import ChainSession
 
 
 @pytest.fixture(scope="module")

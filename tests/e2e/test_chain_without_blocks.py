@@ -19,14 +19,14 @@ from backend.chain import Chain
 from backend.db import make_engine, migrate, session_factory
 from backend.indexer import Indexer
 from backend.settings import Settings as BackendSettings
-from backend.wallet import Wallet
+from renter.wallet import Wallet
 from client.errors import ClientError, TransactionNotMined
 from protocol.deployments import Deployment
 from provider_agent.chain import ProviderChain
 from tests.support.chain import SharedChains
 from unchained_cli.chain import LocalChain
-from unchained_cli.market import ETH, dev_account, wait_for
-from unchained_cli.session import ChainSession
+from devtools.market import ETH, dev_account, wait_for
+from devtools.session import ChainSession
 
 pytestmark = pytest.mark.e2e
 

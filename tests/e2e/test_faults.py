@@ -1,4 +1,4 @@
-"""Faults on the whole market, with real processes only (unchained_cli.market): a provider agent
+"""Faults on the whole market, with real processes only (devtools.market): a provider agent
 killed mid-job, the broker restarted mid-run, the backend's database deleted and rebuilt from the
 chain's events, a verifier offline during a challenge window.
 
@@ -28,15 +28,15 @@ import numpy as np
 import pytest
 import torch
 
-from backend.client import BackendClient
-from backend.renter import FundedJob, submit_job
-from backend.wallet import Wallet
+from renter.client import BackendClient
+from renter.orders import FundedJob, submit_job
+from renter.wallet import Wallet
 from client.escrow_jobs import read_job_view
 from protocol.enums import JobStatus
 from protocol.jobs import encode_output
 from tests.support.chain import BLOCK_TIME_S
 from tests.tiny_models import Slow, Tiny
-from unchained_cli.market import (ETH, FAST_PARAMS, ZERO_ADDRESS, Ledger, LocalMarket, MarketPlan, ProviderPlan,
+from devtools.market import (ETH, FAST_PARAMS, ZERO_ADDRESS, Ledger, LocalMarket, MarketPlan, ProviderPlan,
                                   dev_account, plan_from_env, wait_for)
 
 pytestmark = [pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server is not installed"),

@@ -27,7 +27,7 @@ from tests.support.e2e_market import (ETH, PROVIDER, RENTER, keystore, market, p
                                       running_provider)
 from tests.support.lease_image import busybox_rootfs, needs_busybox, tar
 from unchained_cli.main import app
-from unchained_cli.market import wait_for
+from devtools.market import wait_for
 
 pytestmark = pytest.mark.skipif(not all(shutil.which(t) or Path(f"/usr/sbin/{t}").exists()
                                         for t in ("bwrap", "sshd", "ssh", "ssh-keygen", "nsenter")),

@@ -47,7 +47,7 @@ from tests.support.e2e_market import (  # noqa: F401
 )
 from tests.tiny_models import Raises, Tiny
 from unchained_cli.deploy import Deployer, deploy_all, write_deployment
-from unchained_cli.market import wait_for
+from devtools.market import wait_for
 
 # A block a second, every transaction waiting for it (UNCHAINED_TEST_BLOCK_TIME=0: mined at once).
 pytestmark = [pytest.mark.e2e, pytest.mark.block_time]

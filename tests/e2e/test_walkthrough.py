@@ -31,8 +31,8 @@ import typer
 from web3 import Web3
 
 from client.ports import free_port
-from unchained_cli.market import dev_account, wait_for
-from unchained_cli.up import LOCAL_PARAMS
+from devtools.market import dev_account, wait_for
+from devtools.up import LOCAL_PARAMS
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

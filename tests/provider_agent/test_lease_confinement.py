@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from unchained_cli.market import wait_for
+from devtools.market import wait_for
 from provider_agent.lease_env import LeaseEnvError, LeaseEnvironments, LeaseImageRefused
 from provider_agent.lease_seccomp import DENIED_X86_64, RET_ALLOW, RET_ERRNO, RET_KILL_PROCESS, evaluate, program
 from tests.support.lease_image import busybox_rootfs, needs_busybox, tar

@@ -18,7 +18,7 @@ from tests.support.models import save_torchscript
 from tests.support.provider_market import Market
 from tests.support.waiting import wait_until
 from tests.tiny_models import Tiny
-from unchained_cli.session import ChainSession
+from devtools.session import ChainSession
 
 ITEMS = [np.random.default_rng(i).standard_normal(8).astype(np.float32) for i in range(4)]
 BLOCK_TIME_S = 1

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from eth_account import Account
 
-from unchained_cli.market import DEV_MNEMONIC, dev_account
+from devtools.market import DEV_MNEMONIC, dev_account
 
 # anvil's account 1: the provider in most service tests.
 PROVIDER_KEY = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d"

@@ -42,8 +42,8 @@ from tests.support.worker import Worker
 from tests.tiny_models import Tiny
 from unchained_cli.chain import LocalChain
 from unchained_cli.main import app
-from unchained_cli.market import DEV_MNEMONIC
-from unchained_cli.session import ChainSession
+from devtools.market import DEV_MNEMONIC
+from devtools.session import ChainSession
 
 ETH = 10**18
 PASSWORD = "e2e-test-password"

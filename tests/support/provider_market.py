@@ -18,7 +18,7 @@ from tests.support.accounts import PROVIDER_KEY, write_keystore
 from tests.support.chain import SharedChain
 from tests.support.models import put
 from unchained_cli.chain import LocalChain
-from unchained_cli.session import ChainSession
+from devtools.session import ChainSession
 
 PASSWORD = "provider-test-password"
 ETH = 10**18

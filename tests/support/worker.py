@@ -11,15 +11,15 @@ from pathlib import Path
 
 from provider_agent.settings import Settings
 from unchained_cli.chain import REPO_ROOT as REPO
-from unchained_cli.cheats import CHEAT_ENV
-from unchained_cli.market import CHEATER_SITE
+from devtools.cheats import CHEAT_ENV
+from devtools.market import CHEATER_SITE
 
 
 
 class Worker:
     """`celery worker` for `queue`, its log appended to `log` (if given). With `cheat`, the
-    cheater's site goes first on its path and UNCHAINED_CHEAT is set (unchained_cli/cheats.py),
-    which its agent hands on to its model child (unchained_cli.cheats.plant_child_cheat)."""
+    cheater's site goes first on its path and UNCHAINED_CHEAT is set (devtools/cheats.py),
+    which its agent hands on to its model child (devtools.cheats.plant_child_cheat)."""
 
     def __init__(self, settings: Settings, queue: str, log: Path | None = None, cheat: str | None = None) -> None:
         env = {**os.environ, "PYTHONPATH": str(REPO)}

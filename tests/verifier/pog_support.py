@@ -1,4 +1,4 @@
-"""Provider-side actors for verifier tests: a prover (real, or unchained_cli.cheats'
+"""Provider-side actors for verifier tests: a prover (real, or devtools.cheats'
 SkippingProver) answering over an in-process link, and on-chain answers to escalated challenges.
 
 They act as the provider agent does: the seed comes from the verifier's secret and the request

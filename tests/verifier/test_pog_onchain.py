@@ -17,8 +17,8 @@ from protocol.enums import ChallengeStatus
 from protocol.merkle import keccak256
 from provider_agent.gpus import cpu_device
 from provider_agent.pog_prover import PogProver
-from unchained_cli.cheats import SkippingProver
-from unchained_cli.session import ChainSession
+from devtools.cheats import SkippingProver
+from devtools.session import ChainSession
 from verifier.chain import VerifierChain
 from verifier.pog_onchain import ChallengeState, OnchainPog
 

@@ -14,11 +14,11 @@ from typing import Any
 
 from web3 import Web3
 
-from backend.client import BackendClient
-from backend.errors import BackendError
-from backend.wallet import Wallet
-from client import blocks
 from client.backend_http import ApiError
+from renter.client import BackendClient
+from renter.errors import RenterError
+from renter.wallet import Wallet
+from client import blocks
 from client.contracts import emitted
 from protocol.enums import LeaseStatus
 from protocol.jobs import JobSpec, JobSpecError, decode_output
@@ -43,20 +43,20 @@ MAX_DRY_RUN_SIGNATURES = 4
 def check_inputs(inputs: Sequence[bytes], batch_size: int) -> dict[tuple[tuple[int, ...], str], list[int]]:
     """Every item decodes as an encoded array and the items of each batch share one shape and
     dtype (the provider stacks them); returns the item indices per (shape, dtype). Raises
-    BackendError naming the first item at fault. Local and free: nothing is uploaded yet."""
+    RenterError naming the first item at fault. Local and free: nothing is uploaded yet."""
     signatures: dict[tuple[tuple[int, ...], str], list[int]] = {}
     batch_signature = None
     for index, data in enumerate(inputs):
         try:
             array = decode_output(data)
         except JobSpecError as exc:
-            raise BackendError(f"input item {index} is not an encoded array (protocol.jobs.encode_output): "
+            raise RenterError(f"input item {index} is not an encoded array (protocol.jobs.encode_output): "
                                f"{exc}") from exc
         signature = (tuple(array.shape), str(array.dtype))
         if index % batch_size == 0:
             batch_signature = signature
         elif signature != batch_signature:
-            raise BackendError(f"input item {index} has shape {list(signature[0])} {signature[1]}, but its batch "
+            raise RenterError(f"input item {index} has shape {list(signature[0])} {signature[1]}, but its batch "
                                f"(batch size {batch_size}) started with {list(batch_signature[0])} "
                                f"{batch_signature[1]}: items of one batch must match")
         signatures.setdefault(signature, []).append(index)
@@ -66,7 +66,7 @@ def check_inputs(inputs: Sequence[bytes], batch_size: int) -> dict[tuple[tuple[i
 def dry_run(client: BackendClient, model_hash: str, hashes: Sequence[str],
             signatures: dict[tuple[tuple[int, ...], str], list[int]], batch_size: int) -> None:
     """Runs the first items of each input signature (up to the backend's bound) through the
-    model on the backend; raises BackendError with the model's own error when it refuses them."""
+    model on the backend; raises RenterError with the model's own error when it refuses them."""
     for (shape, dtype), indices in list(signatures.items())[:MAX_DRY_RUN_SIGNATURES]:
         sample = indices[:min(batch_size, MAX_DRY_RUN_ITEMS)]
         verdict = client.check_model(model_hash, [hashes[i] for i in sample])
@@ -74,10 +74,10 @@ def dry_run(client: BackendClient, model_hash: str, hashes: Sequence[str],
             continue
         error = _last_line(verdict["error"])
         if verdict["stage"] == "limits":
-            raise BackendError(f"the dry run of model {model_hash} did not finish on the backend "
+            raise RenterError(f"the dry run of model {model_hash} did not finish on the backend "
                                f"({error}); nothing was paid (--no-check pays without it)")
         where = f"items {sample[0]}..{sample[-1]}" if len(sample) > 1 else f"item {sample[0]}"
-        raise BackendError(f"model {model_hash} cannot run your input {where} (shape {list(shape)} {dtype}): "
+        raise RenterError(f"model {model_hash} cannot run your input {where} (shape {list(shape)} {dtype}): "
                            f"{verdict['stage']} failed: {error}; nothing was paid")
 
 
@@ -124,19 +124,19 @@ def submit_job(client: BackendClient, wallet: Wallet, model_hash: str, inputs: S
 
     Before any money moves: the model must be in the hub (its format is taken from there), every
     item must decode and match its batch, and, with `check`, the backend dry-runs the first items
-    of each input shape through the model. Raises BackendError (unknown model, inputs the model
+    of each input shape through the model. Raises RenterError (unknown model, inputs the model
     refuses, no eligible provider and why, failed transaction) or ApiError (a refused upload)."""
     if not inputs:
-        raise BackendError("a job needs at least one input item")
+        raise RenterError("a job needs at least one input item")
     try:
         entry = client.model(model_hash)
     except ApiError as exc:
         if exc.status == 404:
-            raise BackendError(f"model {model_hash} is not in the hub (or is someone else's private model): "
+            raise RenterError(f"model {model_hash} is not in the hub (or is someone else's private model): "
                                "push it first with `unchained model push FILE`") from exc
         raise
     if fmt is not None and fmt != entry["format"]:
-        raise BackendError(f"model {model_hash} is {entry['format']} in the hub, not {fmt}")
+        raise RenterError(f"model {model_hash} is {entry['format']} in the hub, not {fmt}")
     fmt = entry["format"]
     signatures = check_inputs(inputs, batch_size)
     hashes = client.upload_inputs(inputs, on_upload)
@@ -147,12 +147,12 @@ def submit_job(client: BackendClient, wallet: Wallet, model_hash: str, inputs: S
     quotes = client.quotes(**request)
     if provider is None:
         if not quotes:
-            raise BackendError(f"no provider fits this job: {no_provider_message(client, request, max_price_wei)}")
+            raise RenterError(f"no provider fits this job: {no_provider_message(client, request, max_price_wei)}")
         chosen, price = quotes[0]["provider"], int(quotes[0]["price_wei"])
     else:
         match = [q for q in quotes if q["provider"] == provider.lower()]
         if not match:
-            raise BackendError(f"provider {provider} is not eligible for this job within "
+            raise RenterError(f"provider {provider} is not eligible for this job within "
                                f"{Web3.from_wei(max_price_wei, 'ether')} ETH: {provider_unfit(client, provider)}")
         chosen, price = provider.lower(), int(match[0]["price_wei"])
     deadline = blocks.timestamp(wallet.web3) + deadline_s
@@ -188,7 +188,7 @@ def upload_lease_image(client: BackendClient, image: Path) -> str:
     digest = "0x" + keccak256(data).hex()
     stored = client.upload_lease_image(data)
     if stored != digest:
-        raise BackendError(f"the backend stored {image} as {stored}, but its bytes hash to {digest}")
+        raise RenterError(f"the backend stored {image} as {stored}, but its bytes hash to {digest}")
     return digest
 
 
@@ -210,7 +210,7 @@ def bind_ssh_key(client: BackendClient, wallet: Wallet, lease_id: int, public_ke
         time.sleep(0.5)
 
 
-class LeaseNotDelivered(BackendError):
+class LeaseNotDelivered(RenterError):
     """The provider has not handed the lease's machine over (no signed, confirmed connection details)."""
 
 
@@ -292,7 +292,7 @@ def quote_lease(leases: Any, lease_id: int, now: int) -> LeaseQuote:
                       full_refund_until)
 
 
-class LoginFailed(BackendError):
+class LoginFailed(RenterError):
     """The lease's machine did not let the renter in (host key or SSH key refused, nothing there)."""
 
 
@@ -358,7 +358,7 @@ def end_lease(wallet: Wallet, lease_id: int) -> tuple[int, int, bytes]:
     return ended["providerEarned"], ended["renterRefund"], bytes(receipt["transactionHash"])
 
 
-class LeaseRefused(BackendError):
+class LeaseRefused(RenterError):
     """A lease the chain would refuse or the renter cannot pay: the message says what to change."""
 
 

@@ -34,7 +34,7 @@ from protocol.deployments import Deployment
 from unchained_cli.chain import LocalChain, block_time_from_env, die_with_parent
 from unchained_cli.deploy import DeployParams, Deployer, deploy_all, write_deployment
 from unchained_cli.errors import CliError
-from unchained_cli.session import ChainSession
+from devtools.session import ChainSession
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ class ProviderPlan:
     name: str
     account: int  # index of anvil's development key
     mining: bool = True
-    cheat: str | None = None  # UNCHAINED_CHEAT for a provider that cheats (unchained_cli/cheats.py)
+    cheat: str | None = None  # UNCHAINED_CHEAT for a provider that cheats (devtools/cheats.py)
     price_per_job_unit_wei: int = 10**12
     price_per_gpu_hour_wei: int = 10**16
 

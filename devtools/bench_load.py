@@ -1,8 +1,8 @@
 """Load benchmark: many renters buy jobs from several providers on one machine, all settled.
 
-The whole market runs as real processes (unchained_cli/market.py: anvil, a private Redis, the
+The whole market runs as real processes (devtools/market.py: anvil, a private Redis, the
 backend, provider agents, a verifier). Renter threads, each with its own keystore, fund jobs
-through `backend.renter.submit_job` and spread them round-robin over the providers; the run ends
+through `renter.orders.submit_job` and spread them round-robin over the providers; the run ends
 when every job is settled on-chain (the providers finalize their own jobs once the challenge
 window is over). Run by `unchained bench` (section `load`) and, with a
 tiny load, by tests/cli/test_bench_load.py.
@@ -47,20 +47,20 @@ from numpy.random import default_rng
 import torch
 from rich.console import Console
 
-from backend.client import BackendClient
-from backend.errors import BackendError
-from backend.renter import submit_job
-from backend.wallet import Wallet
 from client.backend_http import ApiError
+from renter.client import BackendClient
+from renter.errors import RenterError
+from renter.orders import submit_job
+from renter.wallet import Wallet
 from client.contracts import read_batched
 from client.keepalive import http_client
 from client.keystore import load_keystore
 from client.log_follower import Batch, Event, EventDecoder, LogFollower, MemoryCursorStore
 from protocol.jobs import encode_output
-from unchained_cli.session import ChainSession
-from unchained_cli.market import (
+from devtools.session import ChainSession
+from devtools.market import (
     ETH, FAST_PARAMS, LocalMarket, MarketError, MarketPlan, Party, ProviderPlan, dev_account, wait_for)
-from unchained_cli.process_cpu import CpuMeter, CpuUsage, Root
+from devtools.process_cpu import CpuMeter, CpuUsage, Root
 from verifier.audit_draw import AuditDraw
 
 MAX_PRICE_WEI = ETH // 20
@@ -266,7 +266,7 @@ def drive(market: LocalMarket, load: Load, model_hash: str, providers: list[Part
                     # batch of jobs, each renter dry-runs its first job only.
                     job = submit_job(client, wallet, model_hash, job_inputs(index, j, load.items_per_job),
                                      MAX_PRICE_WEI, provider=provider.address, check=j == 0)
-                except (BackendError, ApiError) as exc:
+                except (RenterError, ApiError) as exc:
                     with lock:
                         errors.append(f"{renter.name} job {j}: {exc}")
                     continue
@@ -302,7 +302,7 @@ def drive(market: LocalMarket, load: Load, model_hash: str, providers: list[Part
                 break
             time.sleep(POLL_S)
         for f in futures:
-            f.result()  # re-raises what killed a renter thread other than a BackendError
+            f.result()  # re-raises what killed a renter thread other than a RenterError
     wall = time.monotonic() - start
     refunded = {j: f"{why}: {market.api(f'/jobs/{j}').get('failure') or 'no failure report'}"
                 for j, why in events.refunded.items() if j in ids}
@@ -525,7 +525,7 @@ def section(result: LoadResult) -> str:
         problems.append(f"unsettled jobs: {result.unsettled[:20]}")
     if problems:
         lines += ["", "Failures:", "", *(f"- {p}" for p in problems)]
-    lines += ["", "Method: unchained_cli/bench_load.py (PoG once per provider before the run; no mining)."]
+    lines += ["", "Method: devtools/bench_load.py (PoG once per provider before the run; no mining)."]
     return "\n".join(lines)
 
 

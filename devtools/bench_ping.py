@@ -1,8 +1,8 @@
 """A bare Celery worker for the renter-latency bench: one unsigned no-op task on its own queue.
 
 Its round trip is the floor any Celery hop has on a broker (no signing, no checks), measured on
-the market's broker beside the worker's signed ping (unchained_cli/bench_renter.py). The bench
-starts it as `celery -A unchained_cli.bench_ping:app worker` with BENCH_BROKER_URL set.
+the market's broker beside the worker's signed ping (devtools/bench_renter.py). The bench
+starts it as `celery -A devtools.bench_ping:app worker` with BENCH_BROKER_URL set.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 from eth_account.signers.local import LocalAccount
 
-from backend.errors import NotFound
+from renter.errors import NotFound
 from client.backend_answers import no_such_route
 from client.backend_http import ApiError, BackendHttp
 from protocol.jobs import MAX_INPUTS_BODY_BYTES, base64_size, request_groups

@@ -1,5 +1,5 @@
-"""First on a process's PYTHONPATH, with UNCHAINED_CHEAT set: the process cheats (unchained_cli.cheats)."""
-from unchained_cli.cheats import CheatSpecError, install_from_env
+"""First on a process's PYTHONPATH, with UNCHAINED_CHEAT set: the process cheats (devtools.cheats)."""
+from devtools.cheats import CheatSpecError, install_from_env
 
 try:
     install_from_env()

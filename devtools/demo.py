@@ -4,9 +4,9 @@ anvil runs the contracts; a Celery broker (a private redis-server, or SQLite wit
 backend, two provider agents and two verifiers run as their own `unchained ...` processes, each
 signing with its own keystore. One provider is honest and mines when idle; the other passes its
 first Proof-of-GPU rounds honestly to get listed, then returns garbage for some items of a job
-and skips its PoG work (unchained_cli/cheats.py). Renters pay from their wallets: a job to each
+and skips its PoG work (devtools/cheats.py). Renters pay from their wallets: a job to each
 provider and a lease. Everything the demo prints comes from the public API, the chain and the
-agents' status pages (unchained_cli/feed.py); the verdicts and slashes are the services' own.
+agents' status pages (devtools/feed.py); the verdicts and slashes are the services' own.
 """
 
 from __future__ import annotations
@@ -24,16 +24,16 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from backend.client import BackendClient
-from backend.renter import (FundedJob, bind_ssh_key, confirm_delivery, end_lease, start_lease, submit_job,
+from renter.client import BackendClient
+from renter.orders import (FundedJob, bind_ssh_key, confirm_delivery, end_lease, start_lease, submit_job,
                             wait_for_access)
-from backend.wallet import Wallet
+from renter.wallet import Wallet
 from client.keystore import load_keystore
 from protocol.jobs import encode_output
 from provider_agent.lease_env import LeaseEnvError, LeaseEnvironments
 from unchained_cli.errors import CliError
-from unchained_cli.feed import MarketFeed
-from unchained_cli.market import (FAST_PARAMS, Accounts, LocalMarket, MarketPlan, Party,
+from devtools.feed import MarketFeed
+from devtools.market import (FAST_PARAMS, Accounts, LocalMarket, MarketPlan, Party,
                                   ProviderPlan, eth)
 
 CHEAT = "pog-from-round=3,job-every=5"  # rounds 1-2 (one per verifier) honest: listed, then cheats

@@ -2,7 +2,7 @@
 
 anvil with a block time (an empty block every --block-time seconds, transactions mined at once),
 the contract set deployed, a Celery broker (a private redis-server when one is installed, else
-the SQLite transport) and the backend: the operator's side of `unchained_cli.market`, started by
+the SQLite transport) and the backend: the operator's side of `devtools.market`, started by
 the same code the demo uses. Renters, providers and verifiers are left to people, each in their
 own terminal; `up` prints what they run and writes everything they need under one per-network
 directory (~/.unchained/31337 by default):
@@ -29,7 +29,7 @@ from unchained_cli.deploy import DAY, DeployParams
 from unchained_cli.errors import BadOption, CliError
 
 if TYPE_CHECKING:
-    from unchained_cli.market import Broker
+    from devtools.market import Broker
 
 console = Console()
 CHAIN_ID = 31337
@@ -84,14 +84,14 @@ def write_config(path: Path, rpc: str, backend: str, deployment: Path, broker: B
 
 
 def dev_address(index: int) -> str:
-    from unchained_cli.market import dev_account
+    from devtools.market import dev_account
 
     return dev_account(index).address
 
 
 def write_dev_keys(directory: Path, count: int) -> list[tuple[int, str, Path]]:
     """anvil's development keys as files (public keys: for local use only)."""
-    from unchained_cli.market import dev_account
+    from devtools.market import dev_account
 
     directory.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -106,7 +106,7 @@ def write_dev_keys(directory: Path, count: int) -> list[tuple[int, str, Path]]:
 
 def write_example(directory: Path) -> tuple[Path, Path]:
     """The demo's TorchScript model and three input items, for a first job by hand."""
-    from unchained_cli.demo import demo_model, job_inputs
+    from devtools.demo import demo_model, job_inputs
 
     inputs = directory / "inputs"
     inputs.mkdir(parents=True, exist_ok=True)
@@ -130,7 +130,7 @@ def up(
 ) -> None:
     """Start a local network for manual use: chain, contracts, broker and backend; print what to run next."""
     from protocol.tasks import BadBrokerUrl, result_backend_url
-    from unchained_cli.market import LocalMarket, MarketPlan
+    from devtools.market import LocalMarket, MarketPlan
 
     if broker:
         try:
@@ -175,7 +175,7 @@ def up(
 
 def _print_next(config: Path, keys: list[tuple[int, str, Path]], model: Path, inputs: Path,
                 market: object) -> None:
-    from unchained_cli.market import LocalMarket
+    from devtools.market import LocalMarket
 
     assert isinstance(market, LocalMarket)
     users_note = ("  (its admin; each party gets its own user: config.toml, `unchained broker grant`)"

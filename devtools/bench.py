@@ -9,10 +9,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from unchained_cli import bench_gas
+from devtools import bench_gas
 
 if TYPE_CHECKING:  # bench_load imports torch and the market: only the load section needs them
-    from unchained_cli.bench_load import Load
+    from devtools.bench_load import Load
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS_MD = REPO_ROOT / "docs" / "BENCHMARKS.md"
@@ -44,7 +44,7 @@ def gas_section() -> str:
         goal = f"{row.goal:,}" if row.goal else ""
         ok = "" if row.goal is None else ("yes" if row.gas <= row.goal else "**no**")
         lines.append(f"| {row.step} | {row.gas:,} | {goal} | {ok} |")
-    lines += ["", "Method: unchained_cli/bench_gas.py (uniform trees stand in for big commitments; see its docstring)."]
+    lines += ["", "Method: devtools/bench_gas.py (uniform trees stand in for big commitments; see its docstring)."]
     return "\n".join(lines)
 
 
@@ -110,7 +110,7 @@ def pog_section() -> str:
 
 
 def dispatch_section() -> str:
-    from unchained_cli import bench_provider
+    from devtools import bench_provider
 
     lines = [
         "## Dispatch overhead (anvil + private Redis + one provider worker, no-op job)",
@@ -129,12 +129,12 @@ def dispatch_section() -> str:
               "counted). The job's reply comes when the worker has its result, computed in a fresh child "
               "forked from a warm sandboxed template (client/sandbox.py); where the worker commits before "
               "replying, the chain's steps are in the span. "
-              "Command: `unchained bench --only dispatch`; method: unchained_cli/bench_provider.py `dispatch`."]
+              "Command: `unchained bench --only dispatch`; method: devtools/bench_provider.py `dispatch`."]
     return "\n".join(lines)
 
 
 def renter_section() -> str:
-    from unchained_cli import bench_renter
+    from devtools import bench_renter
 
     lines = [
         "## Renter-visible latency (the whole market: anvil, Redis with a user per party, the backend, one "
@@ -158,12 +158,12 @@ def renter_section() -> str:
               "runs the job and delivers its signed result. 20 jobs per chain, 0.5 s apart plus a random part of "
               "a block, each after 5 pings of each kind through the same Redis (the bare one to a "
               "plain Celery worker, the signed one to the provider's worker that runs the jobs); ratios of the "
-              "p50s. Command: `unchained bench --only renter`; method: unchained_cli/bench_renter.py."]
+              "p50s. Command: `unchained bench --only renter`; method: devtools/bench_renter.py."]
     return "\n".join(lines)
 
 
 def colocation_section() -> str:
-    from unchained_cli import bench_provider
+    from devtools import bench_provider
 
     r = bench_provider.colocation(items=384, seconds=3.0)
     lines = [
@@ -180,13 +180,13 @@ def colocation_section() -> str:
                      f"| {p['pause_latency_ms']} | {p['resume_after_job_ms (cooldown 200)']} |")
     lines += ["", "On this 2-core CPU the miner and the job each get a core, so co-running is nearly free here; "
               "it says nothing about sharing one GPU (no GPU was available). Anchor: the seed's co-mining kept "
-              "100% of hash rate and 8.7% of solo inference. Method: unchained_cli/bench_provider.py `colocation`."]
+              "100% of hash rate and 8.7% of solo inference. Method: devtools/bench_provider.py `colocation`."]
     return "\n".join(lines)
 
 
 def load_options(load: Load) -> str:
     """The command-line options that ask for `load` (none for the default load)."""
-    from unchained_cli.bench_load import Load
+    from devtools.bench_load import Load
 
     default = Load()
     options = [("jobs", load.jobs, default.jobs), ("renters", load.renters, default.renters),
@@ -196,7 +196,7 @@ def load_options(load: Load) -> str:
 
 
 def load_section(load: Load | None = None) -> str:
-    from unchained_cli import bench_load
+    from devtools import bench_load
 
     return bench_load.load_section(load or bench_load.Load())
 

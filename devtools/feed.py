@@ -14,7 +14,7 @@ import httpx
 
 from client.log_follower import Batch, LogFollower, MemoryCursorStore
 
-from unchained_cli.market import LocalMarket, eth
+from devtools.market import LocalMarket, eth
 
 _JOB_VERBS = {"funded": "funded", "accepted": "accepted", "committed": "committed its output root for",
               "finalized": "finalized", "refunded": "refunded"}

@@ -9,9 +9,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import NewType
-
-Wei = NewType("Wei", int)  # an amount of ETH in wei, as the contracts hold it
 WEI_PER_ETH = 10**18
 
 
@@ -61,4 +58,4 @@ def when(timestamp: int | float | None, now: int | float) -> str:
     return f"{iso(timestamp)} ({relative})"
 
 
-__all__ = ["WEI_PER_ETH", "Wei", "amount", "duration", "eth", "iso", "when"]
+__all__ = ["WEI_PER_ETH", "amount", "duration", "eth", "iso", "when"]

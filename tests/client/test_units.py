@@ -1,6 +1,6 @@
 """Amounts and times as people read them: ether exactly, dates with their zone, durations."""
 
-from protocol.units import amount, duration, eth, iso, when
+from client.units import amount, duration, eth, iso, when
 
 
 def test_eth_is_exact_to_the_last_wei() -> None:

@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 
 from web3 import Web3
 
-from backend.errors import BackendError
-from backend.wallet import Wallet
+from renter.errors import RenterError
+from renter.wallet import Wallet
 from client import blocks
 from client.contracts import emitted
 from client.escrow_jobs import read_job
@@ -21,7 +21,7 @@ ZERO = "0x" + "00" * 20
 WITHDRAW_HINT = "`unchained withdraw` pays it out"
 
 
-class NotRefundable(BackendError):
+class NotRefundable(RenterError):
     """The job owes the caller nothing now; the message says why and, if it will, from when."""
 
 

@@ -11,7 +11,7 @@ are caught. Nothing here is used by an honest process.
   is a multiple of N (items 0, N, 2N, ...), before they are committed.
 
 e.g. `UNCHAINED_CHEAT=pog-from-round=2,job-every=5`. A process started with
-`unchained_cli/cheater_site` first on PYTHONPATH and that variable set plays them from start-up.
+`devtools/cheater_site` first on PYTHONPATH and that variable set plays them from start-up.
 An honest agent gives its model child an allowlisted environment (client.sandbox), so the
 cheating agent hands both variables on to its model child itself, as a cheater would. Each cheat is planted only when
 the code it patches is imported, so a process that never loads it pays nothing.
@@ -171,9 +171,11 @@ def plant_child_cheat(plan: CheatPlan, sandbox: ModuleType) -> None:
         return env
 
     sandbox.child_environment = cheating
-    # The sandbox shows the model only the packages it needs; the cheater's site imports this one.
-    if "unchained_cli" not in sandbox.SANDBOX_PACKAGES:
-        sandbox.SANDBOX_PACKAGES = (*sandbox.SANDBOX_PACKAGES, "unchained_cli")
+    # The sandbox shows the model only the packages it needs; the cheater's site imports this one
+    # (and the CLI's errors it raises).
+    for package in ("devtools", "unchained_cli"):
+        if package not in sandbox.SANDBOX_PACKAGES:
+            sandbox.SANDBOX_PACKAGES = (*sandbox.SANDBOX_PACKAGES, package)
 
 
 # -- the job cheat -------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from client.contracts import emitted
 from client.ports import free_port
 from unchained_cli.chain import LocalChain
 from unchained_cli.deploy import Deployer, deploy_all
-from unchained_cli.session import ChainSession
+from devtools.session import ChainSession
 
 CHUNK_BYTES = 256
 PAID = "finalize and withdraw (the provider, finalizeJobsAndWithdraw)"

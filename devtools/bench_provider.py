@@ -37,7 +37,7 @@ from client.ports import free_port
 from protocol.broker import provider_keyprefix
 from protocol.ids import JobId
 from protocol.tasks import TASK_RUN_JOB, DispatchedJob, provider_queue
-from protocol.units import Wei
+from protocol.ids import Wei
 from provider_agent.cache import DirectorySource
 from provider_agent.mining import MiningPolicy, MiningSupervisor, ReferenceMiner
 from provider_agent.runner import Limits, run_inference
@@ -45,7 +45,7 @@ from provider_agent.settings import Settings
 from provider_agent.worker import TASK_PING
 from unchained_cli.chain import LocalChain
 from unchained_cli.deploy import Deployer, deploy_all, write_deployment
-from unchained_cli.session import ChainSession
+from devtools.session import ChainSession
 
 REPO = Path(__file__).resolve().parents[1]
 KEY = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d"  # anvil account 1

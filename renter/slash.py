@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from web3 import Web3
 
-from backend.client import BackendClient
-from backend.errors import BackendError
-from backend.wallet import Wallet
+from renter.client import BackendClient
+from renter.errors import RenterError
+from renter.wallet import Wallet
 from client import blocks
 from client.contracts import emitted
 from client.escrow_jobs import read_job
@@ -25,7 +25,7 @@ from protocol.job_result import NotSlashable, slash_ground
 __all__ = ["NoSignedResult", "NotSlashable", "slash_job"]
 
 
-class NoSignedResult(BackendError):
+class NoSignedResult(RenterError):
     """The backend holds no signed result of the job: there is nothing to slash with."""
 
 

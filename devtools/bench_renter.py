@@ -5,14 +5,14 @@ The dispatch bench (bench_provider.dispatch) starts its span when the task leave
 renter also waits for its funding transaction, the backend's indexer to see JobCreated, the
 dispatch, and the backend to store the provider's signed result. This bench times all of it.
 
-The whole market runs as in the load bench (unchained_cli/market.py: anvil, a private Redis with a
+The whole market runs as in the load bench (devtools/market.py: anvil, a private Redis with a
 user per party, the backend, one provider agent without mining). A verifier passes the provider's
 Proof of GPU (quotes need it) and is then stopped: it audits after the result, off the renter's
 path. Then, `jobs` times, `gap_s` apart plus a random part of a block time (so that on a chain with
 blocks the sends fall at every phase of the block, not at one the bench's own rhythm locks onto), a
 first job, which caches the model, not counted:
 
-- 5 bare pings: an unsigned no-op task to a plain Celery worker (unchained_cli/bench_ping.py) on
+- 5 bare pings: an unsigned no-op task to a plain Celery worker (devtools/bench_ping.py) on
   the market's Redis: the floor of any Celery round trip there;
 - 5 signed pings: the provider's TASK_PING through its own queue to the worker that runs the jobs,
   signed with the provider's key and its signed reply checked (client.task_auth);
@@ -39,8 +39,8 @@ from celery import Celery
 from rich.console import Console
 from web3 import Web3
 
-from backend.client import BackendClient
-from backend.wallet import Wallet
+from renter.client import BackendClient
+from renter.wallet import Wallet
 from client import blocks
 from client.broker import party_celery
 from client.contracts import emitted
@@ -51,9 +51,9 @@ from protocol.broker import provider_keyprefix
 from protocol.jobs import JobSpec
 from protocol.tasks import provider_queue
 from provider_agent.worker import TASK_PING
-from unchained_cli import bench_ping
-from unchained_cli.bench_load import job_inputs, percentile, tiny_model, wait_pog
-from unchained_cli.market import ETH, REPO_ROOT, LocalMarket, MarketError, MarketPlan, ProviderPlan, dev_account
+from devtools import bench_ping
+from devtools.bench_load import job_inputs, percentile, tiny_model, wait_pog
+from devtools.market import ETH, REPO_ROOT, LocalMarket, MarketError, MarketPlan, ProviderPlan, dev_account
 
 POLL_S = 0.005  # the renter's look at its result: up to this much late
 PINGS = 5  # of each kind, right before each job
@@ -127,7 +127,7 @@ class Pingers:
         env = {**os.environ, "BENCH_BROKER_URL": url, "PYTHONPATH": str(REPO_ROOT)}
         with open(root / "bare-worker.log", "ab") as log:
             self.worker = subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", "unchained_cli.bench_ping:app", "worker", "-Q", bench_ping.QUEUE,
+                [sys.executable, "-m", "celery", "-A", "devtools.bench_ping:app", "worker", "-Q", bench_ping.QUEUE,
                  "-P", "solo", "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "warning"],
                 cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
 

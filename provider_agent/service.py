@@ -1,0 +1,68 @@
+"""The provider's run loop: mining, the metrics server, the heartbeat and the Celery worker on this
+provider's queue, until the worker stops (`unchained provider run` builds the agent and calls
+`run`)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from protocol.tasks import provider_queue
+from provider_agent import ProviderAgentError
+from provider_agent.agent import Agent
+
+
+def heartbeat(agent: Agent, stop: threading.Event, say: Callable[[str], object]) -> None:
+    """Beats until `stop` is set. Challenges must be answered before their deadlines; refunds for
+    failed jobs fall due at their deadlines (commits and payments are the committer's, started
+    with the worker); the yield floor follows the miner, published less often (each time is a
+    transaction)."""
+    settings = agent.settings
+    published_at = float("-inf")
+    while not stop.wait(settings.heartbeat_s):
+        agent.beat()
+        try:
+            live = agent.live_challenges()  # the new events read once a beat, not once per use
+            agent.answer_open_challenges(live)
+            agent.settle_answered(live)  # an answered challenge past its window frees our pay
+            agent.commit_forgotten_rounds()  # a round whose secret never reached us, from the chain's seed
+            agent.jobs.refund_failed()
+            if time.monotonic() - published_at >= settings.yield_publish_s:
+                agent.publish_yield()
+                published_at = time.monotonic()
+        except ProviderAgentError as err:
+            say(f"[yellow]heartbeat: {err}[/yellow]")
+        except Exception as err:  # the next beat may succeed (node back, nonce freed): never let the thread die
+            say(f"[yellow]heartbeat failed, retrying next beat: {type(err).__name__}: {err}[/yellow]")
+
+
+def run(agent: Agent, metrics_port: int, say: Callable[[str], object]) -> None:
+    """Registers if needed, mines when idle, beats and takes jobs and PoG work from this
+    provider's queue until the worker stops; `agent` is the process's (`use_agent`): the worker's
+    tasks share it. `say` shows a line (Rich markup) to the operator."""
+    from provider_agent.metrics import MetricsServer
+    from provider_agent.worker import app as celery_app
+
+    if agent.register():
+        say(f"registered {agent.chain.address} with {len(agent.devices)} device(s)")
+    queue = provider_queue(agent.chain.address)
+    if agent.mining is not None:
+        agent.mining.start()
+    metrics = MetricsServer(agent.status, lambda: agent.mining.telemetry.switches if agent.mining else [],
+                            metrics_port).start()
+    stop = threading.Event()
+    agent.beat()  # at once: the backend offers this provider from now on
+    threading.Thread(target=heartbeat, args=(agent, stop, say), name="heartbeat", daemon=True).start()
+    say(f"provider {agent.chain.address}: queue {queue}, metrics on :{metrics.port}")
+    try:
+        celery_app.Worker(queues=[queue], pool="solo", concurrency=1, without_gossip=True,
+                          without_mingle=True, loglevel="INFO").start()
+    finally:
+        stop.set()
+        metrics.stop()
+        if agent.mining is not None:
+            agent.mining.stop()
+
+
+__all__ = ["heartbeat", "run"]

@@ -1,0 +1,492 @@
+"""Typer sub-apps of the renter: `job`, `model` and `lease`, which sign with the renter's own
+keystore in the renter's own process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+from web3 import Web3
+
+from renter.client import BackendClient
+from renter.errors import Conflict
+from renter.orders import check_lease, end_lease, start_lease, submit_job
+from renter.wallet import Wallet
+from client import contracts
+from client.chain import ChainContext, open_chain
+from client.escrow_jobs import read_job
+from client.keystore import PASSWORD_FILE_HELP, load_keystore
+from protocol.job_result import SignedJobResult
+from protocol.jobs import MODEL_FORMATS
+
+console = Console()
+job_app = typer.Typer(help="Renter: submit and pay for jobs, follow them, fetch verified results.",
+                      no_args_is_help=True)
+model_app = typer.Typer(help="The model hub: push and list models.", no_args_is_help=True)
+lease_app = typer.Typer(help="Renter: lease GPUs of a provider by the hour.", no_args_is_help=True)
+
+BackendUrl = Annotated[str, typer.Option("--backend", envvar="UNCHAINED_BACKEND_URL", help="Backend API URL.")]
+Rpc = Annotated[str, typer.Option("--rpc", envvar="UNCHAINED_RPC_URL", help="JSON-RPC URL of the chain.")]
+Keystore = Annotated[Path, typer.Option("--keystore", exists=True, dir_okay=False,
+                                        help="Your eth-account JSON keystore (`unchained account new`).")]
+PasswordFile = Annotated[Path | None, typer.Option("--password-file", dir_okay=False, help=PASSWORD_FILE_HELP)]
+DeploymentFile = Annotated[Path | None, typer.Option("--deployment", help="deployments/<chainId>.json to trust.")]
+DEFAULT_BACKEND = "http://127.0.0.1:8000"
+DEFAULT_RPC = "http://127.0.0.1:8545"
+
+
+def _progress() -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
+                    console=console)
+
+
+# ---- model ----
+
+
+@model_app.command("push")
+def model_push(
+    path: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="TorchScript or ONNX file.")],
+    keystore: Keystore,
+    password_file: PasswordFile = None,
+    name: Annotated[str | None, typer.Option(help="Display name (default: the file name).")] = None,
+    fmt: Annotated[str, typer.Option("--format", help=f"One of {MODEL_FORMATS}.")] = "torchscript",
+    private: Annotated[bool, typer.Option(help="Visible only to you.")] = False,
+    backend: BackendUrl = DEFAULT_BACKEND,
+) -> None:
+    """Upload a model to the hub; prints its content hash (keccak256 of the bytes)."""
+    client = BackendClient.connect(backend, load_keystore(keystore, password_file))
+    row = client.push_model(path.read_bytes(), name or path.name, fmt, private)
+    console.print(f"model {row['content_hash']} ({row['size']} bytes, {'private' if row['private'] else 'public'})")
+
+
+@model_app.command("list")
+def model_list(
+    keystore: Annotated[Path | None, typer.Option(help="Sign in to include your private models.")] = None,
+    password_file: PasswordFile = None,
+    backend: BackendUrl = DEFAULT_BACKEND,
+) -> None:
+    """List public models (and your private ones when signed in): one block per model, the
+    content hash whole on its own line (a table would cut it at 80 columns)."""
+    client = BackendClient.connect(backend, load_keystore(keystore, password_file) if keystore else None)
+    rows = client.get("/models")
+    if not rows:
+        console.print("no models yet (push one with `unchained model push FILE`)")
+    for r in rows:
+        console.print(r["content_hash"], highlight=False, soft_wrap=True)
+        console.print(f"  {r['name']}  {r['format']}  {_size(r['size'])}  "
+                      f"{'private' if r['private'] else 'public'}  {r.get('created_at', '')}",
+                      highlight=False, soft_wrap=True)
+        console.print(f"  owner {r['owner']}", highlight=False, soft_wrap=True)
+
+
+def _size(size: int) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1024
+    return str(size)
+
+
+# ---- job ----
+
+
+def _resolve_model(client: BackendClient, model: str, fmt: str, private: bool) -> str:
+    if model.startswith("0x") and len(model) == 66:
+        return model.lower()
+    path = Path(model)
+    if not path.is_file():
+        raise typer.BadParameter(f"--model: {model} is neither a content hash nor a file")
+    return client.push_model(path.read_bytes(), path.name, fmt, private)["content_hash"]
+
+
+@job_app.command("submit")
+def job_submit(
+    model: Annotated[str, typer.Option(help="Model content hash, or a file to push first.")],
+    inputs: Annotated[Path, typer.Option(exists=True, file_okay=False, help="Directory: one file per item.")],
+    max_price: Annotated[float, typer.Option(min=0, max=1e9, help="Most you pay for the whole job, in ETH.")],
+    keystore: Keystore,
+    password_file: PasswordFile = None,
+    provider: Annotated[str | None, typer.Option(help="Provider address; default: the best quote.")] = None,
+    fmt: Annotated[str, typer.Option("--format", help=f"Model format, one of {MODEL_FORMATS}.")] = "torchscript",
+    private: Annotated[bool, typer.Option(help="Private model, private-capable providers only.")] = False,
+    gpu_class: Annotated[list[str] | None, typer.Option(
+        help="Acceptable verified GPU class (repeatable); default: any class that passed PoG.")] = None,
+    batch_size: Annotated[int, typer.Option(min=1, max=4096)] = 8,
+    tolerance_ppm: Annotated[int, typer.Option(min=0, max=1_000_000)] = 0,
+    deadline_s: Annotated[int, typer.Option(help="Seconds until the result is due.", min=60)] = 3600,
+    check: Annotated[bool, typer.Option("--check/--no-check", help=(
+        "Dry-run the first items of each input shape through the model on the backend before "
+        "paying (--no-check: pay without it, e.g. for a model too large for the backend's limits)."))] = True,
+    backend: BackendUrl = DEFAULT_BACKEND,
+    rpc: Rpc = DEFAULT_RPC,
+    deployment: DeploymentFile = None,
+) -> None:
+    """Upload inputs, pick a provider, store the spec, and fund the job from your own wallet.
+
+    Nothing is paid unless the model is in the hub, every input decodes, the model runs the
+    inputs (dry run) and a verified provider fits; otherwise it says which of these failed."""
+    account = load_keystore(keystore, password_file)
+    client = BackendClient.connect(backend, account)
+    wallet = Wallet(rpc, account, deployment)
+    pushed = not (model.startswith("0x") and len(model) == 66)
+    model_hash = _resolve_model(client, model, fmt, private)
+    files = sorted(p for p in inputs.iterdir() if p.is_file())
+    if not files:
+        raise typer.BadParameter(f"--inputs: {inputs} holds no files")
+    with _progress() as progress:
+        task = progress.add_task("uploading inputs", total=sum(p.stat().st_size for p in files))
+        funded = submit_job(client, wallet, model_hash, [p.read_bytes() for p in files],
+                            Web3.to_wei(max_price, "ether"), provider=provider, fmt=fmt if pushed else None,
+                            private=private, gpu_classes=gpu_class, batch_size=batch_size,
+                            tolerance_ppm=tolerance_ppm, deadline_s=deadline_s,
+                            on_upload=lambda size: progress.advance(task, size), check=check)
+    console.print(f"job {funded.job_id} funded in tx 0x{funded.tx_hash.hex()}: {len(files)} items, "
+                  f"{Web3.from_wei(funded.price_wei, 'ether')} ETH, spec 0x{funded.spec_hash.hex()}, "
+                  f"provider {funded.provider}")
+
+
+Wei = Annotated[bool, typer.Option("--wei", help="Show amounts in wei instead of ETH.")]
+JOB_AMOUNTS = ("price", "provider_amount", "fee", "refund")
+JOB_TIMES = ("deadline", "challenge_window_end", "cancellable_at")
+
+
+def job_lines(job: dict, now: float, in_wei: bool = False) -> list[tuple[str, str]]:
+    """A job as (field, value) lines: amounts in ETH (wei on request), times as dates with zone
+    and how far away, addresses and hashes whole."""
+    from client.units import amount, when
+
+    lines = []
+    for key in ("status", "failure", "renter", "provider", "price", "deadline", "output_root", "item_count",
+                "challenge_window_end", "cancellable_at", "provider_amount", "fee", "refund", "dispatched_to"):
+        value = job.get(key)
+        if key == "failure" and not value:
+            continue
+        if key in JOB_AMOUNTS:
+            shown = amount(value, in_wei=in_wei)
+        elif key in JOB_TIMES:
+            shown = when(value, now)
+        else:
+            shown = "-" if value is None else str(value)
+        lines.append((key.replace("_", " "), shown))
+    return lines
+
+
+@job_app.command("status")
+def job_status(job_id: Annotated[int, typer.Argument(min=0)], backend: BackendUrl = DEFAULT_BACKEND,
+               wei: Wei = False) -> None:
+    """Show a job as the chain records it, and why it failed if its provider failed it."""
+    import time
+
+    from client.units import amount
+
+    job = BackendClient.connect(backend).get(f"/jobs/{job_id}")
+    # Plain lines, not a table: a 66-character hash must never be cut at 80 columns.
+    console.print(f"job {job_id}", highlight=False)
+    for key, value in job_lines(job, time.time(), wei):
+        console.print(f"  {key:<21} {value}", highlight=False, soft_wrap=True)
+    if job.get("failure"):
+        source = "on-chain, JobFailed" if job.get("failure_reason") else "the provider's report"
+        console.print(f"the provider could not run job {job_id} ({source}): {job['failure']}", soft_wrap=True)
+    if job["status"] == "refunded":
+        console.print(f"the renter was refunded {amount(job.get('refund'), in_wei=wei)}: take it out with "
+                      "`unchained withdraw`", highlight=False)
+    elif job.get("failure") and job["status"] in ("funded", "cancel requested", "accepted"):
+        console.print(f"the provider could not run it; `unchained job refund {job_id}` says when it is refundable")
+
+
+@job_app.command("result")
+def job_result(
+    job_id: Annotated[int, typer.Argument(min=0)],
+    keystore: Keystore,
+    password_file: PasswordFile = None,
+    out: Annotated[Path, typer.Option(help="Directory for the item outputs.")] = Path("results"),
+    backend: BackendUrl = DEFAULT_BACKEND,
+) -> None:
+    """Download every item's output and verify each against the output root: on-chain once
+    committed; before that, the root its provider signed (the signature is checked here)."""
+    client = BackendClient.connect(backend, load_keystore(keystore, password_file))
+    result = client.get(f"/jobs/{job_id}/result")
+    signed = client.verified_signed_result(job_id, result)
+    with _progress() as progress:
+        task = progress.add_task("downloading and verifying",
+                                 total=sum(i["size"] or 0 for i in result["items"]))
+        outputs = client.download_verified(job_id, on_item=lambda size: progress.advance(task, size))
+    out.mkdir(parents=True, exist_ok=True)
+    for index, data in enumerate(outputs):
+        (out / f"item-{index:06d}.out").write_bytes(data)
+    console.print(f"{len(outputs)} items verified against output root {result['output_root']}; written to {out}")
+    if signed is not None:
+        console.print(signed_result_note(job_id, signed, result, int(client.get(f"/jobs/{job_id}")["deadline"])),
+                      highlight=False, soft_wrap=True)
+
+
+def signed_result_note(job_id: int, signed: SignedJobResult, result: dict, deadline: int) -> str:  # type: ignore[type-arg]
+    """What the provider's signature gives the renter: binding (commitBy before the deadline) or not."""
+    r = signed.result
+    if result["committed"] and result.get("commit_matches_signed") is False:
+        return (f"the provider committed another result than the one it signed: `unchained job slash {job_id}` "
+                "slashes it (inside the challenge window the job's price comes back too)")
+    if result["committed"]:
+        return f"signed by provider {signed.provider} and committed as signed"
+    if r.binding(deadline):
+        return (f"signed by provider {signed.provider}; its on-chain commit is pending, promised by {r.commit_by} "
+                f"(deadline {deadline}); if the commit differs, or none comes by the deadline, "
+                f"`unchained job slash {job_id}` slashes it")
+    return (f"signed by provider {signed.provider}; its on-chain commit is pending but NOT BINDING: promised only "
+            f"by {r.commit_by}, not before the deadline {deadline}; a missing commit is not slashable with it "
+            "(a different commit is)")
+
+
+@job_app.command("challenge")
+def job_challenge(
+    job_id: Annotated[int, typer.Argument(min=1)],
+    keystore: Keystore,
+    password_file: PasswordFile = None,
+    k: Annotated[int, typer.Option(min=1, max=64, help="Items the provider must reveal on-chain.")] = 44,
+    bond: Annotated[float | None, typer.Option(help="Bond in ETH; default: the contract's minimum.")] = None,
+    rpc: Rpc = DEFAULT_RPC,
+    deployment: DeploymentFile = None,
+) -> None:
+    """Challenge your own job inside its window: the provider must reveal k random items'
+    digests with proofs on-chain or be slashed (you are refunded); the escrow stays frozen."""
+    wallet = Wallet(rpc, load_keystore(keystore, password_file), deployment)
+    challenges = wallet.contract("ChallengeManager")
+    value = Web3.to_wei(bond, "ether") if bond is not None else challenges.functions.minBond().call()
+    # the Job with its committed result, as the escrow hashes it
+    job = read_job(wallet.contract("JobEscrow"), job_id, wallet.deployment.contract("JobEscrow").block)
+    receipt = wallet.send(challenges.functions.challengeJob(job.as_tuple(), k), value=value)
+    challenge_id = contracts.emitted(challenges, "JobChallenged", receipt)[0]["args"]["challengeId"]
+    console.print(f"challenge {challenge_id} on job {job_id}: {k} items, bond {Web3.from_wei(value, 'ether')} ETH "
+                  f"(tx 0x{bytes(receipt['transactionHash']).hex()}); escalate with the verifier or wait for the answer")
+
+
+@job_app.command("refund")
+def job_refund(
+    job_id: Annotated[int, typer.Argument(min=1)],
+    keystore: Keystore,
+    password_file: PasswordFile = None,
+    rpc: Rpc = DEFAULT_RPC,
+    deployment: DeploymentFile = None,
+) -> None:
+    """Take back what a job owes you: cancel it if the provider has not accepted it yet, or
+    refund it once its deadline passed without a result; otherwise say why not and when. The
+    refund is credited in the escrow: `unchained withdraw` pays it out."""
+    from renter.refunds import refund_job
+
+    outcome = refund_job(Wallet(rpc, load_keystore(keystore, password_file), deployment), job_id)
+    console.print(outcome)
+
+
+@job_app.command("slash")
+def job_slash(
+    job_id: Annotated[int, typer.Argument(min=1)],
+    keystore: Keystore,
+    password_file: PasswordFile = None,
+    backend: BackendUrl = DEFAULT_BACKEND,
+    rpc: Rpc = DEFAULT_RPC,
+    deployment: DeploymentFile = None,
+) -> None:
+    """Slash the provider with the result it signed for this job, when its commit differs from
+    it, or when it promised its commit before the deadline and never made it: it loses its
+    minimum stake, you get the reward share, and the job's price comes back unless it was already
+    paid (slash inside the challenge window). Otherwise says why not (and from when)."""
+    from renter.slash import slash_job
+
+    console.print(slash_job(Wallet(rpc, load_keystore(keystore, password_file), deployment),
+                            BackendClient.connect(backend), job_id), soft_wrap=True, highlight=False)
+
+
+# ---- lease ----
+
+
+SshKey = Annotated[Path, typer.Option("--ssh-key", dir_okay=False,
+                                      help="SSH public key to log in with (bound to the lease, signed by your wallet).")]
+DEFAULT_SSH_KEY = Path.home() / ".ssh" / "id_ed25519.pub"
+
+
+def _utc(unix_time: int) -> str:
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(unix_time, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+@lease_app.command("start")
+def lease_start(
+    provider: Annotated[str, typer.Option(help="Provider address.")],
+    gpus: Annotated[int, typer.Option(min=1, max=1_000_000, help="GPUs to rent (at most what the provider has free).")],
+    hours: Annotated[float, typer.Option(min=0.001, max=24 * 365, help="Hours (at most a year; unused time is refunded).")],
+    keystore: Keystore,
+    password_file: PasswordFile = None,
+    ssh_key: SshKey = DEFAULT_SSH_KEY,
+    wait: Annotated[float, typer.Option(min=0, help="Seconds to wait for the provider's connection details.")] = 300,
+    identity: Annotated[Path | None, typer.Option("--identity", "-i", help="Private key to check the login with; "
+                                                  "default: --ssh-key without .pub.")] = None,
+    image: Annotated[Path | None, typer.Option("--image", exists=True, dir_okay=False, help=(
+        "Root file system tarball (plain or compressed) the machine boots instead of the provider's system; "
+        "uploaded privately before paying, its hash signed with your key."))] = None,
+    backend: BackendUrl = DEFAULT_BACKEND,
+    rpc: Rpc = DEFAULT_RPC,
+    deployment: DeploymentFile = None,
+) -> None:
+    """Pay up front for GPUs of a provider, bind your SSH key to the lease and wait until the
+    provider hands the machine over; then log in once (host key pinned) and confirm the delivery
+    on-chain, or, if the machine refuses you, stop the lease for a full refund. Prints the ssh
+    command. Unused time is refunded when you stop."""
+    from protocol.lease_access import NO_IMAGE, normalize_ssh_key
+    from renter.orders import (LoginFailed, bind_ssh_key, check_login, confirm_delivery, upload_lease_image,
+                               wait_for_access)
+
+    try:
+        public_key = normalize_ssh_key(ssh_key.read_text())  # before paying: a bad key loses nothing
+    except OSError as exc:
+        raise typer.BadParameter(f"{ssh_key}: {exc.strerror} (create one with `ssh-keygen -t ed25519`)",
+                                 param_hint="--ssh-key") from exc
+    wallet = Wallet(rpc, load_keystore(keystore, password_file), deployment)
+    client = BackendClient.connect(backend, wallet.account if image is not None else None)  # uploads sign in
+    check_lease(wallet, provider, gpus, int(hours * 3600))
+    image_hash = NO_IMAGE
+    if image is not None:  # before paying: an image the backend refuses loses nothing
+        image_hash = upload_lease_image(client, image)
+        console.print(f"image {image} uploaded as {image_hash}", soft_wrap=True, highlight=False)
+    lease_id, cost, tx_hash = start_lease(wallet, provider, gpus, int(hours * 3600))
+    console.print(f"lease {lease_id}: {gpus} GPU(s) of {provider} for {hours} h, paid "
+                  f"{Web3.from_wei(cost, 'ether')} ETH (tx 0x{tx_hash.hex()})", soft_wrap=True)
+    bind_ssh_key(client, wallet, lease_id, public_key, image=image_hash)
+    console.print(f"SSH key {ssh_key} bound to lease {lease_id}; waiting for the provider (up to {wait:.0f} s)")
+    access = wait_for_access(client, wallet, lease_id, wait)
+    key = identity or ssh_key.with_suffix("")
+    if not key.is_file():
+        deadline = wallet.contract("LeaseManager").functions.confirmDeadline(lease_id).call()
+        console.print(f"lease {lease_id}: offered; no private key {key} to check the login with. Log in with "
+                      f"`unchained lease ssh {lease_id} -i KEY` (it confirms the delivery on-chain) before "
+                      f"{_utc(deadline)}: until then `unchained lease stop {lease_id}` refunds everything, "
+                      "after it the provider is paid from its offer on", soft_wrap=True, highlight=False)
+    else:
+        try:
+            check_login(access, key)
+        except LoginFailed as exc:
+            # The provider offered a machine that does not let us in: it earns nothing from it.
+            earned, refund, _tx = end_lease(wallet, lease_id)
+            raise Conflict(f"{exc}; lease {lease_id} stopped: provider earned {Web3.from_wei(earned, 'ether')} ETH, "
+                           f"refund {Web3.from_wei(refund, 'ether')} ETH (`unchained withdraw` pays it out)") from exc
+        confirmed = confirm_delivery(wallet, lease_id, access)
+        console.print(f"lease {lease_id}: logged in once; delivery confirmed on-chain"
+                      + (f" (tx 0x{confirmed.hex()})" if confirmed else ""), soft_wrap=True, highlight=False)
+    console.print(f"lease {lease_id} is yours: host key {access.host_key_fingerprint}\n"
+                  f"  {' '.join(access.ssh_command())}\n  or: unchained lease ssh {lease_id}",
+                  soft_wrap=True, highlight=False)
+
+
+@lease_app.command("status")
+def lease_status(
+    lease_id: Annotated[int, typer.Argument(min=1)],
+    backend: BackendUrl = DEFAULT_BACKEND,
+    rpc: Rpc = DEFAULT_RPC,
+    deployment: DeploymentFile = None,
+) -> None:
+    """Time left on a lease, and what the provider would earn and you get back if you stopped it now."""
+    from renter.orders import quote_lease
+
+    chain = ChainContext(*open_chain(rpc, deployment_file=deployment, timeout_s=30))
+    quote = quote_lease(chain.contract("LeaseManager"), lease_id, chain.now())
+    row = BackendClient.connect(backend).get(f"/leases/{lease_id}")
+    state = "active" if quote.active else "ended"
+    console.print(f"lease {lease_id}: {state}, {quote.delivery_words()}", highlight=False)
+    if quote.active and not quote.offered:
+        console.print("  full refund           if stopped now (nothing offered yet)", highlight=False)
+    elif quote.active and quote.full_refund_until:
+        console.print(f"  full refund           if stopped before {_utc(quote.full_refund_until)} "
+                      "(log in with `unchained lease ssh` to confirm instead)", highlight=False)
+    if quote.active:
+        console.print(f"  time left             {quote.seconds_left // 3600} h {quote.seconds_left % 3600 // 60} min "
+                      f"{quote.seconds_left % 60} s\n"
+                      f"  if stopped now        provider earns {Web3.from_wei(quote.earned_if_stopped, 'ether')} ETH, "
+                      f"you get back {Web3.from_wei(quote.refund_if_stopped, 'ether')} ETH", highlight=False)
+    if row.get("access"):
+        a = row["access"]
+        console.print(f"  ssh                   ssh -p {a['port']} {a['user']}@{a['host']} "
+                      f"(host key {a['hostKeyFingerprint']})", highlight=False, soft_wrap=True)
+
+
+@lease_app.command("ssh", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def lease_ssh(
+    ctx: typer.Context,
+    lease_id: Annotated[int, typer.Argument(min=1)],
+    keystore: Keystore,
+    password_file: PasswordFile = None,
+    identity: Annotated[Path | None, typer.Option("--identity", "-i", help="Private key; default: --ssh-key's "
+                                                  "without .pub, i.e. ~/.ssh/id_ed25519.")] = None,
+    backend: BackendUrl = DEFAULT_BACKEND,
+    rpc: Rpc = DEFAULT_RPC,
+    deployment: DeploymentFile = None,
+) -> None:
+    """Connect to a lease's machine over SSH; the host key must match the fingerprint the provider
+    signed. Extra arguments after `--` are the remote command (run without your stdin)."""
+    import subprocess
+
+    from renter.orders import LoginFailed, check_login, lease_access, pinned_known_hosts, ssh_argv
+
+    wallet = Wallet(rpc, load_keystore(keystore, password_file), deployment)
+    access = lease_access(BackendClient.connect(backend), wallet, lease_id)
+    if access is None:
+        raise Conflict(f"lease {lease_id} has not been delivered: `unchained lease status {lease_id}`")
+    try:
+        known = pinned_known_hosts(access)
+    except LoginFailed as exc:
+        raise Conflict(str(exc)) from exc
+    key = identity or DEFAULT_SSH_KEY.with_suffix("")
+    # The first login that works confirms the delivery on-chain (from then on stopping pays the
+    # provider the elapsed seconds): checked without a terminal first, so that the confirmation is
+    # sent before an interactive session starts, not when it ends.
+    confirmed = wallet.contract("LeaseManager").functions.getDelivery(lease_id).call().confirmedAt != 0
+    if not confirmed:
+        try:
+            check_login(access, key, timeout_s=0)
+            confirmed = _confirm_quietly(wallet, lease_id, access)
+        except LoginFailed:
+            pass  # e.g. a key with a passphrase: the session below says whether the login works
+    # With a command, stdin is not forwarded (ssh -n): a pasted block of lines must not be eaten
+    # by the remote command; pipe data through the plain ssh command `lease start` printed.
+    argv = ssh_argv(access, key, known, *(["-n"] if ctx.args else [])) + list(ctx.args)
+    code = subprocess.run(argv).returncode
+    if code != 255 and not confirmed:
+        _confirm_quietly(wallet, lease_id, access)
+    raise typer.Exit(code)
+
+
+def _confirm_quietly(wallet: Wallet, lease_id: int, access: object) -> bool:
+    """confirm_delivery, reporting (not raising) a refusal: the login itself worked."""
+    from renter.orders import confirm_delivery
+    from client.errors import ClientError
+
+    try:
+        tx = confirm_delivery(wallet, lease_id, access)  # type: ignore[arg-type]
+    except ClientError as exc:
+        console.print(f"[yellow]lease {lease_id}: delivery not confirmed on-chain: {exc}[/yellow]", soft_wrap=True)
+        return False
+    if tx is not None:
+        console.print(f"lease {lease_id}: login works; delivery confirmed on-chain (tx 0x{tx.hex()})",
+                      soft_wrap=True, highlight=False)
+    return True
+
+
+@lease_app.command("stop")
+def lease_stop(
+    lease_id: Annotated[int, typer.Argument(min=1)],
+    keystore: Keystore,
+    password_file: PasswordFile = None,
+    rpc: Rpc = DEFAULT_RPC,
+    deployment: DeploymentFile = None,
+) -> None:
+    """End a lease now; the provider earns the time since it offered the machine, you are refunded
+    the rest (all of it while the delivery is neither confirmed by your login nor past its confirm
+    window: `lease status` says until when)."""
+    earned, refund, _tx = end_lease(Wallet(rpc, load_keystore(keystore, password_file), deployment), lease_id)
+    console.print(f"lease {lease_id} ended: provider earned {Web3.from_wei(earned, 'ether')} ETH, "
+                  f"refund {Web3.from_wei(refund, 'ether')} ETH (`unchained withdraw` pays it out)")
+
+
+__all__ = ["job_app", "lease_app", "model_app"]
