@@ -48,6 +48,7 @@ from client.keepalive import http_client
 from client.keystore import load_keystore
 from client.task_auth import TaskAuth, domain_of
 from protocol.broker import provider_keyprefix
+from protocol.escrow_job import EscrowJob
 from protocol.jobs import JobSpec
 from protocol.tasks import provider_queue
 from provider_agent.worker import TASK_PING
@@ -209,7 +210,9 @@ class Renter:
         job_id = emitted(self.escrow, "JobCreated", receipt)[0]["args"]["jobId"]
         result, indexed = self._signed_result(job_id, start + timeout)
         end = time.perf_counter()
-        if self.client.verified_signed_result(job_id, result) is None:  # raises unless the provider signed it
+        job = EscrowJob.from_created(emitted(self.escrow, "JobCreated", receipt)[0]["args"])
+        # raises unless the job's provider (on-chain) signed it
+        if self.client.verified_signed_result(job, self.wallet.escrow_domain(), result) is None:
             raise MarketError(f"job {job_id}: no signed result")
         return (end - start) * 1e3, (funded - start) * 1e3, (indexed - start) * 1e3
 

@@ -204,23 +204,31 @@ def job_result(
     password_file: PasswordFile = None,
     out: Annotated[Path, typer.Option(help="Directory for the item outputs.")] = Path("results"),
     backend: BackendUrl = DEFAULT_BACKEND,
+    rpc: Rpc = DEFAULT_RPC,
+    deployment: DeploymentFile = None,
 ) -> None:
-    """Download every item's output and verify each against the output root: on-chain once
-    committed; before that, the root its provider signed (the signature is checked here)."""
+    """Download every item's output and verify each against the output root read from the chain
+    once committed; before that, the root its provider signed (the signature is checked here
+    against the provider on-chain). The backend only carries the bytes."""
+    from renter.orders import trusted_root
+
     client = BackendClient.connect(backend, load_keystore(keystore, password_file))
     result = client.get(f"/jobs/{job_id}/result")
-    signed = client.verified_signed_result(job_id, result)
+    chain = ChainContext(*open_chain(rpc, deployment_file=deployment, timeout_s=30))
+    job = read_job(chain.contract("JobEscrow"), job_id, chain.deployment.contract("JobEscrow").block)
+    signed = client.verified_signed_result(job, chain.escrow_domain(), result)
+    root, item_count = trusted_root(job, signed)
     with _progress() as progress:
         task = progress.add_task("downloading and verifying",
                                  total=sum(i["size"] or 0 for i in result["items"]))
-        outputs = client.download_verified(job_id, on_item=lambda size: progress.advance(task, size))
+        outputs = client.download_verified(job_id, root, item_count, on_item=lambda size: progress.advance(task, size))
     out.mkdir(parents=True, exist_ok=True)
     for index, data in enumerate(outputs):
         (out / f"item-{index:06d}.out").write_bytes(data)
-    console.print(f"{len(outputs)} items verified against output root {result['output_root']}; written to {out}")
+    source = "on-chain" if job.is_committed else "signed by its provider"
+    console.print(f"{len(outputs)} items verified against output root 0x{root.hex()} ({source}); written to {out}")
     if signed is not None:
-        console.print(signed_result_note(job_id, signed, result, int(client.get(f"/jobs/{job_id}")["deadline"])),
-                      highlight=False, soft_wrap=True)
+        console.print(signed_result_note(job_id, signed, result, job.deadline), highlight=False, soft_wrap=True)
 
 
 def signed_result_note(job_id: int, signed: SignedJobResult, result: dict, deadline: int) -> str:  # type: ignore[type-arg]

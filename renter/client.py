@@ -16,6 +16,7 @@ from eth_account.signers.local import LocalAccount
 from renter.errors import NotFound
 from client.backend_answers import no_such_route
 from client.backend_http import ApiError, BackendHttp
+from protocol.escrow_job import EscrowJob
 from protocol.jobs import MAX_INPUTS_BODY_BYTES, base64_size, request_groups
 from protocol.job_result import EscrowDomain, JobResultError, SignedJobResult
 from protocol.merkle import keccak256, leaf_hash, verify_inclusion
@@ -105,34 +106,37 @@ class BackendClient(BackendHttp):
         headers = {"X-Merkle-Proof": ",".join("0x" + p.hex() for p in proof)}
         return self._call("PUT", f"/jobs/{job_id}/outputs/{index}", signed=True, content=data, headers=headers).json()
 
-    def verified_signed_result(self, job_id: int, result: dict[str, Any]) -> SignedJobResult | None:
+    def verified_signed_result(self, job: EscrowJob, domain: EscrowDomain,
+                               result: dict[str, Any]) -> SignedJobResult | None:
         """The provider's signed result that comes with `result` (GET /jobs/{id}/result), checked
-        here: it recovers, under the deployment's JobEscrow domain, to the job's provider, and
-        unless the chain already holds the result it names the root the items are checked
-        against. Raises JobResultError otherwise; None when none was delivered."""
+        against what the renter read from the chain itself, never the backend's word: it recovers,
+        under the renter's own deployment's JobEscrow domain, to the job's provider on-chain.
+        Raises JobResultError otherwise; None when none was delivered."""
         if result.get("signed") is None:
             return None
         signed = SignedJobResult.from_json(result["signed"])
-        deployment = self.get("/deployment")
-        domain = EscrowDomain(deployment["chain_id"], deployment["contracts"]["JobEscrow"])
-        provider = self.get(f"/jobs/{job_id}")["provider"]
-        if signed.result.job_id != job_id or signed.signer(domain).lower() != provider.lower():
-            raise JobResultError(f"job {job_id}: the signed result is not signed by its provider {provider}")
-        if not result["committed"] and signed.result.output_root != result["output_root"]:
-            raise JobResultError(f"job {job_id}: the served root is not the one its provider signed")
+        if signed.result.job_id != job.id or signed.signer(domain).lower() != job.provider.lower():
+            raise JobResultError(f"job {job.id}: the signed result is not signed by its provider {job.provider}")
         return signed
 
-    def download_verified(self, job_id: int, on_item: Callable[[int], object] | None = None) -> list[bytes]:
-        """Every item's output, each checked against the output root (raises InvalidProof)."""
+    def download_verified(self, job_id: int, root: bytes, item_count: int,
+                          on_item: Callable[[int], object] | None = None) -> list[bytes]:
+        """Every item's output, each checked against `root` over `item_count` items: the root the
+        caller trusts (the chain's, or the one the provider signed), not the one served beside the
+        items. Raises JobResultError when the backend serves another root, InvalidProof for an item
+        outside it."""
         result = self._call("GET", f"/jobs/{job_id}/result").json()
-        root = bytes.fromhex(result["output_root"][2:])
+        served = bytes.fromhex(result["output_root"][2:])
+        if served != root or result["item_count"] != item_count:
+            raise JobResultError(f"job {job_id}: the backend serves root 0x{served.hex()} over {result['item_count']} "
+                                 f"items, not the trusted 0x{root.hex()} over {item_count}")
         outputs = []
         for item in result["items"]:
             if item["digest"] is None:
                 raise NotFound(f"job {job_id} output of item", item["index"])
             data = self._call("GET", f"/jobs/{job_id}/outputs/{item['index']}", signed=True).content
             siblings = [bytes.fromhex(s[2:]) for s in item["proof"]]
-            verify_inclusion(leaf_hash(keccak256(data)), item["index"], result["item_count"], siblings, root)
+            verify_inclusion(leaf_hash(keccak256(data)), item["index"], item_count, siblings, root)
             outputs.append(data)
             if on_item is not None:
                 on_item(len(data))

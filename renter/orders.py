@@ -21,6 +21,8 @@ from renter.wallet import Wallet
 from client import blocks
 from client.contracts import emitted
 from protocol.enums import LeaseStatus
+from protocol.escrow_job import EscrowJob
+from protocol.job_result import JobResultError, SignedJobResult
 from protocol.jobs import JobSpec, JobSpecError, decode_output
 from protocol.lease_access import (NO_IMAGE, LeaseAccess, LeaseDomain, LeaseKey, LeaseMessageError, normalize_ssh_key,
                                    sign, typed_hash, verify)
@@ -164,6 +166,18 @@ def submit_job(client: BackendClient, wallet: Wallet, model_hash: str, inputs: S
                           value=price)
     job_id = emitted(escrow, "JobCreated", receipt)[0]["args"]["jobId"]
     return FundedJob(job_id, chosen, price, spec.spec_hash, bytes(receipt["transactionHash"]))
+
+
+def trusted_root(job: EscrowJob, signed: SignedJobResult | None) -> tuple[bytes, int]:
+    """The output root and item count a job's outputs are checked against: the chain's once the
+    job is committed, before that the one its provider signed (checked against the chain's
+    provider: renter.client.BackendClient.verified_signed_result). Never the backend's word alone:
+    a backend that forges a self-consistent result must not get it called verified."""
+    if job.is_committed:
+        return job.output_root, job.item_count
+    if signed is None:
+        raise JobResultError(f"job {job.id}: no result yet, neither committed on-chain nor signed by its provider")
+    return bytes.fromhex(signed.result.output_root[2:]), signed.result.item_count
 
 
 def start_lease(wallet: Wallet, provider: str, gpus: int, seconds: int) -> tuple[int, int, bytes]:

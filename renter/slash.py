@@ -33,15 +33,15 @@ def slash_job(wallet: Wallet, client: BackendClient, job_id: int) -> str:
     """Slashes job `job_id`'s provider with the result it signed, if the escrow allows it now;
     returns what happened. Raises NoSignedResult, NotSlashable (why not, and when it will be),
     JobResultError (a signature that is not the provider's) or a client error."""
-    signed = client.verified_signed_result(job_id, client.get(f"/jobs/{job_id}/result"))
-    if signed is None:
-        raise NoSignedResult(f"job {job_id}: its provider delivered no signed result; nothing to slash with "
-                             f"(`unchained job refund {job_id}` takes back an unpaid job)")
     escrow = wallet.contract("JobEscrow")
     state = escrow.functions.jobState(job_id).call()
     if state.status == JobStatus.NONE:
         raise NotSlashable(job_id, "no such job on this chain")
     job = read_job(escrow, job_id, wallet.deployment.contract("JobEscrow").block)
+    signed = client.verified_signed_result(job, wallet.escrow_domain(), client.get(f"/jobs/{job_id}/result"))
+    if signed is None:
+        raise NoSignedResult(f"job {job_id}: its provider delivered no signed result; nothing to slash with "
+                             f"(`unchained job refund {job_id}` takes back an unpaid job)")
     committed = (("0x" + job.output_root.hex(), job.item_count, "0x" + job.result_digest.hex())
                  if job.is_committed else None)
     ground = slash_ground(signed.result, deadline=job.deadline, committed=committed, cancelled=state.cancelled,

@@ -20,6 +20,7 @@ from backend.api.app import create_app
 from backend.errors import NotFound
 from client.backend_http import ApiError, BackendRefused
 from renter.client import BackendClient
+from renter.orders import trusted_root
 from renter.slash import slash_job
 from renter.wallet import Wallet
 from client.contracts import emitted
@@ -48,6 +49,14 @@ UNSTAKED = 8  # an anvil account that never stakes here: not a verifier
 
 def _as(client: TestClient, index: int) -> BackendClient:
     return BackendClient(client, support.anvil_key(index))
+
+
+def _verified(client: BackendClient, session: Any, job_id: int) -> list[bytes]:
+    """The renter's download: each item checked against the root the chain holds, else the one
+    the job's provider (on-chain) signed."""
+    job = read_job(session.contract("JobEscrow"), job_id)
+    signed = client.verified_signed_result(job, session.escrow_domain(), client.get(f"/jobs/{job_id}/result"))
+    return client.download_verified(job_id, *trusted_root(job, signed))
 
 
 def test_providers_show_verified_class_prices_and_reputation(app_client, market) -> None:  # type: ignore[no-untyped-def]
@@ -274,7 +283,7 @@ def test_several_outputs_are_uploaded_in_one_request_all_or_nothing(app_client, 
     assert first.status_code == 201
     stored = put(provider, [*items, items[2]])  # an index given twice is one row
     assert stored.status_code == 201 and [row["index"] for row in stored.json()] == [0, 1, 2, 2]
-    assert renter.download_verified(job_id) == outputs
+    assert _verified(renter, session, job_id) == outputs
 
 
 def test_a_jobs_outputs_and_inputs_are_read_several_in_one_request(app_client, session, market,
@@ -355,10 +364,10 @@ def test_outputs_are_accepted_only_under_the_onchain_root(app_client, session, m
         provider.upload_output(job_id, i, data, tree.proof(i))
     result = app_client.get(f"/jobs/{job_id}/result").json()
     assert result["output_root"] == "0x" + tree.root.hex() and result["item_count"] == 3
-    assert renter.download_verified(job_id) == outputs
-    assert verifier.download_verified(job_id) == outputs
+    assert _verified(renter, session, job_id) == outputs
+    assert _verified(verifier, session, job_id) == outputs
     with pytest.raises(ApiError):
-        stranger.download_verified(job_id)
+        _verified(stranger, session, job_id)
 
 
 def _signed(job_id: int, outputs: list[bytes], signer_index: int, domain: EscrowDomain) -> dict:  # type: ignore[type-arg]
@@ -403,12 +412,13 @@ def test_signed_result_reaches_the_renter_before_the_commit_and_a_different_comm
     result = app_client.get(f"/jobs/{job_id}/result").json()
     assert result["committed"] is False and result["output_root"] == "0x" + tree.root.hex()
     assert result["signed"] == shown and result["result_available_at"] is not None
-    assert renter.download_verified(job_id) == outputs
+    assert _verified(renter, session, job_id) == outputs
     assert SignedJobResult.from_json(result["signed"]).signer(domain) == genuine["provider"]
     # The renter's client checks the signature itself: a server showing another's signature is caught.
-    assert renter.verified_signed_result(job_id, result).result.output_root == "0x" + tree.root.hex()
+    job = read_job(session.contract("JobEscrow"), job_id)
+    assert renter.verified_signed_result(job, domain, result).result.output_root == "0x" + tree.root.hex()
     with pytest.raises(JobResultError, match="not signed by its provider"):
-        renter.verified_signed_result(job_id, {**result, "signed": forged})
+        renter.verified_signed_result(job, domain, {**result, "signed": forged})
 
     # The provider commits something else: the commit is the root from now on, the difference
     # is recorded and shown (the renter slashes with the signature above).
@@ -454,7 +464,7 @@ def test_the_signed_result_and_its_outputs_arrive_in_one_request(app_client, ses
     assert answer.status_code == 200
     assert [o["index"] for o in answer.json()["outputs"]] == [0, 1, 2]
     assert app_client.get(f"/jobs/{job_id}/result").json()["committed"] is False
-    assert renter.download_verified(job_id) == outputs  # the renter has everything after one request
+    assert _verified(renter, session, job_id) == outputs  # the renter has everything after one request
 
     # An output that is not under the signed root: refused, none of the delivery's outputs stored,
     # while the signed result (valid on its own) is kept.
@@ -471,7 +481,7 @@ def test_the_signed_result_and_its_outputs_arrive_in_one_request(app_client, ses
     assert deliver(other, huge).status_code == 413
 
 
-def test_client_rejects_an_output_that_does_not_match_the_root(app_client, market) -> None:  # type: ignore[no-untyped-def]
+def test_client_rejects_an_output_that_does_not_match_the_root(app_client, session, market) -> None:  # type: ignore[no-untyped-def]
     renter = _as(app_client, 3)
     job_id = max(j["job_id"] for j in app_client.get("/jobs", params={"renter": market.renter}).json()
                  if j["status"] == "committed")
@@ -480,7 +490,28 @@ def test_client_rejects_an_output_that_does_not_match_the_root(app_client, marke
         row = db.scalars(select(m.JobOutput).where(m.JobOutput.job_id == job_id)).first()
         row.digest = backend.blobs.put(b"tampered")
     with pytest.raises(InvalidProof):
-        renter.download_verified(job_id)
+        _verified(renter, session, job_id)
+
+
+def test_a_forged_self_consistent_result_from_the_backend_is_not_verified(app_client, session, market) -> None:  # type: ignore[no-untyped-def]
+    """A compromised backend (its database rewritten) serves a committed job's result under a root
+    of its own, with outputs and proofs that all agree with that root. The renter must check
+    against the chain's root, not the one served beside the items."""
+    renter = _as(app_client, 3)
+    outputs = [b"true-%d" % i for i in range(3)]
+    _, job_id, _ = _committed_job(app_client, session, market, renter, [b"forge-in-%d" % i for i in range(3)], outputs)
+    forged = [b"forged-%d" % i for i in range(3)]
+    tree = MerkleTree([leaf_hash(keccak256(o)) for o in forged])
+    backend = app_client.app.state.backend
+    with backend.factory.begin() as db:
+        db.get(m.Job, job_id).output_root = "0x" + tree.root.hex()
+        for i, data in enumerate(forged):
+            db.add(m.JobOutput(job_id=job_id, item_index=i, digest=backend.blobs.put(data), size=len(data),
+                               proof=["0x" + p.hex() for p in tree.proof(i)]))
+    served = app_client.get(f"/jobs/{job_id}/result").json()
+    assert served["output_root"] == "0x" + tree.root.hex()  # the forgery is self-consistent
+    with pytest.raises(JobResultError, match="serves root"):
+        _verified(renter, session, job_id)
 
 
 def test_quotes_rank_verified_providers_within_budget(app_client, market) -> None:  # type: ignore[no-untyped-def]

@@ -81,7 +81,7 @@ def test_submit_fund_commit_and_verified_result(server, chain, session, market, 
     assert "committed" in status
     result_dir = tmp_path / "results"
     verified = _invoke("job", "result", str(job_id), "--keystore", str(keystore), "--out", str(result_dir),
-                       "--backend", server)
+                       "--backend", server, "--rpc", chain[0].rpc_url, "--deployment", str(chain[2]))
     assert "4 items verified" in verified
     assert [p.read_bytes() for p in sorted(result_dir.iterdir())] == outputs
 

@@ -68,9 +68,9 @@ def test_job_slash_slashes_a_promised_commit_that_never_came_and_says_why_not_ot
               "--backend", server)
     promised, _ = _delivered(server, session, market, margin=60)
     loose, _ = _delivered(server, session, market, margin=0)
-    shown = _said("job", "result", str(promised), "--out", str(tmp_path / "a"), *common[:2], "--backend", server)
+    shown = _said("job", "result", str(promised), "--out", str(tmp_path / "a"), *common)
     assert "on-chain commit is pending, promised by" in shown and f"unchained job slash {promised}" in shown
-    shown = _said("job", "result", str(loose), "--out", str(tmp_path / "b"), *common[:2], "--backend", server)
+    shown = _said("job", "result", str(loose), "--out", str(tmp_path / "b"), *common)
     assert "NOT BINDING" in shown
 
     early = _said("job", "slash", str(promised), *common, code=1)

@@ -78,7 +78,8 @@ def fetch_and_check(market: Market, tmp_path: Path, job: Callable[..., str], job
     proves inclusion under the on-chain root and is what the model computes. Returns the root."""
     root = read_job_view(market.session.contract("JobEscrow"), job_id).outputRoot
     out = tmp_path / "results"
-    said = job("result", str(job_id), "--out", str(out))
+    said = job("result", str(job_id), "--out", str(out), "--rpc", market.chain.rpc_url,
+               "--deployment", str(market.deployment_file))
     assert f"{len(ITEMS)} items verified against output root 0x{root.hex()}" in said
     files = sorted(out.iterdir())
     assert [f.name for f in files] == [f"item-{i:06d}.out" for i in range(len(ITEMS))]
@@ -152,7 +153,8 @@ def test_the_signed_result_reaches_the_renter_before_the_backend_sees_the_commit
         early = api.get(f"/jobs/{job_id}/result").json()
         assert early["committed"] is False and early["signed"]["provider"] == provider.address.lower()
         assert early["result_available_at"] is not None and early["commit_matches_signed"] is None
-        said = job("result", str(job_id), "--out", str(tmp_path / "early"))  # the renter, checking the signature
+        said = job("result", str(job_id), "--out", str(tmp_path / "early"),  # the renter, checking the signature
+                   "--rpc", market.chain.rpc_url, "--deployment", str(market.deployment_file))
         assert f"verified against output root {early['output_root']}" in said
         assert "on-chain commit is pending" in said or api.get(f"/jobs/{job_id}/result").json()["committed"]
         # The committer puts it on-chain behind the delivery.
