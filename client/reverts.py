@@ -9,7 +9,7 @@ file written by another version). A revert of one contract that bubbles up throu
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -86,4 +86,80 @@ def revert_of(exc: ContractLogicError, extra_abis: Iterable[list[dict[str, Any]]
     return Revert(None, {}, str(exc.message or exc))
 
 
-__all__ = ["Revert", "decode_revert", "error_table", "packaged_errors", "revert_of"]
+def _eth(wei: Any) -> str:
+    from client.units import eth
+
+    return eth(int(wei))
+
+
+# The custom errors a renter's own commands can hit, as what they mean and what to do: the
+# decoded `Name(args)` is for developers (--debug), never the one line a renter reads.
+_SENTENCES: dict[str, Callable[[dict[str, Any]], str]] = {
+    "ChallengeJobNotChallengeable": lambda a: (
+        f"job {a['jobId']} cannot be challenged now: only a committed job inside its challenge window can "
+        f"(`unchained job status {a['jobId']}` shows its status and window)"),
+    "ChallengeJobAlreadyChallenged": lambda a: (
+        f"job {a['jobId']} is already challenged (challenge {a['challengeId']}): wait for its outcome "
+        f"(`unchained job status {a['jobId']}`)"),
+    "ChallengeNotStakedVerifier": lambda a: (
+        f"not your job: only its renter, or a verifier with at least {_eth(a['required'])} staked "
+        f"({a['challenger']} has {_eth(a['stake'])}), may challenge it"),
+    "ChallengeSelfChallenge": lambda a: "you are this job's provider: a provider cannot challenge its own work",
+    "ChallengeBondTooSmall": lambda a: (
+        f"the bond {_eth(a['bond'])} is below the minimum {_eth(a['minBond'])}: raise --bond, or leave it out "
+        "to pay the minimum"),
+    "ChallengeBadK": lambda a: f"--k {a['k']} is out of range: ask for between 1 and 64 items",
+    "ChallengeNotChallenger": lambda a: f"challenge {a['challengeId']} is not yours: only its challenger may do that",
+    "ChallengeUnknown": lambda a: f"challenge {a['challengeId']} does not exist",
+    "JobEscrowUnknownJob": lambda a: f"job {a['jobId']} does not exist (`unchained job list` shows yours)",
+    "JobEscrowNotRenter": lambda a: f"not your job: {a['caller']} is not its renter (`unchained job list` shows yours)",
+    "JobEscrowFrozen": lambda a: (
+        f"job {a['jobId']} is frozen by an open challenge: wait for its outcome (`unchained job status {a['jobId']}`)"),
+    "JobEscrowWrongStatus": lambda a: (
+        f"job {a['jobId']} is past that step (`unchained job status {a['jobId']}` shows where it is)"),
+    "JobEscrowDeadlineNotPassed": lambda a: (
+        f"job {a['jobId']} is not refundable before its deadline ({_utc(a['deadline'])})"),
+    "JobEscrowWindowOpen": lambda a: (
+        f"job {a['jobId']}'s challenge window is open until {_utc(a['challengeWindowEnd'])}: try again after it"),
+    "JobEscrowWindowClosed": lambda a: (
+        f"job {a['jobId']}'s challenge window closed at {_utc(a['challengeWindowEnd'])}: too late"),
+    "JobEscrowCancelTooEarly": lambda a: (
+        f"job {a['jobId']} can be cancelled from {_utc(a['cancellableAt'])} on: run the command again then"),
+    "JobEscrowNothingOwed": lambda a: "the escrow owes you nothing (`unchained account balance` lists what is owed)",
+    "JobEscrowProviderInactive": lambda a: (
+        f"provider {a['provider']} is not active: pick another (`unchained job submit` without --provider)"),
+    "LeaseManagerUnknownLease": lambda a: f"lease {a['leaseId']} does not exist (`unchained lease list` shows yours)",
+    "LeaseManagerNotActive": lambda a: (
+        f"lease {a['leaseId']} has ended: nothing left to do on it (`unchained lease status {a['leaseId']}`)"),
+    "LeaseManagerNotRenter": lambda a: (
+        f"not your lease: only its renter may end it before {_utc(a['endsAt'])}"),
+    "LeaseManagerNotLeaseRenter": lambda a: f"not your lease: its renter is {a['renter']}",
+    "LeaseManagerAccessNotOffered": lambda a: (
+        f"lease {a['leaseId']} has not been offered yet: wait for the provider (`unchained lease status {a['leaseId']}`)"),
+    "LeaseManagerAlreadyConfirmed": lambda a: f"lease {a['leaseId']}'s delivery is confirmed already",
+    "LeaseManagerProviderInactive": lambda a: f"provider {a['provider']} is not active: pick another provider",
+    "LeaseManagerNotEnoughGpus": lambda a: (
+        f"provider {a['provider']} has {a['available']} GPU(s) free, not {a['requested']}: ask for fewer with --gpus"),
+    "LeaseManagerDurationTooLong": lambda a: (
+        f"a lease lasts at most {int(a['maxDuration']) / 3600:g} hours: lower --hours"),
+    "LeaseManagerNothingOwed": lambda a: "the lease manager owes you nothing",
+}
+
+
+def _utc(unix_time: Any) -> str:
+    from client.units import iso
+
+    return iso(int(unix_time))
+
+
+def sentence(revert: Revert) -> str | None:
+    """What a renter's revert means and what to do, in one line; None for an error without one."""
+    if revert.error is None or revert.error not in _SENTENCES:
+        return None
+    try:
+        return _SENTENCES[revert.error](revert.args)
+    except (KeyError, ValueError, TypeError):  # an ABI of another version with other arguments
+        return None
+
+
+__all__ = ["Revert", "decode_revert", "error_table", "packaged_errors", "revert_of", "sentence"]

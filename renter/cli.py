@@ -3,8 +3,11 @@ keystore in the renter's own process."""
 
 from __future__ import annotations
 
+import json
+import sys
+from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -38,6 +41,42 @@ DEFAULT_BACKEND = "http://127.0.0.1:8000"
 DEFAULT_RPC = "http://127.0.0.1:8545"
 
 
+class OutputFormat(str, Enum):
+    text = "text"
+    json = "json"
+
+
+Output = Annotated[OutputFormat, typer.Option("--output", "-o", help=(
+    "text for people, json for scripts: one JSON document on stdout (amounts in wei as strings, times in unix "
+    "seconds)."))]
+ReadKeystore = Annotated[Path | None, typer.Option("--keystore", exists=True, dir_okay=False, help=(
+    "Your keystore: only the address it holds is read (no password needed)."))]
+Address = Annotated[str | None, typer.Option("--address", help="Your address, instead of --keystore.")]
+
+
+def _print_json(doc: Any) -> None:
+    """One JSON document on stdout, nothing else (rich would wrap and colour it)."""
+    sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+
+
+def _me(keystore: Path | None, address: str | None) -> str:
+    """The renter's address, from --address or the keystore's address field (never decrypted:
+    a read needs no password)."""
+    from client.keystore import keystore_address
+    from renter.errors import RenterError
+
+    if address is not None:
+        if not Web3.is_address(address):
+            raise typer.BadParameter(f"{address!r} is not an address (0x and 40 hex digits)", param_hint="--address")
+        return Web3.to_checksum_address(address)
+    if keystore is None:
+        raise typer.BadParameter("whose? pass --keystore FILE or --address 0x...", param_hint="--keystore")
+    found = keystore_address(keystore)
+    if found is None:
+        raise RenterError(f"keystore {keystore} does not say which address it holds: pass --address")
+    return found
+
+
 def _progress() -> Progress:
     return Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
                     console=console)
@@ -67,11 +106,15 @@ def model_list(
     keystore: Annotated[Path | None, typer.Option(help="Sign in to include your private models.")] = None,
     password_file: PasswordFile = None,
     backend: BackendUrl = DEFAULT_BACKEND,
+    output: Output = OutputFormat.text,
 ) -> None:
     """List public models (and your private ones when signed in): one block per model, the
     content hash whole on its own line (a table would cut it at 80 columns)."""
     client = BackendClient.connect(backend, load_keystore(keystore, password_file) if keystore else None)
     rows = client.get("/models")
+    if output is OutputFormat.json:
+        _print_json(rows)
+        return
     if not rows:
         console.print("no models yet (push one with `unchained model push FILE`)")
     for r in rows:
@@ -142,7 +185,8 @@ def job_submit(
                             Web3.to_wei(max_price, "ether"), provider=provider, fmt=fmt if pushed else None,
                             private=private, gpu_classes=gpu_class, batch_size=batch_size,
                             tolerance_ppm=tolerance_ppm, deadline_s=deadline_s,
-                            on_upload=lambda size: progress.advance(task, size), check=check)
+                            on_upload=lambda size: progress.advance(task, size), check=check,
+                            on_sent=lambda tx: console.print(f"funding tx 0x{tx.hex()} sent", highlight=False))
     console.print(f"job {funded.job_id} funded in tx 0x{funded.tx_hash.hex()}: {len(files)} items, "
                   f"{Web3.from_wei(funded.price_wei, 'ether')} ETH, spec 0x{funded.spec_hash.hex()}, "
                   f"provider {funded.provider}")
@@ -174,19 +218,54 @@ def job_lines(job: dict, now: float, in_wei: bool = False) -> list[tuple[str, st
     return lines
 
 
+OPEN_CHALLENGE = ("open", "answered", "escalated")
+
+
+def job_challenges(client: BackendClient, job: dict) -> list[dict]:  # type: ignore[type-arg]
+    """The challenges of a job's result, newest first (the backend indexes them per provider)."""
+    rows = client.get("/challenges", provider=job["provider"], kind="job", limit=500)
+    return [c for c in rows if c["subject"] == job["job_id"]]
+
+
+def challenge_line(c: dict, now: float, in_wei: bool = False) -> str:  # type: ignore[type-arg]
+    from client.units import amount, when
+
+    if c["status"] == "open":
+        state = f"OPEN: the provider must reveal {c['k']} items by {when(c['response_deadline'], now)}"
+    elif c["status"] == "answered":
+        state = "answered by the provider: the challenger may escalate it to the verifiers' committee"
+    elif c["status"] == "escalated":
+        state = f"escalated to the committee (dispute {c.get('dispute_id')})"
+    else:
+        state = c["status"].replace("_", " ")
+    return f"challenge {c['challenge_id']} by {c['challenger']}, bond {amount(c['bond'], in_wei=in_wei)}: {state}"
+
+
 @job_app.command("status")
 def job_status(job_id: Annotated[int, typer.Argument(min=0)], backend: BackendUrl = DEFAULT_BACKEND,
-               wei: Wei = False) -> None:
-    """Show a job as the chain records it, and why it failed if its provider failed it."""
+               wei: Wei = False, output: Output = OutputFormat.text) -> None:
+    """Show a job as the chain records it, any challenge of its result, and why it failed if its
+    provider failed it."""
     import time
 
     from client.units import amount
 
-    job = BackendClient.connect(backend).get(f"/jobs/{job_id}")
+    client = BackendClient.connect(backend)
+    job = client.get(f"/jobs/{job_id}")
+    challenges = job_challenges(client, job)
+    if output is OutputFormat.json:
+        _print_json({**job, "challenges": challenges})
+        return
+    now = time.time()
     # Plain lines, not a table: a 66-character hash must never be cut at 80 columns.
     console.print(f"job {job_id}", highlight=False)
-    for key, value in job_lines(job, time.time(), wei):
+    for key, value in job_lines(job, now, wei):
         console.print(f"  {key:<21} {value}", highlight=False, soft_wrap=True)
+    for c in challenges:
+        console.print(f"  {challenge_line(c, now, wei)}", highlight=False, soft_wrap=True)
+    if any(c["status"] in OPEN_CHALLENGE for c in challenges):
+        console.print(f"job {job_id} is frozen while its challenge is open: nothing is paid out until it is settled",
+                      highlight=False, soft_wrap=True)
     if job.get("failure"):
         source = "on-chain, JobFailed" if job.get("failure_reason") else "the provider's report"
         console.print(f"the provider could not run job {job_id} ({source}): {job['failure']}", soft_wrap=True)
@@ -195,6 +274,44 @@ def job_status(job_id: Annotated[int, typer.Argument(min=0)], backend: BackendUr
                       "`unchained withdraw`", highlight=False)
     elif job.get("failure") and job["status"] in ("funded", "cancel requested", "accepted"):
         console.print(f"the provider could not run it; `unchained job refund {job_id}` says when it is refundable")
+
+
+@job_app.command("list")
+def job_list(
+    keystore: ReadKeystore = None,
+    address: Address = None,
+    status: Annotated[str | None, typer.Option(help="Only jobs in this status (e.g. committed, finalized).")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=500, help="At most this many, newest first.")] = 20,
+    backend: BackendUrl = DEFAULT_BACKEND,
+    wei: Wei = False,
+    output: Output = OutputFormat.text,
+) -> None:
+    """Your jobs, newest first: status, price, deadline and provider."""
+    import time
+
+    from client.units import amount, when
+
+    me = _me(keystore, address)
+    params: dict[str, Any] = {"renter": me.lower(), "limit": limit}
+    if status:
+        params["status"] = status
+    rows = BackendClient.connect(backend).get("/jobs", **params)
+    if output is OutputFormat.json:
+        _print_json(rows)
+        return
+    if not rows:
+        console.print(f"no jobs of {me}" + (f" in status {status}" if status else "")
+                      + " (submit one with `unchained job submit`)", highlight=False, soft_wrap=True)
+    now = time.time()
+    for j in rows:
+        items = len(j["spec"]["inputs"]) if j.get("spec") else j.get("item_count")
+        console.print(f"job {j['job_id']}  {j['status']}{'  FROZEN (challenged)' if j.get('frozen') else ''}  "
+                      f"{amount(j['price'], in_wei=wei)}  {items if items is not None else '?'} items",
+                      highlight=False, soft_wrap=True)
+        console.print(f"  deadline {when(j['deadline'], now)}  provider {j['provider']}", highlight=False,
+                      soft_wrap=True)
+        if j.get("failure"):
+            console.print(f"  failed: {j['failure']}", highlight=False, soft_wrap=True)
 
 
 @job_app.command("result")
@@ -206,6 +323,7 @@ def job_result(
     backend: BackendUrl = DEFAULT_BACKEND,
     rpc: Rpc = DEFAULT_RPC,
     deployment: DeploymentFile = None,
+    output: Output = OutputFormat.text,
 ) -> None:
     """Download every item's output and verify each against the output root read from the chain
     once committed; before that, the root its provider signed (the signature is checked here
@@ -218,17 +336,42 @@ def job_result(
     job = read_job(chain.contract("JobEscrow"), job_id, chain.deployment.contract("JobEscrow").block)
     signed = client.verified_signed_result(job, chain.escrow_domain(), result)
     root, item_count = trusted_root(job, signed)
-    with _progress() as progress:
+    with _progress() if output is OutputFormat.text else _NoProgress() as progress:
         task = progress.add_task("downloading and verifying",
                                  total=sum(i["size"] or 0 for i in result["items"]))
         outputs = client.download_verified(job_id, root, item_count, on_item=lambda size: progress.advance(task, size))
     out.mkdir(parents=True, exist_ok=True)
+    files = []
     for index, data in enumerate(outputs):
-        (out / f"item-{index:06d}.out").write_bytes(data)
+        files.append(out / f"item-{index:06d}.out")
+        files[-1].write_bytes(data)
     source = "on-chain" if job.is_committed else "signed by its provider"
+    if output is OutputFormat.json:
+        _print_json({"job_id": job_id, "items": len(outputs), "verified": True, "output_root": "0x" + root.hex(),
+                     "root_source": "chain" if job.is_committed else "provider_signature",
+                     "signed_by": signed.provider if signed is not None else None,
+                     "note": signed_result_note(job_id, signed, result, job.deadline) if signed is not None else None,
+                     "files": [str(f) for f in files]})
+        return
     console.print(f"{len(outputs)} items verified against output root 0x{root.hex()} ({source}); written to {out}")
     if signed is not None:
         console.print(signed_result_note(job_id, signed, result, job.deadline), highlight=False, soft_wrap=True)
+
+
+class _NoProgress:
+    """A progress bar that shows nothing: stdout carries only the JSON document."""
+
+    def __enter__(self) -> _NoProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def add_task(self, description: str, total: int) -> int:
+        return 0
+
+    def advance(self, task: int, size: int) -> None:
+        return None
 
 
 def signed_result_note(job_id: int, signed: SignedJobResult, result: dict, deadline: int) -> str:  # type: ignore[type-arg]
@@ -354,7 +497,7 @@ def lease_start(
                                  param_hint="--ssh-key") from exc
     wallet = Wallet(rpc, load_keystore(keystore, password_file), deployment)
     client = BackendClient.connect(backend, wallet.account if image is not None else None)  # uploads sign in
-    check_lease(wallet, provider, gpus, int(hours * 3600))
+    check_lease(wallet, provider, gpus, int(hours * 3600), client)
     image_hash = NO_IMAGE
     if image is not None:  # before paying: an image the backend refuses loses nothing
         image_hash = upload_lease_image(client, image)
@@ -394,15 +537,31 @@ def lease_status(
     backend: BackendUrl = DEFAULT_BACKEND,
     rpc: Rpc = DEFAULT_RPC,
     deployment: DeploymentFile = None,
+    output: Output = OutputFormat.text,
 ) -> None:
     """Time left on a lease, and what the provider would earn and you get back if you stopped it now."""
+    from dataclasses import asdict
+
     from renter.orders import quote_lease
 
     chain = ChainContext(*open_chain(rpc, deployment_file=deployment, timeout_s=30))
     quote = quote_lease(chain.contract("LeaseManager"), lease_id, chain.now())
     row = BackendClient.connect(backend).get(f"/leases/{lease_id}")
-    state = "active" if quote.active else "ended"
+    # Active on-chain but past its end: nobody settled it yet; it is not running any more.
+    expired = quote.active and quote.seconds_left == 0
+    state = "expired (not settled yet)" if expired else "active" if quote.active else "ended"
+    if output is OutputFormat.json:
+        _print_json({**asdict(quote), "state": state.split()[0], "renter": row.get("renter"),
+                     "provider": row.get("provider"), "gpu_count": row.get("gpu_count"), "ends_at": row.get("ends_at"),
+                     "paid": row.get("paid"), "access": row.get("access")})
+        return
     console.print(f"lease {lease_id}: {state}, {quote.delivery_words()}", highlight=False)
+    if expired:
+        console.print(f"  ran out at            {_utc(row['ends_at'])}\n"
+                      f"  settle it             `unchained lease stop {lease_id}`: provider earns "
+                      f"{Web3.from_wei(quote.earned_if_stopped, 'ether')} ETH, you get back "
+                      f"{Web3.from_wei(quote.refund_if_stopped, 'ether')} ETH", highlight=False, soft_wrap=True)
+        return
     if quote.active and not quote.offered:
         console.print("  full refund           if stopped now (nothing offered yet)", highlight=False)
     elif quote.active and quote.full_refund_until:
@@ -413,10 +572,44 @@ def lease_status(
                       f"{quote.seconds_left % 60} s\n"
                       f"  if stopped now        provider earns {Web3.from_wei(quote.earned_if_stopped, 'ether')} ETH, "
                       f"you get back {Web3.from_wei(quote.refund_if_stopped, 'ether')} ETH", highlight=False)
-    if row.get("access"):
+    if row.get("access") and quote.active:
         a = row["access"]
         console.print(f"  ssh                   ssh -p {a['port']} {a['user']}@{a['host']} "
                       f"(host key {a['hostKeyFingerprint']})", highlight=False, soft_wrap=True)
+
+
+@lease_app.command("list")
+def lease_list(
+    keystore: ReadKeystore = None,
+    address: Address = None,
+    limit: Annotated[int, typer.Option(min=1, max=500, help="At most this many, newest first.")] = 20,
+    backend: BackendUrl = DEFAULT_BACKEND,
+    output: Output = OutputFormat.text,
+) -> None:
+    """Your leases, newest first: state, GPUs, what you paid, when each ends (or ended)."""
+    import time
+
+    from client.units import when
+
+    me = _me(keystore, address)
+    rows = BackendClient.connect(backend).get("/leases", renter=me.lower(), limit=limit)
+    now = time.time()
+    for r in rows:  # the backend's status is the chain's; past its end an active lease runs no more
+        r["state"] = "expired" if r["status"] == "active" and r["ends_at"] <= now else r["status"]
+    if output is OutputFormat.json:
+        _print_json(rows)
+        return
+    if not rows:
+        console.print(f"no leases of {me} (rent GPUs with `unchained lease start`)", highlight=False, soft_wrap=True)
+    for r in rows:
+        settled = (f", provider earned {Web3.from_wei(int(r['provider_earned']), 'ether')} ETH, refund "
+                   f"{Web3.from_wei(int(r['renter_refund']), 'ether')} ETH") if r.get("renter_refund") is not None else ""
+        ends = "ended" if r["state"] != "active" else "ends"
+        console.print(f"lease {r['lease_id']}  {r['state']}  {r['gpu_count']} GPU(s)  paid "
+                      f"{Web3.from_wei(int(r['paid']), 'ether')} ETH{settled}", highlight=False, soft_wrap=True)
+        console.print(f"  {ends} {when(r['ends_at'], now)}  provider {r['provider']}", highlight=False, soft_wrap=True)
+        if r["state"] == "expired":
+            console.print(f"  ran out, not settled: `unchained lease stop {r['lease_id']}` settles it", highlight=False)
 
 
 @lease_app.command("ssh", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -438,6 +631,7 @@ def lease_ssh(
     from renter.orders import LoginFailed, check_login, lease_access, pinned_known_hosts, ssh_argv
 
     wallet = Wallet(rpc, load_keystore(keystore, password_file), deployment)
+    _refuse_ended(wallet, lease_id)
     access = lease_access(BackendClient.connect(backend), wallet, lease_id)
     if access is None:
         raise Conflict(f"lease {lease_id} has not been delivered: `unchained lease status {lease_id}`")
@@ -463,6 +657,21 @@ def lease_ssh(
     if code != 255 and not confirmed:
         _confirm_quietly(wallet, lease_id, access)
     raise typer.Exit(code)
+
+
+def _refuse_ended(wallet: Wallet, lease_id: int) -> None:
+    """A lease that ended or ran out has no machine any more: say so before ssh would meet some
+    other host (or none) at its old address and read like a host-key attack."""
+    from protocol.enums import LeaseStatus
+
+    lease = wallet.contract("LeaseManager").functions.getLease(lease_id).call()
+    if lease.status == LeaseStatus.NONE:
+        raise Conflict(f"lease {lease_id} does not exist (`unchained lease list` shows yours)")
+    if lease.status != LeaseStatus.ACTIVE:
+        raise Conflict(f"lease {lease_id} has ended: its machine is gone (`unchained lease start` rents another)")
+    if wallet.now() >= lease.endsAt:
+        raise Conflict(f"lease {lease_id} ran out at {_utc(lease.endsAt)}: its machine is gone; "
+                       f"`unchained lease stop {lease_id}` settles it")
 
 
 def _confirm_quietly(wallet: Wallet, lease_id: int, access: object) -> bool:
@@ -497,4 +706,44 @@ def lease_stop(
                   f"refund {Web3.from_wei(refund, 'ether')} ETH (`unchained withdraw` pays it out)")
 
 
-__all__ = ["job_app", "lease_app", "model_app"]
+# ---- account ----
+
+
+def balance(
+    keystore: ReadKeystore = None,
+    address: Address = None,
+    rpc: Rpc = DEFAULT_RPC,
+    deployment: DeploymentFile = None,
+    output: Output = OutputFormat.text,
+) -> None:
+    """Your wallet's ETH and every balance the contracts owe you (refunds, earnings, bonds,
+    unbonded stake): `unchained withdraw` pays those out."""
+    from client.payouts import owed_to
+    from client.units import when
+
+    me = _me(keystore, address)
+    chain = ChainContext(*open_chain(rpc, deployment_file=deployment, timeout_s=30))
+    wallet_wei = chain.web3.eth.get_balance(me)
+    owed = owed_to(chain.web3, chain.deployment, me)
+    waiting = owed.waiting
+    if output is OutputFormat.json:
+        _print_json({"address": me, "wallet_wei": str(wallet_wei),
+                     "owed": [{"contract": p.contract, "what": p.what, "amount": str(p.amount), "token": p.token,
+                               "symbol": p.symbol, "decimals": p.decimals} for p in owed.payable],
+                     "unbonding": None if waiting is None else {"amount": str(waiting.amount),
+                                                                 "release_at": waiting.release_at}})
+        return
+    console.print(f"account {me}", highlight=False, soft_wrap=True)
+    console.print(f"  {'wallet':<30} {Web3.from_wei(wallet_wei, 'ether')} ETH", highlight=False)
+    for p in owed.payable:
+        console.print(f"  {p.contract + ' ' + p.what:<30} {p.shown()}", highlight=False)
+    if waiting is not None:
+        console.print(f"  {'Staking unbonding':<30} {Web3.from_wei(waiting.amount, 'ether')} ETH, payable from "
+                      f"{when(waiting.release_at, owed.now)}", highlight=False, soft_wrap=True)
+    if owed.payable:
+        console.print("owed to you: `unchained withdraw` pays it out", highlight=False)
+    else:
+        console.print("the contracts owe you nothing now", highlight=False)
+
+
+__all__ = ["balance", "job_app", "lease_app", "model_app"]

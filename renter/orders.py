@@ -121,13 +121,15 @@ def submit_job(client: BackendClient, wallet: Wallet, model_hash: str, inputs: S
                provider: str | None = None, fmt: str | None = None, private: bool = False,
                gpu_classes: Sequence[str] | None = None, batch_size: int = 8, tolerance_ppm: int = 0,
                deadline_s: int = 3600, on_upload: Callable[[int], object] = lambda _: None,
-               check: bool = True) -> FundedJob:
+               check: bool = True, on_sent: Callable[[bytes], object] = lambda _: None) -> FundedJob:
     """Funds one job over `inputs` (one item each); `provider` None takes the best quote.
 
     Before any money moves: the model must be in the hub (its format is taken from there), every
     item must decode and match its batch, and, with `check`, the backend dry-runs the first items
     of each input shape through the model. Raises RenterError (unknown model, inputs the model
-    refuses, no eligible provider and why, failed transaction) or ApiError (a refused upload)."""
+    refuses, no eligible provider and why, failed transaction) or ApiError (a refused upload).
+    `on_sent` gets the funding tx's hash once it is sent; Ctrl-C raises SubmitInterrupted, which
+    says whether the job was funded."""
     if not inputs:
         raise RenterError("a job needs at least one input item")
     try:
@@ -162,10 +164,42 @@ def submit_job(client: BackendClient, wallet: Wallet, model_hash: str, inputs: S
                    tolerance_ppm=tolerance_ppm, deadline=deadline, price_wei=price, provider=chosen)
     client.store_spec(spec.canonical())
     escrow = wallet.contract("JobEscrow")
-    receipt = wallet.send(escrow.functions.createJob(Web3.to_checksum_address(chosen), spec.spec_hash, price, deadline),
-                          value=price)
-    job_id = emitted(escrow, "JobCreated", receipt)[0]["args"]["jobId"]
+    call = escrow.functions.createJob(Web3.to_checksum_address(chosen), spec.spec_hash, price, deadline)
+    tx_hash = None
+    try:
+        tx_hash = wallet.sender.broadcast(call, price, "createJob")
+        on_sent(bytes(tx_hash))
+        receipt = wallet.sender.mined(tx_hash, "createJob")
+        job_id = emitted(escrow, "JobCreated", receipt)[0]["args"]["jobId"]
+    except KeyboardInterrupt as exc:
+        # Ctrl-C must never leave money unaccounted for: say whether anything was paid.
+        raise SubmitInterrupted(wallet, tx_hash) from exc
     return FundedJob(job_id, chosen, price, spec.spec_hash, bytes(receipt["transactionHash"]))
+
+
+class SubmitInterrupted(RenterError):
+    """Ctrl-C during `job submit`: the message says whether the job was funded, and how to follow it."""
+
+    exit_code = 130
+
+    def __init__(self, wallet: Wallet, tx_hash: bytes | None) -> None:
+        if tx_hash is None:
+            super().__init__("interrupted before the funding transaction was sent: nothing was paid")
+            return
+        shown = "0x" + bytes(tx_hash).hex()
+        try:
+            receipt = wallet.web3.eth.get_transaction_receipt(shown)
+        except Exception:  # web3 raises TransactionNotFound while it is pending; any failure: not known yet
+            receipt = None
+        if receipt is not None and receipt["status"] == 1:
+            job_id = emitted(wallet.contract("JobEscrow"), "JobCreated", receipt)[0]["args"]["jobId"]
+            super().__init__(f"interrupted, but job {job_id} was funded (tx {shown}): it runs; follow it with "
+                             f"`unchained job status {job_id}`")
+        elif receipt is not None:
+            super().__init__(f"interrupted; the funding tx {shown} reverted: nothing was paid but gas")
+        else:
+            super().__init__(f"interrupted after the funding tx {shown} was sent: it may still be mined and fund "
+                             "the job; `unchained job list` shows the job once it is")
 
 
 def trusted_root(job: EscrowJob, signed: SignedJobResult | None) -> tuple[bytes, int]:
@@ -376,11 +410,24 @@ class LeaseRefused(RenterError):
     """A lease the chain would refuse or the renter cannot pay: the message says what to change."""
 
 
-def check_lease(wallet: Wallet, provider: str, gpus: int, seconds: int) -> int:
+def check_lease(wallet: Wallet, provider: str, gpus: int, seconds: int, client: BackendClient | None = None) -> int:
     """The lease's cost in wei, after checking (with views, before anything is signed) what
-    startLease would refuse: an unknown address, too many GPUs, too long, more than the balance."""
+    startLease would refuse: an unknown address, too many GPUs, too long, more than the balance;
+    and with `client`, a provider whose agent stopped sending heartbeats (nobody would hand the
+    machine over: job submit refuses such a provider too)."""
     if not Web3.is_address(provider):
         raise LeaseRefused(f"--provider: {provider!r} is not an address (0x and 40 hex digits)")
+    if client is not None:
+        try:
+            row = client.get(f"/providers/{provider.lower()}")
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+            raise LeaseRefused(f"--provider: {provider} is not a registered provider; nothing was paid") from exc
+        if not row.get("available", True):
+            raise LeaseRefused(f"--provider: {provider} is not available: its agent has not sent a heartbeat since "
+                               f"{row.get('last_seen_at')} (crashed or stopped); nothing was paid, pick another "
+                               "provider")
     leases = wallet.contract("LeaseManager")
     address = Web3.to_checksum_address(provider)
     most = leases.functions.MAX_DURATION().call()

@@ -120,7 +120,7 @@ def _connection(exc: BaseException) -> Explained | None:
 def _chain_error(exc: BaseException) -> Explained | None:
     from web3.exceptions import ContractLogicError, Web3RPCError
 
-    from client.reverts import revert_of
+    from client.reverts import revert_of, sentence
 
     for err in _chain(exc):
         text = str(err)
@@ -128,7 +128,8 @@ def _chain_error(exc: BaseException) -> Explained | None:
             return Explained("insufficient funds: the account cannot pay this transaction's value plus gas; "
                              "fund it or ask for less (check the amount, --gpus, --hours)")
         if isinstance(err, ContractLogicError):  # a revert raised by a read (sends raise TransactionReverted)
-            return Explained(f"the contract refused: {revert_of(err).text}")
+            revert = revert_of(err)
+            return Explained(f"the contract refused: {sentence(revert) or revert.text}")
     return None
 
 
@@ -156,7 +157,7 @@ def explain(exc: BaseException) -> Explained:
     if found is not None:
         return found
     if isinstance(exc, TransactionReverted):  # decoded already, and says whether anything was sent
-        return Explained(_one_line(str(exc)))
+        return Explained(_one_line(_reverted(exc)))
     found = _chain_error(exc)
     if found is not None:
         return found
@@ -166,6 +167,19 @@ def explain(exc: BaseException) -> Explained:
         return Explained(f"{exc.filename}: {exc.strerror or exc}")
     return Explained(f"unexpected {type(exc).__name__}: {_one_line(str(exc))} "
                      f"(run with --debug for the traceback)")
+
+
+def _reverted(exc: Any) -> str:
+    """A refused transaction as what it means and what to do (client.reverts.sentence) when the
+    error is one a user can hit; its decoded form only for the others."""
+    from client.reverts import Revert, sentence
+
+    said = sentence(Revert(exc.error, exc.error_args, exc.reason))
+    if said is None:
+        return str(exc)
+    if exc.tx_hash:  # mined and reverted: it cost gas, and the hash lets the user look it up
+        return f"{said} (tx {exc.tx_hash} reverted)"
+    return f"{said}; nothing was sent"
 
 
 def _one_line(text: str) -> str:

@@ -15,7 +15,7 @@ from web3 import Web3
 
 from provider_agent.cli import pog_app, provider_app  # first: it sets the OpenMP wait policy before torch loads
 from backend.cli import backend_app
-from renter.cli import job_app, lease_app, model_app
+from renter.cli import balance, job_app, lease_app, model_app
 from verifier.cli import verifier_app
 from unchained_cli.chain import LocalChain, stop_on_sigterm
 from client.keystore import PASSWORD_FILE_HELP, load_keystore
@@ -40,6 +40,7 @@ app.add_typer(verifier_app, name="verifier")
 app.add_typer(account_app, name="account")
 app.add_typer(broker_app, name="broker")
 app.command()(withdraw)
+account_app.command("balance")(balance)
 add_dev_command(app, "up")
 
 console = Console()
