@@ -125,7 +125,7 @@ _SENTENCES: dict[str, Callable[[dict[str, Any]], str]] = {
         f"job {a['jobId']}'s challenge window closed at {_utc(a['challengeWindowEnd'])}: too late"),
     "JobEscrowCancelTooEarly": lambda a: (
         f"job {a['jobId']} can be cancelled from {_utc(a['cancellableAt'])} on: run the command again then"),
-    "JobEscrowNothingOwed": lambda a: "the escrow owes you nothing (`unchained account balance` lists what is owed)",
+    "JobEscrowNothingOwed": lambda a: "the escrow owes you nothing (`unchained balance` lists what is owed)",
     "JobEscrowProviderInactive": lambda a: (
         f"provider {a['provider']} is not active: pick another (`unchained job submit` without --provider)"),
     "LeaseManagerUnknownLease": lambda a: f"lease {a['leaseId']} does not exist (`unchained lease list` shows yours)",

@@ -417,17 +417,6 @@ def check_lease(wallet: Wallet, provider: str, gpus: int, seconds: int, client: 
     machine over: job submit refuses such a provider too)."""
     if not Web3.is_address(provider):
         raise LeaseRefused(f"--provider: {provider!r} is not an address (0x and 40 hex digits)")
-    if client is not None:
-        try:
-            row = client.get(f"/providers/{provider.lower()}")
-        except ApiError as exc:
-            if exc.status != 404:
-                raise
-            raise LeaseRefused(f"--provider: {provider} is not a registered provider; nothing was paid") from exc
-        if not row.get("available", True):
-            raise LeaseRefused(f"--provider: {provider} is not available: its agent has not sent a heartbeat since "
-                               f"{row.get('last_seen_at')} (crashed or stopped); nothing was paid, pick another "
-                               "provider")
     leases = wallet.contract("LeaseManager")
     address = Web3.to_checksum_address(provider)
     most = leases.functions.MAX_DURATION().call()
@@ -442,4 +431,15 @@ def check_lease(wallet: Wallet, provider: str, gpus: int, seconds: int, client: 
         raise LeaseRefused(f"insufficient funds: the lease costs {Web3.from_wei(cost, 'ether')} ETH plus gas, "
                            f"{wallet.account.address} holds {Web3.from_wei(balance, 'ether')} ETH; "
                            "lower --gpus or --hours, or fund the account")
+    if client is not None:
+        try:
+            row = client.get(f"/providers/{provider.lower()}")
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+            raise LeaseRefused(f"--provider: {provider} is not a registered provider; nothing was paid") from exc
+        if not row.get("available", True):
+            raise LeaseRefused(f"--provider: {provider} is not available: its agent has not sent a heartbeat since "
+                               f"{row.get('last_seen_at')} (crashed or stopped); nothing was paid, pick another "
+                               "provider")
     return cost

@@ -80,7 +80,7 @@ def refund_job(wallet: Wallet, job_id: int) -> str:
         return (f"job {job_id} passed its deadline {_date(deadline)} without a result: {_amount(refund, token)} "
                 f"credited to {to} in JobEscrow (tx 0x{bytes(receipt['transactionHash']).hex()}); {WITHDRAW_HINT}")
     if not mine:
-        raise NotRefundable(f"job {job_id} belongs to renter {renter}, not {me}; only its renter can cancel it, and "
+        raise NotRefundable(f"not your job: job {job_id} belongs to renter {renter}, not {me}; only its renter can cancel it, and "
                             f"anyone can refund it to the renter after its deadline {_date(deadline)}")
     # Funded, ours, before the deadline: no result is committed yet. Cancelling takes two steps
     # (the provider may have handed out a signed result it has not committed yet): a request,

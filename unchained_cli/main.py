@@ -40,7 +40,7 @@ app.add_typer(verifier_app, name="verifier")
 app.add_typer(account_app, name="account")
 app.add_typer(broker_app, name="broker")
 app.command()(withdraw)
-account_app.command("balance")(balance)
+app.command("balance")(balance)
 add_dev_command(app, "up")
 
 console = Console()

@@ -34,10 +34,7 @@ root = typer.Typer(cls=GuardedGroup)  # errors end as `unchained` shows them: on
 root.add_typer(job_app, name="job")
 root.add_typer(model_app, name="model")
 root.add_typer(lease_app, name="lease")
-account = typer.Typer()
-account.command("balance")(balance)
-account.command("noop")(lambda: None)  # two commands: `account balance` stays a sub-command
-root.add_typer(account, name="account")
+root.command("balance")(balance)
 runner = CliRunner()
 STALE_S = 1.0
 
@@ -124,6 +121,8 @@ def test_jobs_listed_newest_first_challenge_shown_and_refusals_as_sentences(  # 
     assert code == 1 and "not your job" in said and "ChallengeNotStakedVerifier" not in said, said
     code, said = _run("job", "challenge", str(ids[0]), "--keystore", str(keystore), *_chain_args(chain))
     assert code == 1 and f"job {ids[0]} is already challenged" in said, said
+    code, said = _run("job", "refund", str(ids[1]), "--keystore", str(_keystore_of(tmp_path, 7)), *_chain_args(chain))
+    assert code == 1 and said.startswith(f"error: not your job: job {ids[1]} belongs to renter"), said
 
     def challenged() -> dict:  # type: ignore[type-arg]
         return json.loads(_ok("job", "status", str(ids[0]), "-o", "json", "--backend", server))
@@ -160,7 +159,7 @@ def test_leases_listed_expired_and_ended_said_so_and_balance(  # type: ignore[no
                       *_chain_args(chain))
     assert code == 1 and f"lease {lease_id} ran out at" in said and "host key" not in said, said
 
-    before = json.loads(_ok("account", "balance", "--keystore", str(keystore), "-o", "json", *_chain_args(chain)))
+    before = json.loads(_ok("balance", "--keystore", str(keystore), "-o", "json", *_chain_args(chain)))
     assert int(before["wallet_wei"]) == session.web3.eth.get_balance(market.renter)
     _ok("lease", "stop", str(lease_id), "--keystore", str(keystore), *_chain_args(chain))
     code, said = _run("lease", "ssh", str(lease_id), "--keystore", str(keystore), "--backend", server,
@@ -169,12 +168,12 @@ def test_leases_listed_expired_and_ended_said_so_and_balance(  # type: ignore[no
     code, said = _run("lease", "stop", str(lease_id), "--keystore", str(keystore), *_chain_args(chain))
     assert code == 1 and f"lease {lease_id} has ended" in said and "LeaseManagerNotActive" not in said, said
 
-    after = json.loads(_ok("account", "balance", "--address", market.renter, "-o", "json", *_chain_args(chain)))
+    after = json.loads(_ok("balance", "--address", market.renter, "-o", "json", *_chain_args(chain)))
     owed = {(o["contract"], o["what"]): int(o["amount"]) for o in after["owed"]}
     was = {(o["contract"], o["what"]): int(o["amount"]) for o in before["owed"]}
     paid = int(rows[0]["paid"])
     assert owed[("LeaseManager", "owed balance")] - was.get(("LeaseManager", "owed balance"), 0) == paid
-    text = _ok("account", "balance", "--keystore", str(keystore), *_chain_args(chain))
+    text = _ok("balance", "--keystore", str(keystore), *_chain_args(chain))
     assert "LeaseManager owed balance" in text and "unchained withdraw" in text and market.renter in text
 
 

@@ -176,11 +176,13 @@ def test_lease_of_an_address_that_is_not_one(capsys, net, ssh_key) -> None:  # t
     assert_explained(code, out, "--provider", "not an address", exit_code=1)
 
 
-def test_a_contract_revert_is_shown_by_its_error_name(capsys, net) -> None:  # type: ignore[no-untyped-def]
+def test_a_contract_revert_is_shown_as_what_it_means(capsys, net) -> None:  # type: ignore[no-untyped-def]
     code, out = run(capsys, "job", "challenge", net["job"], "--keystore", net["keystore"], "--rpc", net["rpc"],
                     "--deployment", net["deployment"])
-    # Decoded against the contracts' ABIs: ChallengeNotStakedVerifier(0x..., 0, 1000000000000000000).
-    assert_explained(code, out, "would revert: ChallengeNotStakedVerifier(0x", exit_code=1)
+    # Decoded against the contracts' ABIs (ChallengeNotStakedVerifier(0x..., 0, 10**18)), said as a sentence.
+    assert_explained(code, out, "not your job: only its renter, or a verifier with at least 1 ETH staked",
+                     "nothing was sent", exit_code=1)
+    assert "ChallengeNotStakedVerifier" not in out
 
 
 def test_a_job_that_does_not_exist_is_named(capsys, net) -> None:  # type: ignore[no-untyped-def]
@@ -249,7 +251,7 @@ def test_the_unchained_script_prints_one_line_and_a_traceback_only_with_debug(ne
     assert debug.returncode != 0 and "Traceback" in debug.stderr and "ConnectError" in debug.stderr
 
 
-def test_a_revert_reaching_the_boundary_is_decoded_by_its_error_name() -> None:
+def test_a_revert_reaching_the_boundary_is_decoded_and_said() -> None:
     from web3 import Web3
     from web3.exceptions import ContractCustomError
 
@@ -258,5 +260,5 @@ def test_a_revert_reaching_the_boundary_is_decoded_by_its_error_name() -> None:
     data = "0x" + Web3.keccak(text="ChallengeBadK(uint256)")[:4].hex().removeprefix("0x") + "00" * 31 + "05"
     wrapped = RuntimeError("sending failed")
     wrapped.__cause__ = ContractCustomError(data, data=data)
-    assert explain(wrapped).message == "the contract refused: ChallengeBadK(5)"
+    assert explain(wrapped).message == "the contract refused: --k 5 is out of range: ask for between 1 and 64 items"
     assert explain(ContractCustomError("0xdeadbeef", data="0xdeadbeef")).message.endswith("unknown revert 0xdeadbeef")
