@@ -75,7 +75,7 @@ class LeaseService:
         if settings.content_dir is not None:
             source = DirectorySource(settings.content_dir)
         elif backend is not None:  # signed in: the backend serves an image to the provider of a lease naming it
-            source = HttpSource(backend.base_url, "/lease-images/{hash}", auth=backend.auth)
+            source = HttpSource(backend.base_url, "/lease-images/{hash}", auth=backend.session)
         images = ContentCache(settings.lease_images_dir, settings.lease_image_bytes, source) if source else None
         return cls(chain, backend, envs, mining, images)
 
