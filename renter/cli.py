@@ -19,6 +19,7 @@ from client import contracts
 from client.chain import ChainContext, open_chain
 from client.escrow_jobs import read_job
 from client.keystore import PASSWORD_FILE_HELP, load_keystore
+from protocol.escrow_job import EscrowJob
 from protocol.job_result import SignedJobResult
 from protocol.jobs import MODEL_FORMATS
 
@@ -228,16 +229,20 @@ def job_result(
     source = "on-chain" if job.is_committed else "signed by its provider"
     console.print(f"{len(outputs)} items verified against output root 0x{root.hex()} ({source}); written to {out}")
     if signed is not None:
-        console.print(signed_result_note(job_id, signed, result, job.deadline), highlight=False, soft_wrap=True)
+        console.print(signed_result_note(job, signed), highlight=False, soft_wrap=True)
 
 
-def signed_result_note(job_id: int, signed: SignedJobResult, result: dict, deadline: int) -> str:  # type: ignore[type-arg]
-    """What the provider's signature gives the renter: binding (commitBy before the deadline) or not."""
-    r = signed.result
-    if result["committed"] and result.get("commit_matches_signed") is False:
-        return (f"the provider committed another result than the one it signed: `unchained job slash {job_id}` "
-                "slashes it (inside the challenge window the job's price comes back too)")
-    if result["committed"]:
+def signed_result_note(job: EscrowJob, signed: SignedJobResult) -> str:
+    """What the provider's signature gives the renter: binding (commitBy before the deadline) or
+    not, and whether the commit is the signed result. Both from the job read from the chain, never
+    the backend's `committed` / `commit_matches_signed`: a backend siding with the provider could
+    call a different commit "as signed", and the renter would let its slash (and refund) pass."""
+    r, job_id, deadline = signed.result, job.id, job.deadline
+    if job.is_committed:
+        committed = ("0x" + job.output_root.hex(), job.item_count, "0x" + job.result_digest.hex())
+        if committed != (r.output_root.lower(), r.item_count, r.result_digest.lower()):
+            return (f"the provider committed another result than the one it signed: `unchained job slash {job_id}` "
+                    "slashes it (inside the challenge window the job's price comes back too)")
         return f"signed by provider {signed.provider} and committed as signed"
     if r.binding(deadline):
         return (f"signed by provider {signed.provider}; its on-chain commit is pending, promised by {r.commit_by} "
