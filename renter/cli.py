@@ -401,11 +401,17 @@ def lease_status(
     deployment: DeploymentFile = None,
 ) -> None:
     """Time left on a lease, and what the provider would earn and you get back if you stopped it now."""
-    from renter.orders import quote_lease
+    from renter.orders import LeaseNotDelivered, lease_access, quote_lease
 
     chain = ChainContext(*open_chain(rpc, deployment_file=deployment, timeout_s=30))
     quote = quote_lease(chain.contract("LeaseManager"), lease_id, chain.now())
-    row = BackendClient.connect(backend).get(f"/leases/{lease_id}")
+    # The ssh line only from details the lease's provider signed and offered on-chain: a backend
+    # showing a host of its own would have the renter log in (and type its secrets) there.
+    try:
+        access = lease_access(BackendClient.connect(backend), chain, lease_id)
+    except LeaseNotDelivered as exc:
+        access = None
+        console.print(f"[yellow]{exc}[/yellow]", soft_wrap=True)
     state = "active" if quote.active else "ended"
     console.print(f"lease {lease_id}: {state}, {quote.delivery_words()}", highlight=False)
     if quote.active and not quote.offered:
@@ -418,10 +424,9 @@ def lease_status(
                       f"{quote.seconds_left % 60} s\n"
                       f"  if stopped now        provider earns {Web3.from_wei(quote.earned_if_stopped, 'ether')} ETH, "
                       f"you get back {Web3.from_wei(quote.refund_if_stopped, 'ether')} ETH", highlight=False)
-    if row.get("access"):
-        a = row["access"]
-        console.print(f"  ssh                   ssh -p {a['port']} {a['user']}@{a['host']} "
-                      f"(host key {a['hostKeyFingerprint']})", highlight=False, soft_wrap=True)
+    if access is not None:
+        console.print(f"  ssh                   {' '.join(access.ssh_command())} "
+                      f"(host key {access.host_key_fingerprint})", highlight=False, soft_wrap=True)
 
 
 @lease_app.command("ssh", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})

@@ -19,6 +19,7 @@ from renter.client import BackendClient
 from renter.errors import RenterError
 from renter.wallet import Wallet
 from client import blocks
+from client.chain import ChainContext
 from client.contracts import emitted
 from protocol.enums import LeaseStatus
 from protocol.escrow_job import EscrowJob
@@ -190,8 +191,8 @@ def start_lease(wallet: Wallet, provider: str, gpus: int, seconds: int) -> tuple
     return lease_id, cost, bytes(receipt["transactionHash"])
 
 
-def lease_domain(wallet: Wallet) -> LeaseDomain:
-    return LeaseDomain(wallet.deployment.chain_id, wallet.contract("LeaseManager").address)
+def lease_domain(chain: ChainContext) -> LeaseDomain:
+    return LeaseDomain(chain.deployment.chain_id, chain.contract("LeaseManager").address)
 
 
 def upload_lease_image(client: BackendClient, image: Path) -> str:
@@ -228,19 +229,19 @@ class LeaseNotDelivered(RenterError):
     """The provider has not handed the lease's machine over (no signed, confirmed connection details)."""
 
 
-def lease_access(client: BackendClient, wallet: Wallet, lease_id: int) -> LeaseAccess | None:
+def lease_access(client: BackendClient, chain: ChainContext, lease_id: int) -> LeaseAccess | None:
     """The lease's connection details once the provider signed them (checked against the lease's
-    provider on-chain) and confirmed their hash on-chain; None before that."""
+    provider on-chain) and offered their hash on-chain; None before that."""
     row = client.get(f"/leases/{lease_id}")
     if not row.get("access") or not row.get("access_signature"):
         return None
-    access = LeaseAccess.from_json(row["access"])
-    domain = lease_domain(wallet)
-    leases = wallet.contract("LeaseManager")
+    domain = lease_domain(chain)
+    leases = chain.contract("LeaseManager")
     provider = leases.functions.getLease(lease_id).call().provider
     try:
+        access = LeaseAccess.from_json(row["access"])
         verify(domain, access, bytes.fromhex(row["access_signature"][2:]), provider)
-    except LeaseMessageError as exc:
+    except (LeaseMessageError, ValueError) as exc:  # ValueError: a signature that is not hex
         raise LeaseNotDelivered(f"lease {lease_id}: the backend relays connection details the provider did not sign "
                                 f"({exc})") from exc
     if bytes(leases.functions.deliveryOf(lease_id).call()) != typed_hash(domain, access):

@@ -239,3 +239,58 @@ def test_job_status_shows_eth_and_dates_with_zone_and_wei_on_request() -> None:
     assert lines["challenge window end"] == "2027-01-15T07:00:00+00:00 (in 1 h)"
     assert lines["output root"] == "0x" + "cd" * 32
     assert dict(job_lines(job, now=0, in_wei=True))["price"] == f"{15 * 10**15} wei"
+
+
+def test_lease_status_shows_only_connection_details_the_provider_signed_and_offered(  # type: ignore[no-untyped-def]
+        server, chain, session, market, tmp_path) -> None:
+    """A compromised backend relays a host of its own (and that host's key fingerprint) in a
+    delivered lease's row: `lease status` must not print it as the ssh line, or the renter logs in,
+    and types its secrets, on the attacker's machine."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from client.ports import free_port
+    from protocol.lease_access import LeaseAccess, LeaseDomain, sign, typed_hash
+
+    leases = session.contract("LeaseManager")
+    cost = leases.functions.leaseCost(market.provider2, 1, 3600).call()
+    session.send(leases.functions.startLease(market.provider2, 1, 3600), market.renter, value=cost)
+    lease_id = leases.functions.leaseCount().call()
+    _wait_for(server, f"/leases/{lease_id}", lambda row: True)
+    domain = LeaseDomain(session.web3.eth.chain_id, leases.address)
+    access = LeaseAccess(lease_id, "127.0.0.1", 2222, "lease", "SHA256:" + "A" * 43)
+    signature = "0x" + sign(domain, access, support.anvil_key(2).key).hex()
+    assert httpx.put(f"{server}/leases/{lease_id}/access", json={**{k: v for k, v in access.message().items()
+                                                                     if k != "leaseId"},
+                                                                  "signature": signature}).status_code == 204
+    session.send(leases.functions.offerAccess(lease_id, typed_hash(domain, access)), market.provider2)
+
+    class Tampering(BaseHTTPRequestHandler):  # the compromised backend: the real answers, one field changed
+        def do_GET(self) -> None:  # noqa: N802
+            row = httpx.get(server + self.path).json()
+            row["access"] = {**row["access"], "host": "evil.example", "hostKeyFingerprint": "SHA256:" + "B" * 43}
+            body = json.dumps(row).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    port = free_port()
+    evil = ThreadingHTTPServer(("127.0.0.1", port), Tampering)
+    threading.Thread(target=evil.serve_forever, daemon=True).start()
+    try:
+        def status(backend: str) -> str:
+            return " ".join(_invoke("lease", "status", str(lease_id), "--backend", backend, "--rpc",
+                                    chain[0].rpc_url, "--deployment", str(chain[2])).split())
+
+        assert "ssh -p 2222 lease@127.0.0.1" in status(server)  # the genuine offer
+        said = status(f"http://127.0.0.1:{port}")
+        assert "evil.example" not in said and "ssh -p" not in said, said
+        assert "the provider did not sign" in said, said
+    finally:
+        evil.shutdown()
