@@ -151,13 +151,21 @@ def submit_job(client: BackendClient, wallet: Wallet, model_hash: str, inputs: S
     if provider is None:
         if not quotes:
             raise RenterError(f"no provider fits this job: {no_provider_message(client, request, max_price_wei)}")
-        chosen, price = quotes[0]["provider"], int(quotes[0]["price_wei"])
+        chosen = quotes[0]["provider"]
     else:
         match = [q for q in quotes if q["provider"] == provider.lower()]
         if not match:
             raise RenterError(f"provider {provider} is not eligible for this job within "
                                f"{Web3.from_wei(max_price_wei, 'ether')} ETH: {provider_unfit(client, provider)}")
-        chosen, price = provider.lower(), int(match[0]["price_wei"])
+        chosen = provider.lower()
+    # The price paid is the provider's on-chain price per item times the items, never the
+    # backend's number alone: a backend quoting more (for a provider it sides with) would be paid
+    # that much out of the renter's balance, up to --max-price or past it.
+    price = wallet.contract("ProviderRegistry").functions.pricePerJobUnitOf(
+        Web3.to_checksum_address(chosen)).call() * len(inputs)
+    if price > max_price_wei:
+        raise RenterError(f"provider {chosen} charges {Web3.from_wei(price, 'ether')} ETH for {len(inputs)} items "
+                          f"on-chain, above your maximum {Web3.from_wei(max_price_wei, 'ether')} ETH; nothing was paid")
     deadline = blocks.timestamp(wallet.web3) + deadline_s
     spec = JobSpec(model=model_hash, model_format=fmt, inputs=tuple(hashes), batch_size=batch_size,
                    tolerance_ppm=tolerance_ppm, deadline=deadline, price_wei=price, provider=chosen)

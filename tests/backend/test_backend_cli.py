@@ -12,11 +12,13 @@ from pathlib import Path
 import backend_support as support
 import httpx
 import numpy as np
+import pytest
 import typer
 from typer.testing import CliRunner
 
 from renter.cli import job_app, lease_app, model_app
 from renter.client import BackendClient
+from renter.errors import RenterError
 from client.escrow_jobs import read_job_view
 from protocol.jobs import encode_output
 from unchained_cli.errors import GuardedGroup
@@ -294,3 +296,34 @@ def test_lease_status_shows_only_connection_details_the_provider_signed_and_offe
         assert "the provider did not sign" in said, said
     finally:
         evil.shutdown()
+
+
+def test_submit_pays_the_providers_onchain_price_not_the_backends_quote(  # type: ignore[no-untyped-def]
+        server, chain, session, market, keystore, tmp_path) -> None:
+    """A compromised backend quotes its favoured provider at a price of its own: within the
+    renter's maximum (a hundred times the provider's) or past it. The renter pays the provider's
+    on-chain price per item times the items, and nothing above its maximum."""
+    from renter.orders import submit_job
+    from renter.wallet import Wallet
+
+    class Lying(BackendClient):
+        def __init__(self, factor: int) -> None:
+            super().__init__(BackendClient.client(server, 60), support.anvil_key(3))
+            self.factor = factor
+
+        def quotes(self, **request):  # type: ignore[no-untyped-def]
+            # Every provider, whatever the renter's maximum, at the backend's own price.
+            quoted = super().quotes(**{**request, "max_price_wei": str(10**20)})
+            return [{**q, "price_wei": str(int(q["price_wei"]) * self.factor)} for q in quoted]
+
+    model = _pushed(server, keystore, tmp_path, 34.0)
+    inputs = [encode_output(np.full(8, i, np.float32)) for i in range(4)]
+    wallet = Wallet(chain[0].rpc_url, support.anvil_key(3), chain[2])
+    unit = session.contract("ProviderRegistry").functions.pricePerJobUnitOf(market.provider).call()
+    escrow = session.contract("JobEscrow")
+    funded = submit_job(Lying(100), wallet, model, inputs, 10**16, provider=market.provider, check=False)
+    assert read_job_view(escrow, funded.job_id).price == funded.price_wei == 4 * unit
+    jobs = escrow.functions.jobCount().call()
+    with pytest.raises(RenterError, match="nothing was paid"):
+        submit_job(Lying(100), wallet, model, inputs, 4 * unit - 1, provider=market.provider, check=False)
+    assert escrow.functions.jobCount().call() == jobs
