@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 from eth_account.signers.local import LocalAccount
 
-from renter.errors import NotFound
+from renter.errors import NotFound, RenterError
 from client.backend_answers import no_such_route
 from client.backend_http import ApiError, BackendHttp
 from protocol.escrow_job import EscrowJob
@@ -22,6 +22,17 @@ from protocol.job_result import EscrowDomain, JobResultError, SignedJobResult
 from protocol.merkle import keccak256, leaf_hash, verify_inclusion
 
 SESSION_LIFETIME_S = 600  # a CLI command is short; a stolen token is worth little for long
+
+
+def _stored_as(data: bytes, answered: str, what: str) -> str:
+    """The content hash the backend answered for `data`, checked here: the renter's spec names
+    what it hashed itself. A backend answering another hash would have the job (paid for) run
+    another model or other inputs, its outputs verified against a commit of the wrong work."""
+    digest = "0x" + keccak256(data).hex()
+    if answered.lower() != digest:
+        raise RenterError(f"the backend stored the {what} ({len(data)} bytes) as {answered}, but its bytes hash to "
+                          f"{digest}")
+    return digest
 
 
 class BackendClient(BackendHttp):
@@ -56,8 +67,10 @@ class BackendClient(BackendHttp):
         return self._call("POST", "/quotes/explain", json=request).json()
 
     def push_model(self, data: bytes, name: str, fmt: str, private: bool) -> dict[str, Any]:
-        return self._call("POST", "/models", signed=True, content=data, params={
+        row: dict[str, Any] = self._call("POST", "/models", signed=True, content=data, params={
             "name": name, "format": fmt, "private": str(private).lower()}).json()
+        _stored_as(data, row["content_hash"], "model")
+        return row
 
     def model(self, content_hash: str) -> dict[str, Any]:
         """The hub's entry of a model (yours, or a public one); ApiError 404 when there is none."""
@@ -72,7 +85,7 @@ class BackendClient(BackendHttp):
         return self._call("POST", "/lease-images", signed=True, content=data).json()["content_hash"]
 
     def upload_input(self, data: bytes) -> str:
-        return self._call("POST", "/inputs", signed=True, content=data).json()["content_hash"]
+        return _stored_as(data, self._call("POST", "/inputs", signed=True, content=data).json()["content_hash"], "input")
 
     def upload_inputs(self, items: Sequence[bytes], on_uploaded: Callable[[int], object] = lambda _: None) -> list[str]:
         """Each item's id, in order: as many items per request (POST /inputs/batch) as fit its
@@ -90,7 +103,10 @@ class BackendClient(BackendHttp):
                     if not no_such_route(exc.status, exc.detail):
                         raise
                 else:
-                    ids += [row["content_hash"] for row in answer]
+                    if len(answer) != len(group):
+                        raise RenterError(f"the backend stored {len(answer)} of {len(group)} input items")
+                    ids += [_stored_as(data, row["content_hash"], "input")
+                            for data, row in zip(group, answer, strict=True)]
                     for data in group:
                         on_uploaded(len(data))
                     continue

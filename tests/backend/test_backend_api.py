@@ -21,6 +21,7 @@ from backend.errors import NotFound
 from client.backend_http import ApiError, BackendRefused
 from renter.cli import signed_result_note
 from renter.client import BackendClient
+from renter.errors import RenterError
 from renter.orders import trusted_root
 from renter.slash import slash_job
 from renter.wallet import Wallet
@@ -720,3 +721,31 @@ def test_slashes_are_listed_with_their_amounts_rewards_and_causes(app_client, se
     assert [s["job_id"] for s in app_client.get("/slashes", params={"offender": market.provider, "limit": 1}).json()] \
         == [job_id]
     assert app_client.get("/slashes", params={"offender": "nobody"}).status_code == 422
+
+
+def test_the_renter_refuses_a_content_hash_the_backend_answers_for_other_bytes(app_client) -> None:  # type: ignore[no-untyped-def]
+    """A compromised backend answers an upload with the hash of other content (a model or inputs
+    of its choosing): the spec would name them, the job (paid for) would run them, and the
+    outputs would verify against the commit of that wrong work. The renter names only what it
+    hashed itself."""
+    other = "0x" + keccak256(b"the backend's choice").hex()
+
+    class Lying(BackendClient):
+        def _call(self, method: str, path: str, signed: bool = False, **kwargs: Any) -> httpx.Response:
+            response = super()._call(method, path, signed=signed, **kwargs)
+            if method != "POST" or path not in ("/inputs", "/inputs/batch", "/models"):
+                return response
+            body = response.json()
+            body = ([{**row, "content_hash": other} for row in body] if isinstance(body, list)
+                    else {**body, "content_hash": other})
+            return httpx.Response(response.status_code, json=body)
+
+    lying = Lying(app_client, support.anvil_key(3))
+    model = support.Tagged.torchscript(41.0)
+    for upload in (lambda: lying.upload_input(b"mine"), lambda: lying.upload_inputs([b"item-a", b"item-b"]),
+                   lambda: lying.push_model(model, "m.pt", "torchscript", True)):
+        with pytest.raises(RenterError, match="hash to"):
+            upload()
+    honest = _as(app_client, 3)
+    assert honest.upload_inputs([b"item-a", b"item-b"]) == ["0x" + keccak256(d).hex() for d in (b"item-a", b"item-b")]
+    assert honest.push_model(model, "m.pt", "torchscript", True)["content_hash"] == "0x" + keccak256(model).hex()
