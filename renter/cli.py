@@ -17,8 +17,9 @@ from renter.orders import check_lease, end_lease, start_lease, submit_job
 from renter.wallet import Wallet
 from client import contracts
 from client.chain import ChainContext, open_chain
-from client.escrow_jobs import read_job
+from client.escrow_jobs import JobView, read_job, read_job_view
 from client.keystore import PASSWORD_FILE_HELP, load_keystore
+from protocol.enums import JobStatus
 from protocol.escrow_job import EscrowJob
 from protocol.job_result import SignedJobResult
 from protocol.jobs import MODEL_FORMATS
@@ -175,15 +176,41 @@ def job_lines(job: dict, now: float, in_wei: bool = False) -> list[tuple[str, st
     return lines
 
 
+def chain_fields(view: JobView) -> dict[str, object]:
+    """A job's fields as its chain slot records them, by the backend's names: what `job status`
+    shows of them is read from the chain, never the backend's index alone (a compromised backend
+    could show a funded job refunded, or another provider or price)."""
+    job = view.job
+    if view.status == JobStatus.FUNDED:
+        status = "cancel requested" if view.cancellableAt else "funded"
+    else:
+        status = view.status.name.lower()
+    committed = job.is_committed
+    return {"status": status, "renter": job.renter.lower(), "provider": job.provider.lower(), "price": str(job.price),
+            "deadline": job.deadline, "output_root": "0x" + job.output_root.hex() if committed else None,
+            "item_count": job.item_count if committed else None,
+            "challenge_window_end": view.challengeWindowEnd if committed else None,
+            "cancellable_at": view.cancellableAt or None}
+
+
 @job_app.command("status")
 def job_status(job_id: Annotated[int, typer.Argument(min=0)], backend: BackendUrl = DEFAULT_BACKEND,
-               wei: Wei = False) -> None:
-    """Show a job as the chain records it, and why it failed if its provider failed it."""
+               rpc: Rpc = DEFAULT_RPC, deployment: DeploymentFile = None, wei: Wei = False) -> None:
+    """Show a job as the chain records it (status, parties, price, times and result read from the
+    chain; the backend adds its failure report, dispatch and amounts), and why it failed if its
+    provider failed it."""
     import time
 
     from client.units import amount
 
     job = BackendClient.connect(backend).get(f"/jobs/{job_id}")
+    chain = ChainContext(*open_chain(rpc, deployment_file=deployment, timeout_s=30))
+    onchain = chain_fields(read_job_view(chain.contract("JobEscrow"), job_id,
+                                         chain.deployment.contract("JobEscrow").block))
+    if job.get("status") != onchain["status"]:
+        console.print(f"[yellow]the backend shows job {job_id} {job.get('status')}; the chain: {onchain['status']}"
+                      "[/yellow]", soft_wrap=True)
+    job = {**job, **onchain}
     # Plain lines, not a table: a 66-character hash must never be cut at 80 columns.
     console.print(f"job {job_id}", highlight=False)
     for key, value in job_lines(job, time.time(), wei):

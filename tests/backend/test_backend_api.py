@@ -447,34 +447,6 @@ def test_signed_result_reaches_the_renter_before_the_commit_and_a_different_comm
         slash_job(wallet, renter, job_id)
 
 
-def test_the_renter_judges_a_commit_against_its_signed_result_from_the_chain_not_the_backends_flag(
-        app_client, session, market) -> None:  # type: ignore[no-untyped-def]
-    """A backend siding with the provider rewrites `commit_matches_signed`: a commit that differs
-    from the signed result shown as matching (the renter would let the slash and its refund pass),
-    a matching one shown as differing. `job result`'s note reads the commit from the chain."""
-    renter, provider = _as(app_client, 3), _as(app_client, 1)
-    backend = app_client.app.state.backend
-    domain = backend.chain().escrow_domain()
-    escrow = session.contract("JobEscrow")
-    notes = {}
-    for name, committed in (("differs", [b"other"] * 3), ("matches", None)):
-        outputs = [b"%s-%d" % (name.encode(), i) for i in range(3)]
-        job_id = support.funded_job(session, market.renter, market.provider, keccak256(name.encode()), 10**15)
-        _sync(app_client)
-        assert provider.http.put(f"/jobs/{job_id}/signed-result", json=_signed(job_id, outputs, 1, domain),
-                                 headers=provider._auth()).status_code == 200
-        support.commit_outputs(session, market.provider, job_id, committed or outputs)
-        _sync(app_client)
-        with backend.factory.begin() as db:  # the lie
-            db.get(m.Job, job_id).commit_matches_signed = committed is not None
-        result = app_client.get(f"/jobs/{job_id}/result").json()
-        assert result["commit_matches_signed"] is (committed is not None)
-        job = read_job(escrow, job_id)
-        notes[name] = signed_result_note(job, renter.verified_signed_result(job, domain, result))
-    assert "`unchained job slash" in notes["differs"] and "another result" in notes["differs"]
-    assert "committed as signed" in notes["matches"]
-
-
 def test_the_signed_result_and_its_outputs_arrive_in_one_request(app_client, session, market) -> None:  # type: ignore[no-untyped-def]
     renter, provider = _as(app_client, 3), _as(app_client, 1)
     domain = app_client.app.state.backend.chain().escrow_domain()
@@ -749,3 +721,31 @@ def test_the_renter_refuses_a_content_hash_the_backend_answers_for_other_bytes(a
     honest = _as(app_client, 3)
     assert honest.upload_inputs([b"item-a", b"item-b"]) == ["0x" + keccak256(d).hex() for d in (b"item-a", b"item-b")]
     assert honest.push_model(model, "m.pt", "torchscript", True)["content_hash"] == "0x" + keccak256(model).hex()
+
+
+def test_the_renter_judges_a_commit_against_its_signed_result_from_the_chain_not_the_backends_flag(
+        app_client, session, market) -> None:  # type: ignore[no-untyped-def]
+    """A backend siding with the provider rewrites `commit_matches_signed`: a commit that differs
+    from the signed result shown as matching (the renter would let the slash and its refund pass),
+    a matching one shown as differing. `job result`'s note reads the commit from the chain."""
+    renter, provider = _as(app_client, 3), _as(app_client, 1)
+    backend = app_client.app.state.backend
+    domain = backend.chain().escrow_domain()
+    escrow = session.contract("JobEscrow")
+    notes = {}
+    for name, committed in (("differs", [b"other"] * 3), ("matches", None)):
+        outputs = [b"%s-%d" % (name.encode(), i) for i in range(3)]
+        job_id = support.funded_job(session, market.renter, market.provider, keccak256(name.encode()), 10**15)
+        _sync(app_client)
+        assert provider.http.put(f"/jobs/{job_id}/signed-result", json=_signed(job_id, outputs, 1, domain),
+                                 headers=provider._auth()).status_code == 200
+        support.commit_outputs(session, market.provider, job_id, committed or outputs)
+        _sync(app_client)
+        with backend.factory.begin() as db:  # the lie
+            db.get(m.Job, job_id).commit_matches_signed = committed is not None
+        result = app_client.get(f"/jobs/{job_id}/result").json()
+        assert result["commit_matches_signed"] is (committed is not None)
+        job = read_job(escrow, job_id)
+        notes[name] = signed_result_note(job, renter.verified_signed_result(job, domain, result))
+    assert "`unchained job slash" in notes["differs"] and "another result" in notes["differs"]
+    assert "committed as signed" in notes["matches"]

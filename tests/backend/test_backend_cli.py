@@ -4,9 +4,14 @@ and verifies every item; leases start and stop."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
+import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import backend_support as support
@@ -20,6 +25,7 @@ from renter.cli import job_app, lease_app, model_app
 from renter.client import BackendClient
 from renter.errors import RenterError
 from client.escrow_jobs import read_job_view
+from client.ports import free_port
 from protocol.jobs import encode_output
 from unchained_cli.errors import GuardedGroup
 
@@ -79,8 +85,9 @@ def test_submit_fund_commit_and_verified_result(server, chain, session, market, 
     for i, data in enumerate(outputs):
         provider.upload_output(job_id, i, data, tree.proof(i))
 
-    status = _invoke("job", "status", str(job_id), "--backend", server)
-    assert "committed" in status
+    status = _invoke("job", "status", str(job_id), "--backend", server, "--rpc", chain[0].rpc_url,
+                     "--deployment", str(deployment))
+    assert "committed" in status and "the backend shows" not in status
     result_dir = tmp_path / "results"
     verified = _invoke("job", "result", str(job_id), "--keystore", str(keystore), "--out", str(result_dir),
                        "--backend", server, "--rpc", chain[0].rpc_url, "--deployment", str(chain[2]))
@@ -243,16 +250,51 @@ def test_job_status_shows_eth_and_dates_with_zone_and_wei_on_request() -> None:
     assert dict(job_lines(job, now=0, in_wei=True))["price"] == f"{15 * 10**15} wei"
 
 
+@contextmanager
+def _tampering(server: str, edit: Callable[[str, dict], dict]) -> Iterator[str]:  # type: ignore[type-arg]
+    """A compromised backend: the real one's answers to GET, each JSON object passed through
+    `edit(path, row)`. Yields its URL."""
+    class Tampering(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            body = json.dumps(edit(self.path, httpx.get(server + self.path).json())).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    evil = ThreadingHTTPServer(("127.0.0.1", free_port()), Tampering)
+    threading.Thread(target=evil.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{evil.server_address[1]}"
+    finally:
+        evil.shutdown()
+
+
+def test_job_status_shows_the_chains_status_not_the_backends(server, chain, session, market) -> None:  # type: ignore[no-untyped-def]
+    """A compromised backend shows a funded job refunded (the renter would stop waiting for its
+    result and look for a refund that is not there): `job status` reads the job from the chain."""
+    job_id = support.funded_job(session, market.renter, market.provider, support.keccak256(b"status-lie"), 10**15)
+    _wait_for(server, f"/jobs/{job_id}", lambda row: True)
+
+    def refunded(path: str, row: dict) -> dict:  # type: ignore[type-arg]
+        return {**row, "status": "refunded", "refund": str(10**15)}
+
+    with _tampering(server, refunded) as evil:
+        said = " ".join(_invoke("job", "status", str(job_id), "--backend", evil, "--rpc", chain[0].rpc_url,
+                                "--deployment", str(chain[2])).split())
+    assert "status funded" in said and "the renter was refunded" not in said, said
+    assert "the backend shows job" in said and "refunded; the chain: funded" in said, said
+
+
 def test_lease_status_shows_only_connection_details_the_provider_signed_and_offered(  # type: ignore[no-untyped-def]
         server, chain, session, market, tmp_path) -> None:
     """A compromised backend relays a host of its own (and that host's key fingerprint) in a
     delivered lease's row: `lease status` must not print it as the ssh line, or the renter logs in,
     and types its secrets, on the attacker's machine."""
-    import json
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    from client.ports import free_port
     from protocol.lease_access import LeaseAccess, LeaseDomain, sign, typed_hash
 
     leases = session.contract("LeaseManager")
@@ -268,34 +310,18 @@ def test_lease_status_shows_only_connection_details_the_provider_signed_and_offe
                                                                   "signature": signature}).status_code == 204
     session.send(leases.functions.offerAccess(lease_id, typed_hash(domain, access)), market.provider2)
 
-    class Tampering(BaseHTTPRequestHandler):  # the compromised backend: the real answers, one field changed
-        def do_GET(self) -> None:  # noqa: N802
-            row = httpx.get(server + self.path).json()
-            row["access"] = {**row["access"], "host": "evil.example", "hostKeyFingerprint": "SHA256:" + "B" * 43}
-            body = json.dumps(row).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def evil_access(path: str, row: dict) -> dict:  # type: ignore[type-arg]
+        return {**row, "access": {**row["access"], "host": "evil.example", "hostKeyFingerprint": "SHA256:" + "B" * 43}}
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-    port = free_port()
-    evil = ThreadingHTTPServer(("127.0.0.1", port), Tampering)
-    threading.Thread(target=evil.serve_forever, daemon=True).start()
-    try:
+    with _tampering(server, evil_access) as evil:
         def status(backend: str) -> str:
             return " ".join(_invoke("lease", "status", str(lease_id), "--backend", backend, "--rpc",
                                     chain[0].rpc_url, "--deployment", str(chain[2])).split())
 
         assert "ssh -p 2222 lease@127.0.0.1" in status(server)  # the genuine offer
-        said = status(f"http://127.0.0.1:{port}")
+        said = status(evil)
         assert "evil.example" not in said and "ssh -p" not in said, said
         assert "the provider did not sign" in said, said
-    finally:
-        evil.shutdown()
 
 
 def test_submit_pays_the_providers_onchain_price_not_the_backends_quote(  # type: ignore[no-untyped-def]
