@@ -12,7 +12,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 
 from renter.errors import Conflict
 from client.keystore import PASSWORD_FILE_HELP
-from protocol.jobs import MODEL_FORMATS
+from protocol.model_formats import MODEL_FORMATS
 
 # Each command imports the chain client (web3), the backend client and the renter's orders itself:
 # `unchained job --help` and `job status` start without loading what they do not use.
