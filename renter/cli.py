@@ -4,25 +4,24 @@ keystore in the renter's own process."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
-from web3 import Web3
 
-from renter.client import BackendClient
 from renter.errors import Conflict
-from renter.orders import check_lease, end_lease, start_lease, submit_job
-from renter.wallet import Wallet
-from client import contracts
-from client.chain import ChainContext, open_chain
-from client.escrow_jobs import JobView, read_job, read_job_view
-from client.keystore import PASSWORD_FILE_HELP, load_keystore
-from protocol.enums import JobStatus
-from protocol.escrow_job import EscrowJob
-from protocol.job_result import SignedJobResult
-from protocol.jobs import MODEL_FORMATS
+from client.keystore import PASSWORD_FILE_HELP
+from protocol.model_formats import MODEL_FORMATS
+
+# Each command imports the chain client (web3), the backend client and the renter's orders itself:
+# `unchained job --help` and `job status` start without loading what they do not use.
+if TYPE_CHECKING:
+    from client.escrow_jobs import JobView
+    from protocol.escrow_job import EscrowJob
+    from renter.client import BackendClient
+    from renter.wallet import Wallet
+    from protocol.job_result import SignedJobResult
 
 console = Console()
 job_app = typer.Typer(help="Renter: submit and pay for jobs, follow them, fetch verified results.",
@@ -59,6 +58,8 @@ def model_push(
     backend: BackendUrl = DEFAULT_BACKEND,
 ) -> None:
     """Upload a model to the hub; prints its content hash (keccak256 of the bytes)."""
+    from client.keystore import load_keystore
+    from renter.client import BackendClient
     client = BackendClient.connect(backend, load_keystore(keystore, password_file))
     row = client.push_model(path.read_bytes(), name or path.name, fmt, private)
     console.print(f"model {row['content_hash']} ({row['size']} bytes, {'private' if row['private'] else 'public'})")
@@ -72,6 +73,8 @@ def model_list(
 ) -> None:
     """List public models (and your private ones when signed in): one block per model, the
     content hash whole on its own line (a table would cut it at 80 columns)."""
+    from client.keystore import load_keystore
+    from renter.client import BackendClient
     client = BackendClient.connect(backend, load_keystore(keystore, password_file) if keystore else None)
     rows = client.get("/models")
     if not rows:
@@ -130,6 +133,11 @@ def job_submit(
 
     Nothing is paid unless the model is in the hub, every input decodes, the model runs the
     inputs (dry run) and a verified provider fits; otherwise it says which of these failed."""
+    from client.keystore import load_keystore
+    from renter.client import BackendClient
+    from renter.orders import submit_job
+    from renter.wallet import Wallet
+    from web3 import Web3
     account = load_keystore(keystore, password_file)
     client = BackendClient.connect(backend, account)
     wallet = Wallet(rpc, account, deployment)
@@ -180,6 +188,8 @@ def chain_fields(view: JobView) -> dict[str, object]:
     """A job's fields as its chain slot records them, by the backend's names: what `job status`
     shows of them is read from the chain, never the backend's index alone (a compromised backend
     could show a funded job refunded, or another provider or price)."""
+    from protocol.enums import JobStatus
+
     job = view.job
     if view.status == JobStatus.FUNDED:
         status = "cancel requested" if view.cancellableAt else "funded"
@@ -202,8 +212,12 @@ def job_status(job_id: Annotated[int, typer.Argument(min=0)], backend: BackendUr
     import time
 
     from client.units import amount
+    from renter.client import BackendClient
 
     job = BackendClient.connect(backend).get(f"/jobs/{job_id}")
+    from client.chain import ChainContext, open_chain  # web3: loaded once the backend answered
+    from client.escrow_jobs import read_job_view
+
     chain = ChainContext(*open_chain(rpc, deployment_file=deployment, timeout_s=30))
     onchain = chain_fields(read_job_view(chain.contract("JobEscrow"), job_id,
                                          chain.deployment.contract("JobEscrow").block))
@@ -238,6 +252,10 @@ def job_result(
     """Download every item's output and verify each against the output root read from the chain
     once committed; before that, the root its provider signed (the signature is checked here
     against the provider on-chain). The backend only carries the bytes."""
+    from client.chain import ChainContext, open_chain
+    from client.escrow_jobs import read_job
+    from client.keystore import load_keystore
+    from renter.client import BackendClient
     from renter.orders import trusted_root
 
     client = BackendClient.connect(backend, load_keystore(keystore, password_file))
@@ -292,6 +310,11 @@ def job_challenge(
 ) -> None:
     """Challenge your own job inside its window: the provider must reveal k random items'
     digests with proofs on-chain or be slashed (you are refunded); the escrow stays frozen."""
+    from client import contracts
+    from client.escrow_jobs import read_job
+    from client.keystore import load_keystore
+    from renter.wallet import Wallet
+    from web3 import Web3
     wallet = Wallet(rpc, load_keystore(keystore, password_file), deployment)
     challenges = wallet.contract("ChallengeManager")
     value = Web3.to_wei(bond, "ether") if bond is not None else challenges.functions.minBond().call()
@@ -314,6 +337,8 @@ def job_refund(
     """Take back what a job owes you: cancel it if the provider has not accepted it yet, or
     refund it once its deadline passed without a result; otherwise say why not and when. The
     refund is credited in the escrow: `unchained withdraw` pays it out."""
+    from client.keystore import load_keystore
+    from renter.wallet import Wallet
     from renter.refunds import refund_job
 
     outcome = refund_job(Wallet(rpc, load_keystore(keystore, password_file), deployment), job_id)
@@ -333,6 +358,9 @@ def job_slash(
     it, or when it promised its commit before the deadline and never made it: it loses its
     minimum stake, you get the reward share, and the job's price comes back unless it was already
     paid (slash inside the challenge window). Otherwise says why not (and from when)."""
+    from client.keystore import load_keystore
+    from renter.client import BackendClient
+    from renter.wallet import Wallet
     from renter.slash import slash_job
 
     console.print(slash_job(Wallet(rpc, load_keystore(keystore, password_file), deployment),
@@ -375,9 +403,13 @@ def lease_start(
     provider hands the machine over; then log in once (host key pinned) and confirm the delivery
     on-chain, or, if the machine refuses you, stop the lease for a full refund. Prints the ssh
     command. Unused time is refunded when you stop."""
+    from client.keystore import load_keystore
+    from renter.client import BackendClient
+    from renter.wallet import Wallet
+    from web3 import Web3
     from protocol.lease_access import NO_IMAGE, normalize_ssh_key
-    from renter.orders import (LoginFailed, bind_ssh_key, check_login, confirm_delivery, upload_lease_image,
-                               wait_for_access)
+    from renter.orders import (LoginFailed, bind_ssh_key, check_lease, check_login, confirm_delivery, end_lease,
+                               start_lease, upload_lease_image, wait_for_access)
 
     try:
         public_key = normalize_ssh_key(ssh_key.read_text())  # before paying: a bad key loses nothing
@@ -428,6 +460,9 @@ def lease_status(
     deployment: DeploymentFile = None,
 ) -> None:
     """Time left on a lease, and what the provider would earn and you get back if you stopped it now."""
+    from client.chain import ChainContext, open_chain
+    from renter.client import BackendClient
+    from web3 import Web3
     from renter.orders import LeaseNotDelivered, lease_access, quote_lease
 
     chain = ChainContext(*open_chain(rpc, deployment_file=deployment, timeout_s=30))
@@ -470,6 +505,9 @@ def lease_ssh(
 ) -> None:
     """Connect to a lease's machine over SSH; the host key must match the fingerprint the provider
     signed. Extra arguments after `--` are the remote command (run without your stdin)."""
+    from client.keystore import load_keystore
+    from renter.client import BackendClient
+    from renter.wallet import Wallet
     import subprocess
 
     from renter.orders import LoginFailed, check_login, lease_access, pinned_known_hosts, ssh_argv
@@ -529,6 +567,10 @@ def lease_stop(
     """End a lease now; the provider earns the time since it offered the machine, you are refunded
     the rest (all of it while the delivery is neither confirmed by your login nor past its confirm
     window: `lease status` says until when)."""
+    from client.keystore import load_keystore
+    from renter.orders import end_lease
+    from renter.wallet import Wallet
+    from web3 import Web3
     earned, refund, _tx = end_lease(Wallet(rpc, load_keystore(keystore, password_file), deployment), lease_id)
     console.print(f"lease {lease_id} ended: provider earned {Web3.from_wei(earned, 'ether')} ETH, "
                   f"refund {Web3.from_wei(refund, 'ether')} ETH (`unchained withdraw` pays it out)")

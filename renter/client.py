@@ -8,18 +8,22 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
-from eth_account.signers.local import LocalAccount
 
 from renter.errors import NotFound, RenterError
 from client.backend_answers import no_such_route
 from client.backend_http import ApiError, BackendHttp
-from protocol.escrow_job import EscrowJob
 from protocol.jobs import MAX_INPUTS_BODY_BYTES, base64_size, request_groups
-from protocol.job_result import EscrowDomain, JobResultError, SignedJobResult
 from protocol.merkle import keccak256, leaf_hash, verify_inclusion
+
+# eth-account (signing, the signed result's checks) loads where it is used: reads start without it.
+if TYPE_CHECKING:
+    from eth_account.signers.local import LocalAccount
+
+    from protocol.escrow_job import EscrowJob
+    from protocol.job_result import EscrowDomain, SignedJobResult
 
 SESSION_LIFETIME_S = 600  # a CLI command is short; a stolen token is worth little for long
 
@@ -128,6 +132,8 @@ class BackendClient(BackendHttp):
         against what the renter read from the chain itself, never the backend's word: it recovers,
         under the renter's own deployment's JobEscrow domain, to the job's provider on-chain.
         Raises JobResultError otherwise; None when none was delivered."""
+        from protocol.job_result import JobResultError, SignedJobResult
+
         if result.get("signed") is None:
             return None
         signed = SignedJobResult.from_json(result["signed"])
@@ -141,6 +147,8 @@ class BackendClient(BackendHttp):
         caller trusts (the chain's, or the one the provider signed), not the one served beside the
         items. Raises JobResultError when the backend serves another root, InvalidProof for an item
         outside it."""
+        from protocol.job_result import JobResultError
+
         result = self._call("GET", f"/jobs/{job_id}/result").json()
         served = bytes.fromhex(result["output_root"][2:])
         if served != root or result["item_count"] != item_count:
