@@ -20,6 +20,7 @@ from backend.chain import Chain
 from backend.db import make_engine, migrate, session_factory
 from backend.dispatch import Dispatcher, make_celery
 from backend.indexer import Indexer
+from backend.job_signals import JobSignals
 from backend.leader import Leadership
 from backend.metrics import Metrics
 from backend.object_store import ObjectStore
@@ -53,6 +54,7 @@ class Backend:
     blobs: BlobStore
     metrics: Metrics
     sessions: SessionCache
+    signals: JobSignals = field(default_factory=JobSignals)  # wakes GET /jobs/{id}/result?wait=S
     _chain: Chain | None = None
     _task_auth: TaskAuth | None = None
     indexer: Indexer | None = None
@@ -107,6 +109,7 @@ class Backend:
 
     def _on_new_events(self, events: Sequence[Event]) -> None:
         self.metrics.events_indexed.inc(len(events))
+        self.signals.notify(e.args["jobId"] for e in events if "jobId" in e.args)
         if self.dispatcher is not None:
             self.dispatcher.on_new_events(events)
 
