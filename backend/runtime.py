@@ -169,8 +169,11 @@ class Backend:
         indexer = self.make_indexer()
         pushed = heads.take() if heads is not None else []
         indexer.remember(pushed)
+        # Pushed blocks first (their jobs dispatched at once), then the full pass if they did not
+        # link or one is due: it never delays a pushed block's dispatch.
+        applied_pushed = was_leading and bool(pushed) and indexer.sync_pushed() is not None
         now = time.monotonic()
-        if not was_leading or now >= self._ranged_pass_due or not pushed or indexer.sync_pushed() is None:
+        if not applied_pushed or now >= self._ranged_pass_due:
             indexer.sync()
             self._ranged_pass_due = now + self.settings.index_poll_seconds
         if self.dispatcher is None:
