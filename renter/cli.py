@@ -125,6 +125,9 @@ def job_submit(
     check: Annotated[bool, typer.Option("--check/--no-check", help=(
         "Dry-run the first items of each input shape through the model on the backend before "
         "paying (--no-check: pay without it, e.g. for a model too large for the backend's limits)."))] = True,
+    wait: Annotated[float, typer.Option(min=0, max=86400, help=(
+        "Seconds to wait for the provider's signed result once funded (answered as soon as the backend "
+        "has it), checked against the provider on-chain; 0: return once funded."))] = 0,
     backend: BackendUrl = DEFAULT_BACKEND,
     rpc: Rpc = DEFAULT_RPC,
     deployment: DeploymentFile = None,
@@ -138,6 +141,7 @@ def job_submit(
     from renter.orders import submit_job
     from renter.wallet import Wallet
     from web3 import Web3
+
     account = load_keystore(keystore, password_file)
     client = BackendClient.connect(backend, account)
     wallet = Wallet(rpc, account, deployment)
@@ -156,6 +160,27 @@ def job_submit(
     console.print(f"job {funded.job_id} funded in tx 0x{funded.tx_hash.hex()}: {len(files)} items, "
                   f"{Web3.from_wei(funded.price_wei, 'ether')} ETH, spec 0x{funded.spec_hash.hex()}, "
                   f"provider {funded.provider}")
+    if wait > 0:
+        _wait_for_result(client, wallet, funded.job_id, wait)
+
+
+def _wait_for_result(client: BackendClient, wallet: Wallet, job_id: int, wait: float) -> None:
+    """The signed result as soon as the backend has it (a long poll), its signature checked
+    against the job's provider read from the chain; exits 1 when none came within `wait`."""
+    from client.escrow_jobs import read_job
+
+    result = client.wait_result(job_id, wait)
+    signed = None
+    if result is not None:
+        job = read_job(wallet.contract("JobEscrow"), job_id, wallet.deployment.contract("JobEscrow").block)
+        signed = client.verified_signed_result(job, wallet.escrow_domain(), result)
+    if signed is None:
+        console.print(f"job {job_id}: no signed result within {wait:g} s; `unchained job result {job_id}` fetches "
+                      "it once there", highlight=False)
+        raise typer.Exit(1)
+    console.print(f"job {job_id}: result over {signed.result.item_count} items, output root "
+                  f"{signed.result.output_root}, signed by its provider; `unchained job result {job_id}` downloads "
+                  "and verifies the outputs", highlight=False, soft_wrap=True)
 
 
 Wei = Annotated[bool, typer.Option("--wei", help="Show amounts in wei instead of ETH.")]

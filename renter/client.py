@@ -7,6 +7,7 @@ an `ApiError` with the status and the server's message."""
 from __future__ import annotations
 
 import base64
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -14,7 +15,7 @@ import httpx
 
 from renter.errors import NotFound, RenterError
 from client.backend_answers import no_such_route
-from client.backend_http import ApiError, BackendHttp
+from client.backend_http import ApiError, BackendHttp, checked
 from protocol.jobs import MAX_INPUTS_BODY_BYTES, base64_size, request_groups
 from protocol.merkle import keccak256, leaf_hash, verify_inclusion
 
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
     from protocol.job_result import EscrowDomain, SignedJobResult
 
 SESSION_LIFETIME_S = 600  # a CLI command is short; a stolen token is worth little for long
+RESULT_WAIT_S = 30.0  # the server's bound on one long poll (MAX_RESULT_WAIT_S in backend/api/routes/jobs.py)
+OLD_BACKEND_POLL_S = 0.25  # a backend without long polls answers at once: asked again no sooner than this
 
 
 def _stored_as(data: bytes, answered: str, what: str) -> str:
@@ -125,6 +128,24 @@ class BackendClient(BackendHttp):
     def upload_output(self, job_id: int, index: int, data: bytes, proof: list[bytes]) -> dict[str, Any]:
         headers = {"X-Merkle-Proof": ",".join("0x" + p.hex() for p in proof)}
         return self._call("PUT", f"/jobs/{job_id}/outputs/{index}", signed=True, content=data, headers=headers).json()
+
+    def wait_result(self, job_id: int, timeout_s: float) -> dict[str, Any] | None:
+        """GET /jobs/{id}/result as soon as the job has one (the provider's signed result, or the
+        commit): long polls of at most RESULT_WAIT_S each, answered by the backend when the result
+        is stored, until `timeout_s` has passed; None when there is none by then (or the job is not
+        indexed by then)."""
+        deadline = time.monotonic() + timeout_s
+        what = f"GET /jobs/{job_id}/result"
+        while True:
+            wait = max(0.0, min(deadline - time.monotonic(), RESULT_WAIT_S))
+            asked = time.monotonic()
+            response = self.send("GET", f"/jobs/{job_id}/result", what=what, params={"wait": round(wait, 3)},
+                                 timeout=wait + 30)
+            if response.status_code not in (404, 409):  # 404: not indexed yet; 409: no result yet
+                return checked(response, what).json()
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(max(0.0, min(OLD_BACKEND_POLL_S - (time.monotonic() - asked), deadline - time.monotonic())))
 
     def verified_signed_result(self, job: EscrowJob, domain: EscrowDomain,
                                result: dict[str, Any]) -> SignedJobResult | None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -22,6 +24,7 @@ from client.backend_http import ApiError, BackendRefused
 from renter.cli import signed_result_note
 from renter.client import BackendClient
 from renter.errors import RenterError
+from tests.support.waiting import wait_until
 from renter.orders import trusted_root
 from renter.slash import slash_job
 from renter.wallet import Wallet
@@ -481,6 +484,47 @@ def test_the_signed_result_and_its_outputs_arrive_in_one_request(app_client, ses
     assert deliver(other, _signed(other, outputs, 1, domain)).json()["outputs"] == []
     huge = {**_signed(other, outputs, 1, domain), "outputs": [{"index": 0, "data": "A" * (5 << 20), "proof": []}]}
     assert deliver(other, huge).status_code == 413
+
+
+def test_a_long_poll_answers_when_the_signed_result_arrives(app_client, session, market) -> None:  # type: ignore[no-untyped-def]
+    """GET /jobs/{id}/result?wait=S waits while the job is not indexed and while it has no result,
+    and answers as soon as the provider's signed result is stored, not at the end of the wait."""
+    provider = _as(app_client, 1)
+    backend = app_client.app.state.backend
+    domain = backend.chain().escrow_domain()
+    outputs = [b"long-poll"]
+    job_id = support.funded_job(session, market.renter, market.provider, keccak256(b"long-poll"), 10**15)
+    answers: list[tuple[httpx.Response, float]] = []
+
+    def renter_waits() -> None:
+        response = app_client.get(f"/jobs/{job_id}/result", params={"wait": 20})
+        answers.append((response, time.monotonic()))
+
+    waiter = threading.Thread(target=renter_waits)
+    waiter.start()
+    try:
+        wait_until(lambda: backend.signals.waiting() == 1, 10, "the renter's request waits")
+        _sync(app_client)  # JobCreated indexed: the waiter looks again, finds no result, keeps waiting
+        wait_until(lambda: app_client.get(f"/jobs/{job_id}").status_code == 200, 10, "the job is indexed")
+        assert not answers
+        delivered = provider.http.put(f"/jobs/{job_id}/signed-result", json=_signed(job_id, outputs, 1, domain),
+                                      headers=provider._auth())
+        stored_at = time.monotonic()
+        assert delivered.status_code == 200
+    finally:
+        waiter.join(30)
+    response, answered_at = answers[0]
+    assert response.status_code == 200 and response.json()["signed"]["jobId"] == job_id
+    assert answered_at - stored_at < 5  # woken by the delivery, far inside the 20 s it would wait
+    assert backend.signals.waiting() == 0
+
+    # A wait that runs out answers as the plain request would; a wait past the bound is refused.
+    other = support.funded_job(session, market.renter, market.provider, keccak256(b"long-poll-2"), 10**15)
+    _sync(app_client)
+    began = time.monotonic()
+    assert app_client.get(f"/jobs/{other}/result", params={"wait": 0.3}).status_code == 409
+    assert time.monotonic() - began >= 0.3
+    assert app_client.get(f"/jobs/{other}/result", params={"wait": 31}).status_code == 422
 
 
 def test_client_rejects_an_output_that_does_not_match_the_root(app_client, session, market) -> None:  # type: ignore[no-untyped-def]
