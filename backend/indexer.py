@@ -8,6 +8,10 @@
   range (or two indexers racing on one database) never applies an event twice.
 - `rebuild` drops the chain tables and indexes from the deployment block again: the state is a
   function of the events alone.
+- Pushed blocks (`sync_pushed`): a header the node pushed (client.new_heads) is applied from its
+  own hash (its logs read by blockHash) when it links to the cursor by parent hashes: no head or
+  hash reads. Anything else (a gap, a fork, a node that refuses) is left to `sync`, which the
+  backend also runs at least every poll interval: reorgs and missed pushes are caught there.
 - Confirmations come only from new blocks: on a node that mines only when a transaction arrives
   (anvil without a block time) the last blocks are never confirmed, so a head that stands still
   while blocks wait for confirmations is logged once per stall, saying what to change.
@@ -27,31 +31,47 @@ from backend import models as m
 from backend.chain import Chain
 from backend.db import transaction
 from backend.projections import Event, apply
-from client.log_follower import Batch, Cursor, DeepReorg, LogFollower
+from client.log_follower import Batch, Cursor, DeepReorg, LogFollower, LogFollowerError
+from client.new_heads import Head
 
 log = logging.getLogger(__name__)
 
 NewEventsHook = Callable[[Sequence[Event]], None]
 SEEN_QUERY_HASHES = 500  # tx hashes per IN (...) list: well inside every database's parameter limit
+MAX_PUSHED_BLOCKS = 16  # more new blocks than this at once: one ranged read (sync) beats a read per block
 
 
 class DatabaseCursor:
     """The follower's cursor in the backend database (indexer_cursor, one row per chain); the
-    indexer saves it inside the transaction that applies the batch."""
+    indexer saves it inside the transaction that applies the batch.
+
+    It is kept in memory between passes once read or committed: the indexer holding the leader
+    lock is the only writer (backend.leader; a replica that takes the lead makes a new indexer,
+    which reads the row again), and reading the row was a fifth of an idle pass."""
 
     def __init__(self, factory: sessionmaker[Session], chain_id: int) -> None:
         self.factory = factory
         self.chain_id = chain_id
+        self._known: Cursor | None = None  # the row as last read or committed by us; None: read it
 
     def load(self) -> Cursor | None:
-        with self.factory() as session:
-            row = session.get(m.IndexerCursor, self.chain_id)
-            return Cursor(row.last_block, row.block_hash or "") if row else None
+        if self._known is None:
+            with self.factory() as session:
+                row = session.get(m.IndexerCursor, self.chain_id)
+                self._known = Cursor(row.last_block, row.block_hash or "") if row else None
+        return self._known
+
+    def committed(self, cursor: Cursor) -> None:
+        """The transaction that saved `cursor` with its batch committed: the row holds it."""
+        self._known = cursor
 
     def save(self, cursor: Cursor, session: Session | None = None) -> None:
         if session is None:
+            if cursor == self._known:  # committed with its batch already
+                return
             with transaction(self.factory) as own:
                 self.save(cursor, own)
+            self._known = None  # the row moves only forward: read back what it holds now
             return
         row = session.get(m.IndexerCursor, self.chain_id)
         if row is None:
@@ -62,6 +82,11 @@ class DatabaseCursor:
     def clear(self) -> None:
         with transaction(self.factory) as session:
             session.execute(delete(m.IndexerCursor).where(m.IndexerCursor.chain_id == self.chain_id))
+        self._known = None
+
+    def forget(self) -> None:
+        """The row was changed by other means (the chain tables emptied): read it again."""
+        self._known = None
 
 
 class Indexer:
@@ -83,6 +108,7 @@ class Indexer:
         self._head: tuple[int, float] | None = None  # the last head seen and when it changed
         self._stall_warned = False
         self._applied = 0  # events applied by the running sync
+        self._pushed: dict[int, Head] = {}  # headers pushed by the node and not yet applied, by number
 
     def cursor(self) -> int:
         """The last applied block (the block before the deployment when nothing is applied)."""
@@ -122,9 +148,51 @@ class Indexer:
             self._watch_head(self.follower.head)
         return applied
 
+    def remember(self, heads: Sequence[Head]) -> None:
+        """Headers the node pushed, kept until applied (with confirmations, a block is applied
+        some pushes after its own)."""
+        for head in heads:
+            self._pushed[head.number] = head
+
+    def sync_pushed(self) -> int | None:
+        """Applies the confirmed blocks among the pushed headers (`remember`) when they link to
+        the cursor, each from its own hash: no read of the head or of any block hash. Returns the
+        number of new events, or None when they do not link (a gap: a push missed or dropped; a
+        fork: the cursor's block replaced; no cursor yet; too many blocks): then `sync` must run,
+        and it decides (reorgs included)."""
+        cursor = self.store.load()
+        if not self._pushed or cursor is None or not cursor.block_hash:
+            return None
+        newest = max(self._pushed)
+        if newest <= cursor.block:  # a pushed block at or below the cursor: replaced ones, maybe
+            return None
+        target = newest - self.confirmations
+        if target - cursor.block > MAX_PUSHED_BLOCKS:
+            return None
+        chain, parent = [], cursor.block_hash
+        for number in range(cursor.block + 1, target + 1):
+            head = self._pushed.get(number)
+            if head is None or head.parent_hash != parent:
+                return None
+            chain.append(head)
+            parent = head.hash
+        self._applied = 0
+        try:
+            for head in chain:
+                self._apply(Batch(self.follower.reader.read_block(head.hash), Cursor(head.number, head.hash)))
+                del self._pushed[head.number]
+        except LogFollowerError as exc:  # the node no longer has the block (replaced meanwhile)
+            log.info("chain %s: pushed block not read (%s); indexing by range", self.chain_id, exc)
+            return None
+        self._watch_head(newest)
+        return self._applied
+
     def _sync(self) -> int:
         self._applied = 0
         self.follower.poll(self._apply)
+        cursor = self.store.load()
+        if cursor is not None:  # pushed headers at or below the cursor are applied (or were replaced)
+            self._pushed = {n: h for n, h in self._pushed.items() if n > cursor.block}
         return self._applied
 
     def reset(self) -> None:
@@ -132,6 +200,8 @@ class Indexer:
         with transaction(self.factory) as session:
             for table in m.CHAIN_TABLES:
                 session.execute(delete(table))
+        self.store.forget()
+        self._pushed.clear()
         log.info("chain tables emptied; chain %s will be indexed from block %s", self.chain_id, self.start_block)
 
     def _apply(self, batch: Batch) -> None:
@@ -150,6 +220,7 @@ class Indexer:
                     session.flush()
                     new.append(event)
                 self.store.save(batch.cursor, session)
+            self.store.committed(batch.cursor)
         except IntegrityError:
             # Another indexer committed an overlapping range first; its rows are the same events.
             log.warning("blocks up to %s were committed by a concurrent indexer; skipping them", batch.cursor.block)

@@ -20,6 +20,7 @@ from backend.chain import Chain
 from backend.db import make_engine, migrate, session_factory
 from backend.dispatch import Dispatcher, make_celery
 from backend.indexer import Indexer
+from backend.job_signals import JobSignals
 from backend.leader import Leadership
 from backend.metrics import Metrics
 from backend.object_store import ObjectStore
@@ -53,12 +54,14 @@ class Backend:
     blobs: BlobStore
     metrics: Metrics
     sessions: SessionCache
+    signals: JobSignals = field(default_factory=JobSignals)  # wakes GET /jobs/{id}/result?wait=S
     _chain: Chain | None = None
     _task_auth: TaskAuth | None = None
     indexer: Indexer | None = None
     dispatcher: Dispatcher | None = None
     heads: NewHeads | None = None  # new blocks pushed by the node, while the indexer thread runs
     leadership: Leadership | None = None  # made with the indexer thread
+    _ranged_pass_due: float = 0.0  # monotonic time of the next full (ranged) index pass, pushes or not
     _thread: threading.Thread | None = field(default=None, repr=False)
     _stop: threading.Event = field(default_factory=threading.Event, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -107,6 +110,7 @@ class Backend:
 
     def _on_new_events(self, events: Sequence[Event]) -> None:
         self.metrics.events_indexed.inc(len(events))
+        self.signals.notify(e.args["jobId"] for e in events if "jobId" in e.args)
         if self.dispatcher is not None:
             self.dispatcher.on_new_events(events)
 
@@ -138,7 +142,7 @@ class Backend:
         """One pass, then a wait for the next block or poll."""
         began = time.monotonic()
         try:
-            self._lead()
+            self._lead(heads)
         except BackendError as exc:  # node or broker away: one line a pass, not a traceback
             log.warning("indexer pass failed (%s); retrying in %.1fs", exc, self.settings.index_poll_seconds)
         except Exception:  # keep following: the next pass retries from the committed cursor
@@ -149,16 +153,29 @@ class Backend:
             self._stop.wait(self.settings.index_poll_seconds)
         self._stop.wait(self.settings.index_min_interval_s - (time.monotonic() - began))
 
-    def _lead(self) -> None:
+    def _lead(self, heads: NewHeads | None = None) -> None:
         """As the leader, index and dispatch; a replica that just became leader first sweeps what
-        a previous leader left undispatched. Otherwise nothing: the API reads what the leader indexes."""
+        a previous leader left undispatched. Otherwise nothing: the API reads what the leader indexes.
+
+        Blocks the node pushed are indexed from their headers (Indexer.sync_pushed: one log read a
+        block); a full pass (head, cursor hash, ranges) runs when they do not link to the cursor
+        and at least every index_poll_seconds, so reorgs and missed pushes are caught there."""
         assert self.leadership is not None
         was_leading = self.leadership.leading
         if not self.leadership.hold():
             return
         if not was_leading:
             self.indexer = None  # another replica moved the cursor meanwhile: start from the stored one
-        self.make_indexer().sync()
+        indexer = self.make_indexer()
+        pushed = heads.take() if heads is not None else []
+        indexer.remember(pushed)
+        # Pushed blocks first (their jobs dispatched at once), then the full pass if they did not
+        # link or one is due: it never delays a pushed block's dispatch.
+        applied_pushed = was_leading and bool(pushed) and indexer.sync_pushed() is not None
+        now = time.monotonic()
+        if not applied_pushed or now >= self._ranged_pass_due:
+            indexer.sync()
+            self._ranged_pass_due = now + self.settings.index_poll_seconds
         if self.dispatcher is None:
             return
         if not was_leading:

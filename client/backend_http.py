@@ -15,15 +15,20 @@ Both are `ApiError`s carrying the HTTP status (None: no answer) and the server's
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
-from eth_account.signers.local import LocalAccount
 
 from client.backend_answers import RETRYABLE
 from client.errors import ClientError, SignInFailed
 from client.keepalive import http_client
-from client.siwe import SiweSession
+
+# eth-account (through client.siwe) loads only for a party that signs in: `unchained job status`
+# and the other reads start without it.
+if TYPE_CHECKING:
+    from eth_account.signers.local import LocalAccount
+
+    from client.siwe import SiweSession
 
 DETAIL_CHARS = 2000  # of the server's message kept in an error: a hostile or broken server may send megabytes
 
@@ -80,7 +85,10 @@ class BackendHttp:
         self.http = http
         self.base_url = str(http.base_url).rstrip("/")
         self.account = account
-        self.session = SiweSession(account, self.base_url, lifetime_s) if account is not None else None
+        self.session: SiweSession | None = None
+        if account is not None:
+            from client.siwe import SiweSession
+            self.session = SiweSession(account, self.base_url, lifetime_s)
         if sign_all:
             http.auth = self._session("sign-in")
 

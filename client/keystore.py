@@ -24,13 +24,14 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
-
-from eth_account import Account
-from eth_account.signers.local import LocalAccount
-from eth_utils import to_checksum_address
+from typing import TYPE_CHECKING, Any, Literal
 
 from client.errors import KeystoreError, PasswordUnavailable, WrongPassword
+
+# eth-account and eth-utils load where a key is read or made: every command's options name
+# PASSWORD_FILE_HELP, and a read command (`job status`) starts without them.
+if TYPE_CHECKING:
+    from eth_account.signers.local import LocalAccount
 
 PASSWORD_FILE_ENV = "UNCHAINED_PASSWORD_FILE"
 MAX_PASSWORD_FILE_BYTES = 4096  # a password file, not a dictionary: refuse anything larger
@@ -120,6 +121,8 @@ def read_keystore(path: Path) -> dict[str, Any]:
 
 def keystore_address(path: Path, doc: dict[str, Any] | None = None) -> str | None:
     """The checksummed address a keystore says it holds (unverified until decrypted)."""
+    from eth_utils import to_checksum_address
+
     doc = read_keystore(path) if doc is None else doc
     raw = doc.get("address")
     try:
@@ -134,6 +137,8 @@ def load_keystore(path: Path, password_file: Path | None = None, *, password: st
 
     `password` is for callers that hold one in memory already (an in-process test or demo);
     commands pass `password_file` (their --password-file) and let the story above apply."""
+    from eth_account import Account
+
     path = Path(path).expanduser()
     doc = read_keystore(path)
     if password is None:
@@ -181,6 +186,8 @@ def _write_new(path: Path, data: bytes) -> None:
 def new_keystore(directory: Path, password: str, private_key: bytes | None = None, *,
                  kdf: Literal["pbkdf2", "scrypt"] = "scrypt", iterations: int | None = None) -> KeystoreEntry:
     """Encrypts `private_key` (a fresh random one by default) into `<directory>/<address>.json`."""
+    from eth_account import Account
+
     account: LocalAccount = Account.from_key(private_key) if private_key is not None else Account.create()
     doc = Account.encrypt(account.key, password, kdf=kdf, iterations=iterations)
     path = Path(directory).expanduser() / f"{account.address}.json"

@@ -252,6 +252,17 @@ class RangeReader:
             events.sort(key=lambda e: (e.block_number, e.log_index))
             return events, last
 
+    def read_block(self, block_hash: str) -> list[Event]:
+        """Every event of the block with this hash, in order (EIP-234 eth_getLogs by blockHash:
+        the node answers for that block or refuses it, never for another block at its height)."""
+        try:
+            raw = get_logs(self.web3, {**self.decoder.log_filter(), "blockHash": block_hash})
+        except Exception as exc:  # web3 raises Web3RPCError or ValueError by transport
+            raise LogFollowerError(f"eth_getLogs for block {block_hash} failed: {exc}") from exc
+        events = [e for e in map(self.decoder.decode, raw) if e is not None]
+        events.sort(key=lambda e: (e.block_number, e.log_index))
+        return events
+
     def read(self, start: int, end: int) -> list[Event]:
         """Every event of blocks start..end (inclusive), in order."""
         out: list[Event] = []

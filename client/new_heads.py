@@ -1,15 +1,39 @@
 """New blocks pushed by the node (eth_subscribe newHeads over a WebSocket): a follower that waits
-on them handles events as their blocks arrive instead of at its next poll."""
+on them handles events as their blocks arrive instead of at its next poll, and may read a pushed
+block's logs by the hash it came with (`take`) instead of asking the node for the head first."""
 
 from __future__ import annotations
 
 import json
 import logging
 import threading
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
 
 from websockets.sync.client import connect
 
 log = logging.getLogger(__name__)
+
+PUSHED_KEPT = 64  # headers kept until taken; older ones are dropped (the taker's regular pass covers them)
+
+
+@dataclass(frozen=True)
+class Head:
+    """A block header as the node pushed it (hashes 0x-hex, lower-case)."""
+
+    number: int
+    hash: str
+    parent_hash: str
+
+
+def pushed_head(message: str | bytes) -> Head | None:
+    """The header of an eth_subscription message; None for anything else (or a malformed one)."""
+    try:
+        header: Any = json.loads(message)["params"]["result"]
+        return Head(int(header["number"], 16), header["hash"].lower(), header["parentHash"].lower())
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
 
 
 def websocket_url(rpc_url: str) -> str:
@@ -33,6 +57,8 @@ class NewHeads:
         self.retry_s = retry_s
         self.connected = threading.Event()
         self._arrived = threading.Event()
+        self._heads: deque[Head] = deque(maxlen=PUSHED_KEPT)
+        self._heads_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._listen, name="new-heads", daemon=True)
         self._thread.start()
@@ -42,6 +68,14 @@ class NewHeads:
         arrived = self._arrived.wait(timeout)
         self._arrived.clear()
         return arrived
+
+    def take(self) -> list[Head]:
+        """The headers pushed since the last take, oldest first (at most PUSHED_KEPT: a gap
+        among them means some were dropped, or missed while the connection was down)."""
+        with self._heads_lock:
+            heads = list(self._heads)
+            self._heads.clear()
+        return heads
 
     def close(self) -> None:
         self._stop.set()
@@ -59,9 +93,13 @@ class NewHeads:
                     log.info("following new blocks pushed by %s", self.ws_url)
                     while not self._stop.is_set():
                         try:
-                            ws.recv(timeout=0.5)
+                            message = ws.recv(timeout=0.5)
                         except TimeoutError:
                             continue
+                        head = pushed_head(message)
+                        if head is not None:
+                            with self._heads_lock:
+                                self._heads.append(head)
                         self._arrived.set()
             except Exception as exc:  # no endpoint, refused, dropped: poll until it is back
                 self.connected.clear()
@@ -71,4 +109,4 @@ class NewHeads:
                 self._stop.wait(self.retry_s)
 
 
-__all__ = ["NewHeads", "websocket_url"]
+__all__ = ["Head", "NewHeads", "pushed_head", "websocket_url"]

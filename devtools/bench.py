@@ -148,14 +148,15 @@ def renter_section() -> str:
     for block_time in (None, 1.0):
         r = bench_renter.summary(bench_renter.measure(block_time))
         lines.append(f"| {r['chain']} | {r['renter_p50_ms']} / {r['renter_p99_ms']} "
-                     f"| {r['funding_p50_ms']} / {r['funding_p99_ms']} | {r['indexed_p50_ms']} "
+                     f"| {r['funding_p50_ms']} / {r['funding_p99_ms']} | {r['indexed_p50_ms'] or '-'} "
                      f"| {r['signed_ping_p50_ms']} / {r['signed_ping_p99_ms']} "
                      f"| {r['bare_ping_p50_ms']} / {r['bare_ping_p99_ms']} "
                      f"| {r['renter_over_signed_ping_p50']} | {r['renter_over_bare_ping_p50']} |")
-    lines += ["", "The renter's span runs from its createJob send (sign, send, receipt) until `GET /jobs/{id}/result` "
-              f"(polled every {bench_renter.POLL_S * 1e3:g} ms) shows the provider's signed result: the backend "
-              "indexes JobCreated (indexed: when the renter's poll first finds the job), dispatches, the worker "
-              "runs the job and delivers its signed result. 20 jobs per chain, 0.5 s apart plus a random part of "
+    lines += ["", "The renter's span runs from its createJob send (sign, send, receipt) until `GET /jobs/{id}/result"
+              "?wait=S` (a long poll, answered when the backend stores the result) returns the provider's signed "
+              "result: the backend indexes JobCreated, dispatches, the worker runs the job and delivers its signed "
+              "result. indexed (when the job is first readable) is seen only by the polling renter "
+              "(`measure(..., long_poll=False)`). 20 jobs per chain, 0.5 s apart plus a random part of "
               "a block, each after 5 pings of each kind through the same Redis (the bare one to a "
               "plain Celery worker, the signed one to the provider's worker that runs the jobs); ratios of the "
               "p50s. Command: `unchained bench --only renter`; method: devtools/bench_renter.py."]

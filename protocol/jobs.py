@@ -18,6 +18,7 @@ import numpy as np
 
 from protocol.errors import ProtocolError
 from protocol.merkle import Hash32, keccak256
+from protocol.model_formats import MODEL_FORMATS as MODEL_FORMATS  # its home is the numpy-free module
 
 MAX_SPEC_BYTES = 64 * 1024
 MAX_ITEMS = 100_000
@@ -30,7 +31,6 @@ MAX_RESULT_BODY_BYTES = MAX_OUTPUTS_BODY_BYTES + 4096
 MAX_ITEMS_PER_READ = 256
 # POST /inputs/batch (several of a renter's inputs in one request): its JSON body, base64 bytes.
 MAX_INPUTS_BODY_BYTES = 4 * 1024 * 1024
-MODEL_FORMATS = ("torchscript", "onnx")
 OUTPUT_DTYPES = ("float32", "float16", "int64", "int32", "uint8")
 
 _HASH = re.compile(r"^0x[0-9a-f]{64}$")

@@ -7,23 +7,24 @@ import json
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
-from web3 import Web3
 
-from renter.client import BackendClient
 from renter.errors import Conflict
-from renter.orders import check_lease, end_lease, start_lease, submit_job
-from renter.wallet import Wallet
-from client import contracts
-from client.chain import ChainContext, open_chain
-from client.escrow_jobs import read_job
-from client.keystore import PASSWORD_FILE_HELP, load_keystore
-from protocol.job_result import SignedJobResult
-from protocol.jobs import MODEL_FORMATS
+from client.keystore import PASSWORD_FILE_HELP
+from protocol.model_formats import MODEL_FORMATS
+
+# Each command imports the chain client (web3), the backend client and the renter's orders itself:
+# `unchained job --help` and `job status` start without loading what they do not use.
+if TYPE_CHECKING:
+    from client.escrow_jobs import JobView
+    from protocol.escrow_job import EscrowJob
+    from renter.client import BackendClient
+    from renter.wallet import Wallet
+    from protocol.job_result import SignedJobResult
 
 console = Console()
 job_app = typer.Typer(help="Renter: submit and pay for jobs, follow them, fetch verified results.",
@@ -64,6 +65,7 @@ def _me(keystore: Path | None, address: str | None) -> str:
     a read needs no password)."""
     from client.keystore import keystore_address
     from renter.errors import RenterError
+    from web3 import Web3
 
     if address is not None:
         if not Web3.is_address(address):
@@ -96,6 +98,8 @@ def model_push(
     backend: BackendUrl = DEFAULT_BACKEND,
 ) -> None:
     """Upload a model to the hub; prints its content hash (keccak256 of the bytes)."""
+    from client.keystore import load_keystore
+    from renter.client import BackendClient
     client = BackendClient.connect(backend, load_keystore(keystore, password_file))
     row = client.push_model(path.read_bytes(), name or path.name, fmt, private)
     console.print(f"model {row['content_hash']} ({row['size']} bytes, {'private' if row['private'] else 'public'})")
@@ -110,6 +114,8 @@ def model_list(
 ) -> None:
     """List public models (and your private ones when signed in): one block per model, the
     content hash whole on its own line (a table would cut it at 80 columns)."""
+    from client.keystore import load_keystore
+    from renter.client import BackendClient
     client = BackendClient.connect(backend, load_keystore(keystore, password_file) if keystore else None)
     rows = client.get("/models")
     if output is OutputFormat.json:
@@ -163,6 +169,9 @@ def job_submit(
     check: Annotated[bool, typer.Option("--check/--no-check", help=(
         "Dry-run the first items of each input shape through the model on the backend before "
         "paying (--no-check: pay without it, e.g. for a model too large for the backend's limits)."))] = True,
+    wait: Annotated[float, typer.Option(min=0, max=86400, help=(
+        "Seconds to wait for the provider's signed result once funded (answered as soon as the backend "
+        "has it), checked against the provider on-chain; 0: return once funded."))] = 0,
     backend: BackendUrl = DEFAULT_BACKEND,
     rpc: Rpc = DEFAULT_RPC,
     deployment: DeploymentFile = None,
@@ -171,6 +180,12 @@ def job_submit(
 
     Nothing is paid unless the model is in the hub, every input decodes, the model runs the
     inputs (dry run) and a verified provider fits; otherwise it says which of these failed."""
+    from client.keystore import load_keystore
+    from renter.client import BackendClient
+    from renter.orders import submit_job
+    from renter.wallet import Wallet
+    from web3 import Web3
+
     account = load_keystore(keystore, password_file)
     client = BackendClient.connect(backend, account)
     wallet = Wallet(rpc, account, deployment)
@@ -190,6 +205,27 @@ def job_submit(
     console.print(f"job {funded.job_id} funded in tx 0x{funded.tx_hash.hex()}: {len(files)} items, "
                   f"{Web3.from_wei(funded.price_wei, 'ether')} ETH, spec 0x{funded.spec_hash.hex()}, "
                   f"provider {funded.provider}")
+    if wait > 0:
+        _wait_for_result(client, wallet, funded.job_id, wait)
+
+
+def _wait_for_result(client: BackendClient, wallet: Wallet, job_id: int, wait: float) -> None:
+    """The signed result as soon as the backend has it (a long poll), its signature checked
+    against the job's provider read from the chain; exits 1 when none came within `wait`."""
+    from client.escrow_jobs import read_job
+
+    result = client.wait_result(job_id, wait)
+    signed = None
+    if result is not None:
+        job = read_job(wallet.contract("JobEscrow"), job_id, wallet.deployment.contract("JobEscrow").block)
+        signed = client.verified_signed_result(job, wallet.escrow_domain(), result)
+    if signed is None:
+        console.print(f"job {job_id}: no signed result within {wait:g} s; `unchained job result {job_id}` fetches "
+                      "it once there", highlight=False)
+        raise typer.Exit(1)
+    console.print(f"job {job_id}: result over {signed.result.item_count} items, output root "
+                  f"{signed.result.output_root}, signed by its provider; `unchained job result {job_id}` downloads "
+                  "and verifies the outputs", highlight=False, soft_wrap=True)
 
 
 Wei = Annotated[bool, typer.Option("--wei", help="Show amounts in wei instead of ETH.")]
@@ -218,6 +254,25 @@ def job_lines(job: dict, now: float, in_wei: bool = False) -> list[tuple[str, st
     return lines
 
 
+def chain_fields(view: JobView) -> dict[str, object]:
+    """A job's fields as its chain slot records them, by the backend's names: what `job status`
+    shows of them is read from the chain, never the backend's index alone (a compromised backend
+    could show a funded job refunded, or another provider or price)."""
+    from protocol.enums import JobStatus
+
+    job = view.job
+    if view.status == JobStatus.FUNDED:
+        status = "cancel requested" if view.cancellableAt else "funded"
+    else:
+        status = view.status.name.lower()
+    committed = job.is_committed
+    return {"status": status, "renter": job.renter.lower(), "provider": job.provider.lower(), "price": str(job.price),
+            "deadline": job.deadline, "output_root": "0x" + job.output_root.hex() if committed else None,
+            "item_count": job.item_count if committed else None,
+            "challenge_window_end": view.challengeWindowEnd if committed else None,
+            "cancellable_at": view.cancellableAt or None}
+
+
 OPEN_CHALLENGE = ("open", "answered", "escalated")
 
 
@@ -243,19 +298,34 @@ def challenge_line(c: dict, now: float, in_wei: bool = False) -> str:  # type: i
 
 @job_app.command("status")
 def job_status(job_id: Annotated[int, typer.Argument(min=0)], backend: BackendUrl = DEFAULT_BACKEND,
-               wei: Wei = False, output: Output = OutputFormat.text) -> None:
-    """Show a job as the chain records it, any challenge of its result, and why it failed if its
+               rpc: Rpc = DEFAULT_RPC, deployment: DeploymentFile = None, wei: Wei = False,
+               output: Output = OutputFormat.text) -> None:
+    """Show a job as the chain records it (status, parties, price, times and result read from the
+    chain; the backend adds its failure report, dispatch and amounts), any challenge of its result,
+    and why it failed if its
     provider failed it."""
     import time
 
     from client.units import amount
+    from renter.client import BackendClient
 
     client = BackendClient.connect(backend)
     job = client.get(f"/jobs/{job_id}")
+    from client.chain import ChainContext, open_chain  # web3: loaded once the backend answered
+    from client.escrow_jobs import read_job_view
+
+    chain = ChainContext(*open_chain(rpc, deployment_file=deployment, timeout_s=30))
+    onchain = chain_fields(read_job_view(chain.contract("JobEscrow"), job_id,
+                                         chain.deployment.contract("JobEscrow").block))
+    backend_status = job.get("status")
+    job = {**job, **onchain}
     challenges = job_challenges(client, job)
     if output is OutputFormat.json:
-        _print_json({**job, "challenges": challenges})
+        _print_json({**job, "backend_status": backend_status, "challenges": challenges})
         return
+    if backend_status != onchain["status"]:
+        console.print(f"[yellow]the backend shows job {job_id} {backend_status}; the chain: {onchain['status']}"
+                      "[/yellow]", soft_wrap=True)
     now = time.time()
     # Plain lines, not a table: a 66-character hash must never be cut at 80 columns.
     console.print(f"job {job_id}", highlight=False)
@@ -290,6 +360,7 @@ def job_list(
     import time
 
     from client.units import amount, when
+    from renter.client import BackendClient
 
     me = _me(keystore, address)
     params: dict[str, Any] = {"renter": me.lower(), "limit": limit}
@@ -328,6 +399,10 @@ def job_result(
     """Download every item's output and verify each against the output root read from the chain
     once committed; before that, the root its provider signed (the signature is checked here
     against the provider on-chain). The backend only carries the bytes."""
+    from client.chain import ChainContext, open_chain
+    from client.escrow_jobs import read_job
+    from client.keystore import load_keystore
+    from renter.client import BackendClient
     from renter.orders import trusted_root
 
     client = BackendClient.connect(backend, load_keystore(keystore, password_file))
@@ -350,12 +425,12 @@ def job_result(
         _print_json({"job_id": job_id, "items": len(outputs), "verified": True, "output_root": "0x" + root.hex(),
                      "root_source": "chain" if job.is_committed else "provider_signature",
                      "signed_by": signed.provider if signed is not None else None,
-                     "note": signed_result_note(job_id, signed, result, job.deadline) if signed is not None else None,
+                     "note": signed_result_note(job, signed) if signed is not None else None,
                      "files": [str(f) for f in files]})
         return
     console.print(f"{len(outputs)} items verified against output root 0x{root.hex()} ({source}); written to {out}")
     if signed is not None:
-        console.print(signed_result_note(job_id, signed, result, job.deadline), highlight=False, soft_wrap=True)
+        console.print(signed_result_note(job, signed), highlight=False, soft_wrap=True)
 
 
 class _NoProgress:
@@ -374,13 +449,17 @@ class _NoProgress:
         return None
 
 
-def signed_result_note(job_id: int, signed: SignedJobResult, result: dict, deadline: int) -> str:  # type: ignore[type-arg]
-    """What the provider's signature gives the renter: binding (commitBy before the deadline) or not."""
-    r = signed.result
-    if result["committed"] and result.get("commit_matches_signed") is False:
-        return (f"the provider committed another result than the one it signed: `unchained job slash {job_id}` "
-                "slashes it (inside the challenge window the job's price comes back too)")
-    if result["committed"]:
+def signed_result_note(job: EscrowJob, signed: SignedJobResult) -> str:
+    """What the provider's signature gives the renter: binding (commitBy before the deadline) or
+    not, and whether the commit is the signed result. Both from the job read from the chain, never
+    the backend's `committed` / `commit_matches_signed`: a backend siding with the provider could
+    call a different commit "as signed", and the renter would let its slash (and refund) pass."""
+    r, job_id, deadline = signed.result, job.id, job.deadline
+    if job.is_committed:
+        committed = ("0x" + job.output_root.hex(), job.item_count, "0x" + job.result_digest.hex())
+        if committed != (r.output_root.lower(), r.item_count, r.result_digest.lower()):
+            return (f"the provider committed another result than the one it signed: `unchained job slash {job_id}` "
+                    "slashes it (inside the challenge window the job's price comes back too)")
         return f"signed by provider {signed.provider} and committed as signed"
     if r.binding(deadline):
         return (f"signed by provider {signed.provider}; its on-chain commit is pending, promised by {r.commit_by} "
@@ -403,6 +482,11 @@ def job_challenge(
 ) -> None:
     """Challenge your own job inside its window: the provider must reveal k random items'
     digests with proofs on-chain or be slashed (you are refunded); the escrow stays frozen."""
+    from client import contracts
+    from client.escrow_jobs import read_job
+    from client.keystore import load_keystore
+    from renter.wallet import Wallet
+    from web3 import Web3
     wallet = Wallet(rpc, load_keystore(keystore, password_file), deployment)
     challenges = wallet.contract("ChallengeManager")
     value = Web3.to_wei(bond, "ether") if bond is not None else challenges.functions.minBond().call()
@@ -425,6 +509,8 @@ def job_refund(
     """Take back what a job owes you: cancel it if the provider has not accepted it yet, or
     refund it once its deadline passed without a result; otherwise say why not and when. The
     refund is credited in the escrow: `unchained withdraw` pays it out."""
+    from client.keystore import load_keystore
+    from renter.wallet import Wallet
     from renter.refunds import refund_job
 
     outcome = refund_job(Wallet(rpc, load_keystore(keystore, password_file), deployment), job_id)
@@ -444,6 +530,9 @@ def job_slash(
     it, or when it promised its commit before the deadline and never made it: it loses its
     minimum stake, you get the reward share, and the job's price comes back unless it was already
     paid (slash inside the challenge window). Otherwise says why not (and from when)."""
+    from client.keystore import load_keystore
+    from renter.client import BackendClient
+    from renter.wallet import Wallet
     from renter.slash import slash_job
 
     console.print(slash_job(Wallet(rpc, load_keystore(keystore, password_file), deployment),
@@ -486,9 +575,13 @@ def lease_start(
     provider hands the machine over; then log in once (host key pinned) and confirm the delivery
     on-chain, or, if the machine refuses you, stop the lease for a full refund. Prints the ssh
     command. Unused time is refunded when you stop."""
+    from client.keystore import load_keystore
+    from renter.client import BackendClient
+    from renter.wallet import Wallet
+    from web3 import Web3
     from protocol.lease_access import NO_IMAGE, normalize_ssh_key
-    from renter.orders import (LoginFailed, bind_ssh_key, check_login, confirm_delivery, upload_lease_image,
-                               wait_for_access)
+    from renter.orders import (LoginFailed, bind_ssh_key, check_lease, check_login, confirm_delivery, end_lease,
+                               start_lease, upload_lease_image, wait_for_access)
 
     try:
         public_key = normalize_ssh_key(ssh_key.read_text())  # before paying: a bad key loses nothing
@@ -542,19 +635,31 @@ def lease_status(
     """Time left on a lease, and what the provider would earn and you get back if you stopped it now."""
     from dataclasses import asdict
 
-    from renter.orders import quote_lease
+    from client.chain import ChainContext, open_chain
+    from renter.client import BackendClient
+    from web3 import Web3
+    from renter.orders import LeaseNotDelivered, lease_access, quote_lease
 
     chain = ChainContext(*open_chain(rpc, deployment_file=deployment, timeout_s=30))
     quote = quote_lease(chain.contract("LeaseManager"), lease_id, chain.now())
-    row = BackendClient.connect(backend).get(f"/leases/{lease_id}")
+    client = BackendClient.connect(backend)
+    row = client.get(f"/leases/{lease_id}")
+    # The ssh line only from details the lease's provider signed and offered on-chain: a backend
+    # showing a host of its own would have the renter log in (and type its secrets) there.
+    try:
+        access, not_delivered = lease_access(client, chain, lease_id), None
+    except LeaseNotDelivered as exc:
+        access, not_delivered = None, str(exc)
     # Active on-chain but past its end: nobody settled it yet; it is not running any more.
     expired = quote.active and quote.seconds_left == 0
     state = "expired (not settled yet)" if expired else "active" if quote.active else "ended"
     if output is OutputFormat.json:
         _print_json({**asdict(quote), "state": state.split()[0], "renter": row.get("renter"),
                      "provider": row.get("provider"), "gpu_count": row.get("gpu_count"), "ends_at": row.get("ends_at"),
-                     "paid": row.get("paid"), "access": row.get("access")})
+                     "paid": row.get("paid"), "access": access.message() if access is not None else None})
         return
+    if not_delivered is not None:
+        console.print(f"[yellow]{not_delivered}[/yellow]", soft_wrap=True)
     console.print(f"lease {lease_id}: {state}, {quote.delivery_words()}", highlight=False)
     if expired:
         console.print(f"  ran out at            {_utc(row['ends_at'])}\n"
@@ -572,10 +677,9 @@ def lease_status(
                       f"{quote.seconds_left % 60} s\n"
                       f"  if stopped now        provider earns {Web3.from_wei(quote.earned_if_stopped, 'ether')} ETH, "
                       f"you get back {Web3.from_wei(quote.refund_if_stopped, 'ether')} ETH", highlight=False)
-    if row.get("access") and quote.active:
-        a = row["access"]
-        console.print(f"  ssh                   ssh -p {a['port']} {a['user']}@{a['host']} "
-                      f"(host key {a['hostKeyFingerprint']})", highlight=False, soft_wrap=True)
+    if access is not None and quote.active:
+        console.print(f"  ssh                   {' '.join(access.ssh_command())} "
+                      f"(host key {access.host_key_fingerprint})", highlight=False, soft_wrap=True)
 
 
 @lease_app.command("list")
@@ -590,6 +694,8 @@ def lease_list(
     import time
 
     from client.units import when
+    from renter.client import BackendClient
+    from web3 import Web3
 
     me = _me(keystore, address)
     rows = BackendClient.connect(backend).get("/leases", renter=me.lower(), limit=limit)
@@ -626,6 +732,9 @@ def lease_ssh(
 ) -> None:
     """Connect to a lease's machine over SSH; the host key must match the fingerprint the provider
     signed. Extra arguments after `--` are the remote command (run without your stdin)."""
+    from client.keystore import load_keystore
+    from renter.client import BackendClient
+    from renter.wallet import Wallet
     import subprocess
 
     from renter.orders import LoginFailed, check_login, lease_access, pinned_known_hosts, ssh_argv
@@ -701,6 +810,10 @@ def lease_stop(
     """End a lease now; the provider earns the time since it offered the machine, you are refunded
     the rest (all of it while the delivery is neither confirmed by your login nor past its confirm
     window: `lease status` says until when)."""
+    from client.keystore import load_keystore
+    from renter.orders import end_lease
+    from renter.wallet import Wallet
+    from web3 import Web3
     earned, refund, _tx = end_lease(Wallet(rpc, load_keystore(keystore, password_file), deployment), lease_id)
     console.print(f"lease {lease_id} ended: provider earned {Web3.from_wei(earned, 'ether')} ETH, "
                   f"refund {Web3.from_wei(refund, 'ether')} ETH (`unchained withdraw` pays it out)")
@@ -718,8 +831,10 @@ def balance(
 ) -> None:
     """Your wallet's ETH and every balance the contracts owe you (refunds, earnings, bonds,
     unbonded stake): `unchained withdraw` pays those out."""
+    from client.chain import ChainContext, open_chain
     from client.payouts import owed_to
     from client.units import when
+    from web3 import Web3
 
     me = _me(keystore, address)
     chain = ChainContext(*open_chain(rpc, deployment_file=deployment, timeout_s=30))

@@ -7,21 +7,39 @@ an `ApiError` with the status and the server's message."""
 from __future__ import annotations
 
 import base64
+import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
-from eth_account.signers.local import LocalAccount
 
-from renter.errors import NotFound
+from renter.errors import NotFound, RenterError
 from client.backend_answers import no_such_route
-from client.backend_http import ApiError, BackendHttp
-from protocol.escrow_job import EscrowJob
+from client.backend_http import ApiError, BackendHttp, checked
 from protocol.jobs import MAX_INPUTS_BODY_BYTES, base64_size, request_groups
-from protocol.job_result import EscrowDomain, JobResultError, SignedJobResult
 from protocol.merkle import keccak256, leaf_hash, verify_inclusion
 
+# eth-account (signing, the signed result's checks) loads where it is used: reads start without it.
+if TYPE_CHECKING:
+    from eth_account.signers.local import LocalAccount
+
+    from protocol.escrow_job import EscrowJob
+    from protocol.job_result import EscrowDomain, SignedJobResult
+
 SESSION_LIFETIME_S = 600  # a CLI command is short; a stolen token is worth little for long
+RESULT_WAIT_S = 30.0  # the server's bound on one long poll (MAX_RESULT_WAIT_S in backend/api/routes/jobs.py)
+OLD_BACKEND_POLL_S = 0.25  # a backend without long polls answers at once: asked again no sooner than this
+
+
+def _stored_as(data: bytes, answered: str, what: str) -> str:
+    """The content hash the backend answered for `data`, checked here: the renter's spec names
+    what it hashed itself. A backend answering another hash would have the job (paid for) run
+    another model or other inputs, its outputs verified against a commit of the wrong work."""
+    digest = "0x" + keccak256(data).hex()
+    if answered.lower() != digest:
+        raise RenterError(f"the backend stored the {what} ({len(data)} bytes) as {answered}, but its bytes hash to "
+                          f"{digest}")
+    return digest
 
 
 class BackendClient(BackendHttp):
@@ -56,8 +74,10 @@ class BackendClient(BackendHttp):
         return self._call("POST", "/quotes/explain", json=request).json()
 
     def push_model(self, data: bytes, name: str, fmt: str, private: bool) -> dict[str, Any]:
-        return self._call("POST", "/models", signed=True, content=data, params={
+        row: dict[str, Any] = self._call("POST", "/models", signed=True, content=data, params={
             "name": name, "format": fmt, "private": str(private).lower()}).json()
+        _stored_as(data, row["content_hash"], "model")
+        return row
 
     def model(self, content_hash: str) -> dict[str, Any]:
         """The hub's entry of a model (yours, or a public one); ApiError 404 when there is none."""
@@ -72,7 +92,7 @@ class BackendClient(BackendHttp):
         return self._call("POST", "/lease-images", signed=True, content=data).json()["content_hash"]
 
     def upload_input(self, data: bytes) -> str:
-        return self._call("POST", "/inputs", signed=True, content=data).json()["content_hash"]
+        return _stored_as(data, self._call("POST", "/inputs", signed=True, content=data).json()["content_hash"], "input")
 
     def upload_inputs(self, items: Sequence[bytes], on_uploaded: Callable[[int], object] = lambda _: None) -> list[str]:
         """Each item's id, in order: as many items per request (POST /inputs/batch) as fit its
@@ -90,7 +110,10 @@ class BackendClient(BackendHttp):
                     if not no_such_route(exc.status, exc.detail):
                         raise
                 else:
-                    ids += [row["content_hash"] for row in answer]
+                    if len(answer) != len(group):
+                        raise RenterError(f"the backend stored {len(answer)} of {len(group)} input items")
+                    ids += [_stored_as(data, row["content_hash"], "input")
+                            for data, row in zip(group, answer, strict=True)]
                     for data in group:
                         on_uploaded(len(data))
                     continue
@@ -106,12 +129,32 @@ class BackendClient(BackendHttp):
         headers = {"X-Merkle-Proof": ",".join("0x" + p.hex() for p in proof)}
         return self._call("PUT", f"/jobs/{job_id}/outputs/{index}", signed=True, content=data, headers=headers).json()
 
+    def wait_result(self, job_id: int, timeout_s: float) -> dict[str, Any] | None:
+        """GET /jobs/{id}/result as soon as the job has one (the provider's signed result, or the
+        commit): long polls of at most RESULT_WAIT_S each, answered by the backend when the result
+        is stored, until `timeout_s` has passed; None when there is none by then (or the job is not
+        indexed by then)."""
+        deadline = time.monotonic() + timeout_s
+        what = f"GET /jobs/{job_id}/result"
+        while True:
+            wait = max(0.0, min(deadline - time.monotonic(), RESULT_WAIT_S))
+            asked = time.monotonic()
+            response = self.send("GET", f"/jobs/{job_id}/result", what=what, params={"wait": round(wait, 3)},
+                                 timeout=wait + 30)
+            if response.status_code not in (404, 409):  # 404: not indexed yet; 409: no result yet
+                return checked(response, what).json()
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(max(0.0, min(OLD_BACKEND_POLL_S - (time.monotonic() - asked), deadline - time.monotonic())))
+
     def verified_signed_result(self, job: EscrowJob, domain: EscrowDomain,
                                result: dict[str, Any]) -> SignedJobResult | None:
         """The provider's signed result that comes with `result` (GET /jobs/{id}/result), checked
         against what the renter read from the chain itself, never the backend's word: it recovers,
         under the renter's own deployment's JobEscrow domain, to the job's provider on-chain.
         Raises JobResultError otherwise; None when none was delivered."""
+        from protocol.job_result import JobResultError, SignedJobResult
+
         if result.get("signed") is None:
             return None
         signed = SignedJobResult.from_json(result["signed"])
@@ -125,6 +168,8 @@ class BackendClient(BackendHttp):
         caller trusts (the chain's, or the one the provider signed), not the one served beside the
         items. Raises JobResultError when the backend serves another root, InvalidProof for an item
         outside it."""
+        from protocol.job_result import JobResultError
+
         result = self._call("GET", f"/jobs/{job_id}/result").json()
         served = bytes.fromhex(result["output_root"][2:])
         if served != root or result["item_count"] != item_count:

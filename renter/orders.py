@@ -19,6 +19,7 @@ from renter.client import BackendClient
 from renter.errors import RenterError
 from renter.wallet import Wallet
 from client import blocks
+from client.chain import ChainContext
 from client.contracts import emitted
 from protocol.enums import LeaseStatus
 from protocol.escrow_job import EscrowJob
@@ -152,13 +153,21 @@ def submit_job(client: BackendClient, wallet: Wallet, model_hash: str, inputs: S
     if provider is None:
         if not quotes:
             raise RenterError(f"no provider fits this job: {no_provider_message(client, request, max_price_wei)}")
-        chosen, price = quotes[0]["provider"], int(quotes[0]["price_wei"])
+        chosen = quotes[0]["provider"]
     else:
         match = [q for q in quotes if q["provider"] == provider.lower()]
         if not match:
             raise RenterError(f"provider {provider} is not eligible for this job within "
                                f"{Web3.from_wei(max_price_wei, 'ether')} ETH: {provider_unfit(client, provider)}")
-        chosen, price = provider.lower(), int(match[0]["price_wei"])
+        chosen = provider.lower()
+    # The price paid is the provider's on-chain price per item times the items, never the
+    # backend's number alone: a backend quoting more (for a provider it sides with) would be paid
+    # that much out of the renter's balance, up to --max-price or past it.
+    price = wallet.contract("ProviderRegistry").functions.pricePerJobUnitOf(
+        Web3.to_checksum_address(chosen)).call() * len(inputs)
+    if price > max_price_wei:
+        raise RenterError(f"provider {chosen} charges {Web3.from_wei(price, 'ether')} ETH for {len(inputs)} items "
+                          f"on-chain, above your maximum {Web3.from_wei(max_price_wei, 'ether')} ETH; nothing was paid")
     deadline = blocks.timestamp(wallet.web3) + deadline_s
     spec = JobSpec(model=model_hash, model_format=fmt, inputs=tuple(hashes), batch_size=batch_size,
                    tolerance_ppm=tolerance_ppm, deadline=deadline, price_wei=price, provider=chosen)
@@ -224,8 +233,8 @@ def start_lease(wallet: Wallet, provider: str, gpus: int, seconds: int) -> tuple
     return lease_id, cost, bytes(receipt["transactionHash"])
 
 
-def lease_domain(wallet: Wallet) -> LeaseDomain:
-    return LeaseDomain(wallet.deployment.chain_id, wallet.contract("LeaseManager").address)
+def lease_domain(chain: ChainContext) -> LeaseDomain:
+    return LeaseDomain(chain.deployment.chain_id, chain.contract("LeaseManager").address)
 
 
 def upload_lease_image(client: BackendClient, image: Path) -> str:
@@ -262,19 +271,19 @@ class LeaseNotDelivered(RenterError):
     """The provider has not handed the lease's machine over (no signed, confirmed connection details)."""
 
 
-def lease_access(client: BackendClient, wallet: Wallet, lease_id: int) -> LeaseAccess | None:
+def lease_access(client: BackendClient, chain: ChainContext, lease_id: int) -> LeaseAccess | None:
     """The lease's connection details once the provider signed them (checked against the lease's
-    provider on-chain) and confirmed their hash on-chain; None before that."""
+    provider on-chain) and offered their hash on-chain; None before that."""
     row = client.get(f"/leases/{lease_id}")
     if not row.get("access") or not row.get("access_signature"):
         return None
-    access = LeaseAccess.from_json(row["access"])
-    domain = lease_domain(wallet)
-    leases = wallet.contract("LeaseManager")
+    domain = lease_domain(chain)
+    leases = chain.contract("LeaseManager")
     provider = leases.functions.getLease(lease_id).call().provider
     try:
+        access = LeaseAccess.from_json(row["access"])
         verify(domain, access, bytes.fromhex(row["access_signature"][2:]), provider)
-    except LeaseMessageError as exc:
+    except (LeaseMessageError, ValueError) as exc:  # ValueError: a signature that is not hex
         raise LeaseNotDelivered(f"lease {lease_id}: the backend relays connection details the provider did not sign "
                                 f"({exc})") from exc
     if bytes(leases.functions.deliveryOf(lease_id).call()) != typed_hash(domain, access):

@@ -42,6 +42,16 @@ def needs_checkout(name: str) -> Callable[[typer.Context], None]:
     return command
 
 
+def dev_help(name: str, checkout_help: str) -> str:
+    """The one-line help `unchained --help` lists for dev tool command `name` (without loading it):
+    the real command's from a checkout, else the stand-in's."""
+    if (DEV_TOOLS / "cli.py").is_file():
+        return checkout_help
+    doc = needs_checkout(name).__doc__
+    assert doc is not None
+    return doc
+
+
 def add_dev_command(app: typer.Typer, name: str) -> None:
     """Mount dev tool command `name` on `app`: the real one from a checkout, else the stand-in."""
     tools = dev_tools()

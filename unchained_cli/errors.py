@@ -165,6 +165,10 @@ def explain(exc: BaseException) -> Explained:
         return Explained(_one_line(str(exc)) or type(exc).__name__, getattr(exc, "exit_code", EXIT_FAILURE))
     if isinstance(exc, OSError) and exc.filename is not None:
         return Explained(f"{exc.filename}: {exc.strerror or exc}")
+    if isinstance(exc, ModuleNotFoundError) and exc.name:  # a service's command in a renter's install
+        return Explained(f"this command needs the Python package {exc.name.split('.')[0]}, which this install "
+                         f"lacks: install the extra of the role that runs it (pip install "
+                         f"'unchained[provider]', '[verifier]' or '[backend]')")
     return Explained(f"unexpected {type(exc).__name__}: {_one_line(str(exc))} "
                      f"(run with --debug for the traceback)")
 

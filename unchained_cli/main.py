@@ -1,49 +1,119 @@
-"""The `unchained` command: a thin root that mounts each service's sub-app."""
+"""The `unchained` command: a thin root whose sub-commands load when named (unchained_cli/lazy.py).
+
+Each mount function imports its command's module only when that command runs, so a command pays
+for its own service's imports alone: `unchained --help` and `job status` import neither torch
+nor celery nor the server's packages (docs/BENCHMARKS.md, start-up).
+"""
 
 from __future__ import annotations
 
 import logging
 import sys
-import time
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
-from rich.table import Table
-from web3 import Web3
 
-from provider_agent.cli import pog_app, provider_app  # first: it sets the OpenMP wait policy before torch loads
-from backend.cli import backend_app
-from renter.cli import balance, job_app, lease_app, model_app
-from verifier.cli import verifier_app
-from unchained_cli.chain import LocalChain, stop_on_sigterm
-from client.keystore import PASSWORD_FILE_HELP, load_keystore
-from unchained_cli.account import account_app
-from unchained_cli.broker import broker_app
-from unchained_cli.deploy import Deployer, deploy_all, write_deployment
-from unchained_cli.withdraw import withdraw
-from unchained_cli.errors import GuardedGroup, run_guarded, set_debug
-from unchained_cli.dev import add_dev_command
+from unchained_cli.dev import add_dev_command, dev_help
+from unchained_cli.errors import run_guarded, set_debug
+from unchained_cli.lazy import Lazy, LazyGroup
+
+
+def _withdraw(app: typer.Typer, name: str) -> None:
+    from unchained_cli.withdraw import withdraw
+    app.command(name)(withdraw)
+
+
+def _balance(app: typer.Typer, name: str) -> None:
+    from renter.cli import balance
+    app.command(name)(balance)
+
+
+def _deploy(app: typer.Typer, name: str) -> None:
+    from unchained_cli.chain_cli import deploy
+    app.command(name)(deploy)
+
+
+def _chain(app: typer.Typer, name: str) -> None:
+    from unchained_cli.chain_cli import chain_app
+    app.add_typer(chain_app, name=name)
+
+
+def _pog(app: typer.Typer, name: str) -> None:
+    from provider_agent.cli import pog_app
+    app.add_typer(pog_app, name=name)
+
+
+def _provider(app: typer.Typer, name: str) -> None:
+    from provider_agent.cli import provider_app
+    app.add_typer(provider_app, name=name)
+
+
+def _backend(app: typer.Typer, name: str) -> None:
+    from backend.cli import backend_app
+    app.add_typer(backend_app, name=name)
+
+
+def _job(app: typer.Typer, name: str) -> None:
+    from renter.cli import job_app
+    app.add_typer(job_app, name=name)
+
+
+def _model(app: typer.Typer, name: str) -> None:
+    from renter.cli import model_app
+    app.add_typer(model_app, name=name)
+
+
+def _lease(app: typer.Typer, name: str) -> None:
+    from renter.cli import lease_app
+    app.add_typer(lease_app, name=name)
+
+
+def _verifier(app: typer.Typer, name: str) -> None:
+    from verifier.cli import verifier_app
+    app.add_typer(verifier_app, name=name)
+
+
+def _account(app: typer.Typer, name: str) -> None:
+    from unchained_cli.account import account_app
+    app.add_typer(account_app, name=name)
+
+
+def _broker(app: typer.Typer, name: str) -> None:
+    from unchained_cli.broker import broker_app
+    app.add_typer(broker_app, name=name)
+
+
+class RootGroup(LazyGroup):
+    # The order of `unchained --help`. Each help is the first paragraph of the command's own
+    # (tests/cli/test_lazy_commands.py compares them).
+    entries = {
+        "withdraw": Lazy("Withdraw every balance the contracts owe you (escrow, leases, challenges, stake).", _withdraw),
+        "balance": Lazy("Your wallet's ETH and every balance the contracts owe you (refunds, earnings, bonds, unbonded "
+                        "stake): `unchained withdraw` pays those out.", _balance),
+        "up": Lazy(dev_help("up", "Start a local network for manual use: chain, contracts, broker and backend; "
+                                  "print what to run next."), add_dev_command),
+        "deploy": Lazy("Deploy the whole contract set and write deployments/<chainId>.json (addresses and ABIs).",
+                       _deploy),
+        "demo": Lazy(dev_help("demo", "Run the whole market here: chain, backend, broker, two providers (one cheats), "
+                                      "verifiers, renters."), add_dev_command),
+        "bench": Lazy(dev_help("bench", "Run every benchmark and rewrite docs/BENCHMARKS.md (machine, command and "
+                                        "date included)."), add_dev_command),
+        "chain": Lazy("A local development chain (anvil).", _chain),
+        "pog": Lazy("Proof of GPU: local benchmark and self-proof.", _pog),
+        "provider": Lazy("Run this machine as a marketplace provider.", _provider),
+        "backend": Lazy("The marketplace backend: API, dashboard, chain indexer.", _backend),
+        "job": Lazy("Renter: submit and pay for jobs, follow them, fetch verified results.", _job),
+        "model": Lazy("The model hub: push and list models.", _model),
+        "lease": Lazy("Renter: lease GPUs of a provider by the hour.", _lease),
+        "verifier": Lazy("Verifier: stake, run Proof-of-GPU rounds, challenge and slash cheaters.", _verifier),
+        "account": Lazy("Make, import and list encrypted keystores (your wallet's keys).", _account),
+        "broker": Lazy("Broker users: each party reaches only its own queue's keys (Redis ACLs).", _broker),
+    }
+
 
 app = typer.Typer(help="Unchained: a GPU compute marketplace with on-chain settlement.", no_args_is_help=True,
-                  cls=GuardedGroup)
-chain_app = typer.Typer(help="A local development chain (anvil).", no_args_is_help=True)
-app.add_typer(chain_app, name="chain")
-app.add_typer(pog_app, name="pog")
-app.add_typer(provider_app, name="provider")
-app.add_typer(backend_app, name="backend")
-app.add_typer(job_app, name="job")
-app.add_typer(model_app, name="model")
-app.add_typer(lease_app, name="lease")
-app.add_typer(verifier_app, name="verifier")
-app.add_typer(account_app, name="account")
-app.add_typer(broker_app, name="broker")
-app.command()(withdraw)
-app.command("balance")(balance)
-add_dev_command(app, "up")
-
-console = Console()
+                  cls=RootGroup)
 
 
 @app.callback()
@@ -64,72 +134,6 @@ def root(
     if debug:
         logging.getLogger().setLevel(logging.DEBUG)
     ctx.default_map = load_default_map(ctx.command, config)  # type: ignore[arg-type]
-
-
-@chain_app.command("up")
-def chain_up(
-    port: Annotated[int, typer.Option(help="JSON-RPC port.")] = 8545,
-    block_time: Annotated[float, typer.Option(
-        min=0, help="Seconds per block (blocks come on their own, so confirmations and PoG rounds "
-                    "progress); 0: a block only when a transaction arrives.")] = 1.0,
-) -> None:
-    """Start anvil, print its RPC URL and funded accounts, and run until Ctrl-C or SIGTERM."""
-    stop_on_sigterm()
-    chain = LocalChain(port=port, block_time=block_time or None).start()
-    try:
-        web3 = Web3(Web3.HTTPProvider(chain.rpc_url))
-        table = Table(title=f"anvil at {chain.rpc_url} (chain id {web3.eth.chain_id})")
-        table.add_column("#")
-        table.add_column("account")
-        table.add_column("balance (ETH)", justify="right")
-        for i, account in enumerate(web3.eth.accounts):
-            table.add_row(str(i), account, f"{Web3.from_wei(web3.eth.get_balance(account), 'ether'):,}")
-        console.print(f"RPC URL: {chain.rpc_url}")
-        console.print(f"Blocks: every {block_time:g} s" if block_time else
-                      "Blocks: one per transaction (nothing else moves the chain: confirmations and "
-                      "PoG rounds wait for the next transaction)")
-        console.print(table)
-        console.print("Private keys: anvil's default test mnemonic ('test test ... junk'); development only.")
-        while chain.process and chain.process.poll() is None:
-            time.sleep(0.5)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        chain.stop()
-
-
-@app.command()
-def deploy(
-    rpc: Annotated[str, typer.Option(help="JSON-RPC URL of the chain.")] = "http://127.0.0.1:8545",
-    keystore: Annotated[Optional[Path], typer.Option(help="Deployer keystore (eth-account JSON); default: the node's first unlocked account.")] = None,
-    password_file: Annotated[Optional[Path], typer.Option("--password-file", dir_okay=False, help=PASSWORD_FILE_HELP)] = None,
-    out: Annotated[Path, typer.Option(help="Directory for <chainId>.json.")] = Path("deployments"),
-) -> None:
-    """Deploy the whole contract set and write deployments/<chainId>.json (addresses and ABIs)."""
-    account = load_keystore(keystore, password_file) if keystore is not None else None
-    deployer = Deployer.connect(rpc, account)
-    with console.status("deploying contracts"):
-        deployment = deploy_all(deployer)
-    path = write_deployment(deployment, out)
-    table = Table(title=f"chain {deployment.chain_id}: deployed by {deployment.deployer}")
-    table.add_column("contract")
-    table.add_column("address")
-    table.add_column("gas", justify="right")
-    for name, contract in deployment.contracts.items():
-        table.add_row(name, contract.address, f"{deployer.gas_used.get(f'deploy {name}', 0):,}")
-    console.print(table)
-    operator = deployment.operator
-    console.print(f"the operator keeps {operator['keeps']}")
-    console.print(f"  treasury {operator['treasury']} receives: "
-                  + ", ".join(f"{k} {v}" for k, v in operator["treasuryReceives"].items()))
-    for contract, roles in operator["roles"].items():
-        for role, holders in roles.items():
-            console.print(f"  {contract}.{role}: {', '.join(holders)} (granted once; nobody can grant more)")
-    console.print(f"wrote {path}")
-
-
-add_dev_command(app, "demo")
-add_dev_command(app, "bench")
 
 
 def main() -> None:

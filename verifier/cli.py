@@ -7,26 +7,13 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from prometheus_client import start_http_server
 from rich.console import Console
-from web3 import Web3
 
-from client.chain import open_chain
-from client.keystore import PASSWORD_FILE_HELP, load_keystore
-from client.task_auth import TaskAuth, domain_of
-from protocol.tasks import BadBrokerUrl
-from client.units import eth
+from client.keystore import PASSWORD_FILE_HELP
 from verifier import VerifierError
-from verifier.audit_draw import AuditDraw
-from verifier.backend_client import VerifierBackend
-from verifier.chain import VerifierChain
-from verifier.committee import CommitteeMember
-from verifier.job_audit import JobAuditor, JobReexecutor
-from verifier.links import CeleryProverLink, make_celery
-from verifier.reexec import ReexecLimits
-from verifier.service import VerifierService
-from verifier.settings import Settings
-from verifier.signed_results import SignedResultSlasher
+
+# `run` imports the service (web3, celery, prometheus-client, torch for re-execution) itself:
+# `unchained verifier --help` starts without them.
 
 verifier_app = typer.Typer(help="Verifier: stake, run Proof-of-GPU rounds, challenge and slash cheaters.",
                            no_args_is_help=True)
@@ -74,6 +61,24 @@ def run(
                                                            "every other one capacity allows.")] = None,
 ) -> None:
     """Stake if needed, then run rounds and follow challenges until interrupted."""
+    from client.chain import open_chain
+    from client.keystore import load_keystore
+    from client.task_auth import TaskAuth, domain_of
+    from client.units import eth
+    from prometheus_client import start_http_server
+    from protocol.tasks import BadBrokerUrl
+    from verifier.audit_draw import AuditDraw
+    from verifier.backend_client import VerifierBackend
+    from verifier.chain import VerifierChain
+    from verifier.committee import CommitteeMember
+    from verifier.job_audit import JobAuditor, JobReexecutor
+    from verifier.links import CeleryProverLink, make_celery
+    from verifier.reexec import ReexecLimits
+    from verifier.service import VerifierService
+    from verifier.settings import Settings
+    from verifier.signed_results import SignedResultSlasher
+    from web3 import Web3
+
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
     overrides = {k: v for k, v in {
         "rpc_url": rpc, "keystore": keystore, "password_file": password_file, "broker_url": broker, "backend_url": backend,

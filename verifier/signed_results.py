@@ -2,10 +2,9 @@
 verifier that watches (issue 32: nothing in the product submitted slashSignedResult before).
 
 A provider hands the renter an EIP-712 signed result (protocol/job_result.py) before its batched
-commit. Each tick this verifier asks the backend which jobs hold a signed result that may be due
-(GET /jobs: delivered, and either committed as something else or not committed by the deadline),
-reads that job's signed result (GET /jobs/{id}/result) and decides from the chain alone: the
-signature must recover to the job's provider under JobEscrow's domain, and protocol.job_result's
+commit. Each tick this verifier asks the backend which jobs hold a signed result (GET /jobs: delivered;
+what a row says of the commit is a hint, never a filter: see `candidates`), reads that job's
+signed result (GET /jobs/{id}/result) and decides from the chain alone: the signature must recover to the job's provider under JobEscrow's domain, and protocol.job_result's
 `slash_ground` (JobEscrow's own rule: another commit; or a promise before the deadline, no commit,
 deadline passed; not cancelled, not slashed yet) must hold. Then it sends slashSignedResult: the
 provider loses the minimum stake, the verifier earns Staking's reward share, and a job whose
@@ -38,6 +37,10 @@ class SignedResultSlasher:
     chain: VerifierChain
     backend: VerifierBackend
     interval_s: float = 15.0  # between passes over the backend's list
+    # A signed job not committed yet is read again after this long (chain seconds), not only at
+    # its deadline: a different commit hidden by the backend's list is found inside the job's
+    # challenge window, while the slash still refunds the price.
+    recheck_s: int = 300
     done: set[int] = field(default_factory=set)  # slashed, or never slashable: not read again
     _later: dict[int, int] = field(default_factory=dict)  # job -> chain time it may become slashable
     _next_pass: float = 0.0
@@ -47,8 +50,12 @@ class SignedResultSlasher:
         self.domain = EscrowDomain(self.chain.deployment.chain_id, self.escrow.address)
 
     def candidates(self, now: int) -> list[int]:
-        """Jobs the backend shows with a signed result whose slash may be due: the commit differs
-        from it, or none came and the deadline passed."""
+        """Jobs the backend shows with a signed result, not decided yet and not waiting for a
+        later chain time. Every one is read, whatever the row says of its commit: a backend
+        siding with the provider could show a different commit as matching
+        (`commit_matches_signed`) or a missing one as made (`output_root`), and a filter on them
+        would hide the slash. The cost: each signed job's result is read once signed, then every
+        `recheck_s` until its commit or its deadline (usually once or twice)."""
         found: list[int] = []
         for page in range(MAX_PAGES):
             rows = self.backend.jobs(limit=PAGE, offset=page * PAGE)
@@ -56,9 +63,9 @@ class SignedResultSlasher:
                 job_id = int(row["job_id"])
                 if row.get("result_available_at") is None or job_id in self.done:
                     continue
-                differs = row.get("commit_matches_signed") is False
-                missing = row.get("output_root") is None and now >= int(row["deadline"])
-                if (differs or missing) and self._later.get(job_id, 0) <= now:
+                # A commit the backend shows as differing is read at once (an honest backend's
+                # hint: the slash refunds the price only inside the challenge window).
+                if self._later.get(job_id, 0) <= now or row.get("commit_matches_signed") is False:
                     found.append(job_id)
             if len(rows) < PAGE:
                 break
@@ -100,7 +107,7 @@ class SignedResultSlasher:
                                   now=self.chain.now())
         except NotSlashable as exc:
             if exc.from_time is not None:
-                self._later[job_id] = exc.from_time
+                self._later[job_id] = min(exc.from_time, self.chain.now() + self.recheck_s)
             else:
                 self.done.add(job_id)
             logger.info("%s", exc)

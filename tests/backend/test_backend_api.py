@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -19,7 +21,10 @@ from backend import models as m
 from backend.api.app import create_app
 from backend.errors import NotFound
 from client.backend_http import ApiError, BackendRefused
+from renter.cli import signed_result_note
 from renter.client import BackendClient
+from renter.errors import RenterError
+from tests.support.waiting import wait_until
 from renter.orders import trusted_root
 from renter.slash import slash_job
 from renter.wallet import Wallet
@@ -481,6 +486,47 @@ def test_the_signed_result_and_its_outputs_arrive_in_one_request(app_client, ses
     assert deliver(other, huge).status_code == 413
 
 
+def test_a_long_poll_answers_when_the_signed_result_arrives(app_client, session, market) -> None:  # type: ignore[no-untyped-def]
+    """GET /jobs/{id}/result?wait=S waits while the job is not indexed and while it has no result,
+    and answers as soon as the provider's signed result is stored, not at the end of the wait."""
+    provider = _as(app_client, 1)
+    backend = app_client.app.state.backend
+    domain = backend.chain().escrow_domain()
+    outputs = [b"long-poll"]
+    job_id = support.funded_job(session, market.renter, market.provider, keccak256(b"long-poll"), 10**15)
+    answers: list[tuple[httpx.Response, float]] = []
+
+    def renter_waits() -> None:
+        response = app_client.get(f"/jobs/{job_id}/result", params={"wait": 20})
+        answers.append((response, time.monotonic()))
+
+    waiter = threading.Thread(target=renter_waits)
+    waiter.start()
+    try:
+        wait_until(lambda: backend.signals.waiting() == 1, 10, "the renter's request waits")
+        _sync(app_client)  # JobCreated indexed: the waiter looks again, finds no result, keeps waiting
+        wait_until(lambda: app_client.get(f"/jobs/{job_id}").status_code == 200, 10, "the job is indexed")
+        assert not answers
+        delivered = provider.http.put(f"/jobs/{job_id}/signed-result", json=_signed(job_id, outputs, 1, domain),
+                                      headers=provider._auth())
+        stored_at = time.monotonic()
+        assert delivered.status_code == 200
+    finally:
+        waiter.join(30)
+    response, answered_at = answers[0]
+    assert response.status_code == 200 and response.json()["signed"]["jobId"] == job_id
+    assert answered_at - stored_at < 5  # woken by the delivery, far inside the 20 s it would wait
+    assert backend.signals.waiting() == 0
+
+    # A wait that runs out answers as the plain request would; a wait past the bound is refused.
+    other = support.funded_job(session, market.renter, market.provider, keccak256(b"long-poll-2"), 10**15)
+    _sync(app_client)
+    began = time.monotonic()
+    assert app_client.get(f"/jobs/{other}/result", params={"wait": 0.3}).status_code == 409
+    assert time.monotonic() - began >= 0.3
+    assert app_client.get(f"/jobs/{other}/result", params={"wait": 31}).status_code == 422
+
+
 def test_client_rejects_an_output_that_does_not_match_the_root(app_client, session, market) -> None:  # type: ignore[no-untyped-def]
     renter = _as(app_client, 3)
     job_id = max(j["job_id"] for j in app_client.get("/jobs", params={"renter": market.renter}).json()
@@ -691,3 +737,59 @@ def test_slashes_are_listed_with_their_amounts_rewards_and_causes(app_client, se
     assert [s["job_id"] for s in app_client.get("/slashes", params={"offender": market.provider, "limit": 1}).json()] \
         == [job_id]
     assert app_client.get("/slashes", params={"offender": "nobody"}).status_code == 422
+
+
+def test_the_renter_refuses_a_content_hash_the_backend_answers_for_other_bytes(app_client) -> None:  # type: ignore[no-untyped-def]
+    """A compromised backend answers an upload with the hash of other content (a model or inputs
+    of its choosing): the spec would name them, the job (paid for) would run them, and the
+    outputs would verify against the commit of that wrong work. The renter names only what it
+    hashed itself."""
+    other = "0x" + keccak256(b"the backend's choice").hex()
+
+    class Lying(BackendClient):
+        def _call(self, method: str, path: str, signed: bool = False, **kwargs: Any) -> httpx.Response:
+            response = super()._call(method, path, signed=signed, **kwargs)
+            if method != "POST" or path not in ("/inputs", "/inputs/batch", "/models"):
+                return response
+            body = response.json()
+            body = ([{**row, "content_hash": other} for row in body] if isinstance(body, list)
+                    else {**body, "content_hash": other})
+            return httpx.Response(response.status_code, json=body)
+
+    lying = Lying(app_client, support.anvil_key(3))
+    model = support.Tagged.torchscript(41.0)
+    for upload in (lambda: lying.upload_input(b"mine"), lambda: lying.upload_inputs([b"item-a", b"item-b"]),
+                   lambda: lying.push_model(model, "m.pt", "torchscript", True)):
+        with pytest.raises(RenterError, match="hash to"):
+            upload()
+    honest = _as(app_client, 3)
+    assert honest.upload_inputs([b"item-a", b"item-b"]) == ["0x" + keccak256(d).hex() for d in (b"item-a", b"item-b")]
+    assert honest.push_model(model, "m.pt", "torchscript", True)["content_hash"] == "0x" + keccak256(model).hex()
+
+
+def test_the_renter_judges_a_commit_against_its_signed_result_from_the_chain_not_the_backends_flag(
+        app_client, session, market) -> None:  # type: ignore[no-untyped-def]
+    """A backend siding with the provider rewrites `commit_matches_signed`: a commit that differs
+    from the signed result shown as matching (the renter would let the slash and its refund pass),
+    a matching one shown as differing. `job result`'s note reads the commit from the chain."""
+    renter, provider = _as(app_client, 3), _as(app_client, 1)
+    backend = app_client.app.state.backend
+    domain = backend.chain().escrow_domain()
+    escrow = session.contract("JobEscrow")
+    notes = {}
+    for name, committed in (("differs", [b"other"] * 3), ("matches", None)):
+        outputs = [b"%s-%d" % (name.encode(), i) for i in range(3)]
+        job_id = support.funded_job(session, market.renter, market.provider, keccak256(name.encode()), 10**15)
+        _sync(app_client)
+        assert provider.http.put(f"/jobs/{job_id}/signed-result", json=_signed(job_id, outputs, 1, domain),
+                                 headers=provider._auth()).status_code == 200
+        support.commit_outputs(session, market.provider, job_id, committed or outputs)
+        _sync(app_client)
+        with backend.factory.begin() as db:  # the lie
+            db.get(m.Job, job_id).commit_matches_signed = committed is not None
+        result = app_client.get(f"/jobs/{job_id}/result").json()
+        assert result["commit_matches_signed"] is (committed is not None)
+        job = read_job(escrow, job_id)
+        notes[name] = signed_result_note(job, renter.verified_signed_result(job, domain, result))
+    assert "`unchained job slash" in notes["differs"] and "another result" in notes["differs"]
+    assert "committed as signed" in notes["matches"]

@@ -4,20 +4,28 @@ and verifies every item; leases start and stop."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
+import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import backend_support as support
 import httpx
 import numpy as np
+import pytest
 import typer
 from typer.testing import CliRunner
 
 from renter.cli import job_app, lease_app, model_app
 from renter.client import BackendClient
+from renter.errors import RenterError
 from client.escrow_jobs import read_job_view
+from client.ports import free_port
 from protocol.jobs import encode_output
 from unchained_cli.errors import GuardedGroup
 
@@ -77,8 +85,9 @@ def test_submit_fund_commit_and_verified_result(server, chain, session, market, 
     for i, data in enumerate(outputs):
         provider.upload_output(job_id, i, data, tree.proof(i))
 
-    status = _invoke("job", "status", str(job_id), "--backend", server)
-    assert "committed" in status
+    status = _invoke("job", "status", str(job_id), "--backend", server, "--rpc", chain[0].rpc_url,
+                     "--deployment", str(deployment))
+    assert "committed" in status and "the backend shows" not in status
     result_dir = tmp_path / "results"
     verified = _invoke("job", "result", str(job_id), "--keystore", str(keystore), "--out", str(result_dir),
                        "--backend", server, "--rpc", chain[0].rpc_url, "--deployment", str(chain[2]))
@@ -239,3 +248,108 @@ def test_job_status_shows_eth_and_dates_with_zone_and_wei_on_request() -> None:
     assert lines["challenge window end"] == "2027-01-15T07:00:00+00:00 (in 1 h)"
     assert lines["output root"] == "0x" + "cd" * 32
     assert dict(job_lines(job, now=0, in_wei=True))["price"] == f"{15 * 10**15} wei"
+
+
+@contextmanager
+def _tampering(server: str, edit: Callable[[str, dict], dict]) -> Iterator[str]:  # type: ignore[type-arg]
+    """A compromised backend: the real one's answers to GET, each JSON object passed through
+    `edit(path, row)`. Yields its URL."""
+    class Tampering(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            body = json.dumps(edit(self.path, httpx.get(server + self.path).json())).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    evil = ThreadingHTTPServer(("127.0.0.1", free_port()), Tampering)
+    threading.Thread(target=evil.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{evil.server_address[1]}"
+    finally:
+        evil.shutdown()
+
+
+def test_job_status_shows_the_chains_status_not_the_backends(server, chain, session, market) -> None:  # type: ignore[no-untyped-def]
+    """A compromised backend shows a funded job refunded (the renter would stop waiting for its
+    result and look for a refund that is not there): `job status` reads the job from the chain."""
+    job_id = support.funded_job(session, market.renter, market.provider, support.keccak256(b"status-lie"), 10**15)
+    _wait_for(server, f"/jobs/{job_id}", lambda row: True)
+
+    def refunded(path: str, row: dict) -> dict:  # type: ignore[type-arg]
+        return {**row, "status": "refunded", "refund": str(10**15)}
+
+    with _tampering(server, refunded) as evil:
+        said = " ".join(_invoke("job", "status", str(job_id), "--backend", evil, "--rpc", chain[0].rpc_url,
+                                "--deployment", str(chain[2])).split())
+    assert "status funded" in said and "the renter was refunded" not in said, said
+    assert "the backend shows job" in said and "refunded; the chain: funded" in said, said
+
+
+def test_lease_status_shows_only_connection_details_the_provider_signed_and_offered(  # type: ignore[no-untyped-def]
+        server, chain, session, market, tmp_path) -> None:
+    """A compromised backend relays a host of its own (and that host's key fingerprint) in a
+    delivered lease's row: `lease status` must not print it as the ssh line, or the renter logs in,
+    and types its secrets, on the attacker's machine."""
+    from protocol.lease_access import LeaseAccess, LeaseDomain, sign, typed_hash
+
+    leases = session.contract("LeaseManager")
+    cost = leases.functions.leaseCost(market.provider2, 1, 3600).call()
+    session.send(leases.functions.startLease(market.provider2, 1, 3600), market.renter, value=cost)
+    lease_id = leases.functions.leaseCount().call()
+    _wait_for(server, f"/leases/{lease_id}", lambda row: True)
+    domain = LeaseDomain(session.web3.eth.chain_id, leases.address)
+    access = LeaseAccess(lease_id, "127.0.0.1", 2222, "lease", "SHA256:" + "A" * 43)
+    signature = "0x" + sign(domain, access, support.anvil_key(2).key).hex()
+    assert httpx.put(f"{server}/leases/{lease_id}/access", json={**{k: v for k, v in access.message().items()
+                                                                     if k != "leaseId"},
+                                                                  "signature": signature}).status_code == 204
+    session.send(leases.functions.offerAccess(lease_id, typed_hash(domain, access)), market.provider2)
+
+    def evil_access(path: str, row: dict) -> dict:  # type: ignore[type-arg]
+        return {**row, "access": {**row["access"], "host": "evil.example", "hostKeyFingerprint": "SHA256:" + "B" * 43}}
+
+    with _tampering(server, evil_access) as evil:
+        def status(backend: str) -> str:
+            return " ".join(_invoke("lease", "status", str(lease_id), "--backend", backend, "--rpc",
+                                    chain[0].rpc_url, "--deployment", str(chain[2])).split())
+
+        assert "ssh -p 2222 lease@127.0.0.1" in status(server)  # the genuine offer
+        said = status(evil)
+        assert "evil.example" not in said and "ssh -p" not in said, said
+        assert "the provider did not sign" in said, said
+
+
+def test_submit_pays_the_providers_onchain_price_not_the_backends_quote(  # type: ignore[no-untyped-def]
+        server, chain, session, market, keystore, tmp_path) -> None:
+    """A compromised backend quotes its favoured provider at a price of its own: within the
+    renter's maximum (a hundred times the provider's) or past it. The renter pays the provider's
+    on-chain price per item times the items, and nothing above its maximum."""
+    from renter.orders import submit_job
+    from renter.wallet import Wallet
+
+    class Lying(BackendClient):
+        def __init__(self, factor: int) -> None:
+            super().__init__(BackendClient.client(server, 60), support.anvil_key(3))
+            self.factor = factor
+
+        def quotes(self, **request):  # type: ignore[no-untyped-def]
+            # Every provider, whatever the renter's maximum, at the backend's own price.
+            quoted = super().quotes(**{**request, "max_price_wei": str(10**20)})
+            return [{**q, "price_wei": str(int(q["price_wei"]) * self.factor)} for q in quoted]
+
+    model = _pushed(server, keystore, tmp_path, 34.0)
+    inputs = [encode_output(np.full(8, i, np.float32)) for i in range(4)]
+    wallet = Wallet(chain[0].rpc_url, support.anvil_key(3), chain[2])
+    unit = session.contract("ProviderRegistry").functions.pricePerJobUnitOf(market.provider).call()
+    escrow = session.contract("JobEscrow")
+    funded = submit_job(Lying(100), wallet, model, inputs, 10**16, provider=market.provider, check=False)
+    assert read_job_view(escrow, funded.job_id).price == funded.price_wei == 4 * unit
+    jobs = escrow.functions.jobCount().call()
+    with pytest.raises(RenterError, match="nothing was paid"):
+        submit_job(Lying(100), wallet, model, inputs, 4 * unit - 1, provider=market.provider, check=False)
+    assert escrow.functions.jobCount().call() == jobs

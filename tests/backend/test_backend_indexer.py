@@ -14,10 +14,12 @@ from backend import models as m
 from backend.chain import Chain
 from backend.db import make_engine, migrate, session_factory
 from backend.indexer import Indexer, rebuild
+from client.new_heads import Head, NewHeads, websocket_url
 from client.ports import free_port
 from unchained_cli.chain import LocalChain
 from unchained_cli.deploy import Deployer, deploy_all, write_deployment
 from devtools.session import ChainSession
+from tests.support.waiting import wait_until
 
 
 def _indexer(chain, tmp_path, url: str = "", confirmations: int = 0) -> tuple[Engine, Indexer]:  # type: ignore[no-untyped-def]
@@ -97,10 +99,58 @@ def test_restart_resumes_from_cursor_and_replay_is_idempotent(chain, session, ma
     # A crash that lost the cursor but kept the rows: re-reading every block applies nothing twice.
     with session_factory(engine).begin() as s:
         s.execute(delete(m.IndexerCursor))
+    _, restarted = _indexer(chain, tmp_path)  # after the crash: an indexer keeps its cursor in memory
     assert restarted.sync() == 0
     assert snapshot(engine) == before
     with session_factory(engine)() as s:
         assert s.scalar(select(func.count()).select_from(m.ChainEvent)) == first
+
+
+def test_a_pushed_block_is_indexed_from_its_header_and_anything_else_is_left_to_the_full_pass(
+        chain, session, market, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    local, _, _ = chain
+    engine, indexer = _indexer(chain, tmp_path)
+    indexer.sync()
+    registry = session.contract("ProviderRegistry")
+
+    def uri() -> str:
+        with session_factory(engine)() as s:
+            return s.get(m.Provider, market.provider.lower()).metadata_uri
+
+    def no_reads(*_: object) -> None:
+        raise AssertionError("the pushed path read the head or a block hash")
+
+    heads = NewHeads(websocket_url(local.rpc_url))
+    try:
+        wait_until(heads.connected.is_set, 10, "the node pushes new heads")
+        heads.take()
+        ranged = indexer.follower.target, indexer.follower._block_hash
+        indexer.follower.target = indexer.follower._block_hash = no_reads  # type: ignore[method-assign]
+        # The block the node pushes is applied from its own header: its logs by its hash, nothing else.
+        session.send(registry.functions.setMetadataURI("meta://pushed"), market.provider)
+        pushed = wait_until(heads.take, 10, "the node pushes the new block")
+        indexer.remember(pushed)
+        assert indexer.sync_pushed() == 1 and uri() == "meta://pushed"
+        assert indexer.cursor() == pushed[-1].number
+
+        # A missed push (a block between the cursor and the pushed one): left to the full pass.
+        session.send(registry.functions.setMetadataURI("meta://missed"), market.provider)
+        wait_until(heads.take, 10, "the node pushes the block")  # taken and dropped: missed
+        session.mine(1)
+        indexer.remember(wait_until(heads.take, 10, "the node pushes the next block"))
+        assert indexer.sync_pushed() is None and uri() == "meta://pushed"
+        indexer.follower.target, indexer.follower._block_hash = ranged  # type: ignore[method-assign]
+        assert indexer.sync() == 1 and uri() == "meta://missed"
+
+        # A pushed block on another parent than the cursor's block (a fork): left to the full pass.
+        cursor = indexer.store.load()
+        assert cursor is not None
+        indexer.remember([Head(cursor.block + 1, "0x" + "11" * 32, "0x" + "22" * 32)])
+        assert indexer.sync_pushed() is None and indexer.cursor() == cursor.block
+    finally:
+        heads.close()
+        session.send(registry.functions.setMetadataURI("meta://a"), market.provider)
+        engine.dispose()
 
 
 @pytest.mark.parametrize("database", ["sqlite", "postgresql"])

@@ -69,7 +69,8 @@ def test_a_failed_job_is_indexed_shown_with_its_reason_and_not_refundable_twice(
     job = _wait(lambda: (j := api.get(f"/jobs/{job_id}"))["status"] == "refunded" and j)
     assert job["failure"] == reason and job["failure_reason"] == reason and job["refund"] == str(PRICE)
 
-    status = _said("job", "status", str(job_id), "--backend", server)
+    status = _said("job", "status", str(job_id), "--backend", server, "--rpc", chain[0].rpc_url,
+                   "--deployment", str(chain[2]))
     assert f"could not run job {job_id} (on-chain, JobFailed): {reason}" in status
     assert "the renter was refunded 0.001 ETH" in status and "unchained withdraw" in status
     refund = _said("job", "refund", str(job_id), "--keystore", str(keystore), "--rpc", chain[0].rpc_url,

@@ -179,9 +179,20 @@ def test_a_leader_killed_mid_dispatch_leaves_every_job_dispatched_exactly_once( 
         wait_until(lambda: {f"run-job-{j}" for j in jobs} <= set(run_job_ids(redis_url, market.provider)), 60,
                    "the surviving replica dispatches every job")
         assert other.leadership.leading
-        with other.factory() as db:  # every job the chain shows funded (the module's earlier ones too)
-            funded = set(db.scalars(select(m.Job.job_id).where(m.Job.status.in_(UNSETTLED))))
-            rows = db.scalars(select(m.Dispatch)).all()
+
+        def funded_and_rows() -> tuple[set[int], list[m.Dispatch]]:
+            with other.factory() as db:  # every job the chain shows funded (the module's earlier ones too)
+                funded = set(db.scalars(select(m.Job.job_id).where(m.Job.status.in_(UNSETTLED))))
+                return funded, list(db.scalars(select(m.Dispatch)))
+
+        def all_recorded() -> bool:
+            funded, rows = funded_and_rows()
+            sent = {d.job_id: d.task_id for d in rows}
+            return all(sent.get(j) for j in funded)
+
+        # A message reaches Redis just before its row records the send: wait for the rows too.
+        wait_until(all_recorded, 30, "every funded job's dispatch row records its send")
+        funded, rows = funded_and_rows()
         sent = {d.job_id: d.task_id for d in rows}
         assert set(jobs) <= funded
         assert {j: sent.get(j) for j in funded} == {j: f"run-job-{j}" for j in funded}  # each has a sent dispatch

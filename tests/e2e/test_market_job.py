@@ -112,7 +112,7 @@ def test_renter_job_is_dispatched_run_uploaded_verified_and_paid(market: Market,
     api = httpx.Client(base_url=market.backend_url, timeout=10)
     escrow = market.session.contract("JobEscrow")
     with running_provider(market, tmp_path) as provider:
-        job_id = submit(market, tmp_path, job, provider.address)
+        job_id = submit(market, tmp_path, job, provider.address, None, "--wait", "60")  # the signed result, long-polled
         assert wait_for(lambda: all_uploaded(api, job_id), 45), provider.worker.log.read_text()[-4000:]
         # The result was signed by the provider and available before (or as) the commit went out.
         signed = api.get(f"/jobs/{job_id}/result").json()["signed"]

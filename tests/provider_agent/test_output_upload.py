@@ -12,7 +12,7 @@ import pytest
 
 import provider_agent.jobs
 from protocol.merkle import MerkleTree, keccak256
-from provider_agent.backend_client import BackendUnavailable
+from client.backend_http import BackendUnavailable
 from provider_agent.jobs import JobService, OutputStore, UploadFailed
 from provider_agent.runner import Limits
 from provider_agent.state import JobStore

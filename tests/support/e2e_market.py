@@ -187,7 +187,8 @@ def renter_cli(market: Market, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 
 def submit(market: Market, tmp_path: Path, job: Callable[..., str], provider: str,
            module: torch.nn.Module | None = None, *extra: str) -> int:
-    """`job submit` of a tiny model (built here, Tiny by default) over ITEMS; returns the job id."""
+    """`job submit` of a tiny model (built here, Tiny by default) over ITEMS; returns the job id.
+    With `--wait S` among `extra`, the command also says the provider's signed result came."""
     model = tmp_path / "model.pt"
     torch.jit.save(torch.jit.script(module or Tiny()), str(model))
     inputs = tmp_path / "inputs"
@@ -197,7 +198,10 @@ def submit(market: Market, tmp_path: Path, job: Callable[..., str], provider: st
     said = job("submit", "--model", str(model), "--inputs", str(inputs), "--max-price", "0.05",
                "--provider", provider, "--batch-size", "4", "--tolerance-ppm", "1000",
                "--rpc", market.chain.rpc_url, "--deployment", str(market.deployment_file), *extra)
-    return int(re.search(r"job (\d+) funded", said).group(1))
+    job_id = int(re.search(r"job (\d+) funded", said).group(1))
+    if "--wait" in extra:
+        assert f"job {job_id}: result over {len(ITEMS)} items" in said and "signed by its provider" in said, said
+    return job_id
 
 
 def all_uploaded(api: httpx.Client, job_id: int) -> bool:

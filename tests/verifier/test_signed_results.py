@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import httpx
 import pytest
+from sqlalchemy import create_engine, update
 
+from backend import models as m
 from client.escrow_jobs import read_job
 from protocol.job_result import EscrowDomain, JobResult, SignedJobResult
 from protocol.merkle import MerkleTree, keccak256, leaf_hash
@@ -81,3 +83,36 @@ def test_the_verifier_slashes_a_missing_or_different_commit_and_leaves_a_result_
     assert escrow.functions.owedTo(ZERO, renter).call() == owed + 2 * 10**15  # neither job pays the provider
     assert escrow.functions.jobState(no_margin).call().resultSlashed is False
     assert staking.functions.owedTo(account.address).call() > 0  # the verifier's reward share
+
+
+def test_a_backend_that_calls_a_slashable_commit_matching_or_made_hides_it_from_no_verifier(market):  # noqa: F811
+    """The backend's list is a hint, not a filter: a backend siding with the provider rewrites its
+    rows (a different commit shown as matching the signed result; a commit that never came shown
+    as made). The verifier reads every job with a signed result and decides from the chain."""
+    s = market.session
+    provider, renter = s.accounts[PROVIDER], s.accounts[RENTER]
+    _register(market, provider)
+    escrow = s.contract("JobEscrow")
+    never, _ = _job_with_signed_result(market, provider, renter, commit_margin=60)
+    other, _ = _job_with_signed_result(market, provider, renter, commit_margin=60)
+    s.send(escrow.functions.commitResult(read_job(escrow, other).as_tuple(), keccak256(b"another root"), 3,
+                                         keccak256(b"another digest")), provider)
+    api = httpx.Client(base_url=market.backend_url, timeout=10)
+    wait_until(lambda: api.get(f"/jobs/{other}").json()["commit_matches_signed"] is False, 20, "the commit indexed")
+    engine = create_engine(market.backend_settings.db_url)
+    with engine.begin() as db:  # the lie
+        db.execute(update(m.Job).where(m.Job.job_id == other).values(commit_matches_signed=True))
+        db.execute(update(m.Job).where(m.Job.job_id == never).values(
+            output_root="0x" + keccak256(b"made up").hex(), item_count=3, commit_matches_signed=True))
+    engine.dispose()
+    assert api.get(f"/jobs/{other}").json()["commit_matches_signed"] is True
+    assert api.get(f"/jobs/{never}").json()["output_root"] is not None
+
+    account = dev_account(VERIFIER)
+    chain = VerifierChain.connect(market.chain.rpc_url, market.deployment, account)
+    slasher = SignedResultSlasher(chain, VerifierBackend(market.backend_url, account), interval_s=0)
+    assert slasher.tick() == [other]
+    s.advance(601)
+    wait_until(lambda: api.get("/health").status_code == 200, 10, "the backend answers")
+    assert slasher.tick() == [never]
+    assert escrow.functions.jobState(never).call().resultSlashed and escrow.functions.jobState(other).call().resultSlashed

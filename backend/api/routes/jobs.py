@@ -1,18 +1,22 @@
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
+import time
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, Response
 from sqlalchemy import select
-from sqlalchemy.orm import selectinload
+from sqlalchemy.orm import Session, selectinload
 from web3 import Web3
 
 from backend import jobs as service
 from backend import models as m
+from backend.errors import Conflict, NotFound
+from backend.job_signals import RECHECK_S
 from backend.api.deps import (
     BINARY_BODY,
     BackendDep,
@@ -105,11 +109,43 @@ def get_job(job_id: JobIdPath, db: DbDep) -> JobPublic:
     return to_public(service.get_job(db, job_id))
 
 
+MAX_RESULT_WAIT_S = 30.0  # a long poll's bound: a client waiting longer asks again
+MAX_RESULT_WAITERS = 1000  # long polls held at once; past it a request answers at once (each rereads every RECHECK_S)
+WaitQuery = Annotated[float, Query(ge=0, le=MAX_RESULT_WAIT_S, description=(
+    "seconds to wait for the result when the job is not indexed yet or has none: the answer comes as soon as "
+    "the provider's signed (or the committed) result is stored, else after this long as without it"))]
+
+
 @router.get("/{job_id}/result", response_model=JobResultPublic, responses={404: {}, 409: {}})
-def get_result(job_id: JobIdPath, backend: BackendDep, db: DbDep) -> JobResultPublic:
+async def get_result(job_id: JobIdPath, backend: BackendDep, db: DbDep, wait: WaitQuery = 0) -> JobResultPublic:
     """The output root and item count (on-chain once committed; before that, as the provider
     signed them, with the signature), and for every uploaded item its digest and inclusion proof:
-    anyone can check an item against the root without trusting this server."""
+    anyone can check an item against the root without trusting this server. With `wait`, a long
+    poll: the renter sees the result when it arrives, not at its next poll."""
+    if wait <= 0 or backend.signals.waiting() >= MAX_RESULT_WAITERS:
+        return await run_in_threadpool(_result, backend, db, job_id)
+    deadline = time.monotonic() + wait
+    loop_and_event = backend.signals.watch(job_id)  # before the read: a result stored after it wakes us
+    try:
+        while True:
+            try:
+                return await run_in_threadpool(_result, backend, db, job_id)
+            except (NotFound, Conflict):  # not indexed yet, or no result yet
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise
+            event = loop_and_event[1]
+            try:
+                await asyncio.wait_for(event.wait(), min(left, RECHECK_S))
+            except TimeoutError:  # a result stored by another replica signals nothing here
+                pass
+            event.clear()
+    finally:
+        backend.signals.unwatch(job_id, loop_and_event)
+
+
+def _result(backend: Backend, db: Session, job_id: int) -> JobResultPublic:
+    db.rollback()  # a new transaction: a waiter's earlier read neither hides nor caches a later commit
     job = service.get_job(db, job_id)
     items = service.result_items(db, job)
     root, item_count = service.result_root(job) or ("", 0)
@@ -147,6 +183,7 @@ async def deliver_signed_result(job_id: JobIdPath, request: Request, signer: Sig
         return service.store_outputs(db, backend.blobs, job_id, signer, items) if items else []
 
     rows = await run_in_threadpool(store)
+    backend.signals.notify([job_id])  # stored and committed: long polls on this result answer now
     return ResultDelivered(**signed, outputs=_outputs_stored(backend, job_id, items, rows))
 
 

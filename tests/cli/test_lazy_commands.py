@@ -1,0 +1,45 @@
+"""The root's sub-commands load when named (unchained_cli/lazy.py): `unchained --help` imports
+none of them yet lists each with its own one-line help, and every command is there when used."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import typer
+from typer.testing import CliRunner
+
+from unchained_cli.main import RootGroup, app
+
+REPO = Path(__file__).resolve().parents[2]
+SUB_APPS = ("renter.cli", "provider_agent.cli", "backend.cli", "verifier.cli", "unchained_cli.withdraw",
+            "unchained_cli.chain_cli", "unchained_cli.account", "unchained_cli.broker", "devtools.cli")
+
+
+def test_each_listed_help_is_the_commands_own() -> None:
+    root = typer.main.get_command(app)
+    assert isinstance(root, RootGroup)
+    for name, entry in RootGroup.entries.items():
+        command = root.commands[name]  # loads it
+        own = command.short_help or command.help or ""
+        assert " ".join(own.split("\n\n")[0].split()) == entry.help, name
+
+
+def test_the_roots_help_imports_no_sub_app() -> None:
+    probe = ("import sys\nfrom unchained_cli.main import main\nsys.argv = ['unchained', '--help']\n"
+             "try:\n    main()\nfinally:\n"
+             f"    print('loaded:', [m for m in {SUB_APPS!r} if m in sys.modules], file=sys.stderr)\n")
+    result = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "loaded: []" in result.stderr
+    for name, entry in RootGroup.entries.items():
+        assert name in result.stdout and entry.help.split()[0] in result.stdout
+
+
+def test_a_named_command_loads_and_a_typo_is_answered_with_the_lazy_names() -> None:
+    runner = CliRunner()
+    job = runner.invoke(app, ["job", "--help"], terminal_width=120)
+    assert job.exit_code == 0 and "Usage: root job" in job.output and "submit" in job.output
+    typo = runner.invoke(app, ["lese"], terminal_width=120)
+    assert typo.exit_code == 2 and "Did you mean 'lease'?" in typo.output
