@@ -256,7 +256,8 @@ def _tampering(server: str, edit: Callable[[str, dict], dict]) -> Iterator[str]:
     `edit(path, row)`. Yields its URL."""
     class Tampering(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802
-            body = json.dumps(edit(self.path, httpx.get(server + self.path).json())).encode()
+            doc = httpx.get(server + self.path).json()  # lists (e.g. /challenges) pass unchanged
+            body = json.dumps(edit(self.path, doc) if isinstance(doc, dict) else doc).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))

@@ -125,14 +125,14 @@ def test_jobs_listed_newest_first_challenge_shown_and_refusals_as_sentences(  # 
     assert code == 1 and said.startswith(f"error: not your job: job {ids[1]} belongs to renter"), said
 
     def challenged() -> dict:  # type: ignore[type-arg]
-        return json.loads(_ok("job", "status", str(ids[0]), "-o", "json", "--backend", server))
+        return json.loads(_ok("job", "status", str(ids[0]), "-o", "json", "--backend", server, *_chain_args(chain)))
 
     wait_until(lambda: challenged()["challenges"], 15, "the challenge indexed")
     doc = challenged()
     assert doc["job_id"] == ids[0] and doc["challenges"][0]["status"] == "open" and doc["frozen"] is True
-    text = _ok("job", "status", str(ids[0]), "--backend", server)
+    text = _ok("job", "status", str(ids[0]), "--backend", server, *_chain_args(chain))
     assert "OPEN: the provider must reveal 2 items by" in " ".join(text.split()) and "frozen" in text
-    assert not re.search(r"challenge \d+ by", _ok("job", "status", str(ids[1]), "--backend", server))
+    assert not re.search(r"challenge \d+ by", _ok("job", "status", str(ids[1]), "--backend", server, *_chain_args(chain)))
 
 
 def test_leases_listed_expired_and_ended_said_so_and_balance(  # type: ignore[no-untyped-def]
