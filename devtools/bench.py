@@ -202,8 +202,15 @@ def load_section(load: Load | None = None) -> str:
     return bench_load.load_section(load or bench_load.Load())
 
 
+def gpu_section() -> str:
+    """The prepared GPU check (devtools/bench_gpu.py); one line where there is no CUDA."""
+    from devtools import bench_gpu
+
+    return bench_gpu.gpu_section()
+
+
 SECTIONS: dict[str, Callable[[], str]] = {
     "gas": gas_section, "pog": pog_section, "dispatch": dispatch_section, "renter": renter_section,
-    "colocation": colocation_section,
+    "colocation": colocation_section, "gpu": gpu_section,
     "load": load_section,
 }
