@@ -30,7 +30,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -174,7 +173,6 @@ def keccak_section() -> dict:
     out["leaf_hashes"] = {"leaves": values.shape[0], "seconds": round(seconds, 3),
                           "gb_per_s": round(values.numel() * 4 / seconds / 1e9, 2),
                           "mhash_per_s": round(values.shape[0] / seconds / 1e6, 1)}
-    del values
     miner = ReferenceMiner(device=DEVICE, batch=1 << 12 if small() else 1 << 22)
     miner.start()
     time.sleep(1.0 if small() else 4.0)  # the miner's rate is a sliding window over its batches
@@ -192,7 +190,7 @@ def memory_section() -> dict:
     out = {"buffer_gib": gib, "copy_gb_per_s": round(2 * rows.numel() / copy_s / 1e9, 1)}
     for reads in (1 << 12, 1 << 16) if small() else (1 << 20, 1 << 26):
         index = torch.randint(0, rows.shape[0], (reads,), device=DEVICE)
-        seconds = _time(lambda: rows.index_select(0, index))
+        seconds = _time(lambda index=index: rows.index_select(0, index))
         out[f"random_32B_reads_{reads}"] = {"seconds": round(seconds, 5), "mreads_per_s": round(reads / seconds / 1e6, 1),
                                             "gb_per_s": round(reads * 32 / seconds / 1e9, 1)}
     return out
