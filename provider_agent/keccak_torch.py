@@ -22,6 +22,7 @@ use (`device_ready`). Everything assumes little-endian lane bytes (CUDA GPUs, x8
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import warnings
 from collections.abc import Callable
@@ -120,6 +121,14 @@ def compiled_permutation() -> Permutation:
     """
     return torch.compile(permute, dynamic=True, fullgraph=True,
                          options={"max_fusion_size": 4096})
+
+
+def chosen_permutation() -> Permutation:
+    """What the prover hashes with on a GPU: the compiled kernel, unless UNCHAINED_TORCH_KECCAK=eager
+    (the compile's first build took over 100 s on an H200, docs/BENCHMARKS.md)."""
+    if os.environ.get("UNCHAINED_TORCH_KECCAK", "compiled") == "eager":
+        return permute
+    return compiled_permutation()
 
 
 def _pad(messages: torch.Tensor, prefix: bytes) -> torch.Tensor:
@@ -241,7 +250,7 @@ def device_ready(device: str) -> bool:
     one (4 two-block leaf-sized messages) and the size-1 one that dynamo specialises (the
     Merkle root's single pair). False means: hash on the host instead."""
     try:
-        permutation = compiled_permutation()
+        permutation = chosen_permutation()
         data = torch.arange(4 * 257, dtype=torch.int64).remainder(251).to(torch.uint8)
         for messages in (data.view(4, 257), data[:65].view(1, 65)):
             got = keccak256_batch(messages.to(device), permutation).cpu()

@@ -221,7 +221,7 @@ def compute_device(device: Device, gpu_index: int, keys: WorkloadKeys, n: int, d
     def hash_panel_on_device(product: torch.Tensor) -> bytes:
         t = time.perf_counter()
         leaves = keccak_torch.leaf_hashes(product.to(torch.int32),
-                                          keccak_torch.compiled_permutation())
+                                          keccak_torch.chosen_permutation())
         out = leaves.cpu().numpy().tobytes()  # 32 bytes per 256-byte chunk cross the bus
         timings.hash_cpu += time.perf_counter() - t
         return out
@@ -264,7 +264,7 @@ def compute_device(device: Device, gpu_index: int, keys: WorkloadKeys, n: int, d
         if pool is not None:
             pool.shutdown(cancel_futures=True)
     tree = MerkleTree(b"".join(leaves), keccak_torch.torch_hasher(
-        device.spec, keccak_torch.compiled_permutation()) if on_device else hasher)
+        device.spec, keccak_torch.chosen_permutation()) if on_device else hasher)
     # Whatever of the wall time was not generation or matmul went to committing.
     timings.commit = time.perf_counter() - start - timings.generate - timings.matmul
     logger.info("gpu %s (%s) committed n=%s root=0x%s in %.3f s", gpu_index, spec, n,
