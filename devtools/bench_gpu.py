@@ -110,9 +110,9 @@ def device_section() -> dict:
     except Exception as exc:  # noqa: BLE001  reported, not fatal: the other sections still run
         out["agent_devices_error"] = repr(exc)
     try:
-        from provider_agent.gpu_identity import device_identity_report
+        from provider_agent.identity import device_identity_report
     except ImportError:
-        out["identity"] = "provider_agent.gpu_identity not in this checkout"
+        out["identity"] = "provider_agent.identity not in this checkout"
     else:
         out["identity"] = device_identity_report()
     return out
