@@ -223,9 +223,9 @@ def memory_section() -> dict:
 
 def residency_section() -> dict:
     try:
-        from devtools.residency_bench import residency_probe_bench
+        from devtools.bench_residency import residency_probe_bench
     except ImportError:
-        return {"skipped": "devtools.residency_bench not in this checkout"}
+        return {"skipped": "devtools.bench_residency not in this checkout"}
     if small():
         return residency_probe_bench(DEVICE, 1 << 20)
     free, _ = torch.cuda.mem_get_info(DEVICE)
