@@ -819,6 +819,84 @@ def lease_stop(
                   f"refund {Web3.from_wei(refund, 'ether')} ETH (`unchained withdraw` pays it out)")
 
 
+# ---- offers ----
+
+
+class OfferSort(str, Enum):
+    price = "price"  # per GPU-hour, cheapest first
+    job_price = "job-price"  # per job unit, cheapest first
+    tflops = "tflops"  # fastest first
+    reputation = "reputation"  # best first
+    free = "free"  # most free GPUs first
+    seen = "seen"  # heard from most recently first
+
+
+def provider_list(
+    gpu_class: Annotated[list[str] | None, typer.Option(
+        "--class", help="Only this verified GPU class, e.g. H100-SXM (repeatable).")] = None,
+    max_price: Annotated[float | None, typer.Option(
+        min=0, max=1e9, help="Only offers at most this many ETH per GPU-hour.")] = None,
+    min_gpus: Annotated[int, typer.Option(min=0, max=1_000_000, help="Only providers with this many GPUs free.")] = 0,
+    available: Annotated[bool, typer.Option(
+        "--available", help="Only providers available now (the others are listed last, with why).")] = False,
+    sort: Annotated[OfferSort, typer.Option(help="Order of the list (available offers always first).")] =
+        OfferSort.price,
+    backend: BackendUrl = DEFAULT_BACKEND,
+    rpc: Rpc = DEFAULT_RPC,
+    deployment: DeploymentFile = None,
+    wei: Wei = False,
+    output: Output = OutputFormat.text,
+) -> None:
+    """GPU offers to rent: verified class, TFLOPS, price, reputation, free GPUs, last seen.
+
+    Prices, stake, Proof of GPU and free GPUs are read from the chain, the rest from the backend.
+    A provider that was slashed since its last Proof of GPU, failed it, or went silent is listed
+    as not available, with why."""
+    import time
+
+    from client.chain import ChainContext, open_chain
+    from client.units import amount, when
+    from renter.client import BackendClient
+    from renter.offers import list_offers
+    from web3 import Web3
+
+    client = BackendClient.connect(backend)
+    chain = ChainContext(*open_chain(rpc, deployment_file=deployment, timeout_s=30))
+    offers = list_offers(client, chain)
+    classes = {c.lower() for c in gpu_class or []}
+    ceiling = Web3.to_wei(max_price, "ether") if max_price is not None else None
+    offers = [o for o in offers
+              if (not classes or (o.gpu_class or "").lower() in classes)
+              and (ceiling is None or o.price_per_gpu_hour <= ceiling)
+              and o.free_gpus >= min_gpus and (o.available or not available)]
+    keys = {OfferSort.price: lambda o: o.price_per_gpu_hour, OfferSort.job_price: lambda o: o.price_per_job_unit,
+            OfferSort.tflops: lambda o: -(o.tflops or 0), OfferSort.reputation: lambda o: -o.reputation,
+            OfferSort.free: lambda o: -o.free_gpus, OfferSort.seen: lambda o: -(o.last_seen or 0)}
+    offers.sort(key=lambda o: (not o.available, keys[sort](o)))
+    if output is OutputFormat.json:
+        _print_json([o.as_json() for o in offers])
+        return
+    if not offers:
+        console.print("no offers match" if classes or ceiling is not None or min_gpus or available
+                      else "no providers yet", highlight=False)
+    now = time.time()
+    for o in offers:
+        shown = f"{o.gpu_class} ({o.tflops:g} TFLOPS)" if o.gpu_class and o.tflops else f"claims {o.gpu_model}"
+        state = "available" if o.available else "NOT AVAILABLE"
+        console.print(f"{o.address}  {state}  {shown}  {o.free_gpus} of {o.gpus} GPU(s) free", highlight=False,
+                      soft_wrap=True)
+        console.print(f"  {amount(o.price_per_gpu_hour, in_wei=wei)} per GPU-hour, "
+                      f"{amount(o.price_per_job_unit, in_wei=wei)} per job unit, stake {amount(o.stake, in_wei=wei)}",
+                      highlight=False, soft_wrap=True)
+        pog = (f"Proof of GPU round {o.pog_round_id} {'passed' if o.pog_passed else 'failed'} {when(o.pog_at, now)}"
+               if o.pog_at else "no Proof of GPU yet")
+        console.print(f"  reputation {o.reputation:.2f} ({o.challenges_won} challenges won, {o.challenges_lost} lost); "
+                      f"{pog}; last seen {when(o.last_seen, now) if o.last_seen else 'never'}", highlight=False,
+                      soft_wrap=True)
+        for reason in o.why_not:
+            console.print(f"  not available: {reason}", highlight=False, soft_wrap=True)
+
+
 # ---- account ----
 
 
@@ -861,4 +939,4 @@ def balance(
         console.print("the contracts owe you nothing now", highlight=False)
 
 
-__all__ = ["balance", "job_app", "lease_app", "model_app"]
+__all__ = ["balance", "job_app", "lease_app", "model_app", "provider_list"]
