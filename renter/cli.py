@@ -475,19 +475,32 @@ def job_challenge(
     job_id: Annotated[int, typer.Argument(min=1)],
     keystore: Keystore,
     password_file: PasswordFile = None,
-    k: Annotated[int, typer.Option(min=1, max=64, help="Items the provider must reveal on-chain.")] = 44,
+    k: Annotated[int | None, typer.Option(min=1, max=64, help="Items the provider must reveal on-chain (default 44).")]
+        = None,
     bond: Annotated[float | None, typer.Option(help="Bond in ETH; default: the contract's minimum.")] = None,
+    escalate: Annotated[bool, typer.Option("--escalate", help=(
+        "Instead of opening a challenge: send your answered challenge of this job to the dispute committee "
+        "(staked verifiers re-execute and vote) inside its escalation window."))] = False,
     rpc: Rpc = DEFAULT_RPC,
     deployment: DeploymentFile = None,
 ) -> None:
     """Challenge your own job inside its window: the provider must reveal k random items'
-    digests with proofs on-chain or be slashed (you are refunded); the escrow stays frozen."""
+    digests with proofs on-chain or be slashed (you are refunded); the escrow stays frozen.
+    With --escalate, the committee judges the provider's answer."""
     from client import contracts
     from client.escrow_jobs import read_job
     from client.keystore import load_keystore
     from renter.wallet import Wallet
     from web3 import Web3
+
+    if escalate and (k is not None or bond is not None):
+        raise typer.BadParameter("--k and --bond open a challenge; --escalate sends the open one to the committee "
+                                 "and takes neither", param_hint="--escalate")
     wallet = Wallet(rpc, load_keystore(keystore, password_file), deployment)
+    if escalate:
+        _escalate(wallet, job_id)
+        return
+    k = 44 if k is None else k
     challenges = wallet.contract("ChallengeManager")
     value = Web3.to_wei(bond, "ether") if bond is not None else challenges.functions.minBond().call()
     # the Job with its committed result, as the escrow hashes it
@@ -495,7 +508,30 @@ def job_challenge(
     receipt = wallet.send(challenges.functions.challengeJob(job.as_tuple(), k), value=value)
     challenge_id = contracts.emitted(challenges, "JobChallenged", receipt)[0]["args"]["challengeId"]
     console.print(f"challenge {challenge_id} on job {job_id}: {k} items, bond {Web3.from_wei(value, 'ether')} ETH "
-                  f"(tx 0x{bytes(receipt['transactionHash']).hex()}); escalate with the verifier or wait for the answer")
+                  f"(tx 0x{bytes(receipt['transactionHash']).hex()}); once the provider answers, "
+                  f"`unchained job challenge {job_id} --escalate` sends its answer to the committee", highlight=False,
+                  soft_wrap=True)
+
+
+def _escalate(wallet: Wallet, job_id: int) -> None:
+    """Escalate the job's open challenge; every refusal of the contract reads as a sentence
+    (client/reverts.py), the one it cannot say (no challenge at all) is said here."""
+    from client import contracts
+    from client.units import eth, iso
+
+    manager = wallet.contract("ChallengeManager")
+    challenge_id = manager.functions.activeJobChallenge(job_id).call()
+    if challenge_id == 0:
+        raise Conflict(f"job {job_id} has no open challenge to escalate (`unchained job challenge {job_id}` opens one; "
+                       f"`unchained job status {job_id}` shows how past ones ended)")
+    receipt = wallet.send(manager.functions.escalate(challenge_id))
+    dispute_id = contracts.emitted(manager, "ChallengeEscalated", receipt)[0]["args"]["disputeId"]
+    dispute = wallet.contract("DisputeCommittee").functions.dispute(dispute_id).call()
+    bond = manager.functions.challenge(challenge_id).call().bond
+    console.print(f"challenge {challenge_id} on job {job_id} escalated to the committee as dispute {dispute_id} "
+                  f"(tx 0x{bytes(receipt['transactionHash']).hex()}): staked verifiers vote until {iso(dispute.voteEnd)}. "
+                  f"Provider at fault: it is slashed, you are refunded and get your bond back; answer right: your "
+                  f"bond of {eth(bond)} goes to the provider", highlight=False, soft_wrap=True)
 
 
 @job_app.command("refund")
