@@ -201,7 +201,8 @@ def job_submit(
                             private=private, gpu_classes=gpu_class, batch_size=batch_size,
                             tolerance_ppm=tolerance_ppm, deadline_s=deadline_s,
                             on_upload=lambda size: progress.advance(task, size), check=check,
-                            on_sent=lambda tx: console.print(f"funding tx 0x{tx.hex()} sent", highlight=False))
+                            on_sent=lambda tx: console.print(f"funding tx 0x{tx.hex()} sent", highlight=False),
+                            names=[p.name for p in files])
     console.print(f"job {funded.job_id} funded in tx 0x{funded.tx_hash.hex()}: {len(files)} items, "
                   f"{Web3.from_wei(funded.price_wei, 'ether')} ETH, spec 0x{funded.spec_hash.hex()}, "
                   f"provider {funded.provider}")
