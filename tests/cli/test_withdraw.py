@@ -110,3 +110,38 @@ def cancel_last_job(s, escrow, renter: str) -> None:
     s.send(escrow.functions.requestCancel(job), renter)
     s.advance(escrow.functions.cancelGrace().call())
     s.send(escrow.functions.cancel(job), renter)
+
+
+def test_a_balance_worth_less_than_its_gas_is_asked_about_and_kept_unless_yes(chain, tmp_path: Path) -> None:
+    """Withdrawing a 1000 wei refund costs far more in gas: the user is asked (no answer keeps it
+    owed), a balance worth its gas is paid without a question, and --yes pays the small one too."""
+    s, rpc, deployment = chain
+    provider, renter = s.accounts[7], s.accounts[6]
+    keystore = new_keystore(tmp_path, "pw", dev_account(6).key, kdf="scrypt", iterations=1 << 10).path
+    password = tmp_path / "pw"
+    password.write_text("pw\n")
+    escrow, leases = s.contract("JobEscrow"), s.contract("LeaseManager")
+    s.send(s.contract("Staking").functions.stake(), provider, value=ETH)
+    s.send(s.contract("ProviderRegistry").functions.register(b"CPU".ljust(32, b"\0"), [b"\x07" * 32], ETH // 100,
+                                                              10**12, ""), provider)
+    s.send(escrow.functions.createJob(provider, b"\x33" * 32, 1000, s.now() + 3600), renter, value=1000)
+    cancel_last_job(s, escrow, renter)
+    cost = leases.functions.leaseCost(provider, 1, 3600).call()
+    s.send(leases.functions.startLease(provider, 1, 3600), renter, value=cost)
+    s.send(leases.functions.endLease(leases.functions.leaseCount().call()), renter)
+    args = ["withdraw", "--rpc", rpc, "--deployment", str(deployment), "--keystore", str(keystore),
+            "--password-file", str(password)]
+
+    for answer in ("n\n", ""):  # a no, and no answer at all (no terminal)
+        result = runner.invoke(app, args, input=answer, env={PASSWORD_FILE_ENV: ""}, terminal_width=200)
+        said = " ".join(result.output.split())
+        assert result.exit_code == 0, result.output
+        assert "JobEscrow owed balance: 0.000000000000001 ETH, but its gas would cost about" in said, said
+        assert "more than it pays out. Withdraw it anyway? [y/N]" in said and "kept (still owed" in said, said
+        assert escrow.functions.owedTo("0x" + "00" * 20, renter).call() == 1000
+    assert leases.functions.owedTo(renter).call() == 0  # paid on the first run, without a question
+
+    result = runner.invoke(app, [*args, "--yes"], env={PASSWORD_FILE_ENV: ""}, terminal_width=200)
+    assert result.exit_code == 0 and "anyway" not in result.output, result.output
+    assert re.match(r"JobEscrow owed balance: 0\.000000000000001 ETH \(tx 0x[0-9a-f]{64}\)$", result.output.strip())
+    assert escrow.functions.owedTo("0x" + "00" * 20, renter).call() == 0
