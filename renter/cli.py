@@ -143,12 +143,35 @@ def _size(size: int) -> str:
 
 
 def _resolve_model(client: BackendClient, model: str, fmt: str, private: bool) -> str:
+    """The content hash `--model` names: a hash as given, or a file's, pushed unless the hub
+    holds it already as yours in that format and visibility (a push of the same bytes renames
+    the entry: the name given with `model push --name` would give way to the file name)."""
+    from protocol.merkle import keccak256
+
     if model.startswith("0x") and len(model) == 66:
         return model.lower()
     path = Path(model)
     if not path.is_file():
         raise typer.BadParameter(f"--model: {model} is neither a content hash nor a file")
-    return client.push_model(path.read_bytes(), path.name, fmt, private)["content_hash"]
+    data = path.read_bytes()
+    own = _own_model(client, "0x" + keccak256(data).hex())
+    if own is not None and own["format"] == fmt and own["private"] == private:
+        return str(own["content_hash"])
+    return client.push_model(data, own["name"] if own is not None else path.name, fmt, private)["content_hash"]
+
+
+def _own_model(client: BackendClient, content_hash: str) -> dict[str, Any] | None:
+    """The signed-in renter's own hub entry of `content_hash`, or None (none, or someone else's)."""
+    from client.backend_http import ApiError
+
+    try:
+        row = client.model(content_hash)
+    except ApiError as exc:
+        if exc.status == 404:
+            return None
+        raise
+    mine = client.account is not None and row["owner"] == client.account.address.lower()
+    return row if mine else None
 
 
 @job_app.command("submit")
