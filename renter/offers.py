@@ -111,6 +111,8 @@ def _why_not(provider: Any, pog: Any, active: bool, stake: int, minimum: int, sl
     from client.units import eth, iso
 
     why = []
+    if not provider.registeredAt:  # only the backend lists it
+        return ["not registered on-chain"]
     if provider.deactivated:
         why.append("deactivated by its owner")
     elif not active and stake < minimum:

@@ -85,13 +85,13 @@ def _indexed(server: str, who: str, check: Callable[[dict[str, Any]], bool]) -> 
 
 
 @contextmanager
-def _lying(server: str, edit: Callable[[dict[str, Any]], dict[str, Any]]) -> Iterator[str]:
-    """A compromised backend: the real one's answers, each provider row of /providers through `edit`."""
+def _lying(server: str, edit: Callable[[list[dict[str, Any]]], list[dict[str, Any]]]) -> Iterator[str]:
+    """A compromised backend: the real one's answers, the rows of /providers through `edit`."""
     class Lying(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802
             doc = httpx.get(server + self.path).json()
             if self.path.startswith("/providers"):
-                doc = [edit(row) for row in doc]
+                doc = edit(doc)
             body = json.dumps(doc).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
@@ -167,15 +167,21 @@ def test_offers_filter_and_sort_like_vastai(server, chain, session, market, drai
         assert same.exit_code == 0 and {o["address"] for o in json.loads(same.output)} >= {market.provider}
 
 
-def test_prices_stake_and_proof_come_from_the_chain_not_the_backend(server, chain, market, drained) -> None:  # type: ignore[no-untyped-def]
-    """A backend siding with a provider shows it cheap, verified, richly staked and available:
-    the list shows what the contracts say."""
-    def flattering(row: dict[str, Any]) -> dict[str, Any]:
-        return {**row, "price_per_gpu_hour": "1", "price_per_job_unit": "1", "stake_bonded": str(100 * ETH),
-                "pog_passed": True, "gpu_class": "H100-SXM", "tflops": 999.0, "active": True, "available": True}
+def test_prices_stake_and_proof_come_from_the_chain_not_the_backend(  # type: ignore[no-untyped-def]
+        server, chain, session, market, drained) -> None:
+    """A backend siding with providers shows them cheap, verified, richly staked and available,
+    and one that never registered: the list shows what the contracts say."""
+    invented = session.accounts[9]
+
+    def flattering(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        rows = rows + [{**rows[0], "address": invented.lower()}]
+        return [{**row, "price_per_gpu_hour": "1", "price_per_job_unit": "1", "stake_bonded": str(100 * ETH),
+                 "pog_passed": True, "gpu_class": "H100-SXM", "tflops": 999.0, "active": True, "available": True}
+                for row in rows]
 
     with _lying(server, flattering) as evil:
         offers = {o["address"]: o for o in _listed(evil, chain)}
-    failed, below = offers[market.provider2], offers[drained]
+    failed, below, fake = offers[market.provider2], offers[drained], offers[invented]
     assert failed["price_per_gpu_hour"] == str(5 * 10**15) and failed["gpu_class"] is None
     assert failed["available"] is False and below["available"] is False and below["stake"] == "0"
+    assert fake["available"] is False and fake["why_not"] == ["not registered on-chain"] and fake["price_per_gpu_hour"] == "0"
