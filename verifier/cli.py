@@ -183,13 +183,13 @@ def status(
     standing = read_standing(ChainContext(*open_chain(rpc, deployment_file=deployment, timeout_s=30)), me)
     audits = _audits(backend, me) if backend else None
     if output is OutputFormat.json:
-        doc = {**asdict(standing), "owed": [{"contract": p.contract, "what": p.what, "amount": str(p.amount),
-                                             "symbol": p.symbol} for p in standing.owed.payable],
-               "open_challenges": [c.challenge_id for c in standing.open_challenges], "audits": audits}
-        for key in ("bonded", "min_stake", "unbonding"):
-            doc[key] = str(doc[key])
-        for c in doc["raised"]:
-            c["bond"] = str(c["bond"])
+        doc = {"address": me, "bonded": str(standing.bonded), "min_stake": str(standing.min_stake),
+               "unbonding": str(standing.unbonding), "release_at": standing.release_at,
+               "unbonding_delay": standing.unbonding_delay,
+               "raised": [{**asdict(c), "bond": str(c.bond)} for c in standing.raised],
+               "open_challenges": [c.challenge_id for c in standing.open_challenges],
+               "owed": [{"contract": p.contract, "what": p.what, "amount": str(p.amount), "symbol": p.symbol}
+                        for p in standing.owed.payable], "audits": audits}
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         return
     now = time.time()
