@@ -312,7 +312,8 @@ def challenge_line(c: dict, now: float, in_wei: bool = False) -> str:  # type: i
     if c["status"] == "open":
         state = f"OPEN: the provider must reveal {c['k']} items by {when(c['response_deadline'], now)}"
     elif c["status"] == "answered":
-        state = "answered by the provider: the challenger may escalate it to the verifiers' committee"
+        state = ("answered by the provider: its challenger may escalate it to the verifiers' committee "
+                 f"(`unchained job challenge {c['subject']} --escalate`)")
     elif c["status"] == "escalated":
         state = f"escalated to the committee (dispute {c.get('dispute_id')})"
     else:

@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 import backend_support as support
+import httpx
 import pytest
 import typer
 from eth_account import Account
@@ -17,6 +18,7 @@ from typer.testing import CliRunner
 
 from protocol.jobs import keccak256
 from renter.cli import job_app
+from tests.support.waiting import wait_until
 from unchained_cli.errors import GuardedGroup
 from verifier.backend_client import VerifierBackend
 from verifier.cli import verifier_app
@@ -66,8 +68,14 @@ def _answer(session, market, challenge_id: int, outputs: list[bytes], tree) -> N
                                               [list(tree.proof(i)) for i in indices]), market.provider)
 
 
+def _challenge_of(server: str, job_id: int) -> dict:  # type: ignore[type-arg]
+    rows = [c for c in httpx.get(f"{server}/challenges", params={"kind": "job", "limit": 500}).json()
+            if c["subject"] == job_id]
+    return rows[0] if rows else {"status": None}
+
+
 def test_escalate_sends_the_answered_challenge_to_the_committee_and_says_every_refusal(  # type: ignore[no-untyped-def]
-        chain, session, market, keystore, keystore_of) -> None:
+        server, chain, session, market, keystore, keystore_of) -> None:
     challenges, committee = session.contract("ChallengeManager"), session.contract("DisputeCommittee")
     me = ["--keystore", str(keystore), *_chain_args(chain)]
     job_id, outputs, tree = _committed_job(session, market, b"escalated")
@@ -87,6 +95,10 @@ def test_escalate_sends_the_answered_challenge_to_the_committee_and_says_every_r
 
     session.mine(2)
     _answer(session, market, challenge_id, outputs, tree)
+    wait_until(lambda: _challenge_of(server, job_id)["status"] == "answered", 15, "the answer indexed")
+    said = _ok("job", "status", str(job_id), "--backend", server, *_chain_args(chain))
+    assert "answered by the provider: its challenger may escalate it" in said, said
+    assert f"`unchained job challenge {job_id} --escalate`" in said
     # Only its challenger may escalate it.
     code, said = _run("job", "challenge", str(job_id), "--escalate", "--keystore", str(keystore_of(7)),
                       *_chain_args(chain))
