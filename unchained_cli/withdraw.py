@@ -8,6 +8,7 @@ keystore; nothing is sent when nothing is owed.
 
 from __future__ import annotations
 
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Optional
@@ -73,21 +74,18 @@ def withdraw(
 
 def _worth_it(wallet: Wallet, payout: Payout) -> bool:
     """True unless the gas of an ETH withdrawal would cost more than it pays out and the user,
-    asked, says no (no answer, e.g. no terminal, is a no: the balance stays owed, nothing lost)."""
+    asked at the terminal, says no. Without a terminal nobody is asked (stdin may be a script's
+    next line): the balance stays owed, nothing is lost, and `--yes` pays it out."""
     if payout.token != ETH_TOKEN:
         return True  # gas is paid in ETH: no common unit with a token's amount
     cost = wallet.sender.gas_cost(payout.call)
     if cost <= payout.amount:
         return True
-    question = (f"{payout.contract} {payout.what}: {payout.shown()}, but its gas would cost about "
-                f"{Web3.from_wei(cost, 'ether')} ETH, more than it pays out. Withdraw it anyway?")
-    try:
-        if typer.confirm(question, default=False):
-            return True
-    except typer.Abort:
-        typer.echo("")
-    typer.echo(f"{payout.contract} {payout.what}: {payout.shown()} kept (still owed; `unchained withdraw --yes` "
-               "pays it out)")
+    said = (f"{payout.contract} {payout.what}: {payout.shown()}, but its gas would cost about "
+            f"{Web3.from_wei(cost, 'ether')} ETH, more than it pays out")
+    if sys.stdin.isatty() and typer.confirm(f"{said}. Withdraw it anyway?", default=False):
+        return True
+    typer.echo(f"{said}: kept (still owed; `unchained withdraw --yes` pays it out)")
     return False
 
 
