@@ -111,6 +111,28 @@ _SENTENCES: dict[str, Callable[[dict[str, Any]], str]] = {
     "ChallengeBadK": lambda a: f"--k {a['k']} is out of range: ask for between 1 and 64 items",
     "ChallengeNotChallenger": lambda a: f"challenge {a['challengeId']} is not yours: only its challenger may do that",
     "ChallengeUnknown": lambda a: f"challenge {a['challengeId']} does not exist",
+    "ChallengeWrongStatus": lambda a: _challenge_status(a["challengeId"], int(a["status"])),
+    "ChallengeWrongKind": lambda a: (
+        f"challenge {a['challengeId']} is a Proof-of-GPU challenge: only a job challenge goes to the committee"),
+    "ChallengeWindowClosed": lambda a: (
+        f"challenge {a['challengeId']}'s window closed at {_utc(a['windowEnd'])}: too late for that"),
+    "ChallengeWindowOpen": lambda a: (
+        f"challenge {a['challengeId']}'s window is open until {_utc(a['windowEnd'])}: try again after it"),
+    "ChallengeDeadlineNotPassed": lambda a: (
+        f"challenge {a['challengeId']}'s provider may answer until {_utc(a['deadline'])}: wait for it"),
+    "ChallengeDeadlinePassed": lambda a: (
+        f"challenge {a['challengeId']}'s answer was due by {_utc(a['deadline'])}: too late"),
+    "ChallengeNothingOwed": lambda a: "the challenge manager owes you nothing (`unchained balance` lists what is owed)",
+    "StakingZeroAmount": lambda a: "nothing to do with an amount of zero: there is no stake to move",
+    "StakingWorkOpen": lambda a: (
+        f"{a['account']} still has {a['openWork']} open job(s) or lease(s) holding its stake: the stake can "
+        "start unbonding once they are settled"),
+    "StakingInsufficientStake": lambda a: (
+        f"{a['account']} has {_eth(a['bonded'])} bonded, not the {_eth(a['requested'])} asked for"),
+    "StakingNothingUnbonding": lambda a: f"{a['account']} has no stake unbonding (`unchained balance` shows it)",
+    "StakingStillUnbonding": lambda a: (
+        f"the stake of {a['account']} is still unbonding: withdrawable from {_utc(a['releaseAt'])}"),
+    "StakingNothingOwed": lambda a: "the staking contract owes you nothing (`unchained balance` lists what is owed)",
     "JobEscrowUnknownJob": lambda a: f"job {a['jobId']} does not exist (`unchained job list` shows yours)",
     "JobEscrowNotRenter": lambda a: f"not your job: {a['caller']} is not its renter (`unchained job list` shows yours)",
     "JobEscrowFrozen": lambda a: (
@@ -144,6 +166,24 @@ _SENTENCES: dict[str, Callable[[dict[str, Any]], str]] = {
         f"a lease lasts at most {int(a['maxDuration']) / 3600:g} hours: lower --hours"),
     "LeaseManagerNothingOwed": lambda a: "the lease manager owes you nothing",
 }
+
+
+def _challenge_status(challenge_id: int, status: int) -> str:
+    """Why a challenge in `status` cannot take the step asked (escalate, settle, answer)."""
+    from protocol.enums import ChallengeStatus
+
+    try:
+        name = ChallengeStatus(status)
+    except ValueError:
+        return f"challenge {challenge_id} is not in a state for that (status {status})"
+    if name is ChallengeStatus.OPEN:
+        return (f"challenge {challenge_id} is not answered yet: the provider has until its response deadline; "
+                "if it never answers it is slashed (claim the timeout), else escalate after its answer")
+    if name is ChallengeStatus.ESCALATED:
+        return f"challenge {challenge_id} is escalated already: the committee's vote decides it"
+    if name is ChallengeStatus.ANSWERED:
+        return f"challenge {challenge_id} is answered: its escalation window is running"
+    return f"challenge {challenge_id} is closed ({name.name.lower().replace('_', ' ')}): nothing left to do on it"
 
 
 def _utc(unix_time: Any) -> str:

@@ -135,6 +135,23 @@ class TxSender:
                 self._nonce = None
                 raise NodeUnavailable(f"{what}: the node does not answer ({type(exc).__name__}: {exc})") from exc
 
+    def gas_cost(self, call: ContractFunction, value: int = 0) -> int:
+        """The wei sending `call` now would likely cost: its gas estimate times what a block
+        charges now (base fee plus the tip; `broadcast` caps the fee higher, but a transaction
+        pays only the block's price). Raises as `broadcast` does for a call that would revert."""
+        what = _name(call)
+        fields: TxParams = {"from": self.address, "value": Wei(value), "data": calldata(call), "to": call.address}
+        try:
+            gas = self.web3.eth.estimate_gas(fields, "pending")
+        except ContractLogicError as exc:
+            raise self._reverted(what, exc) from exc
+        except Web3RPCError as exc:
+            raise self._refused(what, exc) from exc
+        base = self.web3.eth.get_block("latest").get("baseFeePerGas")
+        if base is None:  # a node before London: legacy pricing
+            return gas * self.web3.eth.gas_price
+        return gas * (base + self.web3.eth.max_priority_fee)
+
     def mined(self, tx_hash: bytes | str, what: str) -> TxReceipt:
         """The receipt of a broadcast transaction, polled for up to receipt_timeout_s; raises
         TransactionReverted (decoded) when it was mined with status 0."""

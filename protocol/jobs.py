@@ -137,24 +137,26 @@ def encode_output(values: np.ndarray) -> bytes:
     return header + b"\n" + np.ascontiguousarray(values).astype(values.dtype.newbyteorder("<")).tobytes()
 
 
-def decode_output(data: bytes) -> np.ndarray:
-    """Inverse of encode_output, for untrusted bytes (size and shape checked)."""
+def decode_output(data: bytes, what: str = "output") -> np.ndarray:
+    """Inverse of encode_output, for untrusted bytes (size and shape checked); errors name the
+    bytes as `what` ("output", "input")."""
     if len(data) > MAX_OUTPUT_BYTES:
-        raise JobSpecError(f"output is {len(data)} bytes; the limit is {MAX_OUTPUT_BYTES}")
+        raise JobSpecError(f"{what} is {len(data)} bytes; the limit is {MAX_OUTPUT_BYTES}")
     header, sep, body = data.partition(b"\n")
     if not sep:
-        raise JobSpecError("output has no header line")
+        raise JobSpecError(f"{what} has no header line")
     try:
         meta = json.loads(header)
         dtype = np.dtype(meta["dtype"]).newbyteorder("<")
         shape = tuple(int(d) for d in meta["shape"])
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-        raise JobSpecError(f"output header is malformed: {exc}") from exc
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError):
+        # the parser's own words ("Expecting value: line 1 column 1") say less than this
+        raise JobSpecError(f"{what}'s first line is not a JSON header naming dtype and shape") from None
     if meta["dtype"] not in OUTPUT_DTYPES or any(d < 0 for d in shape):
-        raise JobSpecError(f"output header names dtype {meta['dtype']!r} and shape {shape}")
+        raise JobSpecError(f"{what} header names dtype {meta['dtype']!r} and shape {shape}; dtypes: {OUTPUT_DTYPES}")
     expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     if expected != len(body):
-        raise JobSpecError(f"output body is {len(body)} bytes; dtype and shape need {expected}")
+        raise JobSpecError(f"{what} body is {len(body)} bytes; dtype and shape need {expected}")
     return np.frombuffer(body, dtype=dtype).reshape(shape)
 
 

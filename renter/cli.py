@@ -143,12 +143,35 @@ def _size(size: int) -> str:
 
 
 def _resolve_model(client: BackendClient, model: str, fmt: str, private: bool) -> str:
+    """The content hash `--model` names: a hash as given, or a file's, pushed unless the hub
+    holds it already as yours in that format and visibility (a push of the same bytes renames
+    the entry: the name given with `model push --name` would give way to the file name)."""
+    from protocol.merkle import keccak256
+
     if model.startswith("0x") and len(model) == 66:
         return model.lower()
     path = Path(model)
     if not path.is_file():
         raise typer.BadParameter(f"--model: {model} is neither a content hash nor a file")
-    return client.push_model(path.read_bytes(), path.name, fmt, private)["content_hash"]
+    data = path.read_bytes()
+    own = _own_model(client, "0x" + keccak256(data).hex())
+    if own is not None and own["format"] == fmt and own["private"] == private:
+        return str(own["content_hash"])
+    return client.push_model(data, own["name"] if own is not None else path.name, fmt, private)["content_hash"]
+
+
+def _own_model(client: BackendClient, content_hash: str) -> dict[str, Any] | None:
+    """The signed-in renter's own hub entry of `content_hash`, or None (none, or someone else's)."""
+    from client.backend_http import ApiError
+
+    try:
+        row = client.model(content_hash)
+    except ApiError as exc:
+        if exc.status == 404:
+            return None
+        raise
+    mine = client.account is not None and row["owner"] == client.account.address.lower()
+    return row if mine else None
 
 
 @job_app.command("submit")
@@ -201,7 +224,8 @@ def job_submit(
                             private=private, gpu_classes=gpu_class, batch_size=batch_size,
                             tolerance_ppm=tolerance_ppm, deadline_s=deadline_s,
                             on_upload=lambda size: progress.advance(task, size), check=check,
-                            on_sent=lambda tx: console.print(f"funding tx 0x{tx.hex()} sent", highlight=False))
+                            on_sent=lambda tx: console.print(f"funding tx 0x{tx.hex()} sent", highlight=False),
+                            names=[p.name for p in files])
     console.print(f"job {funded.job_id} funded in tx 0x{funded.tx_hash.hex()}: {len(files)} items, "
                   f"{Web3.from_wei(funded.price_wei, 'ether')} ETH, spec 0x{funded.spec_hash.hex()}, "
                   f"provider {funded.provider}")
@@ -288,7 +312,8 @@ def challenge_line(c: dict, now: float, in_wei: bool = False) -> str:  # type: i
     if c["status"] == "open":
         state = f"OPEN: the provider must reveal {c['k']} items by {when(c['response_deadline'], now)}"
     elif c["status"] == "answered":
-        state = "answered by the provider: the challenger may escalate it to the verifiers' committee"
+        state = ("answered by the provider: its challenger may escalate it to the verifiers' committee "
+                 f"(`unchained job challenge {c['subject']} --escalate`)")
     elif c["status"] == "escalated":
         state = f"escalated to the committee (dispute {c.get('dispute_id')})"
     else:
@@ -475,19 +500,32 @@ def job_challenge(
     job_id: Annotated[int, typer.Argument(min=1)],
     keystore: Keystore,
     password_file: PasswordFile = None,
-    k: Annotated[int, typer.Option(min=1, max=64, help="Items the provider must reveal on-chain.")] = 44,
+    k: Annotated[int | None, typer.Option(min=1, max=64, help="Items the provider must reveal on-chain (default 44).")]
+        = None,
     bond: Annotated[float | None, typer.Option(help="Bond in ETH; default: the contract's minimum.")] = None,
+    escalate: Annotated[bool, typer.Option("--escalate", help=(
+        "Instead of opening a challenge: send your answered challenge of this job to the dispute committee "
+        "(staked verifiers re-execute and vote) inside its escalation window."))] = False,
     rpc: Rpc = DEFAULT_RPC,
     deployment: DeploymentFile = None,
 ) -> None:
     """Challenge your own job inside its window: the provider must reveal k random items'
-    digests with proofs on-chain or be slashed (you are refunded); the escrow stays frozen."""
+    digests with proofs on-chain or be slashed (you are refunded); the escrow stays frozen.
+    With --escalate, the committee judges the provider's answer."""
     from client import contracts
     from client.escrow_jobs import read_job
     from client.keystore import load_keystore
     from renter.wallet import Wallet
     from web3 import Web3
+
+    if escalate and (k is not None or bond is not None):
+        raise typer.BadParameter("--k and --bond open a challenge; --escalate sends the open one to the committee "
+                                 "and takes neither", param_hint="--escalate")
     wallet = Wallet(rpc, load_keystore(keystore, password_file), deployment)
+    if escalate:
+        _escalate(wallet, job_id)
+        return
+    k = 44 if k is None else k
     challenges = wallet.contract("ChallengeManager")
     value = Web3.to_wei(bond, "ether") if bond is not None else challenges.functions.minBond().call()
     # the Job with its committed result, as the escrow hashes it
@@ -495,7 +533,30 @@ def job_challenge(
     receipt = wallet.send(challenges.functions.challengeJob(job.as_tuple(), k), value=value)
     challenge_id = contracts.emitted(challenges, "JobChallenged", receipt)[0]["args"]["challengeId"]
     console.print(f"challenge {challenge_id} on job {job_id}: {k} items, bond {Web3.from_wei(value, 'ether')} ETH "
-                  f"(tx 0x{bytes(receipt['transactionHash']).hex()}); escalate with the verifier or wait for the answer")
+                  f"(tx 0x{bytes(receipt['transactionHash']).hex()}); once the provider answers, "
+                  f"`unchained job challenge {job_id} --escalate` sends its answer to the committee", highlight=False,
+                  soft_wrap=True)
+
+
+def _escalate(wallet: Wallet, job_id: int) -> None:
+    """Escalate the job's open challenge; every refusal of the contract reads as a sentence
+    (client/reverts.py), the one it cannot say (no challenge at all) is said here."""
+    from client import contracts
+    from client.units import eth, iso
+
+    manager = wallet.contract("ChallengeManager")
+    challenge_id = manager.functions.activeJobChallenge(job_id).call()
+    if challenge_id == 0:
+        raise Conflict(f"job {job_id} has no open challenge to escalate (`unchained job challenge {job_id}` opens one; "
+                       f"`unchained job status {job_id}` shows how past ones ended)")
+    receipt = wallet.send(manager.functions.escalate(challenge_id))
+    dispute_id = contracts.emitted(manager, "ChallengeEscalated", receipt)[0]["args"]["disputeId"]
+    dispute = wallet.contract("DisputeCommittee").functions.dispute(dispute_id).call()
+    bond = manager.functions.challenge(challenge_id).call().bond
+    console.print(f"challenge {challenge_id} on job {job_id} escalated to the committee as dispute {dispute_id} "
+                  f"(tx 0x{bytes(receipt['transactionHash']).hex()}): staked verifiers vote until {iso(dispute.voteEnd)}. "
+                  f"Provider at fault: it is slashed, you are refunded and get your bond back; answer right: your "
+                  f"bond of {eth(bond)} goes to the provider", highlight=False, soft_wrap=True)
 
 
 @job_app.command("refund")
@@ -819,6 +880,84 @@ def lease_stop(
                   f"refund {Web3.from_wei(refund, 'ether')} ETH (`unchained withdraw` pays it out)")
 
 
+# ---- offers ----
+
+
+class OfferSort(str, Enum):
+    price = "price"  # per GPU-hour, cheapest first
+    job_price = "job-price"  # per job unit, cheapest first
+    tflops = "tflops"  # fastest first
+    reputation = "reputation"  # best first
+    free = "free"  # most free GPUs first
+    seen = "seen"  # heard from most recently first
+
+
+def provider_list(
+    gpu_class: Annotated[list[str] | None, typer.Option(
+        "--class", help="Only this verified GPU class, e.g. H100-SXM (repeatable).")] = None,
+    max_price: Annotated[float | None, typer.Option(
+        min=0, max=1e9, help="Only offers at most this many ETH per GPU-hour.")] = None,
+    min_gpus: Annotated[int, typer.Option(min=0, max=1_000_000, help="Only providers with this many GPUs free.")] = 0,
+    available: Annotated[bool, typer.Option(
+        "--available", help="Only providers available now (the others are listed last, with why).")] = False,
+    sort: Annotated[OfferSort, typer.Option(help="Order of the list (available offers always first).")] =
+        OfferSort.price,
+    backend: BackendUrl = DEFAULT_BACKEND,
+    rpc: Rpc = DEFAULT_RPC,
+    deployment: DeploymentFile = None,
+    wei: Wei = False,
+    output: Output = OutputFormat.text,
+) -> None:
+    """GPU offers to rent: verified class, TFLOPS, price, reputation, free GPUs, last seen.
+
+    Prices, stake, Proof of GPU and free GPUs are read from the chain, the rest from the backend.
+    A provider that was slashed since its last Proof of GPU, failed it, or went silent is listed
+    as not available, with why."""
+    import time
+
+    from client.chain import ChainContext, open_chain
+    from client.units import amount, when
+    from renter.client import BackendClient
+    from renter.offers import list_offers
+    from web3 import Web3
+
+    client = BackendClient.connect(backend)
+    chain = ChainContext(*open_chain(rpc, deployment_file=deployment, timeout_s=30))
+    offers = list_offers(client, chain)
+    classes = {c.lower() for c in gpu_class or []}
+    ceiling = Web3.to_wei(max_price, "ether") if max_price is not None else None
+    offers = [o for o in offers
+              if (not classes or (o.gpu_class or "").lower() in classes)
+              and (ceiling is None or o.price_per_gpu_hour <= ceiling)
+              and o.free_gpus >= min_gpus and (o.available or not available)]
+    keys = {OfferSort.price: lambda o: o.price_per_gpu_hour, OfferSort.job_price: lambda o: o.price_per_job_unit,
+            OfferSort.tflops: lambda o: -(o.tflops or 0), OfferSort.reputation: lambda o: -o.reputation,
+            OfferSort.free: lambda o: -o.free_gpus, OfferSort.seen: lambda o: -(o.last_seen or 0)}
+    offers.sort(key=lambda o: (not o.available, keys[sort](o)))
+    if output is OutputFormat.json:
+        _print_json([o.as_json() for o in offers])
+        return
+    if not offers:
+        console.print("no offers match" if classes or ceiling is not None or min_gpus or available
+                      else "no providers yet", highlight=False)
+    now = time.time()
+    for o in offers:
+        shown = f"{o.gpu_class} ({o.tflops:g} TFLOPS)" if o.gpu_class and o.tflops else f"claims {o.gpu_model}"
+        state = "available" if o.available else "NOT AVAILABLE"
+        console.print(f"{o.address}  {state}  {shown}  {o.free_gpus} of {o.gpus} GPU(s) free", highlight=False,
+                      soft_wrap=True)
+        console.print(f"  {amount(o.price_per_gpu_hour, in_wei=wei)} per GPU-hour, "
+                      f"{amount(o.price_per_job_unit, in_wei=wei)} per job unit, stake {amount(o.stake, in_wei=wei)}",
+                      highlight=False, soft_wrap=True)
+        pog = (f"Proof of GPU round {o.pog_round_id} {'passed' if o.pog_passed else 'failed'} {when(o.pog_at, now)}"
+               if o.pog_at else "no Proof of GPU yet")
+        console.print(f"  reputation {o.reputation:.2f} ({o.challenges_won} challenges won, {o.challenges_lost} lost); "
+                      f"{pog}; last seen {when(o.last_seen, now) if o.last_seen else 'never'}", highlight=False,
+                      soft_wrap=True)
+        for reason in o.why_not:
+            console.print(f"  not available: {reason}", highlight=False, soft_wrap=True)
+
+
 # ---- account ----
 
 
@@ -861,4 +1000,4 @@ def balance(
         console.print("the contracts owe you nothing now", highlight=False)
 
 
-__all__ = ["balance", "job_app", "lease_app", "model_app"]
+__all__ = ["balance", "job_app", "lease_app", "model_app", "provider_list"]

@@ -43,18 +43,24 @@ MAX_DRY_RUN_ITEMS = 16  # the backend's bound (POST /models/{hash}/check)
 MAX_DRY_RUN_SIGNATURES = 4
 
 
-def check_inputs(inputs: Sequence[bytes], batch_size: int) -> dict[tuple[tuple[int, ...], str], list[int]]:
-    """Every item decodes as an encoded array and the items of each batch share one shape and
-    dtype (the provider stacks them); returns the item indices per (shape, dtype). Raises
-    RenterError naming the first item at fault. Local and free: nothing is uploaded yet."""
+ITEM_FORMAT = ('an item file is one JSON header line such as {"dtype":"float32","shape":[3,224,224]}, a newline, '
+               'then the raw little-endian values (README, "Item files")')
+
+
+def check_inputs(inputs: Sequence[bytes], batch_size: int,
+                 names: Sequence[str] | None = None) -> dict[tuple[tuple[int, ...], str], list[int]]:
+    """Every item decodes as an item file (protocol.jobs.encode_output) and the items of each
+    batch share one shape and dtype (the provider stacks them); returns the item indices per
+    (shape, dtype). Raises RenterError naming the first item at fault (and its file, from
+    `names`) and the format expected. Local and free: nothing is uploaded yet."""
     signatures: dict[tuple[tuple[int, ...], str], list[int]] = {}
     batch_signature = None
     for index, data in enumerate(inputs):
         try:
-            array = decode_output(data)
+            array = decode_output(data, "the file")
         except JobSpecError as exc:
-            raise RenterError(f"input item {index} is not an encoded array (protocol.jobs.encode_output): "
-                               f"{exc}") from exc
+            named = f" ({names[index]})" if names is not None else ""
+            raise RenterError(f"input item {index}{named} is not an item file: {exc}; {ITEM_FORMAT}") from exc
         signature = (tuple(array.shape), str(array.dtype))
         if index % batch_size == 0:
             batch_signature = signature
@@ -122,7 +128,8 @@ def submit_job(client: BackendClient, wallet: Wallet, model_hash: str, inputs: S
                provider: str | None = None, fmt: str | None = None, private: bool = False,
                gpu_classes: Sequence[str] | None = None, batch_size: int = 8, tolerance_ppm: int = 0,
                deadline_s: int = 3600, on_upload: Callable[[int], object] = lambda _: None,
-               check: bool = True, on_sent: Callable[[bytes], object] = lambda _: None) -> FundedJob:
+               check: bool = True, on_sent: Callable[[bytes], object] = lambda _: None,
+               names: Sequence[str] | None = None) -> FundedJob:
     """Funds one job over `inputs` (one item each); `provider` None takes the best quote.
 
     Before any money moves: the model must be in the hub (its format is taken from there), every
@@ -143,7 +150,7 @@ def submit_job(client: BackendClient, wallet: Wallet, model_hash: str, inputs: S
     if fmt is not None and fmt != entry["format"]:
         raise RenterError(f"model {model_hash} is {entry['format']} in the hub, not {fmt}")
     fmt = entry["format"]
-    signatures = check_inputs(inputs, batch_size)
+    signatures = check_inputs(inputs, batch_size, names)
     hashes = client.upload_inputs(inputs, on_upload)
     if check:
         dry_run(client, model_hash, hashes, signatures, batch_size)

@@ -10,9 +10,11 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from collections.abc import Callable
+from typing import Annotated, Any, Optional
 
 import typer
+from typer.core import TyperGroup
 
 from unchained_cli.dev import add_dev_command, dev_help
 from unchained_cli.errors import run_guarded, set_debug
@@ -46,7 +48,31 @@ def _pog(app: typer.Typer, name: str) -> None:
 
 def _provider(app: typer.Typer, name: str) -> None:
     from provider_agent.cli import provider_app
-    app.add_typer(provider_app, name=name)
+    app.add_typer(provider_app, name=name, cls=_ProviderGroup)
+
+
+class _ProviderGroup(TyperGroup):
+    """The provider agent's commands plus `provider list`: the offers renters shop from, which
+    live in the renter's room (renter/cli.py) since services never import each other."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.add_command(_command_of("list", _provider_list()), "list")
+
+
+def _provider_list() -> Callable[..., None]:
+    from renter.cli import provider_list
+    return provider_list
+
+
+def _command_of(name: str, function: Callable[..., None]) -> Any:
+    holder = typer.Typer()
+    holder.command(name)(function)
+    return typer.main.get_command(holder)
+
+
+def _offers(app: typer.Typer, name: str) -> None:
+    app.command(name)(_provider_list())
 
 
 def _backend(app: typer.Typer, name: str) -> None:
@@ -102,6 +128,7 @@ class RootGroup(LazyGroup):
         "chain": Lazy("A local development chain (anvil).", _chain),
         "pog": Lazy("Proof of GPU: local benchmark and self-proof.", _pog),
         "provider": Lazy("Run this machine as a marketplace provider.", _provider),
+        "offers": Lazy("GPU offers to rent: verified class, TFLOPS, price, reputation, free GPUs, last seen.", _offers),
         "backend": Lazy("The marketplace backend: API, dashboard, chain indexer.", _backend),
         "job": Lazy("Renter: submit and pay for jobs, follow them, fetch verified results.", _job),
         "model": Lazy("The model hub: push and list models.", _model),

@@ -8,6 +8,7 @@ keystore; nothing is sent when nothing is owed.
 
 from __future__ import annotations
 
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Optional
@@ -17,7 +18,7 @@ from web3 import Web3
 
 from renter.wallet import Wallet
 from client.keystore import PASSWORD_FILE_HELP, load_keystore
-from client.payouts import owed_to
+from client.payouts import ETH_TOKEN, Payout, owed_to
 from unchained_cli.errors import BadOption
 
 
@@ -40,6 +41,9 @@ def withdraw(
     token: Annotated[Optional[list[str]], typer.Option(
         "--token", help="Also an ERC-20's JobEscrow balance (repeatable); the tokens of your own jobs are "
                         "found without it.")] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help=(
+        "Withdraw a balance even when its gas would cost more than it pays out (without it, you are asked)."))]
+        = False,
 ) -> None:
     """Withdraw every balance the contracts owe you (escrow, leases, challenges, stake)."""
     for address in token or []:
@@ -50,18 +54,39 @@ def withdraw(
     owed = owed_to(wallet.web3, wallet.deployment, account.address, token or [])
     if not owed.payable:
         typer.echo(f"nothing owed to {account.address}")
-    for done, payout in enumerate(owed.payable):
+    done = 0
+    for payout in owed.payable:
+        if not yes and not _worth_it(wallet, payout):
+            continue
         try:
             receipt = wallet.send(payout.call)
         except Exception:
             if done:  # the boundary explains the failure; this says what went through before it
                 typer.echo(f"paid out {done} balance(s) before this failed", err=True)
             raise
+        done += 1
         typer.echo(f"{payout.contract} {payout.what}: {payout.shown()} "
                    f"(tx 0x{bytes(receipt['transactionHash']).hex()})")
     if owed.waiting is not None:
         typer.echo(f"Staking: {Web3.from_wei(owed.waiting.amount, 'ether')} ETH still unbonding until "
                    f"{_when(owed.waiting.release_at, owed.now)}; run withdraw again then")
+
+
+def _worth_it(wallet: Wallet, payout: Payout) -> bool:
+    """True unless the gas of an ETH withdrawal would cost more than it pays out and the user,
+    asked at the terminal, says no. Without a terminal nobody is asked (stdin may be a script's
+    next line): the balance stays owed, nothing is lost, and `--yes` pays it out."""
+    if payout.token != ETH_TOKEN:
+        return True  # gas is paid in ETH: no common unit with a token's amount
+    cost = wallet.sender.gas_cost(payout.call)
+    if cost <= payout.amount:
+        return True
+    said = (f"{payout.contract} {payout.what}: {payout.shown()}, but its gas would cost about "
+            f"{Web3.from_wei(cost, 'ether')} ETH, more than it pays out")
+    if sys.stdin.isatty() and typer.confirm(f"{said}. Withdraw it anyway?", default=False):
+        return True
+    typer.echo(f"{said}: kept (still owed; `unchained withdraw --yes` pays it out)")
+    return False
 
 
 __all__ = ["withdraw"]

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import sys
+from dataclasses import asdict
+from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
@@ -124,3 +128,135 @@ def run(
         service.run_forever()
     except KeyboardInterrupt:
         console.print("stopped")
+
+
+class OutputFormat(str, Enum):
+    text = "text"
+    json = "json"
+
+
+Output = Annotated[OutputFormat, typer.Option("--output", "-o", help=(
+    "text for people, json for scripts: one JSON document on stdout (amounts in wei as strings, times in unix "
+    "seconds)."))]
+Rpc = Annotated[str, _option("RPC_URL", "JSON-RPC URL of the chain.")]
+Deployment = Annotated[Path | None, _option("DEPLOYMENT_FILE", "deployments/<chainId>.json; default: "
+                                                               "./deployments/<chainId>.json.")]
+DEFAULT_RPC = "http://127.0.0.1:8545"
+
+
+def _me(keystore: Path | None, address: str | None) -> str:
+    """--address, or the address the keystore says it holds (a read needs no password)."""
+    from client.keystore import keystore_address
+    from web3 import Web3
+
+    if address is not None:
+        if not Web3.is_address(address):
+            raise typer.BadParameter(f"{address!r} is not an address (0x and 40 hex digits)", param_hint="--address")
+        return Web3.to_checksum_address(address)
+    if keystore is None:
+        raise typer.BadParameter("whose? pass --keystore FILE or --address 0x...", param_hint="--keystore")
+    found = keystore_address(keystore)
+    if found is None:
+        raise VerifierError(f"keystore {keystore} does not say which address it holds: pass --address")
+    return found
+
+
+@verifier_app.command("status")
+def status(
+    keystore: Annotated[Path | None, _option("KEYSTORE", "The verifier's keystore: only its address is read.",
+                                             exists=True, dir_okay=False)] = None,
+    address: Annotated[str | None, typer.Option(help="The verifier's address, instead of --keystore.")] = None,
+    backend: Annotated[str | None, _option("BACKEND_URL", "Backend URL: counts the audits this verifier "
+                                                          "reported; default: none.")] = None,
+    rpc: Rpc = DEFAULT_RPC,
+    deployment: Deployment = None,
+    output: Output = OutputFormat.text,
+) -> None:
+    """Stake (bonded, unbonding and until when), open challenges raised, audits done, payouts owed."""
+    import time
+
+    from client.chain import ChainContext, open_chain
+    from client.units import eth, when
+    from verifier.standing import read_standing
+
+    me = _me(keystore, address)
+    standing = read_standing(ChainContext(*open_chain(rpc, deployment_file=deployment, timeout_s=30)), me)
+    audits = _audits(backend, me) if backend else None
+    if output is OutputFormat.json:
+        doc = {"address": me, "bonded": str(standing.bonded), "min_stake": str(standing.min_stake),
+               "unbonding": str(standing.unbonding), "release_at": standing.release_at,
+               "unbonding_delay": standing.unbonding_delay,
+               "raised": [{**asdict(c), "bond": str(c.bond)} for c in standing.raised],
+               "open_challenges": [c.challenge_id for c in standing.open_challenges],
+               "owed": [{"contract": p.contract, "what": p.what, "amount": str(p.amount), "symbol": p.symbol}
+                        for p in standing.owed.payable], "audits": audits}
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        return
+    now = time.time()
+    state = ("bonded" if standing.bonded >= standing.min_stake else
+             f"below the {eth(standing.min_stake)} a verifier needs to challenge")
+    console.print(f"verifier {me}", highlight=False, soft_wrap=True)
+    console.print(f"  stake                 {eth(standing.bonded)} ({state})", highlight=False, soft_wrap=True)
+    if standing.unbonding:
+        console.print(f"  unbonding             {eth(standing.unbonding)}, withdrawable from "
+                      f"{when(standing.release_at, now)} with `unchained withdraw`", highlight=False, soft_wrap=True)
+    console.print(f"  challenges raised     {len(standing.raised)}, {len(standing.open_challenges)} open",
+                  highlight=False)
+    for c in standing.open_challenges:
+        console.print(f"    challenge {c.challenge_id} ({c.kind} {c.subject}, provider {c.provider}): {c.status}, "
+                      f"bond {eth(c.bond)}", highlight=False, soft_wrap=True)
+    if audits is not None:
+        shown = ", ".join(f"{n} {decision.replace('_', ' ')}" for decision, n in sorted(audits.items()))
+        console.print(f"  audits reported       {sum(audits.values())}" + (f" ({shown})" if shown else ""),
+                      highlight=False, soft_wrap=True)
+    for p in standing.owed.payable:
+        console.print(f"  owed                  {p.shown()} by {p.contract} ({p.what}): `unchained withdraw`",
+                      highlight=False, soft_wrap=True)
+    if not standing.owed.payable:
+        console.print("  owed                  nothing now", highlight=False)
+
+
+def _audits(backend: str, me: str) -> dict[str, int]:
+    """The verifier's reported decisions (passed, challenged, escalated, votes...) counted."""
+    from collections import Counter
+
+    from client.backend_http import BackendHttp
+
+    http = BackendHttp(BackendHttp.client(backend, 30.0))
+    rows = http.request("GET", "/disputes/reports", what="the verifier's reports",
+                        params={"verifier": me.lower(), "limit": 500}).json()
+    return dict(Counter(r["decision"] for r in rows))
+
+
+@verifier_app.command("leave")
+def leave(
+    keystore: Annotated[Path, _option("KEYSTORE", "The verifier's keystore.", exists=True, dir_okay=False)],
+    password_file: Annotated[Path | None, typer.Option("--password-file", dir_okay=False, help=PASSWORD_FILE_HELP)] = None,
+    rpc: Rpc = DEFAULT_RPC,
+    deployment: Deployment = None,
+) -> None:
+    """Start unbonding the whole stake; says when `unchained withdraw` can pay it out. Stop
+    `unchained verifier run` first: it stakes again when it starts."""
+    from client.chain import open_chain
+    from client.keystore import load_keystore
+    from client.units import eth, when
+    from verifier.chain import VerifierChain
+    from verifier.standing import read_standing
+
+    account = load_keystore(keystore, password_file)
+    _, known = open_chain(rpc, deployment_file=deployment, timeout_s=30)
+    chain = VerifierChain.connect(rpc, known, account)
+    before = read_standing(chain, account.address)
+    if before.bonded == 0:
+        waiting = (f"; {eth(before.unbonding)} unbonding, withdrawable from {when(before.release_at, chain.now())}"
+                   if before.unbonding else "")
+        raise VerifierError(f"verifier {account.address} has nothing bonded: nothing to unbond{waiting}")
+    receipt = chain.send(chain.contract("Staking").functions.requestUnbond(before.bonded))
+    after = chain.contract("Staking").functions.unbondingOf(account.address).call()
+    console.print(f"unbonding {eth(before.bonded)} (tx 0x{bytes(receipt['transactionHash']).hex()}): withdrawable "
+                  f"from {when(after.releaseAt, chain.now())} with `unchained withdraw`; until then it can still be "
+                  "slashed", highlight=False, soft_wrap=True)
+    for c in before.open_challenges:  # the contract lets it leave: they still run, and may cost it
+        console.print(f"challenge {c.challenge_id} ({c.kind} {c.subject}) you raised is still {c.status}: its bond "
+                      "comes back through `unchained withdraw` once it is settled (a committee finding your claim "
+                      "false slashes the unbonding stake)", highlight=False, soft_wrap=True)

@@ -160,7 +160,7 @@ def test_submit_refuses_an_unknown_model_and_junk_inputs_before_paying(server, c
     model = _pushed(server, keystore, tmp_path, 32.0)
     junk = _items(tmp_path / "junk", np.zeros(8, np.float32), raw=b"a text file, not an array")
     refused = _submit(server, chain, keystore, model, junk, "--max-price", "1")
-    assert refused.exit_code == 1 and "input item 1 is not an encoded array" in _one_line(refused.output)
+    assert refused.exit_code == 1 and "input item 1 (zzz.bin) is not an item file" in _one_line(refused.output)
     mixed = _items(tmp_path / "mixed", np.zeros(8, np.float32), np.zeros(5, np.float32))
     refused = _submit(server, chain, keystore, model, mixed, "--max-price", "1", "--batch-size", "2")
     assert refused.exit_code == 1 and "items of one batch must match" in _one_line(refused.output)

@@ -72,7 +72,8 @@ def _chain_args(chain) -> list[str]:  # type: ignore[no-untyped-def]
 
 def _submitted(server: str, chain, keystore: Path, tmp_path: Path, tag: float, *extra: str):  # type: ignore[no-untyped-def]
     model_file = tmp_path / f"net-{tag}.pt"
-    model_file.write_bytes(support.Tagged.torchscript(tag))
+    if not model_file.exists():  # one pushed already keeps its bytes (a save is not byte-for-byte repeatable)
+        model_file.write_bytes(support.Tagged.torchscript(tag))
     inputs = tmp_path / f"inputs-{tag}"
     inputs.mkdir()
     for i in range(2):
@@ -219,3 +220,19 @@ def test_ctrl_c_in_job_submit_says_what_was_paid(server, chain, session, keystor
     assert job_id == before + 1
     assert funded.exit_code == 130 and f"job {job_id} was funded" in said, said
     assert f"unchained job status {job_id}" in said
+
+
+def test_job_submit_with_a_model_file_keeps_the_name_it_was_pushed_under(  # type: ignore[no-untyped-def]
+        server, chain, keystore, tmp_path) -> None:
+    """`model push FILE --name` then `job submit --model FILE` (the same bytes): the hub entry
+    keeps the name given, not the file name the submit would push it under."""
+    model_file = tmp_path / "net-61.0.pt"
+    model_file.write_bytes(support.Tagged.torchscript(61.0))
+    pushed = _ok("model", "push", str(model_file), "--name", "my resnet", "--keystore", str(keystore),
+                 "--backend", server)
+    content_hash = re.search(r"model (0x[0-9a-f]{64})", pushed).group(1)
+    submitted = _submitted(server, chain, keystore, tmp_path, 61.0)
+    assert submitted.exit_code == 0, submitted.output
+    rows = json.loads(_ok("model", "list", "--keystore", str(keystore), "--backend", server, "-o", "json"))
+    [row] = [r for r in rows if r["content_hash"] == content_hash]
+    assert row["name"] == "my resnet", row

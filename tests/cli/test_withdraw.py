@@ -4,7 +4,12 @@ own keystore; then "nothing owed" and the stake still unbonding with its date.""
 
 from __future__ import annotations
 
+import os
+import pty
 import re
+import select
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -110,3 +115,69 @@ def cancel_last_job(s, escrow, renter: str) -> None:
     s.send(escrow.functions.requestCancel(job), renter)
     s.advance(escrow.functions.cancelGrace().call())
     s.send(escrow.functions.cancel(job), renter)
+
+
+def test_a_balance_worth_less_than_its_gas_is_asked_about_and_kept_unless_yes(chain, tmp_path: Path) -> None:
+    """Withdrawing a 1000 wei refund costs far more in gas: at a terminal the user is asked (no
+    keeps it owed, yes pays it), without one it is kept without reading stdin; a balance worth
+    its gas is paid without a question, and --yes pays the small one too."""
+    s, rpc, deployment = chain
+    provider, renter = s.accounts[7], s.accounts[6]
+    keystore = new_keystore(tmp_path, "pw", dev_account(6).key, kdf="scrypt", iterations=1 << 10).path
+    password = tmp_path / "pw"
+    password.write_text("pw\n")
+    escrow, leases = s.contract("JobEscrow"), s.contract("LeaseManager")
+    s.send(s.contract("Staking").functions.stake(), provider, value=ETH)
+    s.send(s.contract("ProviderRegistry").functions.register(b"CPU".ljust(32, b"\0"), [b"\x07" * 32], ETH // 100,
+                                                              10**12, ""), provider)
+
+    def tiny_refund() -> None:
+        s.send(escrow.functions.createJob(provider, b"\x33" * 32, 1000, s.now() + 3600), renter, value=1000)
+        cancel_last_job(s, escrow, renter)
+
+    def owed() -> int:
+        return escrow.functions.owedTo("0x" + "00" * 20, renter).call()
+
+    tiny_refund()
+    cost = leases.functions.leaseCost(provider, 1, 3600).call()
+    s.send(leases.functions.startLease(provider, 1, 3600), renter, value=cost)
+    s.send(leases.functions.endLease(leases.functions.leaseCount().call()), renter)
+    args = ["withdraw", "--rpc", rpc, "--deployment", str(deployment), "--keystore", str(keystore),
+            "--password-file", str(password)]
+
+    result = runner.invoke(app, args, input="y\n", env={PASSWORD_FILE_ENV: ""}, terminal_width=200)
+    said = " ".join(result.output.split())
+    assert result.exit_code == 0, result.output
+    assert "JobEscrow owed balance: 0.000000000000001 ETH, but its gas would cost about" in said, said
+    assert "more than it pays out: kept (still owed; `unchained withdraw --yes` pays it out)" in said, said
+    assert "anyway" not in said and owed() == 1000  # stdin is no terminal: not read, not asked
+    assert leases.functions.owedTo(renter).call() == 0  # worth its gas: paid without a question
+
+    assert _at_a_terminal(args, "n") == 0 and owed() == 1000
+    result = runner.invoke(app, [*args, "--yes"], env={PASSWORD_FILE_ENV: ""}, terminal_width=200)
+    assert result.exit_code == 0 and "gas would cost" not in result.output, result.output
+    assert re.match(r"JobEscrow owed balance: 0\.000000000000001 ETH \(tx 0x[0-9a-f]{64}\)$", result.output.strip())
+    assert owed() == 0
+    tiny_refund()
+    assert _at_a_terminal(args, "y") == 0 and owed() == 0
+
+
+def _at_a_terminal(args: list[str], answer: str) -> int:
+    """`unchained ARGS` with a pseudo-terminal as its stdin and stdout, answering its question
+    once asked; its exit status."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "unchained_cli.main", *args], stdin=slave, stdout=slave,
+                            stderr=slave, env={**os.environ, PASSWORD_FILE_ENV: ""})
+    os.close(slave)
+    seen = b""
+    try:
+        while b"Withdraw it anyway? [y/N]: " not in seen:
+            ready, _, _ = select.select([master], [], [], 120)
+            assert ready, f"no question within 120 s: {seen!r}"
+            seen += os.read(master, 4096)
+        os.write(master, answer.encode() + b"\n")
+        return proc.wait(timeout=120)
+    finally:
+        os.close(master)
+        if proc.poll() is None:
+            proc.kill()

@@ -1,0 +1,187 @@
+"""`unchained provider list` (and its alias `offers`) against a live backend and anvil: every
+provider with its class, TFLOPS, price, reputation, free GPUs and last heartbeat; a slashed
+provider, one that failed its last Proof of GPU, one slashed below the minimum stake and one whose
+agent went silent shown as not available, with why; filters and sorting as `vastai search offers`
+has them; and prices, stake and PoG read from the chain, not from a backend that lies."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import backend_support as support
+import httpx
+import pytest
+import typer
+import uvicorn
+from typer.testing import CliRunner
+
+from backend.api.app import create_app
+from client.ports import free_port
+from renter.cli import provider_list
+from renter.client import BackendClient
+from tests.support.waiting import wait_until
+from unchained_cli.errors import GuardedGroup
+from unchained_cli.main import app as unchained
+
+ETH = 10**18
+STALE_S = 1.0
+root = typer.Typer(cls=GuardedGroup)
+root.command("list")(provider_list)
+root.callback()(lambda: None)
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def server(chain, market, tmp_path_factory) -> Iterator[str]:  # type: ignore[no-untyped-def]
+    port = free_port()
+    settings = support.make_settings(chain, tmp_path_factory.mktemp("offers"), run_indexer=True,
+                                     index_poll_seconds=0.1, public_url=f"http://127.0.0.1:{port}",
+                                     provider_stale_s=STALE_S)
+    srv = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    wait_until(lambda: srv.started, 20, f"the backend serves on port {port}")
+    yield f"http://127.0.0.1:{port}"
+    srv.should_exit = True
+    thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def drained(session, market) -> str:  # type: ignore[no-untyped-def]
+    """A third provider staked at exactly the minimum, verified, then slashed for a PoG challenge it
+    never answered: below the minimum stake, so inactive on-chain."""
+    staking, registry = session.contract("Staking"), session.contract("ProviderRegistry")
+    challenges = session.contract("ChallengeManager")
+    who = session.accounts[8]
+    session.send(staking.functions.stake(), who, value=registry.functions.minProviderStake().call())
+    session.send(registry.functions.register(support.bytes32("A100-SXM"), [support.keccak256(b"gpu-c0")], 10**15,
+                                             10**12, "meta://c"), who)
+    round_id = support.pog_round(session, market, who, True, "A100-SXM", 300_000)
+    session.send(challenges.functions.challengePog(round_id, 0, 32), market.verifier, value=ETH // 10)
+    challenge_id = challenges.functions.challengeCount().call()
+    session.advance(challenges.functions.responseWindow().call() + 1)
+    session.send(challenges.functions.claimTimeout(challenge_id), market.verifier)
+    return who
+
+
+def _args(server: str, chain) -> list[str]:  # type: ignore[no-untyped-def]
+    return ["--backend", server, "--rpc", chain[0].rpc_url, "--deployment", str(chain[2])]
+
+
+def _listed(server: str, chain, *extra: str) -> list[dict[str, Any]]:  # type: ignore[no-untyped-def]
+    result = runner.invoke(root, ["list", *_args(server, chain), "-o", "json", *extra], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)  # type: ignore[no-any-return]
+
+
+def _indexed(server: str, who: str, check: Callable[[dict[str, Any]], bool]) -> None:
+    wait_until(lambda: (r := httpx.get(f"{server}/providers/{who.lower()}")).status_code == 200 and check(r.json()),
+               15, f"provider {who} indexed")
+
+
+@contextmanager
+def _lying(server: str, edit: Callable[[list[dict[str, Any]]], list[dict[str, Any]]]) -> Iterator[str]:
+    """A compromised backend: the real one's answers, the rows of /providers through `edit`."""
+    class Lying(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            doc = httpx.get(server + self.path).json()
+            if self.path.startswith("/providers"):
+                doc = edit(doc)
+            body = json.dumps(doc).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    evil = ThreadingHTTPServer(("127.0.0.1", free_port()), Lying)
+    threading.Thread(target=evil.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{evil.server_address[1]}"
+    finally:
+        evil.shutdown()
+
+
+def test_offers_say_who_is_not_available_and_why(server, chain, session, market, drained) -> None:  # type: ignore[no-untyped-def]
+    _indexed(server, drained, lambda row: row["pog_round_id"] is not None)
+    offers = {o["address"]: o for o in _listed(server, chain)}
+    assert set(offers) == {market.provider, market.provider2, drained}
+    # The market's provider lost a job dispute after its last passed round: its PoG status still
+    # says passed, yet a renter must not count on it.
+    slashed = offers[market.provider]
+    assert slashed["available"] is False and slashed["pog_passed"] is True and slashed["slashed_at"], slashed
+    assert any("after its last passed Proof of GPU" in why for why in slashed["why_not"]), slashed
+    failed = offers[market.provider2]
+    assert failed["available"] is False and failed["gpu_class"] is None and failed["tflops"] is None
+    assert any(why.startswith("failed its last Proof of GPU (round") for why in failed["why_not"]), failed
+    below = offers[drained]
+    assert below["available"] is False and below["stake"] == "0"
+    assert any("stake 0 ETH below the minimum 1 ETH" in why and why.startswith("slashed at") for why in below["why_not"])
+
+    text = " ".join(runner.invoke(root, ["list", *_args(server, chain)], terminal_width=300).output.split())
+    assert f"{market.provider2} NOT AVAILABLE claims RTX-4090 2 of 2 GPU(s) free" in text, text
+    assert "not available: failed its last Proof of GPU" in text and "0.005 ETH per GPU-hour" in text
+
+    # A new passed round clears the slash: available, first, with its class and TFLOPS.
+    support.pog_round(session, market, market.provider, True, "H100-SXM", 720_000)
+    available = _listed(server, chain, "--available")
+    assert [o["address"] for o in available] == [market.provider], available
+    assert available[0]["gpu_class"] == "H100-SXM" and available[0]["tflops"] == 720.0 and not available[0]["why_not"]
+    text = " ".join(runner.invoke(root, ["list", *_args(server, chain)], terminal_width=300).output.split())
+    assert text.startswith(f"{market.provider} available H100-SXM (720 TFLOPS) 1 of 1 GPU(s) free"), text
+    assert "0.009 ETH per GPU-hour, 0.000001 ETH per job unit" in text and "reputation" in text
+
+    # Once its agent falls silent past the backend's bound, it is not available either.
+    provider = BackendClient.connect(server, support.anvil_key(1))
+    assert provider.http.post(f"/providers/{market.provider}/heartbeat", headers=provider._auth()).status_code == 204
+    _indexed(server, market.provider, lambda row: row["available"] is False)
+    silent = {o["address"]: o for o in _listed(server, chain)}[market.provider]
+    assert silent["available"] is False and silent["last_seen"] is not None
+    assert any(why.startswith("its agent is silent since") for why in silent["why_not"]), silent
+
+
+def test_offers_filter_and_sort_like_vastai(server, chain, session, market, drained) -> None:  # type: ignore[no-untyped-def]
+    _indexed(server, drained, lambda row: row["pog_round_id"] is not None)
+    assert [o["address"] for o in _listed(server, chain, "--class", "h100-sxm")] == [market.provider]
+    assert [o["address"] for o in _listed(server, chain, "--min-gpus", "2")] == [market.provider2]
+    assert market.provider not in {o["address"] for o in _listed(server, chain, "--max-price", "0.0085")}
+    by_price = [o["price_per_gpu_hour"] for o in _listed(server, chain, "--sort", "price")]
+    assert [int(p) for p in by_price] == sorted(int(p) for p in by_price)
+    by_free = [o["free_gpus"] for o in _listed(server, chain, "--sort", "free")]
+    assert by_free == sorted(by_free, reverse=True)
+    bad = runner.invoke(root, ["list", *_args(server, chain), "--sort", "cheapest"])
+    assert bad.exit_code == 2 and "'cheapest' is not one of" in bad.output
+    none = runner.invoke(root, ["list", *_args(server, chain), "--class", "B200"], catch_exceptions=False)
+    assert none.exit_code == 0 and "no offers match" in none.output
+    # The same command under `unchained provider list` and `unchained offers`.
+    for words in (["provider", "list"], ["offers"]):
+        same = runner.invoke(unchained, [*words, *_args(server, chain), "-o", "json"], catch_exceptions=False)
+        assert same.exit_code == 0 and {o["address"] for o in json.loads(same.output)} >= {market.provider}
+
+
+def test_prices_stake_and_proof_come_from_the_chain_not_the_backend(  # type: ignore[no-untyped-def]
+        server, chain, session, market, drained) -> None:
+    """A backend siding with providers shows them cheap, verified, richly staked and available,
+    and one that never registered: the list shows what the contracts say."""
+    invented = session.accounts[9]
+
+    def flattering(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        rows = rows + [{**rows[0], "address": invented.lower()}]
+        return [{**row, "price_per_gpu_hour": "1", "price_per_job_unit": "1", "stake_bonded": str(100 * ETH),
+                 "pog_passed": True, "gpu_class": "H100-SXM", "tflops": 999.0, "active": True, "available": True}
+                for row in rows]
+
+    with _lying(server, flattering) as evil:
+        offers = {o["address"]: o for o in _listed(evil, chain)}
+    failed, below, fake = offers[market.provider2], offers[drained], offers[invented]
+    assert failed["price_per_gpu_hour"] == str(5 * 10**15) and failed["gpu_class"] is None
+    assert failed["available"] is False and below["available"] is False and below["stake"] == "0"
+    assert fake["available"] is False and fake["why_not"] == ["not registered on-chain"] and fake["price_per_gpu_hour"] == "0"
