@@ -22,6 +22,8 @@ from provider_agent import ProviderAgentError
 
 NONCE_BYTES = 32  # SPDM's nonce; a PoG round seed is bytes32
 
+# protocol.pog.identity.CC_MODES, spelled again here: this module imports nothing of the project's
+# dependencies (tests/provider_agent/test_identity.py checks both agree).
 CC_ON = "on"
 CC_DEVTOOLS = "devtools"  # CC on with developer tools enabled: the GPU's memory is readable, reports say so
 CC_OFF = "off"
@@ -138,20 +140,20 @@ class Nvml:
             raise NvmlUnavailable(f"NVML query failed: {err}") from err
         return found
 
-    def evidence(self, index: int, nonce: bytes) -> Evidence:
-        """GPU `index`'s attestation report for `nonce` and its certificate chain, as the
-        nv-local-gpu-verifier collects them."""
+    def evidence(self, uuid: str, nonce: bytes) -> Evidence:
+        """The attestation report for `nonce` of the GPU with NVML UUID `uuid` (`GPU-...`) and its
+        certificate chain, as the nv-local-gpu-verifier collects them."""
         if len(nonce) != NONCE_BYTES:
             raise ValueError(f"nonce must be {NONCE_BYTES} bytes, got {len(nonce)}")
         nvml = self._nvml
         if not hasattr(nvml, "nvmlDeviceGetConfComputeGpuAttestationReport"):
             raise EvidenceUnavailable("nvidia-ml-py has no attestation calls (needs 12.535 or later)")
         try:
-            handle = nvml.nvmlDeviceGetHandleByIndex(index)
+            handle = nvml.nvmlDeviceGetHandleByUUID(uuid)
             report = nvml.nvmlDeviceGetConfComputeGpuAttestationReport(handle, nonce)
             cert = nvml.nvmlDeviceGetConfComputeGpuCertificate(handle)
         except nvml.NVMLError as err:
-            raise EvidenceUnavailable(f"GPU {index}: {err}") from err
+            raise EvidenceUnavailable(f"{uuid}: {err}") from err
         return Evidence(bytes(report.attestationReport[:report.attestationReportSize]),
                         bytes(cert.attestationCertChain[:cert.attestationCertChainSize]))
 
@@ -163,6 +165,15 @@ def nvml_identities() -> dict[str, NvmlIdentity]:
             return {ident.uuid: ident for ident in nvml.identities()}
     except NvmlUnavailable:
         return {}
+
+
+def collect_evidence(uuid: str, nonce: bytes) -> Evidence:
+    """One GPU's attestation evidence for `nonce` (EvidenceUnavailable says why there is none)."""
+    try:
+        with Nvml() as nvml:
+            return nvml.evidence(uuid, nonce)
+    except NvmlUnavailable as err:
+        raise EvidenceUnavailable(str(err)) from err
 
 
 def device_identity_report(nonce: bytes | None = None) -> dict[str, Any]:
@@ -178,7 +189,7 @@ def device_identity_report(nonce: bytes | None = None) -> dict[str, Any]:
             for ident in nvml.identities():
                 entry: dict[str, Any] = asdict(ident)
                 try:
-                    evidence = nvml.evidence(ident.index, nonce)
+                    evidence = nvml.evidence(ident.uuid, nonce)
                 except EvidenceUnavailable as err:
                     entry.update(evidence_collected=False, evidence_error=str(err))
                 else:

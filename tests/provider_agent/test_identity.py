@@ -45,3 +45,44 @@ def test_identity_module_loads_with_the_standard_library_alone() -> None:
             f"print([m for m in {heavy!r} if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_cc_mode_names_are_the_protocols() -> None:
+    from protocol.pog.identity import CC_MODES as WIRE
+    from provider_agent.identity import CC_MODES
+    assert CC_MODES == WIRE
+
+
+def test_a_cpu_round_reports_no_identity_and_no_evidence() -> None:
+    from provider_agent.gpus import cpu_device
+    from provider_agent.pog_prover import PogProver
+    prover = PogProver([cpu_device()])
+    prover.commit_round(bytes([7]) * 32, 64)
+    gpu = prover.answer_round(bytes([9]) * 32, 32).gpus[0]
+    assert (gpu.identity, gpu.evidence) == (None, None)
+
+
+def test_a_device_claiming_cc_mode_without_evidence_answers_without_it(caplog) -> None:
+    # What a device whose NVML says "CC on" sends when the attestation call fails (here: no NVML
+    # at all): its identity, no evidence, and a warning; the verifier records "failed".
+    from protocol.pog.identity import DeviceIdentity
+    from provider_agent.gpus import Device
+    from provider_agent.pog_prover import PogProver
+    identity = DeviceIdentity("NVIDIA H200", "GPU-0", 1 << 30, None, "550.90.07", "on")
+    prover = PogProver([Device("cpu", "cpu claimed", "GPU-0", 1 << 30, identity)])
+    prover.commit_round(bytes([7]) * 32, 64)
+    gpu = prover.answer_round(bytes([9]) * 32, 32).gpus[0]
+    assert (gpu.identity, gpu.evidence) == (identity, None)
+    assert "GPU-0 is in CC mode but gave no attestation evidence" in caplog.text
+
+
+@pytest.mark.skipif(not HAS_PYNVML, reason="needs nvidia-ml-py")
+def test_cuda_devices_carry_nvml_identity_where_a_driver_answers() -> None:
+    import torch
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    from provider_agent.gpus import cuda_devices
+    report = {d["uuid"]: d for d in device_identity_report()["devices"]}
+    for device in cuda_devices():
+        assert device.identity is not None and device.identity.uuid == device.uuid
+        assert device.identity.name == report[device.uuid]["name"] == device.name
