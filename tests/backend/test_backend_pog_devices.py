@@ -5,12 +5,14 @@ round's own verifier, strict bodies, kept by a rebuild from events."""
 from __future__ import annotations
 
 import backend_support as support
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 
 from backend.api.app import create_app
 from backend.indexer import rebuild
 from renter.client import BackendClient
+from tests.support.waiting import wait_until
 
 VERIFIER, PROVIDER = 4, 1  # anvil accounts of backend_support.parties
 H200 = {"gpu_index": 0, "name": "NVIDIA H200", "uuid": "GPU-8f6b2a4c-1d2e-4f50-9a6b-7c8d9e0f1a2b",
@@ -92,3 +94,22 @@ def test_device_records_survive_a_rebuild_from_events(app_client, market) -> Non
     assert _put(app_client, round_id, [H200]).status_code == 200
     rebuild(app_client.app.state.backend.make_indexer())
     assert [d["uuid"] for d in app_client.get(f"/pog/rounds/{round_id}").json()["devices"]] == [H200["uuid"]]
+
+
+def test_the_verifiers_client_records_a_judged_rounds_devices(server, market) -> None:  # type: ignore[no-untyped-def]
+    from protocol.pog.identity import DeviceIdentity
+    from verifier.backend_client import VerifierBackend
+    from verifier.pog_checker import GpuVerdict
+
+    round_id = wait_until(lambda: httpx.get(f"{server}/providers/{market.provider}/pog").json(), 30,
+                          "the provider's PoG rounds are indexed")[-1]["round_id"]
+    h200 = DeviceIdentity("NVIDIA H200", "GPU-77", 150_754_820_096, None, "550.90.07", "off")
+    gpus = [GpuVerdict(0, True, "H200", 700.0, 32, identity=h200, attestation="not supported"),
+            GpuVerdict(1, False, None, 0.0, 0, "no answers for this GPU")]
+    backend = VerifierBackend(server, support.anvil_key(VERIFIER))
+    assert backend.record_devices(round_id, gpus)
+    shown = httpx.get(f"{server}/pog/rounds/{round_id}").json()["devices"]
+    assert [(d["name"], d["serial"], d["cc_mode"], d["attestation"]) for d in shown] == [
+        ("NVIDIA H200", None, "off", "not supported"), (None, None, None, "not reported")]
+    # Best effort: a round that is not this verifier's is refused, logged, and returns False.
+    assert not VerifierBackend(server, support.anvil_key(PROVIDER)).record_devices(round_id, gpus)
