@@ -13,12 +13,15 @@ calls `device_identity_report()` on a machine holding torch and nvidia-ml-py alo
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import asdict, dataclass
 from types import ModuleType
 from typing import Any
 
 from provider_agent import ProviderAgentError
+
+logger = logging.getLogger(__name__)
 
 NONCE_BYTES = 32  # SPDM's nonce; a PoG round seed is bytes32
 
@@ -84,10 +87,10 @@ def _cc_mode(nvml: ModuleType) -> str:
         return CC_UNSUPPORTED  # nvidia-ml-py older than 12.535
     try:
         state = nvml.nvmlSystemGetConfComputeState()
-    except nvml.NVMLError as err:
-        if _is_unsupported(nvml, err):
-            return CC_UNSUPPORTED
-        raise
+    except nvml.NVMLError as err:  # an identity without CC beats none at all
+        if not _is_unsupported(nvml, err):
+            logger.warning("NVML's confidential-computing state unreadable, taken as not supported: %s", err)
+        return CC_UNSUPPORTED
     if not state.ccFeature:
         return CC_OFF
     return CC_DEVTOOLS if state.devToolsMode else CC_ON
@@ -97,9 +100,9 @@ def _serial(nvml: ModuleType, handle: Any) -> str | None:
     try:
         return _text(nvml.nvmlDeviceGetSerial(handle)) or None
     except nvml.NVMLError as err:
-        if _is_unsupported(nvml, err):
-            return None
-        raise
+        if not _is_unsupported(nvml, err):
+            logger.warning("NVML's serial number unreadable, reported as none: %s", err)
+        return None
 
 
 class Nvml:
@@ -200,3 +203,9 @@ def device_identity_report(nonce: bytes | None = None) -> dict[str, Any]:
     except NvmlUnavailable as err:
         result["nvml"] = str(err)
     return result
+
+
+if __name__ == "__main__":  # `python -m provider_agent.identity`: the report as JSON, on a bare GPU machine too
+    import json
+
+    print(json.dumps(device_identity_report(), indent=2))

@@ -86,3 +86,8 @@ def test_cuda_devices_carry_nvml_identity_where_a_driver_answers() -> None:
     for device in cuda_devices():
         assert device.identity is not None and device.identity.uuid == device.uuid
         assert device.identity.name == report[device.uuid]["name"] == device.name
+
+
+def test_the_report_runs_as_a_module_and_prints_json() -> None:
+    out = subprocess.run([sys.executable, "-m", "provider_agent.identity"], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout)["devices"] == device_identity_report()["devices"]
