@@ -90,4 +90,6 @@ def test_cuda_devices_carry_nvml_identity_where_a_driver_answers() -> None:
 
 def test_the_report_runs_as_a_module_and_prints_json() -> None:
     out = subprocess.run([sys.executable, "-m", "provider_agent.identity"], capture_output=True, text=True, check=True)
-    assert json.loads(out.stdout)["devices"] == device_identity_report()["devices"]
+    printed, direct = json.loads(out.stdout), device_identity_report()
+    assert printed["nvml"] == direct["nvml"]
+    assert [d["uuid"] for d in printed["devices"]] == [d["uuid"] for d in direct["devices"]]
