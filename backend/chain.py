@@ -52,3 +52,14 @@ class Chain(ChainContext):
         else:
             self._verifiers.pop(key, None)
         return staked
+
+    def pog_round_verifier(self, round_id: int) -> str | None:
+        """The verifier that requested PoG round `round_id` (lower-case), None for no such round:
+        read from the chain, so a report on a round need not wait for the indexer."""
+        pog = self.contract("ProofOfGpu").functions
+        try:
+            if not 1 <= round_id <= pog.roundCount().call():  # ids count from 1; round() reverts past them
+                return None
+            return str(pog.round(round_id).call().verifier).lower()
+        except Exception as exc:  # requests' connection errors vary by transport
+            raise ChainUnavailable(f"cannot read PoG round {round_id}: {exc}") from exc

@@ -121,6 +121,10 @@ class PogRound(Base):
     gpu_class: Mapped[str | None] = mapped_column(String(32), nullable=True)
     tflops_milli: Mapped[int | None] = mapped_column(Wei, nullable=True)
     passed: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    # What the round's verifier recorded of each device (off-chain, kept by a rebuild).
+    devices: Mapped[list[PogDevice]] = relationship(
+        primaryjoin="PogRound.round_id == foreign(PogDevice.round_id)", viewonly=True,
+        order_by="PogDevice.gpu_index")
 
 
 class Job(Base):
@@ -368,6 +372,26 @@ class DisputeReport(Base):
     received_digests: Mapped[list[str | None]] = mapped_column(JSON, default=list)
     tx_hashes: Mapped[list[str]] = mapped_column(JSON, default=list)
     detail: Mapped[str] = mapped_column(Text, default="")
+    reported_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class PogDevice(Base):
+    """One device of a PoG round as its verifier recorded it: what the prover's NVML reported (a
+    claim) and the outcome of its confidential-computing attestation for the round's seed
+    (attested / not supported / not reported / not checked / failed: reason). Off-chain, sent by
+    the round's own verifier (PUT /pog/rounds/{id}/devices)."""
+
+    __tablename__ = "pog_devices"
+    round_id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    gpu_index: Mapped[int] = mapped_column(Integer, primary_key=True)
+    verifier: Mapped[str] = mapped_column(Address)
+    name: Mapped[str | None] = mapped_column(String(96), nullable=True)
+    uuid: Mapped[str | None] = mapped_column(String(96), nullable=True)
+    memory_bytes: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    serial: Mapped[str | None] = mapped_column(String(30), nullable=True)
+    driver_version: Mapped[str | None] = mapped_column(String(80), nullable=True)
+    cc_mode: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    attestation: Mapped[str] = mapped_column(String(200))
     reported_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 

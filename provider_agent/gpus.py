@@ -1,5 +1,5 @@
 """Which devices this box can prove: CUDA GPUs (named and identified through NVML when
-pynvml is installed, else through torch) and the CPU as a class of its own.
+nvidia-ml-py is installed, else through torch) and the CPU as a class of its own.
 
 A device's UUID is what PoG binds a seed to (DESIGN.md requirement 6), so it must come from
 the driver, never from configuration.
@@ -16,7 +16,9 @@ from pathlib import Path
 import torch
 
 from protocol.merkle import Hash32, keccak256
+from protocol.pog.identity import DeviceIdentity
 from provider_agent import ProviderAgentError
+from provider_agent.identity import nvml_identities
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +40,7 @@ class Device:
     name: str
     uuid: str
     memory_bytes: int
+    identity: DeviceIdentity | None = None  # NVML's word, sent with each PoG round; None without NVML
 
     @property
     def is_cpu(self) -> bool:
@@ -77,42 +80,25 @@ def cpu_device(device_id: str | None = None) -> Device:
     return Device("cpu", f"cpu {_cpu_model()}", f"CPU-{device_id or _machine_id()}", memory)
 
 
-def _nvml_devices() -> dict[str, tuple[str, int]]:
-    """UUID (without the `GPU-` prefix) -> (name, memory) from NVML, or {} without pynvml."""
-    try:
-        import pynvml
-    except ImportError:
-        return {}
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError as err:
-        logger.warning("NVML unavailable, using torch device names: %s", err)
-        return {}
-    found = {}
-    try:
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
-            name = pynvml.nvmlDeviceGetName(handle)
-            uuid = pynvml.nvmlDeviceGetUUID(handle)
-            name = name.decode() if isinstance(name, bytes) else name
-            uuid = uuid.decode() if isinstance(uuid, bytes) else uuid
-            found[uuid.removeprefix("GPU-")] = (name, pynvml.nvmlDeviceGetMemoryInfo(handle).total)
-    finally:
-        pynvml.nvmlShutdown()
-    return found
-
-
 def cuda_devices() -> list[Device]:
     """CUDA devices in torch's order, named by NVML when it knows the same UUID."""
     if not torch.cuda.is_available():
         return []
-    nvml = _nvml_devices()
+    nvml = nvml_identities()
+    if not nvml:
+        logger.warning("NVML unavailable (nvidia-ml-py and the driver's library): devices named by torch, "
+                       "PoG rounds report no identity")
     devices = []
     for i in range(torch.cuda.device_count()):
         props = torch.cuda.get_device_properties(i)
-        bare = str(props.uuid)
-        name, memory = nvml.get(bare, (props.name, props.total_memory))
-        devices.append(Device(f"cuda:{i}", name, f"GPU-{bare}", int(memory)))
+        uuid = f"GPU-{props.uuid}"
+        found = nvml.get(uuid)
+        if found is None:
+            devices.append(Device(f"cuda:{i}", props.name, uuid, int(props.total_memory)))
+            continue
+        identity = DeviceIdentity(found.name, found.uuid, found.memory_bytes, found.serial,
+                                  found.driver_version, found.cc_mode)
+        devices.append(Device(f"cuda:{i}", found.name, uuid, found.memory_bytes, identity))
     return devices
 
 

@@ -30,6 +30,7 @@ from protocol.merkle import MerkleTree, MessageHasher, leaf_hash
 from protocol.pog.challenge import challenge_indices
 from protocol.pog.check import expected_chunks
 from protocol.pog.commitment import chunk_hashes, encode
+from protocol.pog.identity import AttestationEvidence
 from protocol.pog.messages import (
     ChunkAnswer,
     GpuAnswers,
@@ -40,6 +41,7 @@ from protocol.pog.messages import (
 from protocol.pog.workload import MatrixKeys, WorkloadKeys, check_n, gpu_seed, rows
 from provider_agent import ProviderAgentError, keccak_torch
 from provider_agent.gpus import Device
+from provider_agent.identity import CC_DEVTOOLS, CC_ON, EvidenceUnavailable, collect_evidence
 from provider_agent.keccak_native import native_hasher
 
 logger = logging.getLogger(__name__)
@@ -312,9 +314,24 @@ class PogProver:
         for work in self.work:
             t = time.perf_counter()
             indices = challenge_indices(randomness, work.tree.root, work.tree.size, k)
-            gpus.append(GpuAnswers(work.gpu_index, work.answer(indices)))
+            gpus.append(GpuAnswers(work.gpu_index, work.answer(indices), work.device.identity,
+                                   self._evidence(work.device)))
             work.timings.prove = time.perf_counter() - t
         return RoundAnswers(self.round_seed, tuple(gpus))
+
+    def _evidence(self, device: Device) -> AttestationEvidence | None:
+        """The GPU's attestation report for the round's seed where it runs in CC mode (the seed
+        is the nonce: the report is bound to this round). Collected with the answers, after the
+        timed seed-to-root; a GPU that cannot produce one answers without it (logged)."""
+        if device.identity is None or device.identity.cc_mode not in (CC_ON, CC_DEVTOOLS):
+            return None
+        assert self.round_seed is not None  # answer_round checked it
+        try:
+            found = collect_evidence(device.uuid, self.round_seed)
+        except EvidenceUnavailable as err:
+            logger.warning("%s is in CC mode but gave no attestation evidence: %s", device.uuid, err)
+            return None
+        return AttestationEvidence(found.report, found.cert_chain)
 
 
 def benchmark_tflops(spec: str, dtype: str, n: int | None = None, warmup: int = 2,

@@ -33,6 +33,14 @@ if [ "$(.venv-slither/bin/slither --version 2>/dev/null)" != "0.11.6" ]; then
   .venv-slither/bin/pip install --quiet slither-analyzer==0.11.6
 fi
 
+# NVIDIA's local GPU attestation verifier (verifier/cc_attestation.py runs it in a child
+# interpreter): a venv of its own, since its package is named `verifier`, like ours, and it pins
+# its own cryptography. Its sample Hopper evidence is what tests/verifier/test_pog_identity.py checks.
+if ! .venv-nv/bin/python -I -c "import verifier.cc_admin_utils" 2>/dev/null; then
+  "$python" -m venv .venv-nv
+  .venv-nv/bin/pip install --quiet nv-local-gpu-verifier==2.7.3
+fi
+
 # Debian's Chromium for the dashboard's browser tests (never a downloaded browser build).
 # Skipped where apt-get is not ours to run; those tests then skip themselves.
 if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \

@@ -26,6 +26,7 @@ from client.backend_answers import no_such_route
 from client.backend_http import ApiError, BackendHttp, BackendRefused, BackendUnavailable, checked
 from protocol.jobs import MAX_ITEMS_PER_READ
 from protocol.merkle import keccak256
+from verifier.pog_checker import GpuVerdict
 
 logger = logging.getLogger(__name__)
 
@@ -153,6 +154,26 @@ class VerifierBackend(BackendHttp):
         what = f"report {decision} of {kind} {subject} (challenge {challenge_id})"
         try:
             self.request("POST", "/disputes/reports", what=what, json=body, timeout=REPORT_TIMEOUT_S)
+        except ApiError as exc:
+            logger.warning("%s not recorded by the backend: %s", what, exc)
+            return False
+        return True
+
+
+    def record_devices(self, round_id: int, gpus: Sequence[GpuVerdict]) -> bool:
+        """Records a judged PoG round's devices in the backend's PoG history (PUT
+        /pog/rounds/{id}/devices): NVML's identity as the prover reported it and the attestation
+        outcome. Best effort, like `report`: a failure is logged and returns False."""
+        devices = []
+        for g in gpus:
+            ident = g.identity
+            devices.append({"gpu_index": g.gpu_index, "attestation": g.attestation} | ({} if ident is None else {
+                "name": ident.name, "uuid": ident.uuid, "memory_bytes": ident.memory_bytes, "serial": ident.serial,
+                "driver_version": ident.driver_version, "cc_mode": ident.cc_mode}))
+        what = f"devices of PoG round {round_id}"
+        try:
+            self.request("PUT", f"/pog/rounds/{round_id}/devices", what=what, json={"devices": devices},
+                         timeout=REPORT_TIMEOUT_S)
         except ApiError as exc:
             logger.warning("%s not recorded by the backend: %s", what, exc)
             return False

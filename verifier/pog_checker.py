@@ -13,6 +13,11 @@ arrive in one message), and `protocol.pog.profiles.identify` is told how many GP
 time: a class is named only if fewer devices of it, or a CPU server, could not have delivered
 the round's total. A GPU whose work checks out and whose rate fits its class but proves nothing
 more passes "unidentified" (gpu_class None, `unidentified` says why).
+
+Each GPU's verdict records what its prover reported with the answers: NVML's identity (a claim)
+and the outcome of its confidential-computing attestation for the round's seed
+(verifier.cc_attestation). A GPU whose NVML UUID is not its registered device, or whose NVML
+name is another class than the one claimed, is never named by its claim.
 """
 
 from __future__ import annotations
@@ -23,8 +28,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from protocol.errors import ProtocolError, WrongElement
+from protocol.merkle import keccak256
 from protocol.pog.challenge import MIN_K, challenge_indices
 from protocol.pog.check import check_chunks
+from protocol.pog.identity import DeviceIdentity
 from protocol.pog.messages import (
     GpuAnswers,
     GpuCommitment,
@@ -34,6 +41,7 @@ from protocol.pog.messages import (
 from protocol.pog.profiles import identify, lookup, n_for
 from protocol.pog.workload import check_n, gpu_seed
 from verifier import VerifierError
+from verifier.cc_attestation import NOT_REPORTED, NvAttester, attestation_outcome
 
 logger = logging.getLogger(__name__)
 
@@ -94,6 +102,9 @@ class GpuVerdict:
     # A wrong element the prover revealed behind a valid inclusion proof under its root:
     # (chunk index, chunk data, siblings, element offset), what a fraud proof on-chain needs.
     evidence: tuple[int, bytes, tuple[bytes, ...], int] | None = field(default=None, compare=False)
+    # What the prover's NVML says the device is (a claim), and its CC attestation's outcome.
+    identity: DeviceIdentity | None = None
+    attestation: str = NOT_REPORTED
 
 
 @dataclass(frozen=True)
@@ -124,13 +135,14 @@ class PogChecker:
     """Runs the verifier's side of PoG rounds for one provider."""
 
     def __init__(self, k: int = MIN_K, dtype: str = "int8", answer_window_s: float = 30.0,
-                 clock: Clock = time.monotonic) -> None:
+                 clock: Clock = time.monotonic, attester: NvAttester | None = None) -> None:
         if k < MIN_K:
             raise VerifierError(f"k={k} is below the protocol minimum {MIN_K}")
         self.k = k
         self.dtype = dtype
         self.answer_window_s = answer_window_s
         self.clock = clock
+        self.attester = attester or NvAttester()
         self._round: _Round | None = None
 
     @staticmethod
@@ -215,8 +227,11 @@ class PogChecker:
         claim, commitment = rnd.claims[g], rnd.commitments[g]
         tflops = 2.0 * claim.n**3 / max(seed_to_root, 1e-9) / 1e12
         checked = 0
+        gpu = by_gpu.get(g)
+        identity = gpu.identity if gpu else None
+        recorded = {"identity": identity, "attestation": attestation_outcome(
+            identity, gpu.evidence if gpu else None, rnd.seed, self.attester)}
         try:
-            gpu = by_gpu.get(g)
             if gpu is None or rnd.randomness is None:
                 raise CommitmentMismatch(g, "no answers for this GPU")
             wanted = challenge_indices(rnd.randomness, commitment.root, commitment.leaf_count,
@@ -231,14 +246,16 @@ class PogChecker:
         except WrongElement as err:  # every inclusion proof held (checked first): usable on-chain
             a = next(a for a in gpu.answers if a.index == err.index)
             return GpuVerdict(g, False, None, tflops, checked, str(err), err,
-                              evidence=(a.index, a.data, tuple(a.siblings), err.offset))
+                              evidence=(a.index, a.data, tuple(a.siblings), err.offset), **recorded)
         except (VerifierError, ProtocolError) as err:
-            return GpuVerdict(g, False, None, tflops, checked, str(err), err)
-        if not found.identified:
+            return GpuVerdict(g, False, None, tflops, checked, str(err), err, **recorded)
+        mismatch = _identity_mismatch(claim, identity)
+        unidentified = mismatch or found.reason
+        if unidentified:
             logger.info("round 0x%s gpu %s: %s unidentified: %s", rnd.seed.hex(), g,
-                        found.profile.name, found.reason)
-        return GpuVerdict(g, True, found.gpu_class, tflops, checked,
-                          proven_devices=found.proven_devices, unidentified=found.reason)
+                        found.profile.name, unidentified)
+        return GpuVerdict(g, True, None if mismatch else found.gpu_class, tflops, checked,
+                          proven_devices=found.proven_devices, unidentified=unidentified, **recorded)
 
     def _require(self, step: str, committed: bool) -> _Round:
         rnd = self._round
@@ -248,3 +265,13 @@ class PogChecker:
             raise RoundRefused(rnd.seed, f"{step} out of order")
         return rnd
 
+
+def _identity_mismatch(claim: GpuClaim, identity: DeviceIdentity | None) -> str | None:
+    """Why NVML's word contradicts the claim (the class is then not named), or None."""
+    if identity is None:
+        return None
+    if keccak256(identity.uuid.encode()) != claim.uuid_hash:
+        return f"NVML reports UUID {identity.uuid}, not the registered device"
+    if lookup(identity.name) != lookup(claim.name):
+        return f"NVML names the device {identity.name!r}, the provider claims {claim.name!r}"
+    return None

@@ -41,6 +41,7 @@ from protocol.pog.challenge import MIN_K, pog_round_seed, pog_secret_hash
 from protocol.pog.check import check_chunk
 from protocol.pog.messages import decode_commitment
 from verifier import VerifierError
+from verifier.cc_attestation import NvAttester
 from verifier.chain import VerifierChain
 from verifier.pog_checker import GpuClaim, PogChecker, RoundVerdict
 from verifier.watch import answer_events
@@ -114,6 +115,7 @@ class OnchainPog:
     bond_wei: int | None = None  # None: the contract's minimum
     answer_window_s: float = 60.0
     poll_s: float = 0.2
+    attester: NvAttester | None = None  # None: NvAttester() (this interpreter's SDK, if any)
 
     def __post_init__(self) -> None:
         self.pog = self.chain.contract("ProofOfGpu")
@@ -134,7 +136,8 @@ class OnchainPog:
         seed = pog_round_seed(bytes(receipt.blockHash), secret, round_id, bytes.fromhex(provider[2:]))
         logger.info("PoG round %s for %s: n=%s, seed 0x%s revealed now", round_id, provider, sizes[0], seed.hex())
 
-        checker = PogChecker(k=self.k, dtype=self.dtype, answer_window_s=self.answer_window_s)
+        checker = PogChecker(k=self.k, dtype=self.dtype, answer_window_s=self.answer_window_s,
+                             attester=self.attester)
         checker.open_round(seed, claims)  # the clock starts before the secret leaves this process
         fix_tx = self.chain.broadcast(self.pog.functions.fixSeed(round_id, secret))
         try:

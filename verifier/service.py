@@ -21,6 +21,7 @@ from client.errors import NodeUnavailable, TransactionReverted
 from client.watched_ids import WatchedIds
 from protocol.enums import ChallengeStatus
 from verifier.backend_client import Decision, VerifierBackend
+from verifier.cc_attestation import NvAttester
 from verifier.chain import VerifierChain
 from verifier.committee import CommitteeMember
 from verifier.job_audit import JobAuditor
@@ -183,7 +184,8 @@ class VerifierService:
 
     def _pog(self, link: ProverLink | None = None) -> OnchainPog:
         s = self.settings
-        return OnchainPog(self.chain, link, k=s.k, dtype=s.pog_dtype, n=s.pog_n)
+        return OnchainPog(self.chain, link, k=s.k, dtype=s.pog_dtype, n=s.pog_n,
+                          attester=NvAttester(str(s.nv_python)) if s.nv_python else None)
 
     def _round(self, provider: str) -> bool:
         try:
@@ -199,6 +201,8 @@ class VerifierService:
             for challenge_id in outcome.challenge_ids or (None,):
                 backend.report("pog", outcome.round_id, decision, challenge_id=challenge_id,
                                detail=f"provider {provider}: {outcome.detail}")
+            if outcome.verdict is not None:
+                backend.record_devices(outcome.round_id, outcome.verdict.gpus)
         return outcome.passed
 
     def _backend(self) -> VerifierBackend | None:

@@ -46,6 +46,10 @@ class Settings(BaseModel):
     # Audit every committed job (True), or those drawn with at least the probability that makes
     # cheating a loss plus whatever capacity is left (verifier.audit_draw).
     audit_all: bool = False
+    # An interpreter with nv-local-gpu-verifier installed (its own venv, e.g. .venv-nv/bin/python:
+    # its package is named `verifier` too), which checks GPUs' CC attestation evidence; None:
+    # this interpreter, where it is normally absent (evidence recorded "not checked").
+    nv_python: Path | None = None
 
     @classmethod
     def from_env(cls, **overrides: Any) -> "Settings":

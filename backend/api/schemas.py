@@ -10,6 +10,8 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_serializer
 
 from protocol.lease_access import NO_IMAGE
+from protocol.pog.identity import CC_MODES, DRIVER_CHARS, NAME_CHARS, SERIAL_CHARS, UUID_CHARS
+from protocol.pog.messages import MAX_GPUS
 
 ADDRESS_PATTERN = r"^0x[0-9a-fA-F]{40}$"
 HASH_PATTERN = r"^0x[0-9a-f]{64}$"
@@ -108,6 +110,42 @@ class FailureReport(BaseModel):
     error: str = Field(max_length=4096)
 
 
+CcMode = Literal[CC_MODES]  # type: ignore[valid-type]
+# NVML's strings as the protocol bounds them (protocol.pog.identity): printable ASCII.
+_PRINTABLE = r"^[\x20-\x7e]+$"
+
+
+class PogDeviceIn(BaseModel):
+    """One device of a round as its verifier recorded it; the identity fields are null where the
+    prover reported none (a CPU, a prover without NVML)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    gpu_index: int = Field(ge=0, lt=MAX_GPUS)
+    name: str | None = Field(default=None, max_length=NAME_CHARS, pattern=_PRINTABLE)
+    uuid: str | None = Field(default=None, max_length=UUID_CHARS, pattern=_PRINTABLE)
+    memory_bytes: int | None = Field(default=None, ge=0, le=2**63 - 1)
+    serial: str | None = Field(default=None, max_length=SERIAL_CHARS, pattern=_PRINTABLE)
+    driver_version: str | None = Field(default=None, max_length=DRIVER_CHARS, pattern=_PRINTABLE)
+    cc_mode: CcMode | None = None
+    attestation: str = Field(min_length=1, max_length=200,
+                             description="attested: chip and board / not supported / not reported / "
+                                         "not checked: SDK not installed / failed: reason")
+
+
+class PogDevicesIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    devices: list[PogDeviceIn] = Field(min_length=1, max_length=MAX_GPUS)
+
+
+class PogDevicePublic(PogDeviceIn):
+    model_config = ConfigDict(from_attributes=True)
+
+    verifier: str
+    reported_at: UtcDatetime
+
+
 class PogRoundPublic(WeiModel):
     round_id: int
     provider: str
@@ -123,6 +161,9 @@ class PogRoundPublic(WeiModel):
     gpu_class: str | None
     tflops_milli: int | None
     passed: bool | None
+    devices: list[PogDevicePublic] = Field(
+        default_factory=list, description="each device as the round's verifier recorded it: NVML's identity "
+                                          "(a claim) and its CC attestation outcome")
 
 
 class JobPublic(WeiModel):

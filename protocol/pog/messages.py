@@ -14,6 +14,16 @@ from typing import Any, TypeVar
 from protocol.errors import ProtocolError
 from protocol.merkle import MAX_PROOF_DEPTH
 from protocol.pog.commitment import CHUNK_BYTES, leaf_count
+from protocol.pog.identity import (
+    EVIDENCE_JSON_BYTES,
+    IDENTITY_JSON_BYTES,
+    AttestationEvidence,
+    DeviceIdentity,
+    evidence_from_json,
+    evidence_to_json,
+    identity_from_json,
+    identity_to_json,
+)
 from protocol.pog.workload import check_n
 
 MAX_GPUS = 64
@@ -74,8 +84,14 @@ class ChunkAnswer:
 
 @dataclass(frozen=True)
 class GpuAnswers:
+    """A GPU's revealed chunks, with what NVML says the device is and, from a GPU in
+    confidential-computing mode, its attestation evidence for the round's seed (both optional:
+    a CPU has neither; sent with the answers, after the timed seed-to-root)."""
+
     gpu_index: int
     answers: tuple[ChunkAnswer, ...]
+    identity: DeviceIdentity | None = None
+    evidence: AttestationEvidence | None = None
 
 
 @dataclass(frozen=True)
@@ -86,7 +102,7 @@ class RoundAnswers:
 
 def max_answers_bytes(gpu_count: int, k: int) -> int:
     """Size limit for an answers message of `gpu_count` GPUs with k chunks each."""
-    return 256 + gpu_count * (64 + k * _ANSWER_BYTES)
+    return 256 + gpu_count * (64 + k * _ANSWER_BYTES + IDENTITY_JSON_BYTES + EVIDENCE_JSON_BYTES)
 
 
 def max_commitment_bytes(gpu_count: int) -> int:
@@ -105,14 +121,21 @@ def encode_commitment(commitment: RoundCommitment) -> bytes:
     }, separators=(",", ":")).encode()
 
 
+def _gpu_answers_json(g: GpuAnswers) -> dict[str, Any]:
+    item: dict[str, Any] = {"gpu_index": g.gpu_index,
+                            "answers": [{"index": a.index, "data": _hex(a.data),
+                                         "siblings": [_hex(s) for s in a.siblings]} for a in g.answers]}
+    if g.identity is not None:
+        item["identity"] = identity_to_json(g.identity)
+    if g.evidence is not None:
+        item["evidence"] = evidence_to_json(g.evidence)
+    return item
+
+
 def encode_answers(answers: RoundAnswers) -> bytes:
-    return json.dumps({
-        "round_seed": _hex(answers.round_seed),
-        "gpus": [{"gpu_index": g.gpu_index,
-                  "answers": [{"index": a.index, "data": _hex(a.data),
-                               "siblings": [_hex(s) for s in a.siblings]} for a in g.answers]}
-                 for g in answers.gpus],
-    }, separators=(",", ":")).encode()
+    return json.dumps({"round_seed": _hex(answers.round_seed),
+                       "gpus": [_gpu_answers_json(g) for g in answers.gpus]},
+                      separators=(",", ":")).encode()
 
 
 def _load(raw: bytes, limit: int, what: str) -> dict[str, Any]:
@@ -195,5 +218,10 @@ def decode_answers(raw: bytes, gpu_count: int, k: int) -> RoundAnswers:
                              for s in _list(answer, "siblings", MAX_PROOF_DEPTH, what))
             answers.append(ChunkAnswer(_uint(answer, "index", what),
                                        _bytes(answer, "data", CHUNK_BYTES, what), siblings))
-        gpus.append(GpuAnswers(_uint(item, "gpu_index", what), tuple(answers)))
+        try:
+            identity = identity_from_json(item["identity"]) if "identity" in item else None
+            evidence = evidence_from_json(item["evidence"]) if "evidence" in item else None
+        except ProtocolError as err:
+            raise MalformedMessage(what, str(err)) from err
+        gpus.append(GpuAnswers(_uint(item, "gpu_index", what), tuple(answers), identity, evidence))
     return RoundAnswers(_bytes(obj, "round_seed", 32, what), tuple(gpus))

@@ -897,3 +897,26 @@ def test_signed_result_slash_control_shows_when_and_why_and_slashes_from_the_wal
     assert all(in_eth(taken // 2) in r and market.provider.lower() in r for r in listed), listed
     assert any("challenge" in r and "lost" in r for r in page.evaluate(rows))  # the market's dispute slash
     page.close()
+
+
+def test_pog_history_shows_each_devices_nvml_identity_and_attestation(browser, server, market) -> None:  # type: ignore[no-untyped-def]
+    rounds = wait_until(lambda: httpx.get(f"{server}/providers/{market.provider}/pog").json(), 30,
+                        "the provider's PoG rounds are indexed")
+    device = {"gpu_index": 0, "name": "NVIDIA H200", "uuid": "GPU-8f6b2a4c", "memory_bytes": 150_754_820_096,
+              "serial": None, "driver_version": "550.90.07", "cc_mode": "on",
+              "attestation": "failed: NonceMismatchError: the report answers another round"}
+    token = token_for(server, support.anvil_key(4))  # the market's verifier, which requested the rounds
+    recorded = httpx.put(f"{server}/pog/rounds/{rounds[0]['round_id']}/devices", json={"devices": [device]},
+                         headers={"Authorization": f"Bearer {token}"})
+    assert recorded.status_code == 200, recorded.text
+    page = open_page(browser, server)
+    page.wait_for_selector("#pog-rounds tbody tr")
+    page.select_option("#pog-provider", market.provider.lower())
+    page.wait_for_function("[...document.querySelectorAll('#pog-rounds tbody td:nth-child(7)')]"
+                           ".some((td) => td.textContent === 'NVIDIA H200')")
+    row = page.locator("#pog-rounds tbody tr", has_text="NVIDIA H200")
+    assert row.locator("td:nth-child(8)").inner_text() == device["attestation"]
+    assert row.locator("td:nth-child(8) span").get_attribute("class") == "bad"
+    assert "GPU-8f6b2a4c, 140 GiB, serial none, driver 550.90.07, CC on" in (
+        row.locator("td:nth-child(7) span").get_attribute("title") or "")
+    page.close()

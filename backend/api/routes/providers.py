@@ -97,7 +97,8 @@ def get_provider(address: AddressPath, db: DbDep, backend: BackendDep) -> Provid
 def provider_pog_history(address: AddressPath, db: DbDep,
                          limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> list[PogRoundPublic]:
     """The provider's Proof-of-GPU rounds, newest first (the dashboard's history chart)."""
-    rows = db.scalars(select(m.PogRound).where(m.PogRound.provider == address.lower())
+    rows = db.scalars(select(m.PogRound).options(selectinload(m.PogRound.devices))
+                      .where(m.PogRound.provider == address.lower())
                       .order_by(m.PogRound.round_id.desc()).limit(limit))
     return [PogRoundPublic.model_validate(r) for r in rows]
 

@@ -200,12 +200,24 @@ async function loadProviders() {
   if (providers.length) await loadPog($("pog-provider").value);
 }
 
+// What the round's verifier recorded of each device: NVML's name (the prover's claim, with UUID,
+// memory, serial and driver on hover) and the outcome of its CC attestation for the round's seed.
+function deviceCell(d) {
+  if (d.name == null) return "—";
+  const detail = `${d.uuid}, ${(d.memory_bytes / 2 ** 30).toFixed(0)} GiB, serial ${d.serial ?? "none"}, driver ${d.driver_version}, CC ${d.cc_mode}`;
+  return `<span title="${esc(detail)}">${esc(d.name)}</span>`;
+}
+
 async function loadPog(address) {
   const rounds = (await api(`/providers/${address}/pog`)).reverse();
   const tflops = (r) => r.passed && r.tflops_milli != null ? r.tflops_milli / 1000 : null;
+  const devices = (r) => r.devices.length ? r.devices.map(deviceCell).join("<br>") : "—";
+  const attestation = (r) => r.devices.length ? r.devices.map((d) =>
+    `<span class="${d.attestation.startsWith("attested") ? "ok" : d.attestation.startsWith("failed") ? "bad" : ""}">${esc(d.attestation)}</span>`).join("<br>") : "—";
   render($("pog-rounds").tBodies[0], rounds.map((r) => `<tr><td>${r.round_id}</td><td>${esc(r.status)}</td><td>${r.n}</td>
     <td>${esc(r.gpu_class || "—")}</td><td>${tflops(r) ?? "—"}</td>
-    <td class="${r.passed ? "ok" : "bad"}">${r.passed == null ? "pending" : r.passed ? "passed" : "failed"}</td></tr>`).join(""));
+    <td class="${r.passed ? "ok" : "bad"}">${r.passed == null ? "pending" : r.passed ? "passed" : "failed"}</td>
+    <td>${devices(r)}</td><td>${attestation(r)}</td></tr>`).join(""));
   const svg = $("pog-chart"), w = 640, h = 180, pad = 30;
   const values = rounds.map((r) => tflops(r) ?? 0), top = Math.max(1, ...values);
   const x = (i) => pad + (rounds.length < 2 ? (w - 2 * pad) / 2 : i * (w - 2 * pad) / (rounds.length - 1));
