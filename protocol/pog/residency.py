@@ -70,11 +70,13 @@ PROBES = 32
 # The probe's deadline, from revealing the randomness to the answers of every device: room
 # for a round trip and ~1.3 MB of answers per device, far below regenerating a fill.
 PROBE_DEADLINE_S = 0.5
-# A prover that keeps less than 1 - SPACE_GAP of a fill must, for q = 32 probes, regenerate at
-# least RECOMPUTE_SHARE of the fill's blocks (the best dropping strategy we found, keeping the
-# least referenced blocks and no two neighbours of a lane, at N = 2^18: keeping 80% costs
-# 0.4-0.8% of N, 75% 3-5%, 70% 9-11%, half 38-42%). Keeping more than 1 - SPACE_GAP, the
-# dropped blocks are recomputed from stored parents cheaply: that much of a fill is not bound.
+# A prover that keeps less than 1 - SPACE_GAP of a fill must, to answer q = 32 probes (each
+# block with its 16 parents), regenerate at least RECOMPUTE_SHARE of the fill's blocks. With the
+# cheapest dropping strategy we found (drop the least cited blocks, never two neighbours of a
+# lane; tests/support/residency.py) at N = 2^18, dropping 10% costs 0.02% of N, 20% 1.4-2.4%,
+# 25% 7-8%, 30% 13-14%, half 42-46% (costs as a share of N hold from 2^16 to 2^18 from 25%
+# up; at 20% they shrink with N). Below SPACE_GAP, dropped blocks are recomputed from stored
+# parents cheaply: that much of a fill is not bound.
 SPACE_GAP = 0.30
 RECOMPUTE_SHARE = 0.08
 # Regenerating RECOMPUTE_SHARE of a fill at the class's keccak ceiling takes REGEN_MARGIN x the
