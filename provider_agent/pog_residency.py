@@ -244,7 +244,13 @@ class ResidencyProver:
         with ThreadPoolExecutor(max_workers=len(self.devices)) as pool:
             self.fills = list(pool.map(one, range(len(self.devices))))
         self.round_seed = round_seed
-        return RoundFills(round_seed, tuple(
+        return self.fill_roots()
+
+    def fill_roots(self) -> RoundFills:
+        """The message carrying every device's fill root (sent the moment they exist)."""
+        if self.round_seed is None:
+            raise FillError("no fills built")
+        return RoundFills(self.round_seed, tuple(
             FillRoot(f.gpu_index, f.params.lanes, f.params.steps, f.params.iterations, f.root)
             for f in self.fills))
 
