@@ -98,3 +98,13 @@ def test_the_torch_keccak_path_a_gpu_uses_builds_the_same_fill():
     assert np.array_equal(fill.blocks.numpy(), reference_fill(seed, params))
     indices = probe_indices(keccak256(b"R"), fill.root, params)
     check_probes(seed, params, fill.root, indices, fill.answer(indices))
+
+
+def test_the_gpu_bench_hook_builds_commits_and_probes_a_fill_on_the_cpu():
+    from devtools.bench_residency import residency_probe_bench
+
+    result = residency_probe_bench("cpu", 256 * 1024)
+    assert (result["lanes"], result["steps"], result["fill_bytes"]) == (1024, 8, 256 * 1024)
+    assert result["keccak"] == "native (host)"
+    assert min(result[k] for k in ("build_s", "commit_s", "probe_s", "verify_s")) > 0
+    assert result["build_permutations_per_s"] > 0
