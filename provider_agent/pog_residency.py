@@ -173,6 +173,8 @@ def build_fill(device: Device, gpu_index: int, seed: bytes, params: FillParams,
                         f"{device.spec}'s {device.memory_bytes} bytes")
     hasher = hasher or device_hasher(device.spec)
     lanes = params.lanes
+    if device.spec.startswith("cuda"):  # the matmul round's cached blocks back to the driver
+        torch.cuda.empty_cache()
     start = time.perf_counter()
     blocks = torch.empty((params.blocks, BLOCK_BYTES), dtype=torch.uint8, device=device.spec)
     blocks[:lanes] = torch.from_numpy(lane_starts(fill_key(seed), lanes)).to(device.spec)

@@ -108,3 +108,16 @@ def test_the_gpu_bench_hook_builds_commits_and_probes_a_fill_on_the_cpu():
     assert result["keccak"] == "native (host)"
     assert min(result[k] for k in ("build_s", "commit_s", "probe_s", "verify_s")) > 0
     assert result["build_permutations_per_s"] > 0
+
+
+def test_pog_run_on_several_devices_builds_and_probes_their_fills():
+    from provider_agent.pog_local import local_round
+
+    box = [Device("cpu", "cpu sim", f"CPU-sim-{i}", 1 << 20) for i in range(2)]
+    results = local_round(box, {0: 128, 1: 128}, "fp32", 32, fill=FillParams(16, 16, 1))
+    for r in results:
+        assert r.failure is None and r.resident and r.probe_s > 0
+        assert (r.gpu_class, r.proven_devices) == ("CPU", 2)
+    small = [Device("cpu", "cpu sim", f"CPU-small-{i}", 1024) for i in range(2)]
+    results = local_round(small, {0: 128, 1: 128}, "fp32", 32, fill=FillParams(16, 16, 1))
+    assert all("does not fit" in r.failure and r.resident is False for r in results)
