@@ -25,13 +25,23 @@ from collections.abc import Sequence
 from client.contracts import Struct
 from client.errors import TransactionReverted
 from protocol.enums import ChallengeKind, RoundStatus
+from protocol.errors import ProtocolError
 from protocol.ids import ChallengeId
 from protocol.pog.challenge import MIN_K, pog_round_seed, pog_secret_hash
-from protocol.pog.messages import MAX_ANSWERS_PER_GPU, RoundCommitment, encode_answers, encode_commitment
+from protocol.pog.messages import (
+    MAX_ANSWERS_PER_GPU,
+    RoundCommitment,
+    encode_answers,
+    encode_commitment,
+    encode_fills,
+    encode_probes,
+)
+from protocol.pog.residency import PROBES, FillParams
 from provider_agent import ProviderAgentError
 from provider_agent.chain import ProviderChain
 from provider_agent.gpus import Device
 from provider_agent.pog_prover import PogProver
+from provider_agent.pog_residency import ResidencyProver
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +62,8 @@ class PogService:
         self.devices = list(devices)
         self.dtype = dtype
         self._provers: OrderedDict[int, PogProver] = OrderedDict()
+        # The latest round's residency fills: they fill the devices, so only one is kept.
+        self._fills: tuple[int, ResidencyProver] | None = None
 
     def seed_from_secret(self, round_id: int, secret_hex: str, r: Struct | None = None) -> bytes:
         """The round seed from the verifier's secret: refused unless it is the one the verifier
@@ -112,6 +124,36 @@ class PogService:
                                 f"{MAX_ANSWERS_PER_GPU}")
         self._computed(round_id, self._ours(round_id))
         return encode_answers(self._provers[round_id].answer_round(randomness, k)).decode()
+
+    def fill(self, round_id: int, shapes: Sequence[Sequence[int]]) -> str:
+        """Builds every device's residency fill at once, in the verifier's shapes (one
+        [lanes, steps, iterations] per GPU), after the round's roots; returns the fill roots."""
+        commitment = self._computed(round_id, self._ours(round_id))
+        if len(shapes) != len(self.devices):
+            raise PogRoundError(f"round {round_id}: {len(shapes)} fill shapes for "
+                                f"{len(self.devices)} devices")
+        try:
+            params = {g: FillParams(*(int(v) for v in shape)) for g, shape in enumerate(shapes)}
+        except (TypeError, ValueError, ProtocolError) as exc:
+            raise PogRoundError(f"round {round_id}: bad fill shape: {exc}") from exc
+        self._fills = None  # the previous round's fills give their memory back first
+        prover = ResidencyProver(self.devices)
+        message = encode_fills(prover.commit_fills(commitment.round_seed, params)).decode()
+        self._fills = (round_id, prover)
+        return message
+
+    def probe(self, round_id: int, randomness_hex: str, q: int) -> str:
+        """Every device's probed fill blocks at once, for the verifier's revealed randomness."""
+        try:
+            randomness = bytes.fromhex(randomness_hex.removeprefix("0x"))
+        except ValueError as exc:
+            raise PogRoundError(f"round {round_id}: randomness is not hex") from exc
+        if len(randomness) != 32 or not PROBES <= q <= MAX_ANSWERS_PER_GPU:
+            raise PogRoundError(f"round {round_id}: need 32 bytes of randomness and {PROBES} <= q "
+                                f"<= {MAX_ANSWERS_PER_GPU}")
+        if self._fills is None or self._fills[0] != round_id:
+            raise PogRoundError(f"round {round_id}: no fills held for it")
+        return encode_probes(self._fills[1].answer_probes(randomness, q)).decode()
 
     def answer_challenge(self, challenge_id: ChallengeId) -> str:
         """Answers an on-chain challenge of one of our PoG roots; returns the tx hash."""

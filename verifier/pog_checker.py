@@ -114,6 +114,12 @@ class GpuVerdict:
     # (chunk index, chunk data, siblings, element offset), what a fraud proof on-chain needs.
     evidence: tuple[int, bytes, tuple[bytes, ...], int] | None = field(default=None, compare=False)
 
+    @property
+    def fill_failed(self) -> bool:
+        """Its matmul work checked out but its residency answers were wrong (a bad block or
+        proof, none at all): the verifier's verdict alone, nothing the contract can judge."""
+        return self.resident is False and self.failure is not None
+
 
 @dataclass(frozen=True)
 class RoundVerdict:
@@ -265,6 +271,16 @@ class PogChecker:
         rnd.probed_at = self.clock()
         return {g: probe_indices(randomness, f.root, f.params, self.probes)
                 for g, f in enumerate(rnd.fills)}
+
+    def skip_residency(self, reason: str) -> ProbeVerdict:
+        """The prover built no fills or sent no probe answers (`reason`): no device counts, as if
+        its answers had come too late; its matmul work is still judged."""
+        rnd = self._require("skip_residency", committed=True)
+        if not rnd.has_fills or rnd.probe is not None:
+            raise RoundRefused(rnd.seed, "skip_residency out of order")
+        logger.info("round 0x%s residency skipped: %s", rnd.seed.hex(), reason)
+        rnd.probe = ProbeVerdict(float("inf"), True, (None,) * len(rnd.claims))
+        return rnd.probe
 
     def judge_probes(self, raw: bytes) -> ProbeVerdict:
         """Judge every device's probe answers: a fill counts if its answers arrived within the
