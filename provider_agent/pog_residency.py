@@ -256,6 +256,13 @@ class ResidencyProver:
             FillRoot(f.gpu_index, f.params.lanes, f.params.steps, f.params.iterations, f.root)
             for f in self.fills))
 
+    def release(self) -> None:
+        """Gives the fills' device memory back (to jobs and the miner): after the probe, or when
+        it never comes."""
+        self.fills = []
+        if any(d.spec.startswith("cuda") for d in self.devices):
+            torch.cuda.empty_cache()
+
     def answer_probes(self, randomness: bytes, q: int = PROBES) -> RoundProbes:
         """Every device's probed blocks with their parents, all devices at once."""
         if self.round_seed is None:

@@ -18,6 +18,7 @@ round's seed, which gives the same roots because the workload is exact and deter
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -50,6 +51,9 @@ POLL_S = 0.25
 # On a chain that makes blocks only for transactions its clock stands still while nothing is
 # sent: the wait for the seed then ends on wall time, the seed deadline's distance plus this.
 WALL_MARGIN_S = 30.0
+# Residency fills occupy the devices: released after the probe, or this long after their
+# roots if the verifier never probes (its deadline is half a second after it asks).
+FILL_KEEP_S = 120.0
 
 
 class PogRoundError(ProviderAgentError):
@@ -136,10 +140,13 @@ class PogService:
             params = {g: FillParams(*(int(v) for v in shape)) for g, shape in enumerate(shapes)}
         except (TypeError, ValueError, ProtocolError) as exc:
             raise PogRoundError(f"round {round_id}: bad fill shape: {exc}") from exc
-        self._fills = None  # the previous round's fills give their memory back first
+        self._release()  # the previous round's fills give their memory back first
         prover = ResidencyProver(self.devices)
         message = encode_fills(prover.commit_fills(commitment.round_seed, params)).decode()
         self._fills = (round_id, prover)
+        timer = threading.Timer(FILL_KEEP_S, self._release, (prover,))
+        timer.daemon = True
+        timer.start()
         return message
 
     def probe(self, round_id: int, randomness_hex: str, q: int) -> str:
@@ -153,7 +160,19 @@ class PogService:
                                 f"<= {MAX_ANSWERS_PER_GPU}")
         if self._fills is None or self._fills[0] != round_id:
             raise PogRoundError(f"round {round_id}: no fills held for it")
-        return encode_probes(self._fills[1].answer_probes(randomness, q)).decode()
+        prover = self._fills[1]
+        try:
+            return encode_probes(prover.answer_probes(randomness, q)).decode()
+        finally:  # one probe a round
+            self._release(prover)
+
+    def _release(self, prover: ResidencyProver | None = None) -> None:
+        """Frees the held fills (only `prover`'s, when given: a timer of an older round must
+        not free a newer one)."""
+        held = self._fills
+        if held is not None and (prover is None or held[1] is prover):
+            self._fills = None
+            held[1].release()
 
     def answer_challenge(self, challenge_id: ChallengeId) -> str:
         """Answers an on-chain challenge of one of our PoG roots; returns the tx hash."""

@@ -106,6 +106,8 @@ def test_agent_builds_the_verifiers_fills_and_answers_the_probe(settings_for, ma
     root = fills.gpus[0].root
     check_probes(gpu_seed(seed, 0, uuid), params, root, probe_indices(randomness, root, params),
                  probes.gpus[0].probes)
+    with pytest.raises(PogRoundError, match="no fills held"):  # freed after the one probe
+        agent.pog.probe(round_id, "0x" + randomness.hex(), 32)
 
 
 def _request(s, pog, market) -> tuple[int, bytes]:
