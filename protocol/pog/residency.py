@@ -27,6 +27,11 @@ tests/protocol/test_pog_residency.py's attacker); the recency bias leaves no rar
 tail that could be dropped for free (uniform references did: late blocks are seldom cited);
 W stretches the cost of a block so that regenerating what was dropped outlasts the deadline
 at the class's fastest keccak rate. The tree is protocol.merkle's over the N blocks.
+
+Limit (v1): a probe reads 544 blocks a device, which host RAM or NVMe serve within the deadline
+as well as device memory does, so this binds fills stored within the deadline's reach, not
+fills in device memory (docs/PROTOCOL.md, "Storage off the device", and the full-pass probe
+that would close it).
 """
 
 from __future__ import annotations

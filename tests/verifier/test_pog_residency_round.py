@@ -126,8 +126,9 @@ def test_honest_devices_are_named_as_many_as_their_resident_fills(count):
 def test_one_device_posing_as_two_fails_the_concurrent_probe(keep):
     # The device computes both matmuls one after the other at its int8 ceiling: 1088 TOPS per
     # claimed GPU, in the band and beyond a CPU server, so time alone would name two. But it
-    # holds one fill's worth of memory: answering both devices' probes means recomputing the
-    # blocks it dropped, far more than the deadline allows.
+    # holds one fill's worth of memory (and, here, no other storage: host RAM would serve a
+    # probe as well, the v1 limit PROTOCOL.md states): answering both devices' probes means
+    # recomputing the blocks it dropped, far more than the deadline allows.
     claimed = devices(2)
     cheat = TimeSharingProver(claimed, keep)
     probe, verdict = play(PogProver(claimed), cheat, 1.1 * INT8_PEAK / 2, keep.__name__)
