@@ -121,3 +121,17 @@ def test_pog_run_on_several_devices_builds_and_probes_their_fills():
     small = [Device("cpu", "cpu sim", f"CPU-small-{i}", 1024) for i in range(2)]
     results = local_round(small, {0: 128, 1: 128}, "fp32", 32, fill=FillParams(16, 16, 1))
     assert all("does not fit" in r.failure and r.resident is False for r in results)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_a_cuda_fill_hashed_on_the_device_is_the_reference():
+    assert keccak_torch.device_ready("cuda:0")  # so build_fill hashes on the GPU
+    params = FillParams(1024, 8, 3)
+    gpu = Device("cuda:0", "cuda", "GPU-cuda-0", 0)
+    seed = gpu_seed(ROUND, 0, gpu.uuid_hash)
+    fill = build_fill(gpu, 0, seed, params)
+    reference = reference_fill(seed, params)
+    assert np.array_equal(fill.blocks.cpu().numpy(), reference)
+    assert fill.root == fill_tree(reference).root
+    indices = probe_indices(keccak256(b"R"), fill.root, params)
+    check_probes(seed, params, fill.root, indices, fill.answer(indices))
