@@ -30,8 +30,8 @@ at the class's fastest keccak rate. The tree is protocol.merkle's over the N blo
 
 Limit (v1): a probe reads 544 blocks a device, which host RAM or NVMe serve within the deadline
 as well as device memory does, so this binds fills stored within the deadline's reach, not
-fills in device memory (docs/PROTOCOL.md, "Storage off the device", and the full-pass probe
-that would close it).
+fills in device memory (docs/PROTOCOL.md, "Storage off the device": what a full-pass probe
+would and would not close).
 """
 
 from __future__ import annotations
