@@ -73,3 +73,13 @@ class ClassRejected(ProtocolError):
         self.measured_tflops = measured_tflops
         self.dtype = dtype
         self.reason = reason
+
+
+class WrongBlock(ProtocolError):
+    """A revealed block of a residency fill is not what the fill's rule makes of its parents
+    (or of its lane's seed), or a parent is not the block at the index the rule names."""
+
+    def __init__(self, index: int, reason: str) -> None:
+        super().__init__(f"fill block {index}: {reason}")
+        self.index = index
+        self.reason = reason

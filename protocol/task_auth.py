@@ -21,7 +21,14 @@ from typing import Any
 
 from eth_utils import keccak
 
-from protocol.tasks import TASK_LEASE, TASK_POG_ANSWER, TASK_POG_ROUND, TASK_RUN_JOB
+from protocol.tasks import (
+    TASK_LEASE,
+    TASK_POG_ANSWER,
+    TASK_POG_FILL,
+    TASK_POG_PROBE,
+    TASK_POG_ROUND,
+    TASK_RUN_JOB,
+)
 
 DOMAIN_NAME = "Unchained tasks"
 DOMAIN_VERSION = "1"
@@ -72,6 +79,8 @@ TASK_SENDERS: dict[str, frozenset[Role]] = {
     TASK_LEASE: frozenset({Role.DISPATCHER, Role.RESENT}),
     TASK_POG_ROUND: frozenset({Role.SELF, Role.ROUND_VERIFIER}),
     TASK_POG_ANSWER: frozenset({Role.SELF, Role.ROUND_VERIFIER}),
+    TASK_POG_FILL: frozenset({Role.SELF, Role.ROUND_VERIFIER}),
+    TASK_POG_PROBE: frozenset({Role.SELF, Role.ROUND_VERIFIER}),
 }
 
 

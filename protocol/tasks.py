@@ -42,6 +42,11 @@ MAX_INLINE_CONTENT_BYTES = 256 * 1024  # a dispatch carries the spec and inputs 
 TASK_POG_ROUND = "unchained.provider.pog_round"
 # (round_id: int, randomness_hex: str, k: int) -> answers (JSON text) to the verifier's revealed secret
 TASK_POG_ANSWER = "unchained.provider.pog_answer"
+# (round_id: int, shapes: [[lanes, steps, iterations], ...] one per GPU) -> fill roots (JSON
+# text): every device builds its residency fill at once (protocol/pog/residency.py)
+TASK_POG_FILL = "unchained.provider.pog_fill"
+# (round_id: int, randomness_hex: str, q: int) -> probe answers (JSON text), every device at once
+TASK_POG_PROBE = "unchained.provider.pog_probe"
 TASK_LEASE = "unchained.provider.lease"  # (lease_id: int) -> hand over / release GPUs
 
 # verifier consumes these

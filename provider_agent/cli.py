@@ -80,13 +80,14 @@ def run(
     rows: dict[str, list[str]] = {name: [] for name in (
         "device", "n", "bare matmul TFLOPS", "PoG TFLOPS (seed to root)", "round / bare matmul",
         "generate s", "matmul s", "commit s", "hashing s (overlapped on GPU)", "prove s",
-        "verify s (verifier CPU)", "verify / seed-to-root", "class", "devices proven", "verdict")}
+        "verify s (verifier CPU)", "verify / seed-to-root", "residency probe s", "class",
+        "devices proven", "verdict")}
     for r in results:
         work, t = r.work, r.work.timings
         values = (f"{work.device.name} ({work.device.spec})", str(work.n), f"{r.dense_tflops:.3f}",
                   f"{work.tflops:.3f}", f"{r.overhead:.2f}", f"{t.generate:.3f}",
                   f"{t.matmul:.3f}", f"{t.commit:.3f}", f"{t.hash_cpu:.3f}", f"{t.prove:.3f}",
-                  f"{r.verify_s:.4f}", f"{r.verify_ratio:.4f}", _class_cell(r),
+                  f"{r.verify_s:.4f}", f"{r.verify_ratio:.4f}", _probe_cell(r), _class_cell(r),
                   f"{r.proven_devices} of {len(results)}",
                   f"[red]fail: {r.failure}[/red]" if r.failure else "[green]pass[/green]")
         for column, value in zip(rows.values(), values):
@@ -98,6 +99,13 @@ def run(
                   f"{sum(r.verify_s for r in results):.4f} s")
     if any(r.failure for r in results):
         raise typer.Exit(1)
+
+
+def _probe_cell(result: LocalRoundResult) -> str:
+    """How long every device's probe answers took and whether this fill counted."""
+    if result.probe_s is None:
+        return "-"
+    return f"{result.probe_s:.3f} ({'resident' if result.resident else 'not resident'})"
 
 
 def _class_cell(result: LocalRoundResult) -> str:

@@ -18,6 +18,7 @@ round's seed, which gives the same roots because the workload is exact and deter
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -25,13 +26,23 @@ from collections.abc import Sequence
 from client.contracts import Struct
 from client.errors import TransactionReverted
 from protocol.enums import ChallengeKind, RoundStatus
+from protocol.errors import ProtocolError
 from protocol.ids import ChallengeId
 from protocol.pog.challenge import MIN_K, pog_round_seed, pog_secret_hash
-from protocol.pog.messages import MAX_ANSWERS_PER_GPU, RoundCommitment, encode_answers, encode_commitment
+from protocol.pog.messages import (
+    MAX_ANSWERS_PER_GPU,
+    RoundCommitment,
+    encode_answers,
+    encode_commitment,
+    encode_fills,
+    encode_probes,
+)
+from protocol.pog.residency import PROBES, FillParams
 from provider_agent import ProviderAgentError
 from provider_agent.chain import ProviderChain
 from provider_agent.gpus import Device
 from provider_agent.pog_prover import PogProver
+from provider_agent.pog_residency import ResidencyProver
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +51,9 @@ POLL_S = 0.25
 # On a chain that makes blocks only for transactions its clock stands still while nothing is
 # sent: the wait for the seed then ends on wall time, the seed deadline's distance plus this.
 WALL_MARGIN_S = 30.0
+# Residency fills occupy the devices: released after the probe, or this long after their
+# roots if the verifier never probes (its deadline is half a second after it asks).
+FILL_KEEP_S = 120.0
 
 
 class PogRoundError(ProviderAgentError):
@@ -52,6 +66,8 @@ class PogService:
         self.devices = list(devices)
         self.dtype = dtype
         self._provers: OrderedDict[int, PogProver] = OrderedDict()
+        # The latest round's residency fills: they fill the devices, so only one is kept.
+        self._fills: tuple[int, ResidencyProver] | None = None
 
     def seed_from_secret(self, round_id: int, secret_hex: str, r: Struct | None = None) -> bytes:
         """The round seed from the verifier's secret: refused unless it is the one the verifier
@@ -112,6 +128,51 @@ class PogService:
                                 f"{MAX_ANSWERS_PER_GPU}")
         self._computed(round_id, self._ours(round_id))
         return encode_answers(self._provers[round_id].answer_round(randomness, k)).decode()
+
+    def fill(self, round_id: int, shapes: Sequence[Sequence[int]]) -> str:
+        """Builds every device's residency fill at once, in the verifier's shapes (one
+        [lanes, steps, iterations] per GPU), after the round's roots; returns the fill roots."""
+        commitment = self._computed(round_id, self._ours(round_id))
+        if len(shapes) != len(self.devices):
+            raise PogRoundError(f"round {round_id}: {len(shapes)} fill shapes for "
+                                f"{len(self.devices)} devices")
+        try:
+            params = {g: FillParams(*(int(v) for v in shape)) for g, shape in enumerate(shapes)}
+        except (TypeError, ValueError, ProtocolError) as exc:
+            raise PogRoundError(f"round {round_id}: bad fill shape: {exc}") from exc
+        self._release()  # the previous round's fills give their memory back first
+        prover = ResidencyProver(self.devices)
+        message = encode_fills(prover.commit_fills(commitment.round_seed, params)).decode()
+        self._fills = (round_id, prover)
+        timer = threading.Timer(FILL_KEEP_S, self._release, (prover,))
+        timer.daemon = True
+        timer.start()
+        return message
+
+    def probe(self, round_id: int, randomness_hex: str, q: int) -> str:
+        """Every device's probed fill blocks at once, for the verifier's revealed randomness."""
+        try:
+            randomness = bytes.fromhex(randomness_hex.removeprefix("0x"))
+        except ValueError as exc:
+            raise PogRoundError(f"round {round_id}: randomness is not hex") from exc
+        if len(randomness) != 32 or not PROBES <= q <= MAX_ANSWERS_PER_GPU:
+            raise PogRoundError(f"round {round_id}: need 32 bytes of randomness and {PROBES} <= q "
+                                f"<= {MAX_ANSWERS_PER_GPU}")
+        if self._fills is None or self._fills[0] != round_id:
+            raise PogRoundError(f"round {round_id}: no fills held for it")
+        prover = self._fills[1]
+        try:
+            return encode_probes(prover.answer_probes(randomness, q)).decode()
+        finally:  # one probe a round
+            self._release(prover)
+
+    def _release(self, prover: ResidencyProver | None = None) -> None:
+        """Frees the held fills (only `prover`'s, when given: a timer of an older round must
+        not free a newer one)."""
+        held = self._fills
+        if held is not None and (prover is None or held[1] is prover):
+            self._fills = None
+            held[1].release()
 
     def answer_challenge(self, challenge_id: ChallengeId) -> str:
         """Answers an on-chain challenge of one of our PoG roots; returns the tx hash."""

@@ -52,6 +52,8 @@ from protocol.tasks import (
     CONTENT_HEADER,
     TASK_LEASE,
     TASK_POG_ANSWER,
+    TASK_POG_FILL,
+    TASK_POG_PROBE,
     TASK_POG_ROUND,
     TASK_RUN_JOB,
     BadDispatch,
@@ -212,6 +214,17 @@ def pog_commit(self: Task, round_id: int) -> str:
 @app.task(shared=False, name=TASK_POG_ANSWER, bind=True, acks_late=True, **_retrying)
 def pog_answer(self: Task, round_id: int, randomness_hex: str, k: int) -> str:
     return get_agent().pog.answer(int(round_id), str(randomness_hex), int(k))
+
+
+@app.task(shared=False, name=TASK_POG_FILL, bind=True, acks_late=True, **_retrying)
+def pog_fill(self: Task, round_id: int, shapes: list[list[int]]) -> str:
+    return get_agent().pog.fill(int(round_id), shapes)
+
+
+@app.task(shared=False, name=TASK_POG_PROBE, bind=True, acks_late=True)
+def pog_probe(self: Task, round_id: int, randomness_hex: str, q: int) -> str:
+    """Not retried: an answer after the verifier's deadline counts for nothing."""
+    return get_agent().pog.probe(int(round_id), str(randomness_hex), int(q))
 
 
 @app.task(shared=False, name=TASK_LEASE, bind=True, acks_late=True, **{**_retrying, "max_retries": LEASE_KEY_RETRIES})

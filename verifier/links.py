@@ -15,7 +15,8 @@ from kombu.exceptions import KombuError
 
 from client.broker import QueueApps
 from client.task_auth import TaskAuth, TaskRefused, auth_of
-from protocol.tasks import TASK_POG_ANSWER, TASK_POG_ROUND, provider_queue
+from protocol.pog.residency import FillParams
+from protocol.tasks import TASK_POG_ANSWER, TASK_POG_FILL, TASK_POG_PROBE, TASK_POG_ROUND, provider_queue
 from verifier.pog_onchain import LinkDown, ProverUnreachable
 
 
@@ -32,6 +33,8 @@ class CeleryProverLink:
     provider: str
     commit_timeout_s: float = 600.0  # a round fills the GPU's memory: minutes on a big card
     answer_timeout_s: float = 60.0
+    fill_timeout_s: float = 900.0  # every device fills its memory: about a minute on big cards
+    probe_timeout_s: float = 30.0  # the deadline that counts is the checker's, far shorter
 
     @property
     def app(self):  # type: ignore[no-untyped-def]
@@ -51,6 +54,13 @@ class CeleryProverLink:
 
     def answer(self, round_id: int, randomness: bytes, k: int) -> bytes:
         return self._call(TASK_POG_ANSWER, [round_id, "0x" + randomness.hex(), k], self.answer_timeout_s)
+
+    def fill(self, round_id: int, shapes: Sequence[FillParams]) -> bytes:
+        args = [round_id, [[p.lanes, p.steps, p.iterations] for p in shapes]]
+        return self._call(TASK_POG_FILL, args, self.fill_timeout_s)
+
+    def probe(self, round_id: int, randomness: bytes, q: int) -> bytes:
+        return self._call(TASK_POG_PROBE, [round_id, "0x" + randomness.hex(), q], self.probe_timeout_s)
 
     def _call(self, task: str, args: list, timeout_s: float) -> bytes:
         try:

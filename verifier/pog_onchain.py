@@ -43,6 +43,8 @@ from protocol.pog.messages import decode_commitment
 from verifier import VerifierError
 from verifier.cc_attestation import NvAttester
 from verifier.chain import VerifierChain
+from protocol.pog.profiles import lookup
+from protocol.pog.residency import FillParams
 from verifier.pog_checker import GpuClaim, PogChecker, RoundVerdict
 from verifier.watch import answer_events
 
@@ -66,6 +68,12 @@ class ProverLink(Protocol):
         request block's hash) and returns its commitment message."""
 
     def answer(self, round_id: int, randomness: bytes, k: int) -> bytes: ...
+
+    def fill(self, round_id: int, shapes: Sequence[FillParams]) -> bytes:
+        """Has every device build its residency fill (one shape per GPU); the fill roots."""
+
+    def probe(self, round_id: int, randomness: bytes, q: int) -> bytes:
+        """The probe answers of every device for the revealed randomness."""
 
 
 class ProverUnreachable(VerifierError):
@@ -116,6 +124,9 @@ class OnchainPog:
     answer_window_s: float = 60.0
     poll_s: float = 0.2
     attester: NvAttester | None = None  # None: NvAttester() (this interpreter's SDK, if any)
+    # None: rounds of two or more GPUs of a class get that class's residency fill; a shape here
+    # is given to every claimed GPU of every round (tests, small fills on CPUs).
+    fill: FillParams | None = None
 
     def __post_init__(self) -> None:
         self.pog = self.chain.contract("ProofOfGpu")
@@ -146,6 +157,8 @@ class OnchainPog:
             self._seed_fixed(round_id, fix_tx, seed)
             self._wait_committed(round_id)
             self._check_roots_on_chain(round_id, message, len(claims))
+            if any(c.fill is not None for c in claims):
+                self._residency(checker, round_id, claims)
             randomness = os.urandom(32)  # the verifier's secret, revealed only now
             checker.reveal(randomness)
             verdict = checker.judge(self.link.answer(round_id, randomness, self.k))
@@ -161,8 +174,15 @@ class OnchainPog:
         self.chain.send(self.pog.functions.attest(
             round_id, int(verdict.seed_to_root_s * 1000), _bytes32(gpu_class),
             int(best.tflops * 1000), not failed))
+        # A wrong fill block is the verifier's to judge (the contract knows no fills): the round
+        # is attested failed, and only wrong matmul work is taken on-chain.
+        failed = [g.gpu_index for g in verdict.gpus if not g.passed and not g.fill_failed]
         if failed:
             return self._escalate(provider, round_id, verdict, failed)
+        if not verdict.passed:
+            logger.warning("PoG round %s for %s failed its residency probe: %s", round_id, provider,
+                           "; ".join(f"GPU {g.gpu_index}: {g.failure}" for g in verdict.gpus if g.failure))
+            return RoundOutcome(provider, round_id, verdict, ())
         logger.info("PoG round %s for %s passed: class %s", round_id, provider, gpu_class)
         return RoundOutcome(provider, round_id, verdict, ())
 
@@ -222,7 +242,24 @@ class OnchainPog:
         if not registered.registeredAt:
             raise VerifierError(f"provider {provider} is not registered")
         model = registered.gpuModel.rstrip(b"\0").decode(errors="replace")
-        return [PogChecker.claim(uuid, model, self.n, self.dtype) for uuid in registered.uuidHashes]
+        fill = self.fill
+        if fill is None and len(registered.uuidHashes) > 1:  # one device needs no residency
+            profile = lookup(model)
+            fill = None if profile is None or profile.is_cpu else PogChecker.fill_for(model)
+        return [PogChecker.claim(uuid, model, self.n, self.dtype, fill=fill)
+                for uuid in registered.uuidHashes]
+
+    def _residency(self, checker: PogChecker, round_id: int, claims: Sequence[GpuClaim]) -> None:
+        """Every device's fill root, then the concurrent probe; a prover that cannot take part
+        (no fill, no answer) has no device resident, its matmul work still judged."""
+        try:
+            checker.receive_fills(self.link.fill(round_id, [c.fill for c in claims if c.fill]))
+            randomness = os.urandom(32)
+            checker.probe(randomness)  # the probe's clock starts
+            checker.judge_probes(self.link.probe(round_id, randomness, checker.probes))
+        except ProverUnreachable as exc:
+            logger.warning("PoG round %s: residency probe not answered: %s", round_id, exc)
+            checker.skip_residency(str(exc))
 
     def _seed_fixed(self, round_id: int, fix_tx: bytes, seed: bytes) -> None:
         """Our fixSeed is mined and fixed the seed we timed from (else the round is ours to lose)."""

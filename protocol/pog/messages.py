@@ -24,6 +24,7 @@ from protocol.pog.identity import (
     identity_from_json,
     identity_to_json,
 )
+from protocol.pog.residency import BLOCK_BYTES, PARENTS, BlockOpening, FillParams, ProbeAnswer
 from protocol.pog.workload import check_n
 
 MAX_GPUS = 64
@@ -31,6 +32,10 @@ MAX_ANSWERS_PER_GPU = 1024
 _HASH_HEX = 2 + 64
 # One answer: index, 256 data bytes, up to MAX_PROOF_DEPTH siblings, with JSON punctuation.
 _ANSWER_BYTES = 64 + (2 + 2 * CHUNK_BYTES) + MAX_PROOF_DEPTH * (_HASH_HEX + 4)
+# One opened fill block: index, 32 bytes, up to MAX_PROOF_DEPTH siblings; a probe opens the
+# block and its PARENTS parents.
+_OPENING_BYTES = 64 + _HASH_HEX + MAX_PROOF_DEPTH * (_HASH_HEX + 4)
+_PROBE_BYTES = 32 + (1 + PARENTS) * _OPENING_BYTES
 
 T = TypeVar("T")
 
@@ -100,6 +105,39 @@ class RoundAnswers:
     gpus: tuple[GpuAnswers, ...]
 
 
+@dataclass(frozen=True)
+class FillRoot:
+    """A device's residency fill root, with the shape it was built to (the verifier's)."""
+
+    gpu_index: int
+    lanes: int
+    steps: int
+    iterations: int
+    root: bytes
+
+    @property
+    def params(self) -> FillParams:
+        return FillParams(self.lanes, self.steps, self.iterations)
+
+
+@dataclass(frozen=True)
+class RoundFills:
+    round_seed: bytes
+    gpus: tuple[FillRoot, ...]
+
+
+@dataclass(frozen=True)
+class GpuProbes:
+    gpu_index: int
+    probes: tuple[ProbeAnswer, ...]
+
+
+@dataclass(frozen=True)
+class RoundProbes:
+    round_seed: bytes
+    gpus: tuple[GpuProbes, ...]
+
+
 def max_answers_bytes(gpu_count: int, k: int) -> int:
     """Size limit for an answers message of `gpu_count` GPUs with k chunks each."""
     return 256 + gpu_count * (64 + k * _ANSWER_BYTES + IDENTITY_JSON_BYTES + EVIDENCE_JSON_BYTES)
@@ -107,6 +145,11 @@ def max_answers_bytes(gpu_count: int, k: int) -> int:
 
 def max_commitment_bytes(gpu_count: int) -> int:
     return 256 + gpu_count * 320
+
+
+def max_probes_bytes(gpu_count: int, q: int) -> int:
+    """Size limit for a probe answers message of `gpu_count` devices with q probes each."""
+    return 256 + gpu_count * (64 + q * _PROBE_BYTES)
 
 
 def _hex(value: bytes) -> str:
@@ -136,6 +179,28 @@ def encode_answers(answers: RoundAnswers) -> bytes:
     return json.dumps({"round_seed": _hex(answers.round_seed),
                        "gpus": [_gpu_answers_json(g) for g in answers.gpus]},
                       separators=(",", ":")).encode()
+
+
+def encode_fills(fills: RoundFills) -> bytes:
+    return json.dumps({
+        "round_seed": _hex(fills.round_seed),
+        "gpus": [{"gpu_index": f.gpu_index, "lanes": f.lanes, "steps": f.steps,
+                  "iterations": f.iterations, "root": _hex(f.root)} for f in fills.gpus],
+    }, separators=(",", ":")).encode()
+
+
+def _opening(o: BlockOpening) -> dict[str, Any]:
+    return {"index": o.index, "block": _hex(o.block), "siblings": [_hex(s) for s in o.siblings]}
+
+
+def encode_probes(probes: RoundProbes) -> bytes:
+    return json.dumps({
+        "round_seed": _hex(probes.round_seed),
+        "gpus": [{"gpu_index": g.gpu_index,
+                  "probes": [{**_opening(p.opening), "parents": [_opening(o) for o in p.parents]}
+                             for p in g.probes]}
+                 for g in probes.gpus],
+    }, separators=(",", ":")).encode()
 
 
 def _load(raw: bytes, limit: int, what: str) -> dict[str, Any]:
@@ -225,3 +290,42 @@ def decode_answers(raw: bytes, gpu_count: int, k: int) -> RoundAnswers:
             raise MalformedMessage(what, str(err)) from err
         gpus.append(GpuAnswers(_uint(item, "gpu_index", what), tuple(answers), identity, evidence))
     return RoundAnswers(_bytes(obj, "round_seed", 32, what), tuple(gpus))
+
+
+def decode_fills(raw: bytes, gpu_count: int) -> RoundFills:
+    """Parse the fill roots of a round of `gpu_count` devices (size-limited before parsing)."""
+    what = "fill roots"
+    obj = _load(raw, max_commitment_bytes(gpu_count), what)
+    gpus = []
+    for item in _list(obj, "gpus", min(gpu_count, MAX_GPUS), what):
+        fill = FillRoot(_uint(item, "gpu_index", what), _uint(item, "lanes", what),
+                        _uint(item, "steps", what), _uint(item, "iterations", what),
+                        _bytes(item, "root", 32, what))
+        try:
+            fill.params  # noqa: B018  shape checks (powers of two, sizes) raise here
+        except ProtocolError as err:
+            raise MalformedMessage(what, str(err)) from err
+        gpus.append(fill)
+    return RoundFills(_bytes(obj, "round_seed", 32, what), tuple(gpus))
+
+
+def _decode_opening(obj: Any, what: str) -> BlockOpening:
+    siblings = tuple(_bytes({"s": s}, "s", 32, what)
+                     for s in _list(obj, "siblings", MAX_PROOF_DEPTH, what))
+    return BlockOpening(_uint(obj, "index", what), _bytes(obj, "block", BLOCK_BYTES, what),
+                        siblings)
+
+
+def decode_probes(raw: bytes, gpu_count: int, q: int) -> RoundProbes:
+    """Parse probe answers for `gpu_count` devices with q probes each (size-limited first)."""
+    what = "probe answers"
+    obj = _load(raw, max_probes_bytes(gpu_count, q), what)
+    gpus = []
+    for item in _list(obj, "gpus", min(gpu_count, MAX_GPUS), what):
+        probes = []
+        for probe in _list(item, "probes", min(q, MAX_ANSWERS_PER_GPU), what):
+            parents = tuple(_decode_opening(p, what)
+                            for p in _list(probe, "parents", PARENTS, what))
+            probes.append(ProbeAnswer(_decode_opening(probe, what), parents))
+        gpus.append(GpuProbes(_uint(item, "gpu_index", what), tuple(probes)))
+    return RoundProbes(_bytes(obj, "round_seed", 32, what), tuple(gpus))

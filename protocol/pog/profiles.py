@@ -1,21 +1,20 @@
-"""GPU classes for Proof of GPU: what each class can reach, and what a measurement proves.
+"""GPU classes for Proof of GPU: what each class can reach, and what a round proves.
 
 The verifier, never the prover, picks n from the claimed class (`n_for`) and measures the rate
-r = 2 n^3 / (seed-to-root time) of every claimed GPU of a round. `identify` then answers two
-questions (docs/PROTOCOL.md, "PoG class identification"):
+r = 2 n^3 / (seed-to-root time) of every claimed GPU of a round; it then probes every device's
+residency fill at once (protocol/pog/residency.py). `identify` answers (docs/PROTOCOL.md, "PoG
+class identification"):
 
-1. Is r consistent with the claim? It must lie in the class's band: at least `min_efficiency`
-   of the class's peak in the round's dtype (an honest prover of that dtype is not slower), at
-   most the class's *exact ceiling* (no device of the class is faster, whatever it computes in).
-   Outside the band the round fails (`ClassRejected`).
-2. Does r prove the class? Only if no setup with fewer devices of the class could have
-   produced it. `gpu_count` claimed GPUs of class X delivered gpu_count * r in total; the class
-   is named only if gpu_count - 1 devices of X at their exact ceiling, together with the fastest
-   CPU server at `CPU_EXACT_CEILING`, fall short of that total. This covers at once one GPU
-   computing two GPUs' matrices one after the other, G-1 GPUs splitting G workloads, a CPU
-   posing as a GPU (G = 1: r must exceed the server's ceiling) and a GPU with a CPU server
-   posing as two. Otherwise the work still counts (it was checked exactly) but the verdict is
-   "unidentified", never the class.
+1. Is r consistent with the claim? It must lie in the class's band: at least `HONEST_FLOOR` of
+   the class's peak in the round's dtype (an honest device of the class is not slower end to
+   end), at most the class's *exact ceiling* (no device of the class is faster, whatever it
+   computes in). Outside the band the round fails (`ClassRejected`).
+2. How many devices does the round prove? Memory counts them, not time: the devices whose fills
+   answered the concurrent probe in time (`resident`), since a device holds one fill of its
+   class and a fill cannot be regenerated within the deadline. A round of one device needs no
+   probe. The class is named only for a round whose total rate G r is beyond the fastest CPU
+   server (`CPU_EXACT_CEILING`): below it a server with enough RAM could have done it all.
+   Otherwise the work still counts (it was checked exactly) but the verdict is "unidentified".
 
 Why an exact ceiling and not the dtype's peak: PoG entries are 4-bit integers in [-8, 8) and C
 is exact in int32, so a prover may multiply in any arithmetic that holds them (int4, int8, fp16,
@@ -40,6 +39,12 @@ DTYPES = ("int8", "fp16", "bf16", "fp32")
 GIB = 1 << 30
 # A, Bt (1 byte each in int8, 2 in fp16/bf16, 4 in fp32) and C (4 bytes) resident on the device.
 BYTES_PER_ENTRY = {"int8": 6, "fp16": 8, "bf16": 8, "fp32": 12}
+# The honest floor: the lowest matmul rate, as a share of the class's peak in the round's dtype,
+# that an honest device of the class shows end to end (generation, hashing and committing
+# included; an H100's int8 multiply at n = 59776 takes about 0.3 s). It only decides
+# "consistent or not"; devices are counted by residency. Not calibrated on a GPU yet: a real
+# GPU run's `unchained pog run` / `unchained bench --only gpu` sets it, here, in one line.
+HONEST_FLOOR = 0.30
 
 # What the fastest CPU boxes reach per arithmetic, dense peak in TFLOPS/TOPS, two sockets:
 # - int8: Intel Xeon 6980P (Granite Rapids, 128 cores), AMX: 2048 int8 ops per cycle per core
@@ -69,17 +74,15 @@ class GpuProfile:
     fp16_tflops: float
     bf16_tflops: float
     fp32_tflops: float
-    memory_gib: float
+    memory_gib: float  # nominal (physical) memory: all an attacker's device can hold
     int8_tops: float = 0.0
     int4_tops: float = 0.0  # 0: no int4 tensor cores (Hopper)
     tolerance: float = 0.10  # boost clocks above the datasheet
-    # The honest floor relative to the dtype's peak. It only decides "consistent or not", not the
-    # class: identification rests on the exact ceiling (module docstring), so the floor can stay
-    # low enough for the PoG commitment's overhead (hashing and generation are O(n^2) and weigh
-    # on the fastest GPUs: an H100's int8 multiply at n = 59776 takes about 0.3 s) without
-    # opening the 2-on-1 attack. Not calibrated on a GPU yet: `unchained pog run` on one says.
-    min_efficiency: float = 0.30
+    min_efficiency: float = HONEST_FLOOR
     is_cpu: bool = False
+    # What the driver lets a process allocate (torch's total_memory, ECC on where the class has
+    # it): the residency fill is sized from it (protocol/pog/residency.py).
+    usable_gib: float = 0.0
 
     def peak(self, dtype: str) -> float:
         if dtype not in DTYPES:
@@ -103,31 +106,33 @@ class GpuProfile:
 
 # Order matters for name matching: the first pattern that matches a device name wins.
 PROFILES: tuple[GpuProfile, ...] = (
-    GpuProfile("H100 SXM", r"H100.*(SXM|HBM3)", 989.4, 989.4, 66.9, 80, 1978.9),
-    GpuProfile("H100 PCIe", r"H100", 756.0, 756.0, 51.2, 80, 1513.0),
-    GpuProfile("H200", r"H200", 989.4, 989.4, 66.9, 141, 1978.9),
-    GpuProfile("A100 80GB", r"A100.*80\s*GB", 312.0, 312.0, 19.5, 80, 624.0, 1248.0),
-    GpuProfile("A100 40GB", r"A100", 312.0, 312.0, 19.5, 40, 624.0, 1248.0),
-    GpuProfile("L40S", r"L40S", 362.1, 362.1, 91.6, 48, 733.0, 1466.0),
-    GpuProfile("RTX 4090", r"RTX\s*4090", 165.2, 165.2, 82.6, 24, 660.6, 1321.2),
-    GpuProfile("RTX 3090", r"RTX\s*3090", 71.0, 71.0, 35.6, 24, 284.0, 568.0),
-    GpuProfile("A10", r"\bA10(?![0-9])", 125.0, 125.0, 31.2, 24, 250.0, 500.0),
+    GpuProfile("H100 SXM", r"H100.*(SXM|HBM3)", 989.4, 989.4, 66.9, 80, 1978.9, usable_gib=79.1),
+    GpuProfile("H100 PCIe", r"H100", 756.0, 756.0, 51.2, 80, 1513.0, usable_gib=79.1),
+    GpuProfile("H200", r"H200", 989.4, 989.4, 66.9, 141, 1978.9, usable_gib=139.0),
+    GpuProfile("A100 80GB", r"A100.*80\s*GB", 312.0, 312.0, 19.5, 80, 624.0, 1248.0,
+               usable_gib=79.1),
+    GpuProfile("A100 40GB", r"A100", 312.0, 312.0, 19.5, 40, 624.0, 1248.0, usable_gib=39.4),
+    GpuProfile("L40S", r"L40S", 362.1, 362.1, 91.6, 48, 733.0, 1466.0, usable_gib=44.3),
+    GpuProfile("RTX 4090", r"RTX\s*4090", 165.2, 165.2, 82.6, 24, 660.6, 1321.2, usable_gib=23.5),
+    GpuProfile("RTX 3090", r"RTX\s*3090", 71.0, 71.0, 35.6, 24, 284.0, 568.0, usable_gib=23.5),
+    GpuProfile("A10", r"\bA10(?![0-9])", 125.0, 125.0, 31.2, 24, 250.0, 500.0, usable_gib=22.0),
     # Turing has no bf16 tensor cores: torch emulates it far below the fp16 rate.
-    GpuProfile("T4", r"\bT4\b", 65.0, 8.1, 8.1, 16, 130.0, 260.0),
+    GpuProfile("T4", r"\bT4\b", 65.0, 8.1, 8.1, 16, 130.0, 260.0, usable_gib=14.6),
     # A CPU is its own class: any honest rate up to the fastest servers' ceiling, small n.
     GpuProfile("CPU", r"^cpu", CPU_CEILING_TOPS["fp16"], CPU_CEILING_TOPS["bf16"],
                CPU_CEILING_TOPS["fp32"], 0.25, CPU_CEILING_TOPS["int8"], tolerance=0.0,
-               min_efficiency=0.0, is_cpu=True),
+               min_efficiency=0.0, is_cpu=True, usable_gib=0.25),
 )
 
 
 @dataclass(frozen=True)
 class Identification:
-    """What a measurement of `gpu_count` claimed GPUs shows about one of them.
+    """What a round of `gpu_count` claimed GPUs shows about one of them.
 
     `profile` is the class the rate is consistent with; `gpu_class` is its name only when the
-    rate also proves it (`reason` says why not otherwise). `proven_devices` is the fewest
-    devices of the class that could have delivered the round's total rate.
+    round also proves the devices (`reason` says why not otherwise). `proven_devices` is how
+    many devices of the class the round proves: those whose fills answered in time, none when a
+    CPU server could have delivered the round's total rate.
     """
 
     profile: GpuProfile
@@ -148,27 +153,41 @@ def lookup(name: str) -> GpuProfile | None:
     return None
 
 
-def proven_devices(profile: GpuProfile, measured_tflops: float, gpu_count: int) -> int:
-    """The fewest devices of `profile` that, beside the fastest CPU server, deliver the round.
-
-    The work of G claimed GPUs divides freely (rows of C), so the round's total G * r is
-    explained by a CPU server at its ceiling plus as few devices of the class at theirs as
-    cover the rest; 0 when the server alone could. A small epsilon keeps an exact multiple
-    from rounding up."""
-    rest = gpu_count * measured_tflops - CPU_EXACT_CEILING
-    return max(0, math.ceil(rest / profile.ceiling - 1e-9))
+def _counted(gpu_count: int, resident: int | None) -> int:
+    """Devices memory counts: those whose fills answered in time; a round without a residency
+    probe counts one device at most (time alone cannot tell one device from several)."""
+    return min(gpu_count, 1) if resident is None else resident
 
 
-def identify(name: str, measured_tflops: float, dtype: str, gpu_count: int = 1) -> Identification:
-    """The class a measurement is consistent with and whether it proves it, or `ClassRejected`.
+def proven_devices(profile: GpuProfile, measured_tflops: float, gpu_count: int,
+                   resident: int | None = None) -> int:
+    """How many devices of `profile` a round proves: the resident ones, or none when the
+    round's total G * r is within the fastest CPU server's reach (a server with the RAM for
+    the fills could have done the whole round)."""
+    if profile.is_cpu:
+        return gpu_count
+    if gpu_count * measured_tflops <= CPU_EXACT_CEILING:
+        return 0
+    return _counted(gpu_count, resident)
 
-    A known name must fit its own class's band. An unknown name gets the weakest class whose
-    band holds the measurement, so nobody is credited above what was measured.
+
+def identify(name: str, measured_tflops: float, dtype: str, gpu_count: int = 1,
+             resident: int | None = None) -> Identification:
+    """The class a measurement is consistent with and whether the round proves it, or
+    `ClassRejected`.
+
+    `resident` is the number of claimed devices whose residency fills answered the concurrent
+    probe in time (None: no probe was run). A known name must fit its own class's band. An
+    unknown name gets the weakest class whose band holds the measurement, so nobody is
+    credited above what was measured.
     """
     if not math.isfinite(measured_tflops) or measured_tflops < 0:
         raise ClassRejected(name, measured_tflops, dtype, "not a valid measurement")
-    if not isinstance(gpu_count, int) or gpu_count < 1:
+    if not isinstance(gpu_count, int) or isinstance(gpu_count, bool) or gpu_count < 1:
         raise InvalidParameter("gpu_count", gpu_count, "must be a positive integer")
+    if resident is not None and (not isinstance(resident, int) or isinstance(resident, bool)
+                                 or not 0 <= resident <= gpu_count):
+        raise InvalidParameter("resident", resident, f"must be an integer in [0, {gpu_count}]")
     claimed = lookup(name)
     if claimed is not None:
         low, high = claimed.band(dtype)
@@ -183,31 +202,34 @@ def identify(name: str, measured_tflops: float, dtype: str, gpu_count: int = 1) 
         if not fits:
             raise ClassRejected(name, measured_tflops, dtype, "no class within tolerance")
         profile = min(fits, key=lambda p: p.ceiling)
-    return _proves(profile, measured_tflops, gpu_count)
+    return _proves(profile, measured_tflops, gpu_count, resident)
 
 
-def _proves(profile: GpuProfile, measured: float, gpu_count: int) -> Identification:
+def _proves(profile: GpuProfile, measured: float, gpu_count: int,
+            resident: int | None) -> Identification:
     if profile.is_cpu:  # nobody gains by posing as a CPU; count as many as claimed
         return Identification(profile, True, gpu_count)
-    devices = proven_devices(profile, measured, gpu_count)
+    devices = proven_devices(profile, measured, gpu_count, resident)
     if devices >= gpu_count:
         return Identification(profile, True, gpu_count)
     total = gpu_count * measured
-    if devices == 0:
+    if total <= CPU_EXACT_CEILING:
         return Identification(profile, False, 0, (
             f"{total:.1f} TFLOPS in all is within a CPU server's reach "
             f"({CPU_EXACT_CEILING:.1f}, AMX int8)"))
+    if resident is None:
+        return Identification(profile, False, devices, (
+            f"{gpu_count} devices claimed without a residency probe: time alone proves one"))
     return Identification(profile, False, devices, (
-        f"{gpu_count} x {measured:.1f} TFLOPS fits {devices} {profile.name} device(s) at their "
-        f"ceiling of {profile.ceiling:.1f} (fastest exact arithmetic) beside a CPU server"))
+        f"{devices} of {gpu_count} residency fills answered the probe in time"))
 
 
 def identifiable_floor(profile: GpuProfile, gpu_count: int = 1) -> float:
-    """The rate per GPU above which a round of `gpu_count` GPUs of `profile` names the class:
-    G-1 devices of it and a CPU server, each at its ceiling, fall short of G times it."""
+    """The rate per GPU above which a round of `gpu_count` resident GPUs of `profile` names the
+    class: their total is beyond the fastest CPU server (the band's floor applies as well)."""
     if profile.is_cpu:
         return 0.0
-    return (profile.ceiling * (gpu_count - 1) + CPU_EXACT_CEILING) / gpu_count
+    return CPU_EXACT_CEILING / gpu_count
 
 
 def n_for(profile: GpuProfile, dtype: str = "int8", memory_share: float = 0.25) -> int:

@@ -1,9 +1,10 @@
-"""Class identification: what a measured rate proves (protocol/pog/profiles.py).
+"""Class identification: what a round proves (protocol/pog/profiles.py).
 
-A rate is consistent with a class when it lies in the class's band; it names the class only
-when neither fewer devices of the class (at their fastest exact arithmetic) nor a CPU server
-could have delivered the round's total. These are the rules' bounds checked over every class,
-dtype and GPU count; tests/verifier/test_pog_checker.py plays the attacks through real rounds.
+A rate is consistent with a class when it lies in the class's band; the round names the class
+for its G claimed devices only when all G residency fills answered the concurrent probe (memory
+counts devices, time cannot) and the round's total is beyond a CPU server. These are the rule's
+bounds checked over every class, dtype and GPU count; tests/verifier/test_pog_checker.py and
+tests/verifier/test_pog_residency_round.py play the attacks through real rounds.
 """
 
 import pytest
@@ -13,6 +14,7 @@ from protocol.pog.profiles import (
     CPU_CEILING_TOPS,
     CPU_EXACT_CEILING,
     DTYPES,
+    HONEST_FLOOR,
     PROFILES,
     identifiable_floor,
     identify,
@@ -82,33 +84,43 @@ def test_cpu_at_its_ceiling_in_every_dtype_is_not_a_t4(dtype):
 
 def test_weak_classes_are_never_identifiable_against_a_cpu_server():
     # No T4, A10 or RTX 3090 box of up to 3 GPUs on the int8 path torch offers out-computes a
-    # two-socket AMX server (or shows its GPU count): such boxes pass "unidentified".
+    # two-socket AMX server, which could hold their fills in RAM: such boxes pass "unidentified".
     for name in ("Tesla T4", "NVIDIA A10", "NVIDIA GeForce RTX 3090"):
         profile = lookup(name)
         for gpu_count in (1, 2, 3):
             assert identifiable_floor(profile, gpu_count) > profile.int8_tops * 1.1, name
 
 
-def test_h100s_in_int8_are_identified_and_counted_only_above_what_fewer_could_do():
+def test_one_h100_is_named_above_a_cpu_server_without_a_probe():
     peak = lookup(H100).int8_tops
     found = identify(H100, 0.7 * peak, "int8")  # 1385 TOPS: beyond any two-socket CPU server
     assert found.gpu_class == "H100 SXM" and found.proven_devices == 1
-    # Two: each must show more than (one H100 at its ceiling + a CPU server) / 2 = 1613 TOPS.
-    found = identify(H100, 0.7 * peak, "int8", 2)
-    assert not found.identified and found.proven_devices == 1
-    assert "1 H100 SXM device(s)" in found.reason and "CPU server" in found.reason
-    found = identify(H100, 0.85 * peak, "int8", 2)
-    assert found.gpu_class == "H100 SXM" and found.proven_devices == 2
-    # Three or more at 85%: timing shows throughput, not devices.
-    found = identify(H100, 0.85 * peak, "int8", 3)
-    assert not found.identified and found.proven_devices == 2
+    found = identify(H100, 0.5 * peak, "int8")  # 989 TOPS: a server at its AMX peak could
+    assert found.gpu_class is None and "CPU server" in found.reason
 
 
-def test_one_h100_and_a_cpu_server_posing_as_two_h100s_is_not_identified():
-    h100 = lookup(H100)
-    rate = (h100.ceiling + CPU_EXACT_CEILING) / 2  # both at their ceilings, work shared
-    found = identify(H100, rate, "int8", 2)
+def test_devices_are_counted_by_their_resident_fills_not_by_speed():
+    # Before: two H100s needed 81% of the int8 peak each and eight more than the peak, so an
+    # 8-GPU server was never named. Now any rate in the band counts, and memory counts devices.
+    peak = lookup(H100).int8_tops
+    for gpu_count in (2, 4, 8):
+        found = identify(H100, 0.35 * peak, "int8", gpu_count, resident=gpu_count)
+        assert found.gpu_class == "H100 SXM" and found.proven_devices == gpu_count
+    found = identify(H100, 0.9 * peak, "int8", 2, resident=1)
     assert not found.identified and found.proven_devices == 1
+    assert found.reason == "1 of 2 residency fills answered the probe in time"
+    # Without a probe, time alone proves one device, however fast each claimed GPU looks.
+    found = identify(H100, peak, "int8", 2)
+    assert not found.identified and found.proven_devices == 1
+    assert "without a residency probe" in found.reason
+
+
+def test_a_rate_below_the_honest_floor_fails_and_the_floor_is_one_constant():
+    for profile in GPUS:
+        for dtype in DTYPES:
+            assert profile.band(dtype)[0] == pytest.approx(HONEST_FLOOR * profile.peak(dtype))
+    with pytest.raises(ClassRejected):
+        identify(H100, 0.99 * HONEST_FLOOR * lookup(H100).int8_tops, "int8", 2, resident=2)
 
 
 def test_h100_in_fp16_is_consistent_but_not_identified():
@@ -122,19 +134,20 @@ def test_identifiable_floor_is_the_boundary(profile):
     for gpu_count in (1, 2, 3, 8):
         floor = identifiable_floor(profile, gpu_count)
         for rate, expected in ((floor * 1.001, True), (floor, False)):
-            if rate > profile.ceiling:
+            low, high = profile.band("int8")
+            if not low <= rate <= high:
                 continue
-            found = identify(name_of(profile), rate, "int8", gpu_count)
+            found = identify(name_of(profile), rate, "int8", gpu_count, resident=gpu_count)
             assert found.identified is expected, (profile.name, gpu_count, rate)
 
 
-def test_proven_devices_leaves_what_a_cpu_server_does_and_divides_the_rest():
+def test_proven_devices_are_the_resident_ones_beyond_a_cpu_server():
     h100 = lookup(H100)
-    assert proven_devices(h100, h100.ceiling, 4) == 4
-    assert proven_devices(h100, (3 * h100.ceiling + CPU_EXACT_CEILING) / 4, 4) == 3
-    assert proven_devices(h100, h100.ceiling / 2, 2) == 1
-    assert proven_devices(h100, CPU_EXACT_CEILING, 1) == 0
-    assert proven_devices(h100, 0.0, 3) == 0
+    assert proven_devices(h100, 1000.0, 4, resident=4) == 4
+    assert proven_devices(h100, 1000.0, 4, resident=3) == 3
+    assert proven_devices(h100, 1000.0, 4) == 1
+    assert proven_devices(h100, CPU_EXACT_CEILING, 1, resident=1) == 0
+    assert proven_devices(h100, 0.0, 3, resident=3) == 0
 
 
 def test_the_cpu_class_names_itself_at_any_honest_rate():
@@ -146,6 +159,9 @@ def test_the_cpu_class_names_itself_at_any_honest_rate():
         identify("cpu x86_64", CPU_EXACT_CEILING * 1.01, "fp32")
 
 
-def test_bad_gpu_count_is_refused():
+def test_bad_gpu_count_or_resident_count_is_refused():
     with pytest.raises(InvalidParameter):
         identify(H100, 1000.0, "int8", 0)
+    for resident in (-1, 3, True, 1.0):
+        with pytest.raises(InvalidParameter, match="resident"):
+            identify(H100, 1000.0, "int8", 2, resident=resident)

@@ -77,6 +77,39 @@ def test_agent_answers_the_verifiers_secret_off_chain_with_checkable_chunks(sett
     check_chunks(gpu_seed(seed, 0, uuid), N, root, [(a.index, a.data, a.siblings) for a in got])
 
 
+def test_agent_builds_the_verifiers_fills_and_answers_the_probe(settings_for, market):
+    from protocol.pog import decode_fills, decode_probes
+    from protocol.pog.residency import FillParams, check_probes, probe_indices
+    from protocol.pog.workload import gpu_seed
+
+    agent = Agent.build(settings_for())
+    agent.register()
+    s = market.session
+    pog = s.contract("ProofOfGpu")
+    s.send(s.contract("Staking").functions.stake(), market.verifier, value=2 * ETH)
+    round_id, round_secret = _request(s, pog, market)
+    agent.pog.compute(round_id, round_secret.hex())
+    with pytest.raises(PogRoundError, match="no fills held"):
+        agent.pog.probe(round_id, "0x" + bytes(32).hex(), 32)
+    for shapes, reason in (([[12, 16, 1]], "bad fill shape"), ([[16, 16, 1]] * 2, "2 fill shapes"),
+                           ([["x", 16, 1]], "bad fill shape")):
+        with pytest.raises(PogRoundError, match=reason):
+            agent.pog.fill(round_id, shapes)
+    fills = decode_fills(agent.pog.fill(round_id, [[16, 16, 1]]).encode(), 1)
+    params = FillParams(16, 16, 1)
+    randomness = bytes(range(32))
+    with pytest.raises(PogRoundError, match="randomness"):
+        agent.pog.probe(round_id, "0x12", 32)
+    probes = decode_probes(agent.pog.probe(round_id, "0x" + randomness.hex(), 32).encode(), 1, 32)
+    seed = agent.pog._provers[round_id].round_seed
+    uuid = s.contract("ProviderRegistry").functions.uuidHashOf(market.provider, 0).call()
+    root = fills.gpus[0].root
+    check_probes(gpu_seed(seed, 0, uuid), params, root, probe_indices(randomness, root, params),
+                 probes.gpus[0].probes)
+    with pytest.raises(PogRoundError, match="no fills held"):  # freed after the one probe
+        agent.pog.probe(round_id, "0x" + randomness.hex(), 32)
+
+
 def _request(s, pog, market) -> tuple[int, bytes]:
     secret = os.urandom(32)
     s.send(pog.functions.requestRound(market.provider, N, pog_secret_hash(secret)), market.verifier)

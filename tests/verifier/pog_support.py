@@ -9,18 +9,26 @@ indices come from the randomness stored when it was opened.
 import threading
 import time
 
-from protocol.pog import challenge_indices, encode_answers, encode_commitment, pog_round_seed, pog_secret_hash
+from protocol.pog import (
+    challenge_indices,
+    encode_answers,
+    encode_commitment,
+    encode_fills,
+    encode_probes,
+    pog_round_seed,
+    pog_secret_hash,
+)
 from verifier.pog_onchain import ProverUnreachable
 
 ETH = 10**18
 WAIT_S = 60.0
 
 
-def register(s, account, uuid_hash):
+def register(s, account, *uuid_hashes):
     provider = s.accounts[account]
     s.send(s.contract("Staking").functions.stake(), provider, value=5 * ETH)
     s.send(s.contract("ProviderRegistry").functions.register(
-        b"CPU".ljust(32, b"\0"), [uuid_hash], 10**15, 10**12, "test://"), provider)
+        b"CPU".ljust(32, b"\0"), list(uuid_hashes), 10**15, 10**12, "test://"), provider)
     return provider
 
 
@@ -43,8 +51,9 @@ def wait_seed_fixed(s, round_id, timeout_s=WAIT_S):
 class HonestLink:
     """A provider running the real prover: message first, then its roots on-chain."""
 
-    def __init__(self, s, provider, prover, answers=True):
+    def __init__(self, s, provider, prover, answers=True, residency=None):
         self.s, self.provider, self.prover, self.answers = s, provider, prover, answers
+        self.residency = residency
         self.committed = threading.Event()
 
     def ready(self):
@@ -67,6 +76,15 @@ class HonestLink:
         if not self.answers:
             raise ProverUnreachable("provider went silent after committing")
         return encode_answers(self.prover.answer_round(randomness, k))
+
+    def fill(self, round_id, shapes):
+        """The residency fills, built by `self.residency` (a ResidencyProver over the same
+        devices) from the seed the matmul was computed for."""
+        params = dict(enumerate(shapes))
+        return encode_fills(self.residency.commit_fills(self.prover.round_seed, params))
+
+    def probe(self, round_id, randomness, q):
+        return encode_probes(self.residency.answer_probes(randomness, q))
 
 
 def challenge_indices_now(s, challenge_id):

@@ -17,10 +17,12 @@ from protocol.enums import ChallengeStatus
 from protocol.merkle import keccak256
 from provider_agent.gpus import cpu_device
 from provider_agent.pog_prover import PogProver
+from provider_agent.pog_residency import ResidencyProver
+from protocol.pog.residency import FillParams
 from devtools.cheats import SkippingProver
 from devtools.session import ChainSession
 from verifier.chain import VerifierChain
-from verifier.pog_onchain import ChallengeState, OnchainPog
+from verifier.pog_onchain import ChallengeState, OnchainPog, ProverUnreachable
 
 N = 128
 _accounts = itertools.count(1)
@@ -215,3 +217,58 @@ def test_follow_up_reports_a_dismissal_not_a_slash(market):
     assert verifier.follow_up(second) is ChallengeState.DISMISSED
     assert manager.functions.challenge(second).call().status == ChallengeStatus.DISMISSED
     assert verifier.follow_up(second) is ChallengeState.CLOSED
+
+
+FILL = FillParams(lanes=16, steps=16, iterations=1)
+
+
+def two_devices():
+    return [cpu_device(os.urandom(8).hex()) for _ in range(2)]
+
+
+def test_a_two_device_round_probes_both_fills_and_counts_them(market):
+    s, chain = market
+    box = two_devices()
+    provider = register(s, next(_accounts), *(d.uuid_hash for d in box))
+    link = HonestLink(s, provider, PogProver(box, dtype="fp32"), residency=ResidencyProver(box))
+    outcome = OnchainPog(chain, link, dtype="fp32", n=N, fill=FILL).run_round(provider)
+    assert outcome.passed and outcome.challenge_ids == ()
+    assert [(g.resident, g.proven_devices) for g in outcome.verdict.gpus] == [(True, 2)] * 2
+    assert outcome.verdict.probe_s is not None
+
+
+def test_a_prover_that_cannot_answer_the_probe_counts_no_device_and_is_not_challenged(market):
+    s, chain = market
+    box = two_devices()
+    provider = register(s, next(_accounts), *(d.uuid_hash for d in box))
+
+    class Silent(HonestLink):
+        def probe(self, round_id, randomness, q):
+            raise ProverUnreachable("no probe answers")
+
+    link = Silent(s, provider, PogProver(box, dtype="fp32"), residency=ResidencyProver(box))
+    outcome = OnchainPog(chain, link, dtype="fp32", n=N, fill=FILL).run_round(provider)
+    assert outcome.passed and outcome.challenge_ids == ()  # the matmul work was right
+    assert all(g.resident is False for g in outcome.verdict.gpus)
+
+
+def test_a_wrong_fill_block_fails_the_round_without_an_onchain_challenge(market):
+    # The contract knows no fills: a bad fill is the verifier's verdict (attested failed), and
+    # the matmul roots, which were right, are not challenged.
+    s, chain = market
+    box = two_devices()
+    provider = register(s, next(_accounts), *(d.uuid_hash for d in box))
+
+    class Tampered(HonestLink):
+        def probe(self, round_id, randomness, q):
+            raw = super().probe(round_id, randomness, q)
+            first = raw.index(b'"block":"0x') + len(b'"block":"0x')
+            flipped = b"1" if raw[first:first + 1] != b"1" else b"2"
+            return raw[:first] + flipped + raw[first + 1:]
+
+    link = Tampered(s, provider, PogProver(box, dtype="fp32"), residency=ResidencyProver(box))
+    outcome = OnchainPog(chain, link, dtype="fp32", n=N, fill=FILL).run_round(provider)
+    assert not outcome.passed and outcome.challenge_ids == ()
+    assert outcome.verdict.gpus[0].fill_failed and outcome.verdict.gpus[0].failure.startswith("residency")
+    pog_status = s.contract("ProviderRegistry").functions.pogStatusOf(provider).call()
+    assert not pog_status.passed
