@@ -115,12 +115,25 @@ def test_devices_are_counted_by_their_resident_fills_not_by_speed():
     assert "without a residency probe" in found.reason
 
 
-def test_a_rate_below_the_honest_floor_fails_and_the_floor_is_one_constant():
+def test_a_rate_below_the_honest_floor_passes_unidentified_and_the_floor_is_one_constant():
     for profile in GPUS:
         for dtype in DTYPES:
             assert profile.band(dtype)[0] == pytest.approx(HONEST_FLOOR * profile.peak(dtype))
-    with pytest.raises(ClassRejected):
-        identify(H100, 0.99 * HONEST_FLOOR * lookup(H100).int8_tops, "int8", 2, resident=2)
+    found = identify(H100, 0.99 * HONEST_FLOOR * lookup(H100).int8_tops, "int8", 2, resident=2)
+    assert not found.identified and found.proven_devices == 0 and "honest floor" in found.reason
+
+
+def test_an_honest_h200_hashing_slowly_is_never_failed():
+    # Measured on an H200 (docs/BENCHMARKS.md, 2026-12-04): torch's int8 multiply reaches 969
+    # TOPS, and with the eager torch keccak a round at n = 65536 spends about 27 s hashing, about
+    # 20 TOPS end to end. Before: ClassRejected, a failed round for correct work.
+    h200 = "NVIDIA H200"
+    seconds = 0.58 + 27.0
+    rate = 2 * 65536**3 / seconds / 1e12
+    found = identify(h200, rate, "int8")
+    assert not found.identified and "honest floor" in found.reason
+    # the time-sharer (one device, two claims) shows half of 969 per claim: below the floor too
+    assert not identify(h200, 969 / 2, "int8", 2, resident=2).identified
 
 
 def test_h100_in_fp16_is_consistent_but_not_identified():

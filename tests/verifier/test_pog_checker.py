@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from eth_utils import keccak
 
-from protocol.errors import ClassRejected, InvalidProof, WrongElement
+from protocol.errors import InvalidProof, WrongElement
 from protocol.pog.challenge import challenge_indices
 from protocol.pog.commitment import chunk_position, commit, encode, leaf_count
 from protocol.pog.messages import (
@@ -265,10 +265,12 @@ def test_commitment_for_another_seed_is_refused():
         play(WrongSeed(uuids(), honest_product))
 
 
-def test_measured_rate_below_the_claimed_class_is_rejected():
+def test_measured_rate_below_the_claimed_class_passes_without_the_class():
+    # A correct round that is slow for its claim is not a failure (an honest device must never
+    # fail for being slow end to end), and the claim earns nothing: no class is attested.
     verdict = play(PogProver([device("a")]), names=["NVIDIA GeForce RTX 4090"])
-    assert not verdict.passed
-    assert isinstance(verdict.gpus[0].error, ClassRejected)
+    assert verdict.passed
+    assert verdict.gpus[0].gpu_class is None and "honest floor" in verdict.gpus[0].unidentified
 
 
 def test_verifier_chooses_n_from_the_claimed_class():
