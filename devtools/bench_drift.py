@@ -26,12 +26,16 @@ Run: `python -m devtools.bench_drift [cpu] [cuda:0 ...]` (prints the table).
 from __future__ import annotations
 
 import copy
+import hashlib
 import os
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -154,15 +158,25 @@ def compare(reference: np.ndarray, other: np.ndarray) -> dict[str, Any]:
     }
 
 
+# A CPU that has no AVX-512 (ATen, MKL and oneDNN capped at AVX2, as they dispatch on such a host).
+AVX2_ONLY_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+# The kernels pinned to AVX2 on every host (protocol.inference.PINNED_KERNELS, held equal by the tests).
+PINNED_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+REFERENCE = "cpu t1 b32"
+SUBPROCESS_CONFIGS = {f"{REFERENCE} avx2-only cpu": AVX2_ONLY_ENV, f"{REFERENCE} pinned": PINNED_ENV}
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
 def _configs(devices: list[str]) -> tuple[list[Config], list[tuple[str, str]]]:
-    """The runs and the pairs compared (reference label, other label)."""
+    """The runs in this process and the pairs compared (reference label, other label)."""
     everything = os.cpu_count() or 1
-    configs = [Config("cpu t1 b32", "cpu"), Config("cpu t1 b32 again", "cpu"), Config("cpu t1 b1", "cpu", batch=1)]
-    pairs = [("cpu t1 b32", "cpu t1 b32 again"), ("cpu t1 b32", "cpu t1 b1")]
+    configs = [Config(REFERENCE, "cpu"), Config(f"{REFERENCE} again", "cpu"), Config("cpu t1 b1", "cpu", batch=1)]
+    pairs = [(REFERENCE, f"{REFERENCE} again"), (REFERENCE, "cpu t1 b1")]
     for threads in sorted({2, everything}):
         label = f"cpu t{threads} b32"
         configs.append(Config(label, "cpu", threads=threads))
-        pairs.append(("cpu t1 b32", label))
+        pairs.append((REFERENCE, label))
+    pairs += [(REFERENCE, label) for label in SUBPROCESS_CONFIGS]
     for device in devices:
         if device == "cpu":
             continue
@@ -170,35 +184,94 @@ def _configs(devices: list[str]) -> tuple[list[Config], list[tuple[str, str]]]:
             name = f"{device}{' strict' if strict else ''}"
             configs += [Config(f"{name} b32", device, strict=strict), Config(f"{name} b32 again", device, strict=strict),
                         Config(f"{name} b1", device, batch=1, strict=strict)]
-            pairs += [("cpu t1 b32", f"{name} b32"), (f"{name} b32", f"{name} b32 again"),
+            pairs += [(REFERENCE, f"{name} b32"), (f"{name} b32", f"{name} b32 again"),
                       (f"{name} b32", f"{name} b1")]
     return configs, pairs
+
+
+def dump_reference(path: str) -> None:
+    """Every model's outputs in every dtype the CPU runs, as REFERENCE runs them, into an .npz
+    (keys "model|dtype"): run in a child whose environment pins or caps the kernels, which
+    torch reads once, when it loads."""
+    outputs = {}
+    for model in MODELS:
+        module, items = build(model)
+        for dtype_name, dtype in DTYPES.items():
+            try:
+                outputs[f"{model.name}|{dtype_name}"] = run(module, items, dtype, Config(REFERENCE, "cpu"))
+            except (RuntimeError, NotImplementedError):
+                continue  # skipped in this process too, and reported there
+    np.savez(path, **outputs)  # type: ignore[arg-type]
+
+
+def _reference_in_child(env: dict[str, str]) -> dict[str, np.ndarray]:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = str(Path(tmp) / "outputs.npz")
+        child_env = {**os.environ, **env, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT),
+                                                                                       os.environ.get("PYTHONPATH")]))}
+        subprocess.run([sys.executable, "-c", "import sys; from devtools.bench_drift import dump_reference; "
+                        "dump_reference(sys.argv[1])", path], env=child_env, cwd=REPO_ROOT, check=True)
+        with np.load(path) as saved:
+            return {key: saved[key] for key in saved.files}
+
+
+def flippable(reference: np.ndarray, tolerance_ppm: int) -> float:
+    """The fraction of rows (last axis) whose argmax a cheat could move while every element stays
+    within `tolerance_ppm` of `reference`: the top two are within the sum of their allowances."""
+    rows = reference.reshape(-1, reference.shape[-1])
+    top2 = np.sort(rows, axis=-1)[:, -2:]
+    allowance = tolerance_ppm / 1e6 * np.maximum(1.0, np.abs(top2)).sum(axis=-1)
+    return float(np.mean(top2[:, 1] - top2[:, 0] <= allowance))
+
+
+def _digest(values: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(values).tobytes()).hexdigest()[:16]
 
 
 def measure_drift(devices: list[str]) -> dict[str, Any]:
     """Runs every model in every dtype the devices take under every config, and compares the
     pairs; see the module's docstring for the figures. The CPU always runs (it is the
-    reference); `devices` adds others such as "cuda:0"."""
+    reference); `devices` adds others such as "cuda:0". Also: each lower precision against
+    fp32 on the same device (a provider that runs a cheaper dtype than the model's), the rows
+    of each fp32 model a cheat could flip within each tolerance, and digests of the
+    reference's and the pinned mode's outputs (to compare across machines)."""
     # cuBLAS reads this when its first handle is made: the strict mode's matmuls are then
     # deterministic (a process that has already used cuBLAS keeps its own setting).
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     started = time.monotonic()
     configs, pairs = _configs(devices)
+    in_children = {label: _reference_in_child(env) for label, env in SUBPROCESS_CONFIGS.items()}
     rows: list[dict[str, Any]] = []
+    downcasts: list[dict[str, Any]] = []
+    flips: list[dict[str, Any]] = []
+    digests: dict[str, dict[str, str]] = {REFERENCE: {}, f"{REFERENCE} pinned": {}}
     skipped: list[str] = []
     for model in MODELS:
         module, items = build(model)
+        outputs: dict[tuple[str, str], np.ndarray] = {}
         for dtype_name, dtype in DTYPES.items():
-            outputs: dict[str, np.ndarray] = {}
             for config in configs:
                 try:
-                    outputs[config.label] = run(module, items, dtype, config)
+                    outputs[dtype_name, config.label] = run(module, items, dtype, config)
                 except (RuntimeError, NotImplementedError) as exc:  # a dtype the device does not run
                     skipped.append(f"{model.name} {dtype_name} {config.label}: {str(exc).splitlines()[0][:120]}")
+            for label, saved in in_children.items():
+                if f"{model.name}|{dtype_name}" in saved:
+                    outputs[dtype_name, label] = saved[f"{model.name}|{dtype_name}"]
             for reference, other in pairs:
-                if reference in outputs and other in outputs:
+                if (dtype_name, reference) in outputs and (dtype_name, other) in outputs:
                     rows.append({"model": model.name, "dtype": dtype_name, "reference": reference, "other": other,
-                                 **compare(outputs[reference], outputs[other])})
+                                 **compare(outputs[dtype_name, reference], outputs[dtype_name, other])})
+            for label in digests:
+                if (dtype_name, label) in outputs:
+                    digests[label][f"{model.name}|{dtype_name}"] = _digest(outputs[dtype_name, label])
+        for label in [c.label for c in configs if c.label.endswith(" b32") and "again" not in c.label]:
+            for low in ("fp16", "bf16"):
+                if ("fp32", label) in outputs and (low, label) in outputs:
+                    downcasts.append({"model": model.name, "dtype": f"{low} for fp32", "reference": label,
+                                      "other": label, **compare(outputs["fp32", label], outputs[low, label])})
+        flips.append({"model": model.name,
+                      "flippable": {tol: flippable(outputs["fp32", REFERENCE], tol) for tol in TOLERANCES_PPM}})
     return {
         "devices": ["cpu", *(d for d in devices if d != "cpu")],
         "torch": torch.__version__,
@@ -207,25 +280,44 @@ def measure_drift(devices: list[str]) -> dict[str, Any]:
         "tolerances_ppm": list(TOLERANCES_PPM),
         "ppm_metric": PPM_METRIC,
         "rows": rows,
+        "downcasts": downcasts,
+        "flippable": flips,
+        "digests": digests,
         "skipped": skipped,
         "seconds": round(time.monotonic() - started, 1),
     }
 
 
 def markdown(result: dict[str, Any]) -> str:
-    """The result as a markdown table (one row per model, dtype and pair)."""
-    beyond = " | ".join(f"> {tol:,} ppm" for tol in result["tolerances_ppm"])
+    """The result as markdown: the pairs (then each lower precision against fp32), the rows a
+    cheat could flip, the digests."""
+    tolerances = result["tolerances_ppm"]
+    beyond = " | ".join(f"> {tol:,} ppm" for tol in tolerances)
     lines = [f"| model | dtype | reference | other | bit-identical | max abs | max ppm "
              f"| > {result['default_tolerance_ppm']} ppm (default) | {beyond} | argmax flips |",
-             "| --- | --- | --- | --- | --- | ---: | ---: | ---: | " + "---: | " * len(result["tolerances_ppm"]) + "---: |"]
-    for r in result["rows"]:
-        fractions = " | ".join(_fraction(r["beyond"][tol]) for tol in result["tolerances_ppm"])
+             "| --- | --- | --- | --- | --- | ---: | ---: | ---: | " + "---: | " * len(tolerances) + "---: |"]
+    for r in result["rows"] + result["downcasts"]:
+        fractions = " | ".join(_fraction(r["beyond"][tol]) for tol in tolerances)
         lines.append(f"| {r['model']} | {r['dtype']} | {r['reference']} | {r['other']} "
                      f"| {'yes' if r['bit_identical'] else 'no'} | {r['max_abs']:.3g} | {r['max_ppm']:,.3g} "
                      f"| {_fraction(r['beyond_default'])} | {fractions} | {_fraction(r['argmax_flips'])} |")
     lines += ["", f"ppm: {result['ppm_metric']} (the least tolerancePpm that accepts the pair); fractions of "
               f"elements beyond each tolerance; argmax flips: fraction of rows whose largest element moved. "
-              f"torch {result['torch']}, all CPU threads = {result['cpu_threads_all']}, {result['seconds']} s."]
+              f"\"fp16 for fp32\": the model run in fp16 against fp32 on the same device (a cheaper run than "
+              f"the model's). torch {result['torch']}, all CPU threads = {result['cpu_threads_all']}, "
+              f"{result['seconds']} s.", "",
+              "Rows of the fp32 reference a cheat could flip (top two within the tolerance's allowance):", "",
+              "| model | " + " | ".join(f"{tol:,} ppm" for tol in tolerances) + " |",
+              "| --- | " + "---: | " * len(tolerances)]
+    for f in result["flippable"]:
+        lines.append(f"| {f['model']} | " + " | ".join(_fraction(f["flippable"][tol]) for tol in tolerances) + " |")
+    lines += ["", "Output digests (sha256 of the float64 outputs, first 16 hex digits; equal across machines "
+              "means bit-identical there):", "", "| run | " + " | ".join(result["digests"]) + " |",
+              "| --- | " + "--- | " * len(result["digests"])]
+    keys = sorted({k for d in result["digests"].values() for k in d})
+    for key in keys:
+        lines.append(f"| {key.replace('|', ', ')} | " + " | ".join(d.get(key, "") for d in result["digests"].values())
+                     + " |")
     lines += [f"Skipped: {s}" for s in result["skipped"]]
     return "\n".join(lines)
 
