@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -45,6 +46,7 @@ DEFAULT_TOLERANCE_PPM = 0  # the renter's default (`unchained job submit --toler
 TOLERANCES_PPM = (1, 10, 100, 1_000, 10_000)
 ITEMS = 32
 SEED = 33
+COST_RUNS = 20
 PPM_METRIC = "max |a - b| / max(1, |b|) x 1e6"
 
 
@@ -204,15 +206,46 @@ def dump_reference(path: str) -> None:
     np.savez(path, **outputs)  # type: ignore[arg-type]
 
 
-def _reference_in_child(env: dict[str, str]) -> dict[str, np.ndarray]:
+def _child(function: str, env: dict[str, str], name: str) -> Any:
+    """Runs `function(path)` of this module in a child with `env` added; what it wrote to path."""
     with tempfile.TemporaryDirectory() as tmp:
-        path = str(Path(tmp) / "outputs.npz")
+        path = str(Path(tmp) / name)
         child_env = {**os.environ, **env, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT),
                                                                                        os.environ.get("PYTHONPATH")]))}
-        subprocess.run([sys.executable, "-c", "import sys; from devtools.bench_drift import dump_reference; "
-                        "dump_reference(sys.argv[1])", path], env=child_env, cwd=REPO_ROOT, check=True)
+        subprocess.run([sys.executable, "-c", f"import sys; from devtools.bench_drift import {function}; "
+                        f"{function}(sys.argv[1])", path], env=child_env, cwd=REPO_ROOT, check=True)
+        if name.endswith(".json"):
+            return json.loads(Path(path).read_text())
         with np.load(path) as saved:
             return {key: saved[key] for key in saved.files}
+
+
+def time_reference(path: str) -> None:
+    """Seconds per batch of ITEMS for every model in fp32 and bf16 on one CPU thread (the median
+    of COST_RUNS after a warm-up), into a JSON file: run in a child, as dump_reference."""
+    seconds = {}
+    for model in MODELS:
+        module, items = build(model)
+        for dtype_name in ("fp32", "bf16"):
+            dtype = DTYPES[dtype_name]
+            with _settings(Config(REFERENCE, "cpu")), torch.inference_mode():
+                runnable, x = copy.deepcopy(module).to(dtype=dtype), items.to(dtype=dtype)
+                runnable(x)
+                times = []
+                for _ in range(COST_RUNS):
+                    began = time.perf_counter()
+                    runnable(x)
+                    times.append(time.perf_counter() - began)
+            seconds[f"{model.name}|{dtype_name}"] = float(np.median(times))
+    Path(path).write_text(json.dumps(seconds))
+
+
+def pinning_cost() -> dict[str, dict[str, float]]:
+    """Per model and dtype: seconds per batch of 32 on one CPU thread with the host's own kernels
+    and with the pinned ones, and their ratio (the deterministic mode's price on this CPU)."""
+    default, pinned = _child("time_reference", {}, "seconds.json"), _child("time_reference", PINNED_ENV, "seconds.json")
+    return {key: {"host s": default[key], "pinned s": pinned[key], "pinned / host": pinned[key] / default[key]}
+            for key in default}
 
 
 def flippable(reference: np.ndarray, tolerance_ppm: int) -> float:
@@ -240,7 +273,7 @@ def measure_drift(devices: list[str]) -> dict[str, Any]:
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     started = time.monotonic()
     configs, pairs = _configs(devices)
-    in_children = {label: _reference_in_child(env) for label, env in SUBPROCESS_CONFIGS.items()}
+    in_children = {label: _child("dump_reference", env, "outputs.npz") for label, env in SUBPROCESS_CONFIGS.items()}
     rows: list[dict[str, Any]] = []
     downcasts: list[dict[str, Any]] = []
     flips: list[dict[str, Any]] = []
@@ -283,6 +316,7 @@ def measure_drift(devices: list[str]) -> dict[str, Any]:
         "downcasts": downcasts,
         "flippable": flips,
         "digests": digests,
+        "pinning_cost": pinning_cost(),
         "skipped": skipped,
         "seconds": round(time.monotonic() - started, 1),
     }
@@ -318,6 +352,11 @@ def markdown(result: dict[str, Any]) -> str:
     for key in keys:
         lines.append(f"| {key.replace('|', ', ')} | " + " | ".join(d.get(key, "") for d in result["digests"].values())
                      + " |")
+    lines += ["", "The pinned kernels' price (one CPU thread, a batch of 32, median of "
+              f"{COST_RUNS}):", "", "| model, dtype | host kernels ms | pinned ms | pinned / host |", "| --- | ---: | ---: | ---: |"]
+    for key, cost in result["pinning_cost"].items():
+        lines.append(f"| {key.replace('|', ', ')} | {cost['host s'] * 1e3:.2f} | {cost['pinned s'] * 1e3:.2f} "
+                     f"| {cost['pinned / host']:.2f} |")
     lines += [f"Skipped: {s}" for s in result["skipped"]]
     return "\n".join(lines)
 

@@ -48,3 +48,10 @@ def test_the_bench_imports_nothing_of_the_project_but_itself():
             "builtins.__import__ = guard\n"
             "import devtools.bench_drift")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_bench_pins_the_kernels_the_protocol_pins():
+    from devtools.bench_drift import PINNED_ENV
+    from protocol.kernels import PINNED_KERNELS
+
+    assert PINNED_ENV == PINNED_KERNELS
