@@ -326,7 +326,8 @@ def measure_drift(devices: list[str]) -> dict[str, Any]:
             for label in digests:
                 if (dtype_name, label) in outputs:
                     digests[label][f"{model.name}|{dtype_name}"] = _digest(outputs[dtype_name, label])
-        for label in [c.label for c in configs if c.label.endswith(" b32") and "again" not in c.label]:
+        for label in [c.label for c in configs if c.batch == ITEMS and "again" not in c.label
+                      and (c.device != "cpu" or c.label == REFERENCE)]:
             for low in ("fp16", "bf16"):
                 if ("fp32", label) in outputs and (low, label) in outputs:
                     downcasts.append({"model": model.name, "dtype": f"{low} for fp32", "reference": label,
