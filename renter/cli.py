@@ -164,7 +164,10 @@ def job_submit(
     gpu_class: Annotated[list[str] | None, typer.Option(
         help="Acceptable verified GPU class (repeatable); default: any class that passed PoG.")] = None,
     batch_size: Annotated[int, typer.Option(min=1, max=4096)] = 8,
-    tolerance_ppm: Annotated[int, typer.Option(min=0, max=1_000_000)] = 0,
+    tolerance_ppm: Annotated[int, typer.Option(min=0, max=1_000_000, help=(
+        "Allowed |output - re-execution| per element, in millionths of max(1, |value|). 0 (exact) suits "
+        "TorchScript jobs, which every party computes bit for bit; about 10 suits fp32 outputs of ONNX "
+        "models (docs/PROTOCOL.md, \"Job re-execution\")."))] = 0,
     deadline_s: Annotated[int, typer.Option(help="Seconds until the result is due.", min=60)] = 3600,
     check: Annotated[bool, typer.Option("--check/--no-check", help=(
         "Dry-run the first items of each input shape through the model on the backend before "
