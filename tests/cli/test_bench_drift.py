@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 
-from devtools.bench_drift import DEFAULT_TOLERANCE_PPM, MODELS, compare, measure_drift
+from devtools.bench_drift import DEFAULT_TOLERANCE_PPM, MODELS, compare, flippable, measure_drift
 from protocol.jobs import within_tolerance
 
 
@@ -27,6 +27,13 @@ def test_argmax_flips_count_rows_whose_label_moved():
     want = np.array([[0.0, 1.0, 0.5], [2.0, 0.0, 1.0]])
     got = np.array([[0.0, 1.0, 0.5], [0.9, 0.0, 1.0]])
     assert compare(want, got)["argmax_flips"] == 0.5
+
+
+def test_flippable_rows_are_those_a_cheat_within_the_tolerance_can_relabel():
+    # Margins 0.0015 and 0.01 at |top two| ~ 3: the allowance at 1,000 ppm is 0.006.
+    reference = np.array([[0.1, 3.0, 2.9985], [0.1, 3.0, 2.99]])
+    assert flippable(reference, 1_000) == 0.5 and flippable(reference, 10_000) == 1.0
+    assert flippable(reference, 100) == 0
 
 
 def test_cpu_drift_covers_every_model_and_a_repeat_is_bit_identical():
