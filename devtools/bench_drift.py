@@ -5,7 +5,7 @@ and no TF32 or reduced-precision reductions).
 
 Needs only torch and numpy (a GPU machine has nothing else of the project), so nothing from
 `protocol/` is imported: `PPM_METRIC` below is the metric of `protocol.jobs.within_tolerance`
-(tests/devtools/test_bench_drift.py holds the two together).
+(tests/cli/test_bench_drift.py holds the two together).
 
 The models are small, built with plain torch from a fixed seed (an MLP classifier, a conv net
 classifier, a transformer encoder block), in fp32 and in fp16 and bf16 where the device runs
@@ -46,7 +46,7 @@ DEFAULT_TOLERANCE_PPM = 0  # the renter's default (`unchained job submit --toler
 TOLERANCES_PPM = (1, 10, 100, 1_000, 10_000)
 ITEMS = 32
 SEED = 33
-COST_RUNS = 30
+COST_RUNS = 20
 PPM_METRIC = "max |a - b| / max(1, |b|) x 1e6"
 
 
@@ -165,7 +165,8 @@ AVX2_ONLY_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2
 # The kernels pinned to AVX2 on every host (protocol.inference.PINNED_KERNELS, held equal by the tests).
 PINNED_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
 REFERENCE = "cpu t1 b32"
-SUBPROCESS_CONFIGS = {f"{REFERENCE} avx2-only cpu": AVX2_ONLY_ENV, f"{REFERENCE} pinned": PINNED_ENV}
+AVX2_ONLY, PINNED = f"{REFERENCE} avx2-only cpu", f"{REFERENCE} pinned"
+SUBPROCESS_CONFIGS = {AVX2_ONLY: AVX2_ONLY_ENV, PINNED: PINNED_ENV}
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -191,10 +192,10 @@ def _configs(devices: list[str]) -> tuple[list[Config], list[tuple[str, str]]]:
     return configs, pairs
 
 
-def dump_reference(path: str) -> None:
-    """Every model's outputs in every dtype the CPU runs, as REFERENCE runs them, into an .npz
-    (keys "model|dtype"): run in a child whose environment pins or caps the kernels, which
-    torch reads once, when it loads."""
+def reference_run(directory: str, timed: str) -> None:
+    """In a child whose environment pins or caps the kernels (torch reads it once, when it
+    loads): every model's outputs in every dtype the CPU runs, as REFERENCE runs them, into
+    outputs.npz (keys "model|dtype"), and with `timed` == "1" their times into seconds.json."""
     outputs = {}
     for model in MODELS:
         module, items = build(model)
@@ -202,27 +203,28 @@ def dump_reference(path: str) -> None:
             try:
                 outputs[f"{model.name}|{dtype_name}"] = run(module, items, dtype, Config(REFERENCE, "cpu"))
             except (RuntimeError, NotImplementedError):
-                continue  # skipped in this process too, and reported there
-    np.savez(path, **outputs)  # type: ignore[arg-type]
+                continue  # skipped in the parent too, and reported there
+    np.savez(Path(directory) / "outputs.npz", **outputs)  # type: ignore[arg-type]
+    if timed == "1":
+        (Path(directory) / "seconds.json").write_text(json.dumps(reference_times()))
 
 
-def _child(function: str, env: dict[str, str], name: str) -> Any:
-    """Runs `function(path)` of this module in a child with `env` added; what it wrote to path."""
+def _child(env: dict[str, str], timed: bool) -> tuple[dict[str, np.ndarray], dict[str, float] | None]:
+    """reference_run in a child with `env` added: its outputs, and its times when `timed`."""
     with tempfile.TemporaryDirectory() as tmp:
-        path = str(Path(tmp) / name)
         child_env = {**os.environ, **env, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT),
                                                                                        os.environ.get("PYTHONPATH")]))}
-        subprocess.run([sys.executable, "-c", f"import sys; from devtools.bench_drift import {function}; "
-                        f"{function}(sys.argv[1])", path], env=child_env, cwd=REPO_ROOT, check=True)
-        if name.endswith(".json"):
-            return json.loads(Path(path).read_text())
-        with np.load(path) as saved:
-            return {key: saved[key] for key in saved.files}
+        subprocess.run([sys.executable, "-c", "import sys; from devtools.bench_drift import reference_run; "
+                        "reference_run(*sys.argv[1:])", tmp, "1" if timed else "0"],
+                       env=child_env, cwd=REPO_ROOT, check=True)
+        with np.load(Path(tmp) / "outputs.npz") as saved:
+            outputs = {key: saved[key] for key in saved.files}
+        return outputs, json.loads((Path(tmp) / "seconds.json").read_text()) if timed else None
 
 
-def time_reference(path: str) -> None:
-    """Seconds per batch of ITEMS for every model in fp32 and bf16 on one CPU thread (the
-    best of COST_RUNS after a warm-up), into a JSON file: run in a child, as dump_reference."""
+def reference_times() -> dict[str, float]:
+    """Seconds per batch of ITEMS for every model in fp32 and bf16 on one CPU thread with this
+    process's kernels (the best of COST_RUNS after a warm-up: the least disturbed by other load)."""
     seconds = {}
     for model in MODELS:
         module, items = build(model)
@@ -236,16 +238,16 @@ def time_reference(path: str) -> None:
                     began = time.perf_counter()
                     runnable(x)
                     times.append(time.perf_counter() - began)
-            seconds[f"{model.name}|{dtype_name}"] = min(times)  # the best: least disturbed by other load
-    Path(path).write_text(json.dumps(seconds))
+            seconds[f"{model.name}|{dtype_name}"] = min(times)
+    return seconds
 
 
-def pinning_cost() -> dict[str, dict[str, float]]:
-    """Per model and dtype: seconds per batch of 32 on one CPU thread with the host's own kernels
-    and with the pinned ones, and their ratio (the deterministic mode's price on this CPU)."""
-    default, pinned = _child("time_reference", {}, "seconds.json"), _child("time_reference", PINNED_ENV, "seconds.json")
-    return {key: {"host s": default[key], "pinned s": pinned[key], "pinned / host": pinned[key] / default[key]}
-            for key in default}
+def pinning_cost(pinned: dict[str, float]) -> dict[str, dict[str, float]]:
+    """Per model and dtype: seconds per batch of 32 on one CPU thread with this process's (the
+    host's) kernels and with the pinned ones, and their ratio (the execution mode's price here)."""
+    host = reference_times()
+    return {key: {"host s": host[key], "pinned s": pinned[key], "pinned / host": pinned[key] / host[key]}
+            for key in host}
 
 
 def flippable(reference: np.ndarray, tolerance_ppm: int) -> float:
@@ -259,7 +261,7 @@ def flippable(reference: np.ndarray, tolerance_ppm: int) -> float:
 
 # Reductions of one item over many elements (a global average pool of a large feature map, a sum
 # over a long signal): ATen splits those across its threads once they pass 2^22 elements.
-REDUCTIONS = {
+REDUCTIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "sum over 2^22 elements": lambda x: x.reshape(1, -1).sum(-1),
     "mean over 64x256x256": lambda x: x.reshape(1, 64, 256, 256).mean((1, 2, 3)),
     "softmax over 2^22": lambda x: x.reshape(1, -1).softmax(-1),
@@ -271,7 +273,7 @@ def reduction_threads(inputs: int = 8) -> dict[str, dict[int, str]]:
     """Per long reduction over `inputs` random items: on how many the result on 2 and on all
     threads differs from 1 thread, and by how much at most."""
     items = [torch.randn(1 << 22, generator=torch.Generator().manual_seed(SEED + i)) for i in range(inputs)]
-    results = {}
+    results: dict[str, dict[int, str]] = {}
     for name, reduce in REDUCTIONS.items():
         outputs = {}
         for threads in sorted({1, 2, os.cpu_count() or 1}):
@@ -301,11 +303,12 @@ def measure_drift(devices: list[str]) -> dict[str, Any]:
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     started = time.monotonic()
     configs, pairs = _configs(devices)
-    in_children = {label: _child("dump_reference", env, "outputs.npz") for label, env in SUBPROCESS_CONFIGS.items()}
+    children = {label: _child(env, timed=label == PINNED) for label, env in SUBPROCESS_CONFIGS.items()}
+    in_children = {label: outputs for label, (outputs, _) in children.items()}
     rows: list[dict[str, Any]] = []
     downcasts: list[dict[str, Any]] = []
     flips: list[dict[str, Any]] = []
-    digests: dict[str, dict[str, str]] = {REFERENCE: {}, f"{REFERENCE} pinned": {}}
+    digests: dict[str, dict[str, str]] = {REFERENCE: {}, PINNED: {}}
     skipped: list[str] = []
     for model in MODELS:
         module, items = build(model)
@@ -334,22 +337,35 @@ def measure_drift(devices: list[str]) -> dict[str, Any]:
                                       "other": label, **compare(outputs["fp32", label], outputs[low, label])})
         flips.append({"model": model.name,
                       "flippable": {tol: flippable(outputs["fp32", REFERENCE], tol) for tol in TOLERANCES_PPM}})
+    reductions, cost = reduction_threads(), pinning_cost(children[PINNED][1] or {})
+    # The short parts first: a reader that cuts the JSON short still sees what moved.
     return {
+        "summary": summary(rows + downcasts),
         "devices": ["cpu", *(d for d in devices if d != "cpu")],
         "torch": torch.__version__,
         "cpu_threads_all": os.cpu_count() or 1,
+        "seconds": round(time.monotonic() - started, 1),
+        "skipped": skipped,
+        "reduction_threads": reductions,
+        "pinning_cost": cost,
+        "digests": digests,
+        "flippable": flips,
         "default_tolerance_ppm": DEFAULT_TOLERANCE_PPM,
         "tolerances_ppm": list(TOLERANCES_PPM),
         "ppm_metric": PPM_METRIC,
         "rows": rows,
         "downcasts": downcasts,
-        "flippable": flips,
-        "digests": digests,
-        "pinning_cost": pinning_cost(),
-        "reduction_threads": reduction_threads(),
-        "skipped": skipped,
-        "seconds": round(time.monotonic() - started, 1),
     }
+
+
+def summary(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per pair ("other / reference") and dtype: the largest max ppm over the models (0: all
+    bit-identical), so the result's first lines say what moved."""
+    worst: dict[str, dict[str, float]] = {}
+    for r in rows:
+        pair = worst.setdefault(f"{r['other']} / {r['reference']}", {})
+        pair[r["dtype"]] = max(pair.get(r["dtype"], 0.0), round(r["max_ppm"], 3))
+    return worst
 
 
 def markdown(result: dict[str, Any]) -> str:
