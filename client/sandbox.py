@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from client.errors import ClientError
-from protocol.kernels import PINNED_KERNELS
+from protocol.execution import PINNED_KERNELS
 
 logger = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from protocol.kernels import PINNED_KERNELS  # noqa: E402
+from protocol.execution import PINNED_KERNELS  # noqa: E402
 from tests.support.chain import SharedChain, SharedChains, module_block_time  # noqa: E402
 
 # A test's in-process reference (protocol.inference run here) computes in the protocol's

@@ -1,4 +1,4 @@
-"""Job models run on CPU kernels pinned to AVX2 (protocol.kernels), so a provider whose CPU has
+"""Job models run on CPU kernels pinned to AVX2 (protocol.execution), so a provider whose CPU has
 AVX-512 and a verifier whose CPU has only AVX2 compute the same bits. Without the pin an fp32
 MLP's outputs moved in most elements between the two (docs/BENCHMARKS.md, "Cross-device drift"),
 and the default tolerance of 0 ppm made the verifier challenge an honest provider. On a host
@@ -16,7 +16,7 @@ import torch
 
 from client.sandbox import ItemBatch, Limits, child_environment, run_model
 from protocol.jobs import encode_output
-from protocol.kernels import PINNED_KERNELS
+from protocol.execution import PINNED_KERNELS
 
 REPO = Path(__file__).resolve().parents[2]
 # How torch, MKL and oneDNN dispatch on a host whose CPU stops at AVX2.
