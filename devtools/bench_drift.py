@@ -287,6 +287,18 @@ def reduction_threads(inputs: int = 8) -> dict[str, dict[int, str]]:
     return results
 
 
+def cpu_model() -> str:
+    """The CPU's name and the instruction sets its kernels could pick (what the pin overrides)."""
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return "unknown"
+    name = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "?")
+    flags = next((set(line.split(":", 1)[1].split()) for line in info.splitlines() if line.startswith("flags")), set())
+    wanted = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_fp16")
+    return f"{name} ({', '.join(f for f in wanted if f in flags) or 'no AVX2'})"
+
+
 def _digest(values: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(values).tobytes()).hexdigest()[:16]
 
@@ -344,6 +356,7 @@ def measure_drift(devices: list[str]) -> dict[str, Any]:
         "devices": ["cpu", *(d for d in devices if d != "cpu")],
         "torch": torch.__version__,
         "cpu_threads_all": os.cpu_count() or 1,
+        "cpu": cpu_model(),
         "seconds": round(time.monotonic() - started, 1),
         "skipped": skipped,
         "reduction_threads": reductions,
@@ -384,7 +397,7 @@ def markdown(result: dict[str, Any]) -> str:
     lines += ["", f"ppm: {result['ppm_metric']} (the least tolerancePpm that accepts the pair); fractions of "
               f"elements beyond each tolerance; argmax flips: fraction of rows whose largest element moved. "
               f"\"fp16 for fp32\": the model run in fp16 against fp32 on the same device (a cheaper run than "
-              f"the model's). torch {result['torch']}, all CPU threads = {result['cpu_threads_all']}, "
+              f"the model's). torch {result['torch']}, CPU {result['cpu']}, all CPU threads = {result['cpu_threads_all']}, "
               f"{result['seconds']} s.", "",
               "Rows of the fp32 reference a cheat could flip (top two within the tolerance's allowance):", "",
               "| model | " + " | ".join(f"{tol:,} ppm" for tol in tolerances) + " |",
