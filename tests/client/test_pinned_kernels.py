@@ -1,7 +1,7 @@
 """Job models run on CPU kernels pinned to AVX2 (protocol.execution), so a provider whose CPU has
 AVX-512 and a verifier whose CPU has only AVX2 compute the same bits. Without the pin an fp32
 MLP's outputs moved in most elements between the two (docs/BENCHMARKS.md, "Cross-device drift"),
-and the default tolerance of 0 ppm made the verifier challenge an honest provider. On a host
+and a tolerance of 0 ppm (the default then) made the verifier challenge an honest provider. On a host
 without AVX-512 both sides ran AVX2 already and this holds either way."""
 
 from __future__ import annotations

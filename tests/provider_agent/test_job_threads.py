@@ -1,7 +1,8 @@
 """A job's thread count is part of the execution mode every party computes in (one thread), not
 a provider's setting: past 2^22 elements ATen splits one item's reduction across its threads, so
 a provider running a global average pool on two threads and a verifier re-executing it on one
-(verifier.reexec's default) got different bits, and the verifier challenged an honest provider."""
+(verifier.reexec's default) got different bits: a renter asking for the same bits (tolerance 0)
+had its verifier challenge an honest provider."""
 
 from __future__ import annotations
 
