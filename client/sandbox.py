@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from client.errors import ClientError
+from protocol.execution import PINNED_KERNELS
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +68,7 @@ INHERITED = ("PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_NUMERIC", "TZ
 # Set here, whatever the parent has.
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
                     "UNCHAINED_JOB_THREADS")
-SET_HERE = (*THREAD_VARIABLES, "OMP_WAIT_POLICY", "HOME", "TMPDIR", "PYTHONPATH", "PYTHONNOUSERSITE",
+SET_HERE = (*THREAD_VARIABLES, *PINNED_KERNELS, "OMP_WAIT_POLICY", "HOME", "TMPDIR", "PYTHONPATH", "PYTHONNOUSERSITE",
             "PYTHONDONTWRITEBYTECODE")
 ALLOWED = frozenset(INHERITED + SET_HERE)
 # The directory that holds the `protocol` and `client` packages: the child imports its entry
@@ -83,12 +84,14 @@ JOB_DIR = Path("/job")  # the job directory as the model sees it inside the name
 
 def child_environment(threads: int, home: Path, environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The whole environment of a model child: the allowlist, `threads` for every thread pool,
-    `home` (inside the job directory) as HOME and TMPDIR."""
+    the pinned CPU kernels (every party computes the same bits on any x86-64 host), `home`
+    (inside the job directory) as HOME and TMPDIR."""
     parent = os.environ if environ is None else environ
     env = {name: parent[name] for name in INHERITED if name in parent}
     env.setdefault("PATH", os.defpath)
     env.setdefault("LANG", "C.UTF-8")
     env.update({name: str(max(1, threads)) for name in THREAD_VARIABLES})
+    env.update(PINNED_KERNELS)
     env.update(OMP_WAIT_POLICY="PASSIVE", HOME=str(home), TMPDIR=str(home), PYTHONPATH=str(PACKAGES_ROOT),
                PYTHONNOUSERSITE="1", PYTHONDONTWRITEBYTECODE="1")
     return env

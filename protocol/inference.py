@@ -29,7 +29,9 @@ class InferenceError(JobSpecError):
 def deterministic(threads: int = 1) -> None:
     """Settings that make torch's CPU results repeatable from run to run: fixed thread count
     and deterministic algorithms where torch offers them (warn-only, so a model using an op
-    without a deterministic variant still runs).
+    without a deterministic variant still runs). The kernels' instruction set cannot be chosen
+    here: torch reads it when it loads, from the environment the sandbox gives every model
+    child (protocol.execution).
 
     The switch is the one `torch.use_deterministic_algorithms(True, warn_only=True)` flips in
     ATen (`torch.are_deterministic_algorithms_enabled()` reads it back). That wrapper also sets

@@ -166,8 +166,10 @@ def output_digest(encoded: bytes) -> Hash32:
 
 
 def within_tolerance(got: np.ndarray, want: np.ndarray, tolerance_ppm: int) -> bool:
-    """Whether a re-executed output matches: same shape, |got - want| <= tol * max(1, |want|)."""
-    if got.shape != want.shape:
+    """Whether a re-executed output matches: same dtype and shape, |got - want| <= tol * max(1,
+    |want|). The dtype too: the same model gives every party the same one, and a cheaper one (fp16
+    bytes for an fp32 model's output) would otherwise pass within a tolerance of a few hundred ppm."""
+    if got.shape != want.shape or got.dtype != want.dtype:
         return False
     if tolerance_ppm == 0:
         return bool(np.array_equal(got, want))

@@ -88,7 +88,7 @@ class Agent:
                    if settings.backend_url else None)
         cache = ContentCache(settings.cache_dir, settings.cache_bytes, _source(settings, backend))
         activity = Activity()
-        limits = Limits(settings.job_memory_bytes, settings.job_timeout_s, settings.job_threads)
+        limits = Limits(settings.job_memory_bytes, settings.job_timeout_s)  # one thread, as verifiers run it
         prewarm(limits)
         jobs = JobService(chain, cache, JobStore(settings.state_db), OutputStore(settings.outputs_dir), limits,
                           backend, activity, commit_margin_s=settings.commit_latency_s + settings.commit_interval_s)

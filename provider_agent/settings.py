@@ -48,10 +48,11 @@ class Settings(BaseModel):
     data_dir: Path = Path.home() / ".unchained" / "provider"
     cache_bytes: int = 10 * GIB
 
-    # Isolation limits of one job's child process.
+    # Isolation limits of one job's child process. Its thread count is not a setting: it is part
+    # of the execution mode every party computes in (one thread, docs/PROTOCOL.md "Job
+    # re-execution"), since a long reduction's float result depends on it.
     job_memory_bytes: int = 8 * GIB
     job_timeout_s: float = 600.0
-    job_threads: int = 1
 
     # Leases: the renter's machine (provider_agent/lease_env.py). The host renters connect to (this
     # box's public name or address; default: its host name), the address each lease's sshd listens

@@ -15,6 +15,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 
 from renter.errors import Conflict
 from client.keystore import PASSWORD_FILE_HELP
+from protocol.execution import DEFAULT_TOLERANCE_PPM
 from protocol.model_formats import MODEL_FORMATS
 
 # Each command imports the chain client (web3), the backend client and the renter's orders itself:
@@ -187,7 +188,10 @@ def job_submit(
     gpu_class: Annotated[list[str] | None, typer.Option(
         help="Acceptable verified GPU class (repeatable); default: any class that passed PoG.")] = None,
     batch_size: Annotated[int, typer.Option(min=1, max=4096)] = 8,
-    tolerance_ppm: Annotated[int, typer.Option(min=0, max=1_000_000)] = 0,
+    tolerance_ppm: Annotated[int, typer.Option(min=0, max=1_000_000, help=(
+        "Allowed |output - re-execution| per element, in millionths of max(1, |value|): the default covers "
+        "honest fp32 drift between hosts and devices and refuses an fp32 model run in fp16; 0 demands the "
+        "same bits (docs/PROTOCOL.md, \"Job re-execution\")."))] = DEFAULT_TOLERANCE_PPM,
     deadline_s: Annotated[int, typer.Option(help="Seconds until the result is due.", min=60)] = 3600,
     check: Annotated[bool, typer.Option("--check/--no-check", help=(
         "Dry-run the first items of each input shape through the model on the backend before "

@@ -23,6 +23,7 @@ from client.chain import ChainContext
 from client.contracts import emitted
 from protocol.enums import LeaseStatus
 from protocol.escrow_job import EscrowJob
+from protocol.execution import DEFAULT_TOLERANCE_PPM
 from protocol.job_result import JobResultError, SignedJobResult
 from protocol.jobs import JobSpec, JobSpecError, decode_output
 from protocol.lease_access import (NO_IMAGE, LeaseAccess, LeaseDomain, LeaseKey, LeaseMessageError, normalize_ssh_key,
@@ -126,7 +127,7 @@ def provider_unfit(client: BackendClient, provider: str) -> str:
 
 def submit_job(client: BackendClient, wallet: Wallet, model_hash: str, inputs: Sequence[bytes], max_price_wei: int, *,
                provider: str | None = None, fmt: str | None = None, private: bool = False,
-               gpu_classes: Sequence[str] | None = None, batch_size: int = 8, tolerance_ppm: int = 0,
+               gpu_classes: Sequence[str] | None = None, batch_size: int = 8, tolerance_ppm: int = DEFAULT_TOLERANCE_PPM,
                deadline_s: int = 3600, on_upload: Callable[[int], object] = lambda _: None,
                check: bool = True, on_sent: Callable[[bytes], object] = lambda _: None,
                names: Sequence[str] | None = None) -> FundedJob:

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +25,12 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from protocol.execution import PINNED_KERNELS  # noqa: E402
 from tests.support.chain import SharedChain, SharedChains, module_block_time  # noqa: E402
+
+# A test's in-process reference (protocol.inference run here) computes in the protocol's
+# execution mode, as the sandbox's model children do; torch reads these when it first loads.
+os.environ.update(PINNED_KERNELS)
 from tests.support.redis import private_redis  # noqa: E402
 
 
