@@ -58,7 +58,7 @@ from protocol.pog.residency import (
 )
 from protocol.pog.workload import check_n, gpu_seed
 from verifier import VerifierError
-from verifier.cc_attestation import NOT_REPORTED, NvAttester, attestation_outcome
+from verifier.cc_attestation import ATTESTED, NOT_REPORTED, NvAttester, attestation_outcome
 
 logger = logging.getLogger(__name__)
 
@@ -405,12 +405,19 @@ class PogChecker:
                               probe.errors[g] if probe.errors else None,
                               proven_devices=found.proven_devices, resident=False, **recorded)
         mismatch = _identity_mismatch(claim, identity)
-        unidentified = mismatch or found.reason
+        gpu_class, unidentified, proven = None if mismatch else found.gpu_class, mismatch or found.reason, found.proven_devices
+        if gpu_class is None and not mismatch and probe is not None and probe.resident(g) \
+                and str(recorded["attestation"]).startswith(ATTESTED) and found.profile.attestable \
+                and tflops >= found.profile.band(self.dtype)[0]:
+            # The device signed this round's seed with NVIDIA's key, its correct work is in the
+            # class's band and its fill (sized to the claimed class's memory) answered in time:
+            # the attestation shows what timing alone cannot (one GPU below a CPU server's
+            # ceiling); the fill tells the family's members apart (an H100 holds no H200 fill).
+            gpu_class, unidentified, proven = found.profile.name, None, max(proven, 1)
         if unidentified:
             logger.info("round 0x%s gpu %s: %s unidentified: %s", rnd.seed.hex(), g,
                         found.profile.name, unidentified)
-        return GpuVerdict(g, True, None if mismatch else found.gpu_class, tflops, checked,
-                          proven_devices=found.proven_devices, unidentified=unidentified,
+        return GpuVerdict(g, True, gpu_class, tflops, checked, proven_devices=proven, unidentified=unidentified,
                           resident=None if probe is None else probe.resident(g), **recorded)
 
     def _require(self, step: str, committed: bool) -> _Round:

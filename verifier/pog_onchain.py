@@ -243,9 +243,13 @@ class OnchainPog:
             raise VerifierError(f"provider {provider} is not registered")
         model = registered.gpuModel.rstrip(b"\0").decode(errors="replace")
         fill = self.fill
-        if fill is None and len(registered.uuidHashes) > 1:  # one device needs no residency
-            profile = lookup(model)
-            fill = None if profile is None or profile.is_cpu else PogChecker.fill_for(model)
+        profile = lookup(model)
+        # One device needs no residency to be counted, but an attestable class's single device
+        # gets a fill too: attestation names the chip family (GH100), and the fill sized to the
+        # claimed class's memory is what tells an H200 from an H100 posing as one.
+        if fill is None and profile is not None and not profile.is_cpu \
+                and (len(registered.uuidHashes) > 1 or profile.attestable):
+            fill = PogChecker.fill_for(model)
         return [PogChecker.claim(uuid, model, self.n, self.dtype, fill=fill)
                 for uuid in registered.uuidHashes]
 

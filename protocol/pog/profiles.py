@@ -86,6 +86,10 @@ class GpuProfile:
     tolerance: float = 0.10  # boost clocks above the datasheet
     min_efficiency: float = HONEST_FLOOR
     is_cpu: bool = False
+    # NVIDIA's confidential computing signs an attestation report bound to a nonce (the round's
+    # seed) on this class: a verified report shows the device where timing cannot (one GPU below
+    # a CPU server's ceiling), verifier/pog_checker.py.
+    attestable: bool = False
     # What the driver lets a process allocate (torch's total_memory, ECC on where the class has
     # it): the residency fill is sized from it (protocol/pog/residency.py).
     usable_gib: float = 0.0
@@ -112,9 +116,10 @@ class GpuProfile:
 
 # Order matters for name matching: the first pattern that matches a device name wins.
 PROFILES: tuple[GpuProfile, ...] = (
-    GpuProfile("H100 SXM", r"H100.*(SXM|HBM3)", 989.4, 989.4, 66.9, 80, 1978.9, usable_gib=79.1),
-    GpuProfile("H100 PCIe", r"H100", 756.0, 756.0, 51.2, 80, 1513.0, usable_gib=79.1),
-    GpuProfile("H200", r"H200", 989.4, 989.4, 66.9, 141, 1978.9, usable_gib=139.0),
+    GpuProfile("H100 SXM", r"H100.*(SXM|HBM3)", 989.4, 989.4, 66.9, 80, 1978.9, usable_gib=79.1,
+               attestable=True),
+    GpuProfile("H100 PCIe", r"H100", 756.0, 756.0, 51.2, 80, 1513.0, usable_gib=79.1, attestable=True),
+    GpuProfile("H200", r"H200", 989.4, 989.4, 66.9, 141, 1978.9, usable_gib=139.0, attestable=True),
     GpuProfile("A100 80GB", r"A100.*80\s*GB", 312.0, 312.0, 19.5, 80, 624.0, 1248.0,
                usable_gib=79.1),
     GpuProfile("A100 40GB", r"A100", 312.0, 312.0, 19.5, 40, 624.0, 1248.0, usable_gib=39.4),

@@ -20,9 +20,11 @@ import pytest
 from eth_utils import keccak
 
 from protocol.pog.identity import AttestationEvidence, DeviceIdentity
-from protocol.pog.messages import encode_answers, encode_commitment
+from protocol.pog.messages import encode_answers, encode_commitment, encode_fills, encode_probes
+from protocol.pog.residency import FillParams
 from provider_agent.gpus import Device
 from provider_agent.pog_prover import PogProver
+from provider_agent.pog_residency import ResidencyProver
 from verifier.cc_attestation import SDK_MISSING, NvAttester
 from verifier.pog_checker import PogChecker
 
@@ -78,14 +80,24 @@ class EvidenceProver(PogProver):
         return self.sample
 
 
-def timed_round(prover: PogProver, seed: bytes, attester: NvAttester | None = None, rate: float = RATE):
-    """A real int8 round of H100 claims whose verifier clock runs at `rate` TOPS per device."""
+FILL = FillParams(lanes=64, steps=64, iterations=1)  # 4,096 blocks: a small fill for CPU tests
+
+
+def timed_round(prover: PogProver, seed: bytes, attester: NvAttester | None = None, rate: float = RATE,
+                fill: FillParams | None = None):
+    """A real int8 round of H100 claims whose verifier clock runs at `rate` TOPS per device; with
+    `fill`, every device's residency fill of that shape is built and probed in time."""
     now = [0.0]
     checker = PogChecker(k=K, dtype="int8", answer_window_s=10.0, clock=lambda: now[0], attester=attester)
-    checker.open_round(seed, [checker.claim(d.uuid_hash, H100, 128) for d in prover.devices])
+    checker.open_round(seed, [checker.claim(d.uuid_hash, H100, 128, fill=fill) for d in prover.devices])
     commitment = prover.commit_round(seed, 128)
     now[0] += 2.0 * 128**3 / (rate * 1e12)
     checker.receive_commitment(encode_commitment(commitment))
+    if fill is not None:
+        residency = ResidencyProver(prover.devices)
+        checker.receive_fills(encode_fills(residency.commit_fills(seed, fill)))
+        checker.probe(keccak(b"probe"))
+        checker.judge_probes(encode_probes(residency.answer_probes(keccak(b"probe"))))
     randomness = keccak(b"randomness")
     checker.reveal(randomness)
     return checker.judge(encode_answers(prover.answer_round(randomness, K)))
@@ -153,6 +165,30 @@ def test_the_sdks_sample_evidence_attests_the_round_whose_seed_it_answers():
     verdict = timed_round(EvidenceProver(h100s([on]), AttestationEvidence(report, chain)), seed,
                           NvAttester(NV_PYTHON), rate=1978.9)
     assert verdict.gpus[0].attestation == "attested: GH100 board 1010-0200-882"
+
+
+@needs_sdk
+def test_an_attested_single_hopper_gpu_is_named_where_timing_cannot():
+    # One H100 measured like the H200 was (969 TOPS of int8 through torch, docs/BENCHMARKS.md) is
+    # below a two-socket AMX server's 1048.6: by time alone it is never named. Its CC report,
+    # signed for this round's seed, names it; the same round without the report does not.
+    report, chain = sdk_samples()
+    seed = report[4:36]
+    on = lambda uuid: identity(uuid, cc_mode="on")  # noqa: E731
+    attested = timed_round(EvidenceProver(h100s([on]), AttestationEvidence(report, chain)), seed,
+                           NvAttester(NV_PYTHON), rate=969.0, fill=FILL)
+    assert attested.gpus[0].gpu_class == "H100 SXM" and attested.gpus[0].unidentified is None
+    bare = timed_round(PogProver(h100s([identity])), seed, NvAttester(NV_PYTHON), rate=969.0, fill=FILL)
+    assert bare.gpus[0].gpu_class is None and "CPU server" in bare.gpus[0].unidentified
+    # evidence for another round's seed names nothing
+    replayed = timed_round(EvidenceProver(h100s([on]), AttestationEvidence(report, chain)), keccak(b"other"),
+                           NvAttester(NV_PYTHON), rate=969.0, fill=FILL)
+    assert replayed.gpus[0].gpu_class is None
+    # attested but without its fill in the round (an H100's chip posing as an H200 holds no
+    # H200 fill): the attestation alone names nothing
+    unprobed = timed_round(EvidenceProver(h100s([on]), AttestationEvidence(report, chain)), seed,
+                           NvAttester(NV_PYTHON), rate=969.0)
+    assert unprobed.gpus[0].gpu_class is None
 
 
 @needs_sdk
