@@ -202,11 +202,12 @@ def job_submit(
                             tolerance_ppm=tolerance_ppm, deadline_s=deadline_s,
                             on_upload=lambda size: progress.advance(task, size), check=check,
                             on_sent=lambda tx: console.print(f"funding tx 0x{tx.hex()} sent", highlight=False))
-    console.print(f"job {funded.job_id} funded in tx 0x{funded.tx_hash.hex()}: {len(files)} items, "
-                  f"{Web3.from_wei(funded.price_wei, 'ether')} ETH, spec 0x{funded.spec_hash.hex()}, "
-                  f"provider {funded.provider}")
+    job = funded.job
+    console.print(f"job {job.id} funded in tx 0x{funded.tx_hash.hex()}: {len(files)} items, "
+                  f"{Web3.from_wei(job.price, 'ether')} ETH, spec 0x{job.spec_hash.hex()}, "
+                  f"provider {job.provider.lower()}")
     if wait > 0:
-        _wait_for_result(client, wallet, funded.job_id, wait)
+        _wait_for_result(client, wallet, job.id, wait)
 
 
 def _wait_for_result(client: BackendClient, wallet: Wallet, job_id: int, wait: float) -> None:

@@ -32,10 +32,10 @@ from protocol.merkle import keccak256
 
 @dataclass(frozen=True)
 class FundedJob:
-    job_id: int
-    provider: str  # lower-case address
-    price_wei: int
-    spec_hash: bytes
+    """What `submit_job` paid for: the job as its JobCreated announced it, and the funding
+    transaction. A receipt beside the job, not another shape of it."""
+
+    job: EscrowJob
     tx_hash: bytes
 
 
@@ -179,11 +179,11 @@ def submit_job(client: BackendClient, wallet: Wallet, model_hash: str, inputs: S
         tx_hash = wallet.sender.broadcast(call, price, "createJob")
         on_sent(bytes(tx_hash))
         receipt = wallet.sender.mined(tx_hash, "createJob")
-        job_id = emitted(escrow, "JobCreated", receipt)[0]["args"]["jobId"]
     except KeyboardInterrupt as exc:
         # Ctrl-C must never leave money unaccounted for: say whether anything was paid.
         raise SubmitInterrupted(wallet, tx_hash) from exc
-    return FundedJob(job_id, chosen, price, spec.spec_hash, bytes(receipt["transactionHash"]))
+    job = EscrowJob.from_created(emitted(escrow, "JobCreated", receipt)[0]["args"])
+    return FundedJob(job, bytes(receipt["transactionHash"]))
 
 
 class SubmitInterrupted(RenterError):
