@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 
 from renter.errors import Conflict
 from client.keystore import PASSWORD_FILE_HELP
@@ -20,6 +20,8 @@ from protocol.model_formats import MODEL_FORMATS
 # Each command imports the chain client (web3), the backend client and the renter's orders itself:
 # `unchained job --help` and `job status` start without loading what they do not use.
 if TYPE_CHECKING:
+    from eth_typing import ChecksumAddress
+
     from client.escrow_jobs import JobView
     from protocol.escrow_job import EscrowJob
     from renter.client import BackendClient
@@ -60,7 +62,7 @@ def _print_json(doc: Any) -> None:
     sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
 
 
-def _me(keystore: Path | None, address: str | None) -> str:
+def _me(keystore: Path | None, address: str | None) -> ChecksumAddress:
     """The renter's address, from --address or the keystore's address field (never decrypted:
     a read needs no password)."""
     from client.keystore import keystore_address
@@ -132,11 +134,14 @@ def model_list(
 
 
 def _size(size: int) -> str:
-    for unit in ("bytes", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{size} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
-        size /= 1024
-    return str(size)
+    if size < 1024:
+        return f"{size} bytes"
+    value = size / 1024
+    for unit in ("KiB", "MiB"):
+        if value < 1024:
+            return f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GiB"
 
 
 # ---- job ----
@@ -148,7 +153,7 @@ def _resolve_model(client: BackendClient, model: str, fmt: str, private: bool) -
     path = Path(model)
     if not path.is_file():
         raise typer.BadParameter(f"--model: {model} is neither a content hash nor a file")
-    return client.push_model(path.read_bytes(), path.name, fmt, private)["content_hash"]
+    return str(client.push_model(path.read_bytes(), path.name, fmt, private)["content_hash"])
 
 
 @job_app.command("submit")
@@ -234,7 +239,7 @@ JOB_AMOUNTS = ("price", "provider_amount", "fee", "refund")
 JOB_TIMES = ("deadline", "challenge_window_end", "cancellable_at")
 
 
-def job_lines(job: dict, now: float, in_wei: bool = False) -> list[tuple[str, str]]:
+def job_lines(job: dict[str, Any], now: float, in_wei: bool = False) -> list[tuple[str, str]]:
     """A job as (field, value) lines: amounts in ETH (wei on request), times as dates with zone
     and how far away, addresses and hashes whole."""
     from client.units import amount, when
@@ -443,10 +448,10 @@ class _NoProgress:
     def __exit__(self, *exc: object) -> None:
         return None
 
-    def add_task(self, description: str, total: int) -> int:
-        return 0
+    def add_task(self, description: str, total: int) -> TaskID:
+        return TaskID(0)
 
-    def advance(self, task: int, size: int) -> None:
+    def advance(self, task: TaskID, size: int) -> None:
         return None
 
 

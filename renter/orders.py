@@ -12,6 +12,7 @@ from pathlib import Path
 from dataclasses import dataclass
 from typing import Any
 
+from eth_typing import HexStr
 from web3 import Web3
 
 from client.backend_http import ApiError
@@ -48,7 +49,7 @@ def check_inputs(inputs: Sequence[bytes], batch_size: int) -> dict[tuple[tuple[i
     dtype (the provider stacks them); returns the item indices per (shape, dtype). Raises
     RenterError naming the first item at fault. Local and free: nothing is uploaded yet."""
     signatures: dict[tuple[tuple[int, ...], str], list[int]] = {}
-    batch_signature = None
+    batch_signature: tuple[tuple[int, ...], str] = ((), "")  # set by item 0, the first batch's start
     for index, data in enumerate(inputs):
         try:
             array = decode_output(data)
@@ -197,7 +198,7 @@ class SubmitInterrupted(RenterError):
             return
         shown = "0x" + bytes(tx_hash).hex()
         try:
-            receipt = wallet.web3.eth.get_transaction_receipt(shown)
+            receipt = wallet.web3.eth.get_transaction_receipt(HexStr(shown))
         except Exception:  # web3 raises TransactionNotFound while it is pending; any failure: not known yet
             receipt = None
         if receipt is not None and receipt["status"] == 1:
@@ -434,7 +435,7 @@ def check_lease(wallet: Wallet, provider: str, gpus: int, seconds: int, client: 
     free = leases.functions.availableGpusOf(address).call()
     if gpus > free:
         raise LeaseRefused(f"--gpus: provider {address} has {free} GPU(s) free now, not {gpus}")
-    cost = leases.functions.leaseCost(address, gpus, seconds).call()
+    cost: int = leases.functions.leaseCost(address, gpus, seconds).call()
     balance = wallet.web3.eth.get_balance(wallet.account.address)
     if cost >= balance:
         raise LeaseRefused(f"insufficient funds: the lease costs {Web3.from_wei(cost, 'ether')} ETH plus gas, "

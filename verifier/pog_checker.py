@@ -229,7 +229,7 @@ class PogChecker:
             checked = len(gpu.answers)
             found = identify(claim.name, tflops, self.dtype, len(rnd.claims))
         except WrongElement as err:  # every inclusion proof held (checked first): usable on-chain
-            a = next(a for a in gpu.answers if a.index == err.index)
+            a = next(a for a in by_gpu[g].answers if a.index == err.index)  # raised past the answers' check
             return GpuVerdict(g, False, None, tflops, checked, str(err), err,
                               evidence=(a.index, a.data, tuple(a.siblings), err.offset))
         except (VerifierError, ProtocolError) as err:
