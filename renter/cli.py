@@ -65,14 +65,16 @@ def _print_json(doc: Any) -> None:
 def _me(keystore: Path | None, address: str | None) -> ChecksumAddress:
     """The renter's address, from --address or the keystore's address field (never decrypted:
     a read needs no password)."""
+    # eth-utils, not web3 (its Web3.is_address and to_checksum_address): the reads start without web3.
+    from eth_utils import is_address, to_checksum_address
+
     from client.keystore import keystore_address
     from renter.errors import RenterError
-    from web3 import Web3
 
     if address is not None:
-        if not Web3.is_address(address):
+        if not is_address(address):
             raise typer.BadParameter(f"{address!r} is not an address (0x and 40 hex digits)", param_hint="--address")
-        return Web3.to_checksum_address(address)
+        return to_checksum_address(address)
     if keystore is None:
         raise typer.BadParameter("whose? pass --keystore FILE or --address 0x...", param_hint="--keystore")
     found = keystore_address(keystore)
@@ -699,9 +701,10 @@ def lease_list(
     """Your leases, newest first: state, GPUs, what you paid, when each ends (or ended)."""
     import time
 
+    from eth_utils import from_wei  # web3's own (Web3.from_wei), without loading web3
+
     from client.units import when
     from renter.client import BackendClient
-    from web3 import Web3
 
     me = _me(keystore, address)
     rows = BackendClient.connect(backend).get("/leases", renter=me.lower(), limit=limit)
@@ -714,11 +717,11 @@ def lease_list(
     if not rows:
         console.print(f"no leases of {me} (rent GPUs with `unchained lease start`)", highlight=False, soft_wrap=True)
     for r in rows:
-        settled = (f", provider earned {Web3.from_wei(int(r['provider_earned']), 'ether')} ETH, refund "
-                   f"{Web3.from_wei(int(r['renter_refund']), 'ether')} ETH") if r.get("renter_refund") is not None else ""
+        settled = (f", provider earned {from_wei(int(r['provider_earned']), 'ether')} ETH, refund "
+                   f"{from_wei(int(r['renter_refund']), 'ether')} ETH") if r.get("renter_refund") is not None else ""
         ends = "ended" if r["state"] != "active" else "ends"
         console.print(f"lease {r['lease_id']}  {r['state']}  {r['gpu_count']} GPU(s)  paid "
-                      f"{Web3.from_wei(int(r['paid']), 'ether')} ETH{settled}", highlight=False, soft_wrap=True)
+                      f"{from_wei(int(r['paid']), 'ether')} ETH{settled}", highlight=False, soft_wrap=True)
         console.print(f"  {ends} {when(r['ends_at'], now)}  provider {r['provider']}", highlight=False, soft_wrap=True)
         if r["state"] == "expired":
             console.print(f"  ran out, not settled: `unchained lease stop {r['lease_id']}` settles it", highlight=False)

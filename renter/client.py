@@ -16,7 +16,6 @@ import httpx
 from renter.errors import NotFound, RenterError
 from client.backend_answers import no_such_route
 from client.backend_http import ApiError, BackendHttp, checked, json_list, json_object
-from protocol.jobs import MAX_INPUTS_BODY_BYTES, base64_size, request_groups
 from protocol.merkle import keccak256, leaf_hash, verify_inclusion
 
 # eth-account (signing, the signed result's checks) loads where it is used: reads start without it.
@@ -99,6 +98,9 @@ class BackendClient(BackendHttp):
         body as base64 JSON, an item too large for that alone through POST /inputs; one request
         per item to a backend without the batch route (an earlier version). `on_uploaded` gets
         each item's size once the backend holds it (a progress bar)."""
+        # protocol.jobs loads numpy: imported here, the reads (`job status`, `job list`) start without it.
+        from protocol.jobs import MAX_INPUTS_BODY_BYTES, base64_size, request_groups
+
         ids: list[str] = []
         # base64 and its quotes and comma each, within the body less its `{"items": []}`
         for group in request_groups(items, lambda data: base64_size(len(data)) + 4, MAX_INPUTS_BODY_BYTES - 16):
