@@ -101,11 +101,12 @@ class EscrowJob:
         return keccak(encode(_ABI_TYPES, list(self.as_tuple())))[:24]
 
     def to_json(self) -> dict[str, Any]:
-        """JobCreated's keys (plus the result once committed), bytes as 0x-hex, the price a decimal
-        string: how the job travels in JSON (the TASK_RUN_JOB payload, the provider's records)."""
-        doc: dict[str, Any] = {"jobId": self.id, "renter": self.renter, "provider": self.provider,
-                               "token": self.token, "price": str(self.price), "specHash": "0x" + self.spec_hash.hex(),
-                               "deadline": self.deadline}
+        """JobCreated's keys (plus the result once committed), addresses lower-case hex, bytes as
+        0x-hex, the price a decimal string: how the job travels in JSON (the TASK_RUN_JOB payload,
+        docs/PROTOCOL.md; the provider's records)."""
+        doc: dict[str, Any] = {"jobId": self.id, "renter": self.renter.lower(), "provider": self.provider.lower(),
+                               "token": self.token.lower(), "price": str(self.price),
+                               "specHash": "0x" + self.spec_hash.hex(), "deadline": self.deadline}
         if self.is_committed:
             doc.update(outputRoot="0x" + self.output_root.hex(), itemCount=self.item_count,
                        resultDigest="0x" + self.result_digest.hex())
