@@ -23,8 +23,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from backend import models as m
 from backend.auth import utcnow
-from backend.projections import Event
 from client.broker import QueueApps
+from client.log_follower import Event
 from client.task_auth import TaskAuth
 from backend.errors import NotFound
 from backend.hub import IN_QUERY_HASHES, inputs_held
@@ -111,8 +111,9 @@ class Dispatcher:
             row = session.get(m.Dispatch, job_id)
             if row is not None:
                 row.task_id, row.queued_at = result.id, utcnow()
-        log.info("job %s dispatched to %s (task %s)", job_id, queue, result.id)
-        return result.id
+        task_id: str = result.id
+        log.info("job %s dispatched to %s (task %s)", job_id, queue, task_id)
+        return task_id
 
     def _inline(self, session: Session, job: EscrowJob) -> dict[str, bytes]:
         """The job's spec and, in the spec's order, the inputs its renter uploaded here, while

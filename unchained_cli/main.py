@@ -73,7 +73,7 @@ def root(
     set_debug(debug)
     if debug:
         logging.getLogger().setLevel(logging.DEBUG)
-    ctx.default_map = load_default_map(ctx.command, config)  # type: ignore[arg-type]
+    ctx.default_map = load_default_map(ctx.command, config)
 
 
 def main() -> None:
