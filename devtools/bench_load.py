@@ -284,7 +284,7 @@ def drive(market: LocalMarket, load: Load, model_hash: str, providers: list[Part
             submitting = not all(f.done() for f in futures)
             events = reader.read()
             with lock:
-                ids = {s.job.id for s in submitted}
+                ids: set[int] = {s.job.id for s in submitted}
                 failed = len(errors)
             settled = ids & (set(events.finalized) | set(events.refunded))
             results.poll(ids & set(events.committed))

@@ -203,7 +203,7 @@ class ProviderChain(ChainContext):
     def window_ends(self, receipt: TxReceipt) -> dict[int, int]:
         """Job id -> challenge window end of every ResultCommitted in a mined commit."""
         events = contracts.emitted(self.contract("JobEscrow"), "ResultCommitted", receipt)
-        return {e.args.jobId: e.args.challengeWindowEnd for e in events}
+        return {e["args"]["jobId"]: e["args"]["challengeWindowEnd"] for e in events}
 
     def finalize_jobs(self, jobs: Sequence[EscrowJob]) -> TxReceipt:
         """One `finalizeJobsAndWithdraw` for the batch (all or nothing on-chain), each job with

@@ -112,7 +112,7 @@ class Committer:
         return [job_id for batch in _chunks(pending, self.batch_size) for job_id in self._commit(batch)]
 
     def _commit(self, batch: Sequence[tuple[EscrowJob, JobResult]]) -> list[int]:
-        ids = [job.id for job, _ in batch]
+        ids: list[int] = [job.id for job, _ in batch]
         try:
             receipt = self.jobs.chain.commit_results([job for job, _ in batch], [result for _, result in batch])
         except TransactionReverted as exc:
@@ -123,7 +123,7 @@ class Committer:
             self._commit_refused(*batch[0], exc)
             return []
         self.jobs.store.update_many(ids, COMMITTED, self.jobs.chain.window_ends(receipt))
-        logger.info("jobs %s: results committed (tx %s)", ids, receipt.transactionHash.hex())
+        logger.info("jobs %s: results committed (tx %s)", ids, receipt["transactionHash"].hex())
         return ids
 
     def _commit_refused(self, job: EscrowJob, result: JobResult, exc: TransactionReverted) -> None:
@@ -184,12 +184,12 @@ class Committer:
         """The job with the result we committed, as the escrow hashes it; None for a record kept
         before records held the dispatched job."""
         dispatched = record.dispatched()
-        if dispatched is None or record.root is None or record.result_digest is None:
+        if dispatched is None or record.root is None or record.item_count is None or record.result_digest is None:
             return None
         return dispatched.committed(record.root, record.item_count, record.result_digest)
 
     def _finalize(self, batch: Sequence[EscrowJob]) -> list[int]:
-        ids = [job.id for job in batch]
+        ids: list[int] = [job.id for job in batch]
         try:
             receipt = self.jobs.chain.finalize_jobs(batch)
         except TransactionReverted as exc:
@@ -200,7 +200,7 @@ class Committer:
             logger.info("job %s: finalize refused: %s", ids[0], exc)
             return []
         self.jobs.store.update_many(ids, FINALIZED)
-        logger.info("jobs %s: finalized (tx %s)", ids, receipt.transactionHash.hex())
+        logger.info("jobs %s: finalized (tx %s)", ids, receipt["transactionHash"].hex())
         return ids
 
 

@@ -427,7 +427,7 @@ class JobService:
                     logger.warning("job %s: refund refused, retried next time: %s", record.job_id, exc.reason)
                     continue
                 logger.info("job %s: failed on-chain, renter refunded in full (tx %s)", record.job_id,
-                            receipt.transactionHash.hex())
+                            receipt["transactionHash"].hex())
             elif job.status != JobStatus.REFUNDED:
                 continue
             self.store.update(record.job_id, REFUNDED)
@@ -451,7 +451,7 @@ class JobService:
         receipt = self.chain.respond(challenge_id, [digests[i] for i in indices],
                                      [list(tree.proof(i)) for i in indices])
         logger.info("challenge %s on job %s answered: %d items revealed", challenge_id, job_id, len(indices))
-        return receipt.transactionHash.hex()
+        return receipt["transactionHash"].hex()
 
     def pending_uploads(self) -> list[int]:
         """Signed or committed jobs whose outputs are kept here but not all held by the backend yet."""
