@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 
 from renter.errors import Conflict
 from client.keystore import PASSWORD_FILE_HELP
@@ -21,6 +20,7 @@ from protocol.model_formats import MODEL_FORMATS
 # `unchained job --help` and `job status` start without loading what they do not use.
 if TYPE_CHECKING:
     from eth_typing import ChecksumAddress
+    from rich.progress import Progress, TaskID
 
     from client.escrow_jobs import JobView
     from protocol.escrow_job import EscrowJob
@@ -84,6 +84,9 @@ def _me(keystore: Path | None, address: str | None) -> ChecksumAddress:
 
 
 def _progress() -> Progress:
+    # rich.progress (25 ms) loads for the commands that show a bar, not for the reads.
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
     return Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
                     console=console)
 
@@ -451,6 +454,8 @@ class _NoProgress:
         return None
 
     def add_task(self, description: str, total: int) -> TaskID:
+        from rich.progress import TaskID
+
         return TaskID(0)
 
     def advance(self, task: TaskID, size: int) -> None:
