@@ -58,7 +58,7 @@ class EscrowJob:
     """IJobEscrow.Job; the result fields are zero until the job is committed."""
 
     id: JobId
-    renter: str  # checksummed addresses
+    renter: str  # addresses checksummed by from_created (to_json writes them lower-case)
     provider: str
     token: str
     price: Wei
