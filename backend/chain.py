@@ -43,8 +43,9 @@ class Chain(ChainContext):
             account = Web3.to_checksum_address(address)
             if self.contract("ProviderRegistry").functions.isRegistered(account).call():
                 return False
-            required = self.contract("ProofOfGpu").functions.minVerifierStake().call()
-            staked = self.contract("Staking").functions.stakeOf(account).call() >= required
+            required: int = self.contract("ProofOfGpu").functions.minVerifierStake().call()
+            stake: int = self.contract("Staking").functions.stakeOf(account).call()
+            staked = stake >= required
         except Exception as exc:  # requests' connection errors vary by transport
             raise ChainUnavailable(f"cannot read the stake of {address}: {exc}") from exc
         if staked:

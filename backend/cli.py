@@ -38,7 +38,7 @@ def _backend_settings(rpc: str | None = None, database: str | None = None, data_
 
     flags = {"rpc_url": rpc, "database_url": database, "data_dir": data_dir, "broker_url": broker,
              "deployment_file": deployment, **more}
-    settings = Settings.from_env(**{k: v for k, v in flags.items() if v is not None})
+    settings = Settings.from_env(None, **{k: v for k, v in flags.items() if v is not None})
     if settings.dispatch:
         try:
             result_backend_url(settings.broker_url)

@@ -2,7 +2,7 @@
 
 The backend only produces: it sends tasks by name (protocol.tasks) and never imports the
 provider agent. A job is dispatched once: the Dispatch row is committed before the message is
-sent, and the message carries the job as JobCreated announced it (protocol.tasks.DispatchedJob),
+sent, and the message carries the job as JobCreated announced it (protocol.escrow_job.EscrowJob),
 so the provider starts at once and checks the chain beside its work. A header of it
 (CONTENT_HEADER) carries the job's spec and the renter's inputs while they fit in
 MAX_INLINE_CONTENT_BYTES (the provider's queue is readable by that provider alone, who may fetch
@@ -15,7 +15,7 @@ dispatches them; a new leader (backend.leader) sweeps first.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
@@ -23,15 +23,16 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from backend import models as m
 from backend.auth import utcnow
-from backend.projections import Event
 from client.broker import QueueApps
+from client.log_follower import Event
 from client.task_auth import TaskAuth
 from backend.errors import NotFound
 from backend.hub import IN_QUERY_HASHES, inputs_held
 from backend.storage import BlobStore
+from protocol.escrow_job import EscrowJob
 from protocol.jobs import JobSpec
-from protocol.tasks import (CONTENT_HEADER, MAX_INLINE_CONTENT_BYTES, TASK_LEASE, TASK_RUN_JOB, DispatchedJob,
-                            inline_content, provider_queue)
+from protocol.tasks import (CONTENT_HEADER, MAX_INLINE_CONTENT_BYTES, TASK_LEASE, TASK_RUN_JOB, inline_content,
+                            provider_queue)
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +61,7 @@ class Dispatcher:
         that starts or ends is told to its provider (its miner yields the GPUs, then resumes)."""
         for event in events:
             if event.contract == "JobEscrow" and event.name == "JobCreated":
-                self.dispatch(dispatched_job(event.args))
+                self.dispatch(EscrowJob.from_created(event.args))
             elif event.contract == "LeaseManager" and event.name == "LeaseStarted":
                 self.notify_lease(int(event.args["leaseId"]), str(event.args["provider"]))
             elif event.contract == "LeaseManager" and event.name == "LeaseEnded":
@@ -83,19 +84,19 @@ class Dispatcher:
             lease = session.get(m.Lease, lease_id)
             return lease.provider if lease is not None else None
 
-    def dispatch(self, job: DispatchedJob) -> str | None:
+    def dispatch(self, job: EscrowJob) -> str | None:
         queue = provider_queue(job.provider)
         try:
             with self.factory.begin() as session:  # read first: SQLite's write lock only for the insert
                 content = self._inline(session, job)
-                session.add(m.Dispatch(job_id=job.job_id, queue=queue))
+                session.add(m.Dispatch(job_id=job.id, queue=queue))
         except IntegrityError:
-            log.info("job %s already dispatched", job.job_id)
+            log.info("job %s already dispatched", job.id)
             return None
         return self._send(job, content)
 
-    def _send(self, job: DispatchedJob, content: dict[str, bytes]) -> str | None:
-        job_id, provider = job.job_id, job.provider
+    def _send(self, job: EscrowJob, content: dict[str, bytes]) -> str | None:
+        job_id, provider = job.id, job.provider.lower()
         queue = provider_queue(provider)
         try:
             result = self.celery.for_provider(provider).send_task(
@@ -110,23 +111,25 @@ class Dispatcher:
             row = session.get(m.Dispatch, job_id)
             if row is not None:
                 row.task_id, row.queued_at = result.id, utcnow()
-        log.info("job %s dispatched to %s (task %s)", job_id, queue, result.id)
-        return result.id
+        task_id: str = result.id
+        log.info("job %s dispatched to %s (task %s)", job_id, queue, task_id)
+        return task_id
 
-    def _inline(self, session: Session, job: DispatchedJob) -> dict[str, bytes]:
+    def _inline(self, session: Session, job: EscrowJob) -> dict[str, bytes]:
         """The job's spec and, in the spec's order, the inputs its renter uploaded here, while
         the total fits in MAX_INLINE_CONTENT_BYTES; whatever is left out the provider fetches."""
         if self.blobs is None:
             return {}
-        record = session.get(m.JobSpecRecord, job.spec_hash)
+        spec_hash = "0x" + job.spec_hash.hex()  # as the backend stores and serves it
+        record = session.get(m.JobSpecRecord, spec_hash)
         if record is None:
             return {}
-        items = {job.spec_hash: record.canonical.encode()}
-        total = len(items[job.spec_hash])
+        items = {spec_hash: record.canonical.encode()}
+        total = len(items[spec_hash])
         names = list(dict.fromkeys(JobSpec.parse(record.canonical).inputs))  # in order, each once
         for start in range(0, len(names), IN_QUERY_HASHES):
             chunk = names[start:start + IN_QUERY_HASHES]
-            held = inputs_held(session, chunk, job.renter)
+            held = inputs_held(session, chunk, job.renter.lower())
             for name in (n for n in chunk if n in held):
                 try:
                     data = self.blobs.path(name).read_bytes()
@@ -157,19 +160,14 @@ class Dispatcher:
                                        .where(m.Job.status.in_(UNSETTLED), m.Dispatch.job_id.is_(None))).all()
             jobs = [job_of(j) for j in stranded]
         if jobs:
-            log.warning("sweep: %d funded job(s) were never dispatched: %s", len(jobs), [j.job_id for j in jobs])
+            log.warning("sweep: %d funded job(s) were never dispatched: %s", len(jobs), [j.id for j in jobs])
         sent = sum(self.dispatch(job) is not None for job in jobs)
         self._maybe_pending = True
         return sent + self.retry_pending()
 
 
-def job_of(row: m.Job) -> DispatchedJob:
-    """The TASK_RUN_JOB payload from an indexed job."""
-    return dispatched_job({"jobId": row.job_id, "renter": row.renter, "provider": row.provider, "token": row.token,
-                           "price": row.price, "specHash": row.spec_hash, "deadline": row.deadline})
-
-
-def dispatched_job(args: Mapping[str, object]) -> DispatchedJob:
-    """The TASK_RUN_JOB payload from JobCreated's arguments (or the job row indexed from them)."""
-    return DispatchedJob.from_json({k: args[k] for k in ("jobId", "renter", "provider", "token", "price",
-                                                          "specHash", "deadline")})
+def job_of(row: m.Job) -> EscrowJob:
+    """The TASK_RUN_JOB payload from an indexed job (the row keeps JobCreated's arguments)."""
+    return EscrowJob.from_created({"jobId": row.job_id, "renter": row.renter, "provider": row.provider,
+                                   "token": row.token, "price": row.price, "specHash": row.spec_hash,
+                                   "deadline": row.deadline})

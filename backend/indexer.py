@@ -30,7 +30,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from backend import models as m
 from backend.chain import Chain
 from backend.db import transaction
-from backend.projections import Event, apply
+from backend.projections import apply
+from client.log_follower import Event
 from client.log_follower import Batch, Cursor, DeepReorg, LogFollower, LogFollowerError
 from client.new_heads import Head
 

@@ -165,7 +165,7 @@ def store_outputs(session: Session, blobs: BlobStore, job_id: int, uploader: str
     rows: dict[int, m.JobOutput] = {}
     for index, data, siblings in items:
         if index not in rows:  # an index given twice is stored once
-            rows[index] = (session.get(m.JobOutput, (job_id, index)) if index in stored else
+            rows[index] = (session.get_one(m.JobOutput, (job_id, index)) if index in stored else
                            _new_output_row(session, job_id, index, blobs.put(data), siblings, len(data)))
     session.commit()
     return [rows[index] for index in indices]
@@ -290,7 +290,9 @@ def _asked(indices: list[int], item_count: int) -> list[int]:
 
 
 def _page(asked: list[int], stored: dict[int, tuple[str, int, list[str]]], blobs: BlobStore) -> Page:
-    items, left, size = [], [], 0
+    items: list[PageItem] = []
+    left: list[int] = []
+    size = 0
     for index in (i for i in asked if i in stored):
         digest, item_size, proof = stored[index]
         if left or (items and size + item_size > PAGE_BYTES):

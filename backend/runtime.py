@@ -24,7 +24,7 @@ from backend.job_signals import JobSignals
 from backend.leader import Leadership
 from backend.metrics import Metrics
 from backend.object_store import ObjectStore
-from backend.projections import Event
+from client.log_follower import Event
 from backend.errors import BackendError
 from backend.settings import Settings
 from backend.storage import BlobStore

@@ -11,7 +11,7 @@ RETRYABLE = frozenset({404, 408, 409, 425, 429, 500, 502, 503, 504})
 NO_SUCH_ROUTE = frozenset({(404, "Not Found"), (405, "Method Not Allowed")})
 
 
-def no_such_route(status: int, detail: object) -> bool:
+def no_such_route(status: int | None, detail: object) -> bool:
     return (status, detail) in NO_SUCH_ROUTE
 
 

@@ -71,6 +71,26 @@ def checked(response: httpx.Response, what: str) -> httpx.Response:
     raise (BackendUnavailable if retry else BackendRefused)(what, response.status_code, detail_of(response))
 
 
+def json_object(response: httpx.Response) -> dict[str, Any]:
+    """The answer's JSON object; an answer of another shape is the backend's fault, said in one line."""
+    body = response.json()
+    if not isinstance(body, dict):
+        raise BackendRefused(_what(response), response.status_code, f"expected a JSON object, got {type(body).__name__}")
+    return body
+
+
+def json_list(response: httpx.Response) -> list[dict[str, Any]]:
+    """The answer's JSON list (of objects); an answer of another shape is the backend's fault."""
+    body = response.json()
+    if not isinstance(body, list):
+        raise BackendRefused(_what(response), response.status_code, f"expected a JSON list, got {type(body).__name__}")
+    return body
+
+
+def _what(response: httpx.Response) -> str:
+    return f"{response.request.method} {response.request.url.path}"
+
+
 def sign_in_error(what: str, exc: SignInFailed) -> ApiError:
     return (BackendUnavailable if exc.transient else BackendRefused)(what, exc.status, str(exc))
 
@@ -142,4 +162,5 @@ class BackendHttp:
         return self.session
 
 
-__all__ = ["ApiError", "BackendHttp", "BackendRefused", "BackendUnavailable", "checked", "detail_of"]
+__all__ = ["ApiError", "BackendHttp", "BackendRefused", "BackendUnavailable", "checked", "detail_of", "json_list",
+           "json_object"]

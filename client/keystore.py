@@ -32,6 +32,7 @@ from client.errors import KeystoreError, PasswordUnavailable, WrongPassword
 # PASSWORD_FILE_HELP, and a read command (`job status`) starts without them.
 if TYPE_CHECKING:
     from eth_account.signers.local import LocalAccount
+    from eth_typing import ChecksumAddress
 
 PASSWORD_FILE_ENV = "UNCHAINED_PASSWORD_FILE"
 MAX_PASSWORD_FILE_BYTES = 4096  # a password file, not a dictionary: refuse anything larger
@@ -119,7 +120,7 @@ def read_keystore(path: Path) -> dict[str, Any]:
     return doc
 
 
-def keystore_address(path: Path, doc: dict[str, Any] | None = None) -> str | None:
+def keystore_address(path: Path, doc: dict[str, Any] | None = None) -> ChecksumAddress | None:
     """The checksummed address a keystore says it holds (unverified until decrypted)."""
     from eth_utils import to_checksum_address
 

@@ -56,6 +56,7 @@ from client.contracts import read_batched
 from client.keepalive import http_client
 from client.keystore import load_keystore
 from client.log_follower import Batch, Event, EventDecoder, LogFollower, MemoryCursorStore
+from protocol.escrow_job import EscrowJob
 from protocol.jobs import encode_output
 from devtools.session import ChainSession
 from devtools.market import (
@@ -84,10 +85,8 @@ class Load:
 
 @dataclass(frozen=True)
 class Submitted:
-    job_id: int
-    provider: str  # lower-case address
+    job: EscrowJob  # as funded
     items: int
-    price_wei: int
     submit_s: float  # local clock, the whole submit_job call
     funded_s: float  # local clock, since the first submit
     funded_at: float  # wall clock (Unix time) at the funding receipt
@@ -118,7 +117,7 @@ class LoadResult:
     @property
     def unsettled(self) -> list[int]:
         done = self.finalized.keys() | self.refunded.keys()
-        return sorted(s.job_id for s in self.submitted if s.job_id not in done)
+        return sorted(s.job.id for s in self.submitted if s.job.id not in done)
 
     @property
     def finalized_twice(self) -> list[int]:
@@ -127,7 +126,7 @@ class LoadResult:
     @property
     def all_settled(self) -> bool:
         """Every requested job funded and finalized exactly once, none refunded, no wei lost."""
-        ids = {s.job_id for s in self.submitted}
+        ids = {s.job.id for s in self.submitted}
         return (len(ids) == self.load.jobs and not self.submit_errors and set(self.finalized) == ids
                 and not self.finalized_twice and not self.refunded and self.unaccounted == 0)
 
@@ -265,15 +264,14 @@ def drive(market: LocalMarket, load: Load, model_hash: str, providers: list[Part
                     # Every job has the same model and input shape: like a renter scripting a
                     # batch of jobs, each renter dry-runs its first job only.
                     job = submit_job(client, wallet, model_hash, job_inputs(index, j, load.items_per_job),
-                                     MAX_PRICE_WEI, provider=provider.address, check=j == 0)
+                                     MAX_PRICE_WEI, provider=provider.address, check=j == 0).job
                 except (RenterError, ApiError) as exc:
                     with lock:
                         errors.append(f"{renter.name} job {j}: {exc}")
                     continue
                 now, funded_at = time.monotonic(), time.time()
                 with lock:
-                    submitted.append(Submitted(job.job_id, job.provider, load.items_per_job, job.price_wei,
-                                               now - began, now - start, funded_at))
+                    submitted.append(Submitted(job, load.items_per_job, now - began, now - start, funded_at))
         finally:
             client.close()
 
@@ -286,7 +284,7 @@ def drive(market: LocalMarket, load: Load, model_hash: str, providers: list[Part
             submitting = not all(f.done() for f in futures)
             events = reader.read()
             with lock:
-                ids = {s.job_id for s in submitted}
+                ids: set[int] = {s.job.id for s in submitted}
                 failed = len(errors)
             settled = ids & (set(events.finalized) | set(events.refunded))
             results.poll(ids & set(events.committed))
@@ -307,7 +305,7 @@ def drive(market: LocalMarket, load: Load, model_hash: str, providers: list[Part
     refunded = {j: f"{why}: {market.api(f'/jobs/{j}').get('failure') or 'no failure report'}"
                 for j, why in events.refunded.items() if j in ids}
     available, source = results.finish(ids)
-    return LoadResult(load, sorted(submitted, key=lambda s: s.job_id), errors, events.created, events.committed,
+    return LoadResult(load, sorted(submitted, key=lambda s: s.job.id), errors, events.created, events.committed,
                       events.finalized, refunded, wall, max((s.funded_s for s in submitted), default=0.0), 0,
                       available=available, available_source=source, started_at=started_at,
                       audited=audited_jobs(market) & ids, **audit_draws(market, submitted))
@@ -319,8 +317,8 @@ def audit_draws(market: LocalMarket, submitted: list[Submitted]) -> dict:
     slash = market.session.contract("ChallengeManager").functions.slashAmount().call()
     escrow = market.session.contract("JobEscrow").address
     draws = [AuditDraw.for_account(dev_account(index), slash) for index in market.plan.verifiers]
-    drawn = {s.job_id for s in submitted if any(d.must_audit(escrow, s.job_id, s.price_wei, s.items) for d in draws)}
-    floors = [1 - math.prod(1 - d.floor(s.price_wei, s.items) for d in draws) for s in submitted]
+    drawn = {s.job.id for s in submitted if any(d.must_audit(escrow, s.job.id, s.job.price, s.items) for d in draws)}
+    floors = [1 - math.prod(1 - d.floor(s.job.price, s.items) for d in draws) for s in submitted]
     return {"drawn": drawn, "floors": floors}
 
 
@@ -447,18 +445,18 @@ def _timestamp(block: dict) -> int:  # type: ignore[type-arg]
 
 def section(result: LoadResult) -> str:
     load, jobs, created, committed = result.load, result.submitted, result.created, result.committed
-    to_commit = [committed[s.job_id] - created[s.job_id] for s in jobs if s.job_id in committed]
-    to_final = [result.finalized[s.job_id][0] - created[s.job_id] for s in jobs if s.job_id in result.finalized]
-    final_lag = [result.finalized[s.job_id][0] - committed[s.job_id] for s in jobs if s.job_id in result.finalized]
+    to_commit = [committed[s.job.id] - created[s.job.id] for s in jobs if s.job.id in committed]
+    to_final = [result.finalized[s.job.id][0] - created[s.job.id] for s in jobs if s.job.id in result.finalized]
+    final_lag = [result.finalized[s.job.id][0] - committed[s.job.id] for s in jobs if s.job.id in result.finalized]
     submit_ms = [s.submit_s * 1000 for s in jobs]
-    to_result = [result.available[s.job_id] - s.funded_at for s in jobs if s.job_id in result.available]
-    settled = [s for s in jobs if s.job_id in result.finalized]
+    to_result = [result.available[s.job.id] - s.funded_at for s in jobs if s.job.id in result.available]
+    settled = [s for s in jobs if s.job.id in result.finalized]
     items = sum(s.items for s in settled)
     funding_rate = len(jobs) / max(result.funding_s, 1e-9)
     delivered_s = max(result.available.values(), default=result.started_at) - result.started_at
     delivered_rate = len(result.available) / max(delivered_s, 1e-9)
     loop_s = statistics.mean(result.cpu_loop_s)
-    per_provider = [f"{name} {sum(1 for s in jobs if s.provider == address)}"
+    per_provider = [f"{name} {sum(1 for s in jobs if s.job.provider.lower() == address)}"
                     for address, name in sorted(result.providers.items(), key=lambda kv: kv[1])]
     # The providers' pace: results delivered per second from the first to the last (their commits
     # go out in batches a block apart, so the gaps between commits no longer tell it).

@@ -36,7 +36,8 @@ from client.task_auth import TaskAuth, domain_of
 from client.ports import free_port
 from protocol.broker import provider_keyprefix
 from protocol.ids import JobId
-from protocol.tasks import TASK_RUN_JOB, DispatchedJob, provider_queue
+from protocol.escrow_job import EscrowJob
+from protocol.tasks import TASK_RUN_JOB, provider_queue
 from protocol.ids import Wei
 from provider_agent.cache import DirectorySource
 from provider_agent.mining import MiningPolicy, MiningSupervisor, ReferenceMiner
@@ -150,8 +151,8 @@ def _dispatch(work: Path, rounds: int, gap_s: float) -> dict:
                 s.send(escrow.functions.createJob(provider, spec_hash, 10**15, spec.deadline), renter, value=10**15)
                 job_id = escrow.functions.jobCount().call()
                 funded = time.perf_counter() - t
-                job = DispatchedJob(JobId(job_id), renter, provider, "0x" + "00" * 20, Wei(10**15),
-                                    "0x" + spec_hash.hex(), spec.deadline)
+                job = EscrowJob(JobId(job_id), renter, provider, "0x" + "00" * 20, Wei(10**15), spec_hash,
+                                spec.deadline)
                 start, end, result = round_trip(TASK_RUN_JOB, [job.to_json()])
                 assert isinstance(result, dict) and result.get("job_id") == job_id and "error" not in result, result
                 if i:

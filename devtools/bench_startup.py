@@ -1,6 +1,7 @@
 """How long `unchained` takes to start: wall and CPU time (user + system), best of `runs`, of a few commands that do no
-work (help pages, a read against a closed port) beside a bare `python -c pass`, and the modules
-each one imports (`python -X importtime`).
+work (help pages, the renter's reads against closed ports) beside a bare `python -c pass`, the
+modules each one imports (`python -X importtime`), and the machine's load average (1 minute) when
+each row was measured.
 
     python -m devtools.bench_startup [--runs 5] [--root DIR ...]
 
@@ -22,10 +23,16 @@ import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+SOMEONE = "0x" + "11" * 20
 COMMANDS = (
     ("--help",),
     ("job", "--help"),
-    ("job", "status", "1", "--backend", "http://127.0.0.1:1"),  # fails at once: nothing listens on port 1
+    # The reads fail at once (nothing listens on port 1): their start-up and error path.
+    ("job", "status", "1", "--backend", "http://127.0.0.1:1"),
+    ("job", "list", "--address", SOMEONE, "--backend", "http://127.0.0.1:1"),
+    ("lease", "list", "--address", SOMEONE, "--backend", "http://127.0.0.1:1"),
+    ("model", "list", "--backend", "http://127.0.0.1:1"),
+    ("balance", "--address", SOMEONE, "--rpc", "http://127.0.0.1:1"),
     ("provider", "--help"),
 )
 # Whose import shows what a command loads without using it.
@@ -65,15 +72,15 @@ def main() -> None:
     roots = args.root or [REPO_ROOT]
     os.environ.pop("UNCHAINED_CONFIG", None)
     wall, cpu = best_times([sys.executable, "-c", "pass"], roots[:1], args.runs)[0]
-    print(f"`python -c pass`: {wall:.2f} s wall, {cpu:.2f} s CPU (best of {args.runs})\n")
-    print(f"| command | tree | wall (s) | CPU (s) | modules imported | of {', '.join(HEAVY)} |")
-    print("|---|---|---:|---:|---:|---|")
+    print(f"`python -c pass`: {wall:.2f} s wall, {cpu:.2f} s CPU (best of {args.runs}), load {os.getloadavg()[0]:.1f}\n")
+    print(f"| command | tree | wall (s) | CPU (s) | load | modules imported | of {', '.join(HEAVY)} |")
+    print("|---|---|---:|---:|---:|---:|---|")
     for command in COMMANDS:
         argv = [sys.executable, "-m", "unchained_cli.main", *command]
         for root, (wall, cpu) in zip(roots, best_times(argv, roots, args.runs)):
             count, heavy = imported(argv, root)
-            print(f"| `unchained {' '.join(command)}` | {root} | {wall:.2f} | {cpu:.2f} | {count} | "
-                  f"{', '.join(heavy) or 'none'} |", flush=True)
+            print(f"| `unchained {' '.join(command)}` | {root} | {wall:.2f} | {cpu:.2f} | {os.getloadavg()[0]:.1f} | "
+                  f"{count} | {', '.join(heavy) or 'none'} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.table import Table
 
 from renter.client import BackendClient
-from renter.orders import (FundedJob, bind_ssh_key, confirm_delivery, end_lease, start_lease, submit_job,
+from renter.orders import (bind_ssh_key, confirm_delivery, end_lease, start_lease, submit_job,
                             wait_for_access)
 from renter.wallet import Wallet
 from client.keystore import load_keystore
@@ -177,12 +177,11 @@ class Scenario:
         return honest_job, cheater_job, lease_id
 
     def _submit(self, renter: Renter, model: str, provider: str, seed: int) -> int:
-        funded: FundedJob = submit_job(renter.client, renter.wallet, model, job_inputs(seed), MAX_PRICE_WEI,
-                                       provider=self.market.parties[provider].address, batch_size=4,
-                                       tolerance_ppm=1000)
-        self.console.log(f"{renter.name} submits job {funded.job_id}: {JOB_ITEMS} items to {provider} for "
-                         f"{eth(funded.price_wei)} ETH (spec 0x{funded.spec_hash.hex()})")
-        return funded.job_id
+        job = submit_job(renter.client, renter.wallet, model, job_inputs(seed), MAX_PRICE_WEI,
+                         provider=self.market.parties[provider].address, batch_size=4, tolerance_ppm=1000).job
+        self.console.log(f"{renter.name} submits job {job.id}: {JOB_ITEMS} items to {provider} for "
+                         f"{eth(job.price)} ETH (spec 0x{job.spec_hash.hex()})")
+        return job.id
 
 
 def run(console: Console | None = None, root: Path | None = None, plan: MarketPlan = DEMO_PLAN,

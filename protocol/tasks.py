@@ -1,9 +1,10 @@
 """Celery task names and queues: the wire contract between backend, providers and verifiers.
 
 Tasks pass ids and canonical JSON, never objects; every party checks what matters against the
-chain. TASK_RUN_JOB carries the job as JobCreated announced it (`DispatchedJob`), so the provider
-starts fetching and computing at once and reads the chain beside the work, not before it. Queues: one per provider (`provider.<address>`, lower-case hex), and shared queues for
-Proof-of-GPU work, verification and settlement.
+chain. TASK_RUN_JOB carries the job as JobCreated announced it (protocol.escrow_job.EscrowJob's
+JSON), so the provider starts fetching and computing at once and reads the chain beside the work,
+not before it. Queues: one per provider (`provider.<address>`, lower-case hex), and shared queues
+for Proof-of-GPU work, verification and settlement.
 
 Every party talks to the same broker, so how a broker URL is turned into Celery settings lives
 here too (`result_backend_url`, `broker_transport_options`): Redis in production, Celery's
@@ -15,21 +16,18 @@ from __future__ import annotations
 import base64
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import urlsplit
 
 from protocol.errors import ProtocolError
-from protocol.ids import JobId
-from protocol.ids import Wei
 
 QUEUE_POG = "pog"
 QUEUE_VERIFY = "verify"
 QUEUE_SETTLE = "settle"
 
 # provider_agent consumes these from its own queue
-TASK_RUN_JOB = "unchained.provider.run_job"  # (job: DispatchedJob.to_json()) -> result summary (signed)
+TASK_RUN_JOB = "unchained.provider.run_job"  # (job: EscrowJob.to_json()) -> result summary (signed)
 # A TASK_RUN_JOB message header: the job's spec and small inputs by hash (`inline_content`), so the
 # provider starts without fetching them. Each item is checked against its name like fetched content
 # (what is missing or wrong is fetched), so the header needs no signature; and a worker that does
@@ -66,54 +64,14 @@ class BadAddress(ProtocolError):
 
 
 class BadDispatch(ProtocolError):
-    """A TASK_RUN_JOB payload that is not a job as JobCreated announces it."""
+    """A TASK_RUN_JOB message's inline content that is not content hash -> base64 within bounds.
+
+    The job itself is an EscrowJob, sent by the operator, who is trusted for availability only: a
+    provider works from it at once but releases nothing (no signed result, no outputs) until the
+    chain shows the same job funded and addressed to it."""
 
 
 _HEX32 = re.compile(r"^0x[0-9a-fA-F]{64}$")
-
-
-@dataclass(frozen=True)
-class DispatchedJob:
-    """A funded job as the backend indexed it from JobCreated: the TASK_RUN_JOB payload.
-
-    The operator is trusted for availability only: a provider works from this at once but
-    releases nothing (no signed result, no outputs) until the chain shows the same job funded
-    and addressed to it. Addresses are lower-case hex, amounts decimal strings on the wire
-    (JSON numbers lose precision above 2^53)."""
-
-    job_id: JobId
-    renter: str
-    provider: str
-    token: str
-    price: Wei
-    spec_hash: str  # 0x-hex, as stored on-chain and under which the backend serves the spec
-    deadline: int
-
-    def __post_init__(self) -> None:
-        if not 0 < self.job_id < 2**256:
-            raise BadDispatch(f"job id {self.job_id}: out of range")
-        for name in ("renter", "provider", "token"):
-            if not _ADDRESS.match(getattr(self, name)):
-                raise BadDispatch(f"{name}: not an address: {getattr(self, name)!r}")
-        if not _HEX32.match(self.spec_hash):
-            raise BadDispatch(f"specHash: expected 0x and 64 hex digits, got {self.spec_hash!r}")
-        if not 0 <= self.price < 2**256 or not 0 < self.deadline < 2**64:
-            raise BadDispatch(f"job {self.job_id}: price or deadline out of range")
-
-    def to_json(self) -> dict[str, Any]:
-        return {"jobId": self.job_id, "renter": self.renter, "provider": self.provider, "token": self.token,
-                "price": str(self.price), "specHash": self.spec_hash, "deadline": self.deadline}
-
-    @classmethod
-    def from_json(cls, doc: Any) -> DispatchedJob:
-        if not isinstance(doc, dict):
-            raise BadDispatch(f"expected the job as a JSON object, got {type(doc).__name__}")
-        try:
-            return cls(JobId(_integer(doc["jobId"])), str(doc["renter"]).lower(), str(doc["provider"]).lower(),
-                       str(doc["token"]).lower(), Wei(_integer(doc["price"])), str(doc["specHash"]).lower(),
-                       _integer(doc["deadline"]))
-        except KeyError as exc:
-            raise BadDispatch(f"job payload lacks {exc.args[0]!r}") from None
 
 
 def inline_content(items: Mapping[str, bytes]) -> dict[str, str]:
@@ -141,16 +99,6 @@ def read_inline_content(doc: Any) -> dict[str, bytes]:
         if total > MAX_INLINE_CONTENT_BYTES:
             raise BadDispatch(f"content: more than {MAX_INLINE_CONTENT_BYTES} bytes inline")
     return items
-
-
-def _integer(value: Any) -> int:
-    """An int or a decimal string (not a float, not a bool: both would be silently truncated)."""
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        raise BadDispatch(f"expected an integer, got {value!r}")
-    try:
-        return int(value)
-    except ValueError:
-        raise BadDispatch(f"expected an integer, got {value!r}") from None
 
 
 class BadBrokerUrl(ProtocolError):

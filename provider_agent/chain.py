@@ -32,7 +32,6 @@ from protocol.ids import ChallengeId, JobId, LeaseId, RoundId
 from protocol.job_result import JobResult
 from protocol.lease_access import LeaseDomain
 from protocol.pog.challenge import challenge_indices
-from protocol.tasks import DispatchedJob
 from protocol.ids import Wei
 from provider_agent import ProviderAgentError
 
@@ -185,17 +184,17 @@ class ProviderChain(ChainContext):
                 for j, state in zip(jobs, states)]
 
     # The batch calls take the jobs as dispatched: JobEscrow keeps only a hash per job and takes
-    # its terms back in calldata (EscrowJob.from_json reads DispatchedJob's keys), so no chain
-    # read precedes a commit; a dispatch that differs from JobCreated reverts as a mismatch.
-    def commit_results(self, jobs: Sequence[DispatchedJob], results: Sequence[JobResult]) -> TxReceipt:
+    # its terms back in calldata, so no chain read precedes a commit; a dispatch that differs from
+    # JobCreated reverts as a mismatch.
+    def commit_results(self, jobs: Sequence[EscrowJob], results: Sequence[JobResult]) -> TxReceipt:
         """One `commitResults` for the batch (all or nothing on-chain; commit accepts the job)."""
         escrow = self.contract("JobEscrow")
         if len(jobs) == 1:  # a lone job: commitResult, without the arrays' encoding (about 2,500 gas less)
             [job], [result] = jobs, results
-            return self.send(escrow.functions.commitResult(escrow_job(job).as_tuple(), _raw32(result.output_root),
+            return self.send(escrow.functions.commitResult(job.as_tuple(), _raw32(result.output_root),
                                                            result.item_count, _raw32(result.result_digest)),
-                             f"commitResult job {job.job_id}")
-        fn = escrow.functions.commitResults([escrow_job(j).as_tuple() for j in jobs],
+                             f"commitResult job {job.id}")
+        fn = escrow.functions.commitResults([j.as_tuple() for j in jobs],
                                             [_raw32(r.output_root) for r in results],
                                             [r.item_count for r in results],
                                             [_raw32(r.result_digest) for r in results])
@@ -204,7 +203,7 @@ class ProviderChain(ChainContext):
     def window_ends(self, receipt: TxReceipt) -> dict[int, int]:
         """Job id -> challenge window end of every ResultCommitted in a mined commit."""
         events = contracts.emitted(self.contract("JobEscrow"), "ResultCommitted", receipt)
-        return {e.args.jobId: e.args.challengeWindowEnd for e in events}
+        return {e["args"]["jobId"]: e["args"]["challengeWindowEnd"] for e in events}
 
     def finalize_jobs(self, jobs: Sequence[EscrowJob]) -> TxReceipt:
         """One `finalizeJobsAndWithdraw` for the batch (all or nothing on-chain), each job with
@@ -336,17 +335,12 @@ class ProviderChain(ChainContext):
         return Wei(total)
 
 
-def escrow_job(job: DispatchedJob) -> EscrowJob:
-    """The dispatched job as JobEscrow's calls take it (its terms, no result yet)."""
-    return EscrowJob.from_json(job.to_json())
-
-
 def _raw32(hex32: str) -> bytes:
     return bytes.fromhex(hex32[2:])
 
 
-def _ids(jobs: Sequence[DispatchedJob]) -> str:
-    return "jobs " + ",".join(str(j.job_id) for j in jobs)
+def _ids(jobs: Sequence[EscrowJob]) -> str:
+    return "jobs " + ",".join(str(j.id) for j in jobs)
 
 
 def _bytes32(text: str) -> bytes:

@@ -26,16 +26,15 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TypeVar
 
 from client.errors import ClientError, TransactionReverted
 from protocol.enums import JobStatus
-from protocol.escrow_job import EscrowJob
+from protocol.escrow_job import ZERO32, EscrowJob
 from protocol.ids import JobId
 from protocol.job_result import JobResult
-from protocol.tasks import DispatchedJob
 from provider_agent import ProviderAgentError
-from provider_agent.chain import escrow_job
 from provider_agent.jobs import JobService
 from provider_agent.state import COMMITTED, FAILED, FINALIZED, REFUNDED, SIGNED, JobRecord
 
@@ -112,8 +111,8 @@ class Committer:
                    for record in self.jobs.store.with_status(SIGNED)]
         return [job_id for batch in _chunks(pending, self.batch_size) for job_id in self._commit(batch)]
 
-    def _commit(self, batch: Sequence[tuple[DispatchedJob, JobResult]]) -> list[int]:
-        ids = [job.job_id for job, _ in batch]
+    def _commit(self, batch: Sequence[tuple[EscrowJob, JobResult]]) -> list[int]:
+        ids: list[int] = [job.id for job, _ in batch]
         try:
             receipt = self.jobs.chain.commit_results([job for job, _ in batch], [result for _, result in batch])
         except TransactionReverted as exc:
@@ -124,23 +123,23 @@ class Committer:
             self._commit_refused(*batch[0], exc)
             return []
         self.jobs.store.update_many(ids, COMMITTED, self.jobs.chain.window_ends(receipt))
-        logger.info("jobs %s: results committed (tx %s)", ids, receipt.transactionHash.hex())
+        logger.info("jobs %s: results committed (tx %s)", ids, receipt["transactionHash"].hex())
         return ids
 
-    def _commit_refused(self, job: DispatchedJob, result: JobResult, exc: TransactionReverted) -> None:
-        onchain = self.jobs.chain.job(job.job_id)
+    def _commit_refused(self, job: EscrowJob, result: JobResult, exc: TransactionReverted) -> None:
+        onchain = self.jobs.chain.job(job.id)
         if onchain.status in (JobStatus.COMMITTED, JobStatus.FINALIZED):
             if "0x" + onchain.output_root.hex() != result.output_root:
-                logger.error("job %s: the chain holds root 0x%s, not the signed %s", job.job_id,
+                logger.error("job %s: the chain holds root 0x%s, not the signed %s", job.id,
                              onchain.output_root.hex(), result.output_root)
-            self.jobs.store.update(job.job_id, FINALIZED if onchain.status == JobStatus.FINALIZED else COMMITTED)
-            logger.info("job %s: already committed on-chain", job.job_id)
+            self.jobs.store.update(job.id, FINALIZED if onchain.status == JobStatus.FINALIZED else COMMITTED)
+            logger.info("job %s: already committed on-chain", job.id)
         elif onchain.status == JobStatus.REFUNDED:
-            self.jobs.store.update(job.job_id, REFUNDED)
-            logger.error("job %s: refunded before our commit (%s)", job.job_id, exc)
+            self.jobs.store.update(job.id, REFUNDED)
+            logger.error("job %s: refunded before our commit (%s)", job.id, exc)
         else:
-            self.jobs.store.update(job.job_id, FAILED, error=f"commit-refused: {exc}")
-            logger.error("job %s: the escrow refuses its commit; the renter is refunded: %s", job.job_id, exc)
+            self.jobs.store.update(job.id, FAILED, error=f"commit-refused: {exc}")
+            logger.error("job %s: the escrow refuses its commit; the renter is refunded: %s", job.id, exc)
 
     def _result(self, record: JobRecord) -> JobResult:
         """The result to commit, as signed (a record kept before results carried commitBy is
@@ -149,11 +148,10 @@ class Committer:
         return JobResult(record.job_id, "0x" + record.root.hex(), record.item_count or 0,
                          "0x" + record.result_digest.hex(), record.commit_by or 0)
 
-    def _dispatched(self, record: JobRecord) -> DispatchedJob:
+    def _dispatched(self, record: JobRecord) -> EscrowJob:
         """The job as dispatched, from the chain for a record kept before the dispatch carried it."""
-        j = self.jobs.chain.job(JobId(record.job_id))
-        return DispatchedJob(JobId(j.job.id), j.renter.lower(), j.provider.lower(), j.token.lower(), j.price,
-                             "0x" + j.spec_hash.hex(), j.deadline)
+        return replace(self.jobs.chain.job(JobId(record.job_id)).job, output_root=ZERO32, item_count=0,
+                       result_digest=ZERO32)
 
     # -- finalizations ---------------------------------------------------------------------
 
@@ -186,12 +184,12 @@ class Committer:
         """The job with the result we committed, as the escrow hashes it; None for a record kept
         before records held the dispatched job."""
         dispatched = record.dispatched()
-        if dispatched is None or record.root is None or record.result_digest is None:
+        if dispatched is None or record.root is None or record.item_count is None or record.result_digest is None:
             return None
-        return escrow_job(dispatched).committed(record.root, record.item_count, record.result_digest)
+        return dispatched.committed(record.root, record.item_count, record.result_digest)
 
     def _finalize(self, batch: Sequence[EscrowJob]) -> list[int]:
-        ids = [job.id for job in batch]
+        ids: list[int] = [job.id for job in batch]
         try:
             receipt = self.jobs.chain.finalize_jobs(batch)
         except TransactionReverted as exc:
@@ -202,7 +200,7 @@ class Committer:
             logger.info("job %s: finalize refused: %s", ids[0], exc)
             return []
         self.jobs.store.update_many(ids, FINALIZED)
-        logger.info("jobs %s: finalized (tx %s)", ids, receipt.transactionHash.hex())
+        logger.info("jobs %s: finalized (tx %s)", ids, receipt["transactionHash"].hex())
         return ids
 
 

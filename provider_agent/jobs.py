@@ -1,6 +1,6 @@
 """Taking a dispatched job to a signed result in the renter's hands, with the chain work behind it.
 
-`JobService.process(job)` takes the job as the backend dispatched it (protocol.tasks.DispatchedJob)
+`JobService.process(job)` takes the job as the backend dispatched it (protocol.escrow_job.EscrowJob)
 and may be called any number of times for the same job (a redelivered Celery message, a
 restarted worker): the local record and the chain decide what is left to do, and the escrow
 accepts one commit per job, so a job is committed at most once.
@@ -61,7 +61,6 @@ from protocol.merkle import MerkleTree, keccak256
 from provider_agent import ProviderAgentError
 from provider_agent.backend_client import BackendClient
 from provider_agent.cache import ContentCache, ContentError, ContentUnavailable
-from protocol.tasks import DispatchedJob
 from provider_agent.chain import ProviderChain
 from provider_agent.runner import BadJobInput, JobFailed, Limits, run_inference
 from provider_agent.state import COMMITTED, COMPUTED, FAILED, FINALIZED, REFUNDED, REJECTED, SIGNED, JobStore
@@ -243,9 +242,9 @@ class JobService:
         # The chain check runs here, beside the work (one at a time is enough: one job runs at a time).
         self._checks = ThreadPoolExecutor(max_workers=2, thread_name_prefix="job-check")
 
-    def process(self, job: DispatchedJob) -> JobOutcome:
-        job_id, began = job.job_id, time.monotonic()
-        if job.provider != self.chain.address.lower():
+    def process(self, job: EscrowJob) -> JobOutcome:
+        job_id, began = job.id, time.monotonic()
+        if job.provider.lower() != self.chain.address.lower():
             raise NotOurJob(job_id, job.provider)
         record = self.store.claim(job_id, job.deadline, job)
         # Submitted after the claim: the read's Python would share the interpreter with it.
@@ -253,7 +252,7 @@ class JobService:
             return self._settle_known(job, record.status, self._read_chain(job))
         check = None
         try:
-            fetched = self._fetch(job_id, bytes.fromhex(job.spec_hash[2:]))
+            fetched = self._fetch(job_id, job.spec_hash)
             check = self._checks.submit(self._read_chain, job)
             digests = self.outputs.digests(job_id) if record.status == COMPUTED else None
             seconds = None
@@ -298,35 +297,34 @@ class JobService:
         return JobOutcome(job_id, "signed", result.output_root, result.item_count, seconds=seconds,
                           uploaded=self._upload_if_pending(job_id))
 
-    def _read_chain(self, job: DispatchedJob) -> ChainView:
-        return ChainView(*self.chain.dispatched_job(EscrowJob.from_created(job.to_json())))
+    def _read_chain(self, job: EscrowJob) -> ChainView:
+        return ChainView(*self.chain.dispatched_job(job))
 
-    def _require_funded_for_us(self, job: DispatchedJob, view: ChainView) -> None:
+    def _require_funded_for_us(self, job: EscrowJob, view: ChainView) -> None:
         """Releases nothing for a job the chain does not show funded, ours, with the dispatched
         spec, price and deadline: records it rejected, deletes its outputs and raises."""
         onchain = view.job
         if onchain is None:
-            error: ProviderAgentError = UnknownJob(job.job_id)
+            error: ProviderAgentError = UnknownJob(job.id)
         elif onchain.provider.lower() != self.chain.address.lower():
-            error = NotOurJob(job.job_id, onchain.provider)
+            error = NotOurJob(job.id, onchain.provider)
         elif onchain.status not in (JobStatus.FUNDED, JobStatus.ACCEPTED):
-            error = DispatchMismatch(job.job_id, f"status {onchain.status.name} on-chain, not funded")
-        elif ("0x" + onchain.spec_hash.hex(), onchain.deadline, onchain.price) != (job.spec_hash, job.deadline,
-                                                                                   job.price):
-            error = DispatchMismatch(job.job_id, "spec hash, deadline or price differ from the chain's")
+            error = DispatchMismatch(job.id, f"status {onchain.status.name} on-chain, not funded")
+        elif (onchain.spec_hash, onchain.deadline, onchain.price) != (job.spec_hash, job.deadline, job.price):
+            error = DispatchMismatch(job.id, "spec hash, deadline or price differ from the chain's")
         else:
             return
-        self.store.update(job.job_id, REJECTED, error=str(error))
-        shutil.rmtree(self.outputs.job_dir(job.job_id), ignore_errors=True)
-        logger.error("job %s: nothing released: %s", job.job_id, error)
+        self.store.update(job.id, REJECTED, error=str(error))
+        shutil.rmtree(self.outputs.job_dir(job.id), ignore_errors=True)
+        logger.error("job %s: nothing released: %s", job.id, error)
         raise error
 
-    def _settle_known(self, job: DispatchedJob, local: str, view: ChainView) -> JobOutcome:
+    def _settle_known(self, job: EscrowJob, local: str, view: ChainView) -> JobOutcome:
         """A job found signed, settled or refunded (a redelivery, a restart): nothing is computed
         again. A signed one waits for the committer; a settled one's outputs are offered to the
         backend again: a backend that lost them (a database rebuilt from events) is asked what it
         holds instead of trusting our "uploaded" marker, or verifiers would find them missing."""
-        job_id, onchain = job.job_id, view.job
+        job_id, onchain = job.id, view.job
         if onchain is not None and onchain.status in (JobStatus.COMMITTED, JobStatus.FINALIZED):
             settled = FINALIZED if onchain.status == JobStatus.FINALIZED else COMMITTED
             self.store.update(job_id, settled, root=onchain.output_root, item_count=onchain.item_count)
@@ -429,7 +427,7 @@ class JobService:
                     logger.warning("job %s: refund refused, retried next time: %s", record.job_id, exc.reason)
                     continue
                 logger.info("job %s: failed on-chain, renter refunded in full (tx %s)", record.job_id,
-                            receipt.transactionHash.hex())
+                            receipt["transactionHash"].hex())
             elif job.status != JobStatus.REFUNDED:
                 continue
             self.store.update(record.job_id, REFUNDED)
@@ -453,7 +451,7 @@ class JobService:
         receipt = self.chain.respond(challenge_id, [digests[i] for i in indices],
                                      [list(tree.proof(i)) for i in indices])
         logger.info("challenge %s on job %s answered: %d items revealed", challenge_id, job_id, len(indices))
-        return receipt.transactionHash.hex()
+        return receipt["transactionHash"].hex()
 
     def pending_uploads(self) -> list[int]:
         """Signed or committed jobs whose outputs are kept here but not all held by the backend yet."""

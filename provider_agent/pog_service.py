@@ -115,7 +115,7 @@ class PogService:
             receipt = self.chain.commit_pog_roots(round_id, [g.root for g in commitment.gpus])
         except TransactionReverted as exc:
             raise PogRoundError(f"round {round_id}: {exc.reason}") from exc
-        return receipt.transactionHash.hex()
+        return receipt["transactionHash"].hex()
 
     def answer(self, round_id: int, randomness_hex: str, k: int) -> str:
         """Off-chain answers to the verifier's revealed secret: k chunks per GPU with proofs."""
@@ -184,7 +184,7 @@ class PogService:
         answers = self._provers[round_id].work[c.gpuIndex].answer(self.chain.challenge_indices(challenge_id))
         receipt = self.chain.respond(challenge_id, [a.data for a in answers], [list(a.siblings) for a in answers])
         logger.info("PoG challenge %s on round %s answered on-chain", challenge_id, round_id)
-        return receipt.transactionHash.hex()
+        return receipt["transactionHash"].hex()
 
     def round_of(self, round_id: int) -> Struct:
         """Our round `round_id` as the chain holds it (PogRoundError when it is not ours)."""

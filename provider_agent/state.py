@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from protocol.tasks import DispatchedJob
+from protocol.escrow_job import EscrowJob
 from provider_agent import ProviderAgentError
 
 RUNNING, COMPUTED, COMMITTED, FAILED, REFUNDED = "running", "computed", "committed", "failed", "refunded"
@@ -62,12 +62,12 @@ class JobRecord:
     updated_at: float
     result_digest: bytes | None = None
     signature: str | None = None  # the provider's EIP-712 signature over the JobResult (0x-hex)
-    job: str | None = None  # the DispatchedJob as JSON
+    job: str | None = None  # the job as dispatched (EscrowJob's JSON; older records: lower-case addresses)
     window_end: int | None = None  # the challenge window's end (chain time), from the commit
     commit_by: int | None = None  # the chain time by which the signed result promises the commit
 
-    def dispatched(self) -> DispatchedJob | None:
-        return DispatchedJob.from_json(json.loads(self.job)) if self.job else None
+    def dispatched(self) -> EscrowJob | None:
+        return EscrowJob.from_json(json.loads(self.job)) if self.job else None
 
 
 def _alive(pid: int) -> bool:
@@ -121,7 +121,7 @@ class JobStore:
                                        statuses).fetchall()
         return [JobRecord(*r) for r in rows]
 
-    def claim(self, job_id: int, deadline: int, job: DispatchedJob | None = None) -> JobRecord:
+    def claim(self, job_id: int, deadline: int, job: EscrowJob | None = None) -> JobRecord:
         """Marks the job as run by this process (keeping `job`, as dispatched); raises JobBusy
         if a live process has it."""
         db = self._connect()
@@ -181,7 +181,7 @@ class JobStore:
         return [r.job_id for r in self.with_status(RUNNING, COMPUTED) if r.pid is None or not _alive(r.pid)]
 
 
-def _job_json(job: DispatchedJob | None) -> str | None:
+def _job_json(job: EscrowJob | None) -> str | None:
     return json.dumps(job.to_json(), sort_keys=True) if job is not None else None
 
 

@@ -1,6 +1,6 @@
 """The provider's Celery worker: consumes `provider.<address>` (protocol.tasks names).
 
-Tasks are thin: they pass ids (a job: the job as dispatched, protocol.tasks.DispatchedJob; its
+Tasks are thin: they pass ids (a job: the job as dispatched, protocol.escrow_job.EscrowJob; its
 spec and small inputs may ride in the message's CONTENT_HEADER, and go into the content cache
 only if they hash to their names), build
 the agent once per process (`get_agent`) and let `JobService` decide from the local record and
@@ -47,6 +47,7 @@ from client.backend_http import BackendUnavailable
 from client.broker import celery_settings, signed_celery
 from client.errors import NodeUnavailable
 from protocol.broker import provider_keyprefix
+from protocol.escrow_job import EscrowJob, EscrowJobError
 from protocol.ids import ChallengeId
 from protocol.tasks import (
     CONTENT_HEADER,
@@ -57,7 +58,6 @@ from protocol.tasks import (
     TASK_POG_ROUND,
     TASK_RUN_JOB,
     BadDispatch,
-    DispatchedJob,
     provider_queue,
     read_inline_content,
 )
@@ -153,16 +153,16 @@ def ping() -> str:
 def run_job(self: Task, job: Any) -> dict[str, Any]:
     agent = get_agent()
     try:
-        dispatched = DispatchedJob.from_json(job)
+        dispatched = EscrowJob.from_json(job)
         inline = read_inline_content(getattr(self.request, CONTENT_HEADER, None))
-    except BadDispatch as exc:  # not retried: the same bytes would fail again
+    except (EscrowJobError, BadDispatch) as exc:  # not retried: the same bytes would fail again
         logger.error("run_job: bad job payload dropped (delivery %s): %s", self.request.id, exc)
         raise
     if refused := agent.jobs.cache.seed(inline):  # the operator's mistake or worse: fetched instead
         logger.warning("job %s: content sent with the dispatch does not match its names, fetched instead: %s",
-                       dispatched.job_id, ", ".join(refused))
+                       dispatched.id, ", ".join(refused))
     outcome = agent.jobs.process(dispatched)
-    logger.info("job %s: %s (delivery %s, retry %s)", dispatched.job_id, outcome.status, self.request.id,
+    logger.info("job %s: %s (delivery %s, retry %s)", dispatched.id, outcome.status, self.request.id,
                 self.request.retries)
     if outcome.uploaded is False:  # signed, but the backend does not hold the result and outputs yet
         upload_outputs.apply_async((outcome.job_id,), countdown=agent.settings.upload_backoff_s,

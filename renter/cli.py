@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
 from renter.errors import Conflict
 from client.keystore import PASSWORD_FILE_HELP
@@ -21,9 +21,13 @@ from protocol.model_formats import MODEL_FORMATS
 # Each command imports the chain client (web3), the backend client and the renter's orders itself:
 # `unchained job --help` and `job status` start without loading what they do not use.
 if TYPE_CHECKING:
+    from eth_typing import ChecksumAddress
+    from rich.progress import Progress, TaskID
+
     from client.escrow_jobs import JobView
     from protocol.escrow_job import EscrowJob
     from renter.client import BackendClient
+    from renter.offers import Offer
     from renter.wallet import Wallet
     from protocol.job_result import SignedJobResult
 
@@ -61,17 +65,19 @@ def _print_json(doc: Any) -> None:
     sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
 
 
-def _me(keystore: Path | None, address: str | None) -> str:
+def _me(keystore: Path | None, address: str | None) -> ChecksumAddress:
     """The renter's address, from --address or the keystore's address field (never decrypted:
     a read needs no password)."""
+    # eth-utils, not web3 (its Web3.is_address and to_checksum_address): the reads start without web3.
+    from eth_utils import is_address, to_checksum_address
+
     from client.keystore import keystore_address
     from renter.errors import RenterError
-    from web3 import Web3
 
     if address is not None:
-        if not Web3.is_address(address):
+        if not is_address(address):
             raise typer.BadParameter(f"{address!r} is not an address (0x and 40 hex digits)", param_hint="--address")
-        return Web3.to_checksum_address(address)
+        return to_checksum_address(address)
     if keystore is None:
         raise typer.BadParameter("whose? pass --keystore FILE or --address 0x...", param_hint="--keystore")
     found = keystore_address(keystore)
@@ -81,6 +87,9 @@ def _me(keystore: Path | None, address: str | None) -> str:
 
 
 def _progress() -> Progress:
+    # rich.progress (25 ms) loads for the commands that show a bar, not for the reads.
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
     return Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
                     console=console)
 
@@ -133,11 +142,14 @@ def model_list(
 
 
 def _size(size: int) -> str:
-    for unit in ("bytes", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{size} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
-        size /= 1024
-    return str(size)
+    if size < 1024:
+        return f"{size} bytes"
+    value = size / 1024
+    for unit in ("KiB", "MiB"):
+        if value < 1024:
+            return f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GiB"
 
 
 # ---- job ----
@@ -158,7 +170,7 @@ def _resolve_model(client: BackendClient, model: str, fmt: str, private: bool) -
     own = _own_model(client, "0x" + keccak256(data).hex())
     if own is not None and own["format"] == fmt and own["private"] == private:
         return str(own["content_hash"])
-    return client.push_model(data, own["name"] if own is not None else path.name, fmt, private)["content_hash"]
+    return str(client.push_model(data, own["name"] if own is not None else path.name, fmt, private)["content_hash"])
 
 
 def _own_model(client: BackendClient, content_hash: str) -> dict[str, Any] | None:
@@ -230,11 +242,12 @@ def job_submit(
                             on_upload=lambda size: progress.advance(task, size), check=check,
                             on_sent=lambda tx: console.print(f"funding tx 0x{tx.hex()} sent", highlight=False),
                             names=[p.name for p in files])
-    console.print(f"job {funded.job_id} funded in tx 0x{funded.tx_hash.hex()}: {len(files)} items, "
-                  f"{Web3.from_wei(funded.price_wei, 'ether')} ETH, spec 0x{funded.spec_hash.hex()}, "
-                  f"provider {funded.provider}")
+    job = funded.job
+    console.print(f"job {job.id} funded in tx 0x{funded.tx_hash.hex()}: {len(files)} items, "
+                  f"{Web3.from_wei(job.price, 'ether')} ETH, spec 0x{job.spec_hash.hex()}, "
+                  f"provider {job.provider.lower()}")
     if wait > 0:
-        _wait_for_result(client, wallet, funded.job_id, wait)
+        _wait_for_result(client, wallet, job.id, wait)
 
 
 def _wait_for_result(client: BackendClient, wallet: Wallet, job_id: int, wait: float) -> None:
@@ -261,7 +274,7 @@ JOB_AMOUNTS = ("price", "provider_amount", "fee", "refund")
 JOB_TIMES = ("deadline", "challenge_window_end", "cancellable_at")
 
 
-def job_lines(job: dict, now: float, in_wei: bool = False) -> list[tuple[str, str]]:
+def job_lines(job: dict[str, Any], now: float, in_wei: bool = False) -> list[tuple[str, str]]:
     """A job as (field, value) lines: amounts in ETH (wei on request), times as dates with zone
     and how far away, addresses and hashes whole."""
     from client.units import amount, when
@@ -471,10 +484,12 @@ class _NoProgress:
     def __exit__(self, *exc: object) -> None:
         return None
 
-    def add_task(self, description: str, total: int) -> int:
-        return 0
+    def add_task(self, description: str, total: int) -> TaskID:
+        from rich.progress import TaskID
 
-    def advance(self, task: int, size: int) -> None:
+        return TaskID(0)
+
+    def advance(self, task: TaskID, size: int) -> None:
         return None
 
 
@@ -758,9 +773,10 @@ def lease_list(
     """Your leases, newest first: state, GPUs, what you paid, when each ends (or ended)."""
     import time
 
+    from eth_utils import from_wei  # web3's own (Web3.from_wei), without loading web3
+
     from client.units import when
     from renter.client import BackendClient
-    from web3 import Web3
 
     me = _me(keystore, address)
     rows = BackendClient.connect(backend).get("/leases", renter=me.lower(), limit=limit)
@@ -773,11 +789,11 @@ def lease_list(
     if not rows:
         console.print(f"no leases of {me} (rent GPUs with `unchained lease start`)", highlight=False, soft_wrap=True)
     for r in rows:
-        settled = (f", provider earned {Web3.from_wei(int(r['provider_earned']), 'ether')} ETH, refund "
-                   f"{Web3.from_wei(int(r['renter_refund']), 'ether')} ETH") if r.get("renter_refund") is not None else ""
+        settled = (f", provider earned {from_wei(int(r['provider_earned']), 'ether')} ETH, refund "
+                   f"{from_wei(int(r['renter_refund']), 'ether')} ETH") if r.get("renter_refund") is not None else ""
         ends = "ended" if r["state"] != "active" else "ends"
         console.print(f"lease {r['lease_id']}  {r['state']}  {r['gpu_count']} GPU(s)  paid "
-                      f"{Web3.from_wei(int(r['paid']), 'ether')} ETH{settled}", highlight=False, soft_wrap=True)
+                      f"{from_wei(int(r['paid']), 'ether')} ETH{settled}", highlight=False, soft_wrap=True)
         console.print(f"  {ends} {when(r['ends_at'], now)}  provider {r['provider']}", highlight=False, soft_wrap=True)
         if r["state"] == "expired":
             console.print(f"  ran out, not settled: `unchained lease stop {r['lease_id']}` settles it", highlight=False)
@@ -934,7 +950,7 @@ def provider_list(
               if (not classes or (o.gpu_class or "").lower() in classes)
               and (ceiling is None or o.price_per_gpu_hour <= ceiling)
               and o.free_gpus >= min_gpus and (o.available or not available)]
-    keys = {OfferSort.price: lambda o: o.price_per_gpu_hour, OfferSort.job_price: lambda o: o.price_per_job_unit,
+    keys: dict[OfferSort, Callable[[Offer], float]] = {OfferSort.price: lambda o: o.price_per_gpu_hour, OfferSort.job_price: lambda o: o.price_per_job_unit,
             OfferSort.tflops: lambda o: -(o.tflops or 0), OfferSort.reputation: lambda o: -o.reputation,
             OfferSort.free: lambda o: -o.free_gpus, OfferSort.seen: lambda o: -(o.last_seen or 0)}
     offers.sort(key=lambda o: (not o.available, keys[sort](o)))

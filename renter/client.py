@@ -15,8 +15,7 @@ import httpx
 
 from renter.errors import NotFound, RenterError
 from client.backend_answers import no_such_route
-from client.backend_http import ApiError, BackendHttp, checked
-from protocol.jobs import MAX_INPUTS_BODY_BYTES, base64_size, request_groups
+from client.backend_http import ApiError, BackendHttp, checked, json_list, json_object
 from protocol.merkle import keccak256, leaf_hash, verify_inclusion
 
 # eth-account (signing, the signed result's checks) loads where it is used: reads start without it.
@@ -67,29 +66,29 @@ class BackendClient(BackendHttp):
 
     def quotes(self, **request: Any) -> list[dict[str, Any]]:
         """Ranked providers for a job (POST /quotes), best first."""
-        return self._call("POST", "/quotes", json=request).json()
+        return json_list(self._call("POST", "/quotes", json=request))
 
     def explain_quotes(self, **request: Any) -> dict[str, Any]:
         """Why no provider fits the request (POST /quotes/explain)."""
-        return self._call("POST", "/quotes/explain", json=request).json()
+        return json_object(self._call("POST", "/quotes/explain", json=request))
 
     def push_model(self, data: bytes, name: str, fmt: str, private: bool) -> dict[str, Any]:
-        row: dict[str, Any] = self._call("POST", "/models", signed=True, content=data, params={
-            "name": name, "format": fmt, "private": str(private).lower()}).json()
+        row = json_object(self._call("POST", "/models", signed=True, content=data, params={
+            "name": name, "format": fmt, "private": str(private).lower()}))
         _stored_as(data, row["content_hash"], "model")
         return row
 
     def model(self, content_hash: str) -> dict[str, Any]:
         """The hub's entry of a model (yours, or a public one); ApiError 404 when there is none."""
-        return self._call("GET", f"/models/{content_hash}", signed=True).json()
+        return json_object(self._call("GET", f"/models/{content_hash}", signed=True))
 
     def check_model(self, content_hash: str, inputs: list[str]) -> dict[str, Any]:
         """Dry run (POST /models/{hash}/check): the inputs, as one batch, through the model."""
-        return self._call("POST", f"/models/{content_hash}/check", signed=True, json={"inputs": inputs}).json()
+        return json_object(self._call("POST", f"/models/{content_hash}/check", signed=True, json={"inputs": inputs}))
 
     def upload_lease_image(self, data: bytes) -> str:
         """POST /lease-images: a root file system tarball; returns its content hash."""
-        return self._call("POST", "/lease-images", signed=True, content=data).json()["content_hash"]
+        return str(json_object(self._call("POST", "/lease-images", signed=True, content=data))["content_hash"])
 
     def upload_input(self, data: bytes) -> str:
         return _stored_as(data, self._call("POST", "/inputs", signed=True, content=data).json()["content_hash"], "input")
@@ -99,6 +98,9 @@ class BackendClient(BackendHttp):
         body as base64 JSON, an item too large for that alone through POST /inputs; one request
         per item to a backend without the batch route (an earlier version). `on_uploaded` gets
         each item's size once the backend holds it (a progress bar)."""
+        # protocol.jobs loads numpy: imported here, the reads (`job status`, `job list`) start without it.
+        from protocol.jobs import MAX_INPUTS_BODY_BYTES, base64_size, request_groups
+
         ids: list[str] = []
         # base64 and its quotes and comma each, within the body less its `{"items": []}`
         for group in request_groups(items, lambda data: base64_size(len(data)) + 4, MAX_INPUTS_BODY_BYTES - 16):
@@ -123,11 +125,13 @@ class BackendClient(BackendHttp):
         return ids
 
     def store_spec(self, canonical: bytes) -> dict[str, Any]:
-        return self._call("POST", "/jobs/specs", content=canonical, headers={"Content-Type": "application/json"}).json()
+        return json_object(self._call("POST", "/jobs/specs", content=canonical,
+                                  headers={"Content-Type": "application/json"}))
 
     def upload_output(self, job_id: int, index: int, data: bytes, proof: list[bytes]) -> dict[str, Any]:
         headers = {"X-Merkle-Proof": ",".join("0x" + p.hex() for p in proof)}
-        return self._call("PUT", f"/jobs/{job_id}/outputs/{index}", signed=True, content=data, headers=headers).json()
+        return json_object(self._call("PUT", f"/jobs/{job_id}/outputs/{index}", signed=True, content=data,
+                                  headers=headers))
 
     def wait_result(self, job_id: int, timeout_s: float) -> dict[str, Any] | None:
         """GET /jobs/{id}/result as soon as the job has one (the provider's signed result, or the
@@ -142,7 +146,7 @@ class BackendClient(BackendHttp):
             response = self.send("GET", f"/jobs/{job_id}/result", what=what, params={"wait": round(wait, 3)},
                                  timeout=wait + 30)
             if response.status_code not in (404, 409):  # 404: not indexed yet; 409: no result yet
-                return checked(response, what).json()
+                return json_object(checked(response, what))
             if time.monotonic() >= deadline:
                 return None
             time.sleep(max(0.0, min(OLD_BACKEND_POLL_S - (time.monotonic() - asked), deadline - time.monotonic())))

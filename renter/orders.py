@@ -12,6 +12,7 @@ from pathlib import Path
 from dataclasses import dataclass
 from typing import Any
 
+from eth_typing import HexStr
 from web3 import Web3
 
 from client.backend_http import ApiError
@@ -33,10 +34,10 @@ from protocol.merkle import keccak256
 
 @dataclass(frozen=True)
 class FundedJob:
-    job_id: int
-    provider: str  # lower-case address
-    price_wei: int
-    spec_hash: bytes
+    """What `submit_job` paid for: the job as its JobCreated announced it, and the funding
+    transaction. A receipt beside the job, not another shape of it."""
+
+    job: EscrowJob
     tx_hash: bytes
 
 
@@ -55,7 +56,7 @@ def check_inputs(inputs: Sequence[bytes], batch_size: int,
     (shape, dtype). Raises RenterError naming the first item at fault (and its file, from
     `names`) and the format expected. Local and free: nothing is uploaded yet."""
     signatures: dict[tuple[tuple[int, ...], str], list[int]] = {}
-    batch_signature = None
+    batch_signature: tuple[tuple[int, ...], str] = ((), "")  # set by item 0, the first batch's start
     for index, data in enumerate(inputs):
         try:
             array = decode_output(data, "the file")
@@ -187,11 +188,11 @@ def submit_job(client: BackendClient, wallet: Wallet, model_hash: str, inputs: S
         tx_hash = wallet.sender.broadcast(call, price, "createJob")
         on_sent(bytes(tx_hash))
         receipt = wallet.sender.mined(tx_hash, "createJob")
-        job_id = emitted(escrow, "JobCreated", receipt)[0]["args"]["jobId"]
     except KeyboardInterrupt as exc:
         # Ctrl-C must never leave money unaccounted for: say whether anything was paid.
         raise SubmitInterrupted(wallet, tx_hash) from exc
-    return FundedJob(job_id, chosen, price, spec.spec_hash, bytes(receipt["transactionHash"]))
+    job = EscrowJob.from_created(emitted(escrow, "JobCreated", receipt)[0]["args"])
+    return FundedJob(job, bytes(receipt["transactionHash"]))
 
 
 class SubmitInterrupted(RenterError):
@@ -205,7 +206,7 @@ class SubmitInterrupted(RenterError):
             return
         shown = "0x" + bytes(tx_hash).hex()
         try:
-            receipt = wallet.web3.eth.get_transaction_receipt(shown)
+            receipt = wallet.web3.eth.get_transaction_receipt(HexStr(shown))
         except Exception:  # web3 raises TransactionNotFound while it is pending; any failure: not known yet
             receipt = None
         if receipt is not None and receipt["status"] == 1:
@@ -442,7 +443,7 @@ def check_lease(wallet: Wallet, provider: str, gpus: int, seconds: int, client: 
     free = leases.functions.availableGpusOf(address).call()
     if gpus > free:
         raise LeaseRefused(f"--gpus: provider {address} has {free} GPU(s) free now, not {gpus}")
-    cost = leases.functions.leaseCost(address, gpus, seconds).call()
+    cost: int = leases.functions.leaseCost(address, gpus, seconds).call()
     balance = wallet.web3.eth.get_balance(wallet.account.address)
     if cost >= balance:
         raise LeaseRefused(f"insufficient funds: the lease costs {Web3.from_wei(cost, 'ether')} ETH plus gas, "

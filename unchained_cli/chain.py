@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from web3 import Web3
+from web3.types import RPCEndpoint
 
 from unchained_cli.errors import CliError
 
@@ -88,7 +89,7 @@ class LocalChain:
     mixed_mining: bool = False
     accounts: int = 10
     balance_eth: int = 10_000
-    process: subprocess.Popen | None = field(default=None, init=False)
+    process: subprocess.Popen[bytes] | None = field(default=None, init=False)
 
     @property
     def rpc_url(self) -> str:
@@ -134,11 +135,11 @@ class LocalChain:
             yield
             return
         web3 = Web3(Web3.HTTPProvider(self.rpc_url))
-        web3.provider.make_request("evm_setAutomine", [True])
+        web3.provider.make_request(RPCEndpoint("evm_setAutomine"), [True])
         try:
             yield
         finally:
-            web3.provider.make_request("evm_setIntervalMining", [int(interval)])
+            web3.provider.make_request(RPCEndpoint("evm_setIntervalMining"), [int(interval)])
 
     def stop(self) -> None:
         if self.process and self.process.poll() is None:

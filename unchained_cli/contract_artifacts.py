@@ -69,7 +69,8 @@ def read_index() -> dict[str, Any] | None:
     entry = _packaged(INDEX)
     if not entry.is_file():
         return None
-    return json.loads(entry.read_text())
+    index: dict[str, Any] = json.loads(entry.read_text())
+    return index
 
 
 def load(name: str) -> dict[str, Any]:
@@ -80,7 +81,8 @@ def load(name: str) -> dict[str, Any]:
     if name not in index["contracts"]:
         raise ArtifactError(f"no contract artifact for {name}; packaged: "
                             f"{', '.join(index['contracts'])}")
-    return json.loads(_packaged(f"{name}.json").read_text())
+    artifact: dict[str, Any] = json.loads(_packaged(f"{name}.json").read_text())
+    return artifact
 
 
 def stale_reason(root: Path = REPO_ROOT, folder: Path | None = None) -> str | None:

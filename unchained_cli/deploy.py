@@ -131,6 +131,8 @@ class Deployer:
         receipt = self.sender.send(factory.constructor(*args), what=f"deploy {name}")
         self.gas_used[f"deploy {name}"] = receipt["gasUsed"]
         address = receipt["contractAddress"]
+        if address is None:  # a node's receipt for a creation always names it
+            raise DeployError(f"deploy {name}: the receipt of tx {receipt['transactionHash'].hex()} names no contract")
         log.info("deployed %s at %s (gas %s)", name, address, receipt["gasUsed"])
         self.deployed[name] = DeployedContract(address=address, abi=artifact["abi"], block=receipt["blockNumber"])
         return contracts.bind(self.web3, address, artifact["abi"])

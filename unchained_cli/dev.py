@@ -3,24 +3,27 @@
 They live in devtools/, beside this package in a source checkout, and the wheel does not ship
 them. From a checkout (an editable install, or `python -m unchained_cli.main` in it) each command
 is the real one, options and all; from an installed wheel each is a stand-in that accepts any
-arguments and says in one line that it needs a source checkout.
+arguments and says in one line that it needs a source checkout. The root's table
+(unchained_cli/main.py) names them as attributes of this module: `unchained_cli.dev.demo`, ...
 """
 
 from __future__ import annotations
 
 import importlib
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import typer
+from typer._click import Command  # Typer >= 0.20 vendors Click as typer._click
 
 from unchained_cli.errors import CliError
 
 # Where the checkout's root is when this package runs from one (devtools/ sits beside it there).
 CHECKOUT = Path(__file__).resolve().parent.parent
 DEV_TOOLS = CHECKOUT / "devtools"
+COMMANDS = ("up", "demo", "bench")
 
 
 def dev_tools() -> ModuleType | None:
@@ -33,13 +36,17 @@ def dev_tools() -> ModuleType | None:
     return importlib.import_module("devtools.cli")
 
 
-def needs_checkout(name: str) -> Callable[[typer.Context], None]:
+def needs_checkout(name: str) -> Command:
+    """The stand-in for dev tool command `name` outside a checkout: it takes any arguments and
+    refuses in one line."""
     def command(ctx: typer.Context) -> None:
         raise CliError(f"`unchained {name}` needs a source checkout: it runs the dev tools (devtools/), which "
                        f"the installed package does not ship; clone the repository and run it there")
 
     command.__doc__ = f"Needs a source checkout (a dev tool, not in the installed package): unchained {name}."
-    return command
+    holder = typer.Typer()
+    holder.command(name, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(command)
+    return typer.main.get_command(holder)  # the one command itself
 
 
 def dev_help(name: str, checkout_help: str) -> str:
@@ -47,16 +54,15 @@ def dev_help(name: str, checkout_help: str) -> str:
     the real command's from a checkout, else the stand-in's."""
     if (DEV_TOOLS / "cli.py").is_file():
         return checkout_help
-    doc = needs_checkout(name).__doc__
+    doc = needs_checkout(name).help
     assert doc is not None
     return doc
 
 
-def add_dev_command(app: typer.Typer, name: str) -> None:
-    """Mount dev tool command `name` on `app`: the real one from a checkout, else the stand-in."""
+def __getattr__(name: str) -> Any:
+    """Dev tool command `name` (`unchained_cli.dev.up`, ...): the real one from a checkout, else
+    the stand-in. Looked up only when the command is named, since it imports the dev tools."""
+    if name not in COMMANDS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     tools = dev_tools()
-    if tools is not None:
-        app.command(name)(getattr(tools, name))
-    else:
-        app.command(name, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(
-            needs_checkout(name))
+    return getattr(tools, name) if tools is not None else needs_checkout(name)

@@ -15,6 +15,7 @@ Max retries exceeded ... NewConnectionError(...)") whose text buries what to do.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -90,15 +91,19 @@ def _base(url: str) -> str:
 
 def _connection(exc: BaseException) -> Explained | None:
     """A node, backend or broker that does not answer, wherever in the chain it was raised."""
-    import httpx
-    import requests
+    # An error of a library's types exists only if the command imported that library: looked up,
+    # not imported here (requests alone costs a read command's error path 0.1 s of CPU).
+    requests = sys.modules.get("requests")
+    httpx = sys.modules.get("httpx")
 
     for err in _chain(exc):
-        if isinstance(err, requests.exceptions.ConnectionError | requests.exceptions.Timeout):
+        if requests is not None and isinstance(err, requests.exceptions.ConnectionError | requests.exceptions.Timeout):
             url = _url_of(err)
             where = _base(url) if url else "the RPC URL"
             return Explained(f"no JSON-RPC node answers at {where}: start one (`unchained up` or "
                              "`unchained chain up`) or pass --rpc URL")
+        if httpx is None:
+            continue
         if isinstance(err, httpx.UnsupportedProtocol | httpx.InvalidURL):
             return Explained(f"not a usable backend URL ({err}): pass --backend http://HOST:PORT", EXIT_USAGE)
         if isinstance(err, httpx.TransportError):
@@ -118,6 +123,8 @@ def _connection(exc: BaseException) -> Explained | None:
 
 
 def _chain_error(exc: BaseException) -> Explained | None:
+    if "web3" not in sys.modules:  # no node was asked anything: no chain error (and no 0.5 s import)
+        return None
     from web3.exceptions import ContractLogicError, Web3RPCError
 
     from client.reverts import revert_of, sentence

@@ -6,15 +6,20 @@ machine). The root group holds a `Lazy` per name instead: the module is imported
 Click asks for the command by name (running it, its `--help`, shell completion, a config file's
 check of every flag). The root's own `--help` lists each one from the one-line help written here,
 which tests/cli/test_lazy_commands.py holds equal to the loaded command's.
+
+The commands are one table (`RootGroup.entries`, unchained_cli/main.py): a name, its one-line help,
+and the module and attribute that hold it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, MutableMapping
+import importlib
+from collections.abc import Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
 import typer
+from typer._click import Command  # Typer >= 0.20 vendors Click as typer._click
 from typer.core import TyperCommand
 
 from unchained_cli.errors import GuardedGroup
@@ -22,16 +27,25 @@ from unchained_cli.errors import GuardedGroup
 
 @dataclass(frozen=True)
 class Lazy:
-    """A sub-command: its one-line help for the root's listing, and `mount`, which imports its
-    module and registers it on the Typer app given (under the name it is listed by)."""
+    """A sub-command: its one-line help for the root's listing, and where it is: attribute
+    `attribute` of module `module`, imported when the command is first named. The attribute is a
+    Typer app (a group of commands), a function (one command, as `app.command()` takes it), or a
+    ready Click command (named as it is listed)."""
 
     help: str
-    mount: Callable[[typer.Typer, str], None]
+    module: str
+    attribute: str
 
     def load(self, name: str) -> Any:
+        target = getattr(importlib.import_module(self.module), self.attribute)
+        if isinstance(target, Command):
+            return target
         holder = typer.Typer()
         holder.callback()(_no_options)  # a callback keeps the holder a group even with one command
-        self.mount(holder, name)
+        if isinstance(target, typer.Typer):
+            holder.add_typer(target, name=name)
+        else:
+            holder.command(name)(target)
         return typer.main.get_command(holder).commands[name]  # type: ignore[attr-defined]
 
 

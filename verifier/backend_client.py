@@ -23,7 +23,7 @@ import httpx
 from eth_account.signers.local import LocalAccount
 
 from client.backend_answers import no_such_route
-from client.backend_http import ApiError, BackendHttp, BackendRefused, BackendUnavailable, checked
+from client.backend_http import ApiError, BackendHttp, BackendRefused, BackendUnavailable, checked, json_list, json_object
 from protocol.jobs import MAX_ITEMS_PER_READ
 from protocol.merkle import keccak256
 from verifier.pog_checker import GpuVerdict
@@ -93,13 +93,15 @@ class VerifierBackend(BackendHttp):
 
     def jobs(self, limit: int, offset: int = 0) -> list[dict[str, Any]]:
         """One page of the backend's jobs (GET /jobs), newest first: an index, trusted for nothing."""
-        return self._get("jobs", "/jobs", params={"limit": limit, "offset": offset}).json()
+        return json_list(self._get("jobs", "/jobs", params={"limit": limit, "offset": offset}))
 
     def signed_result(self, job_id: int) -> dict[str, Any] | None:
         """The provider's signed result of the job as delivered (SignedJobResult JSON; None:
         none), checked by the caller against the chain."""
-        body = self._get(f"job {job_id} result", f"/jobs/{job_id}/result").json()
-        return body.get("signed")
+        signed = json_object(self._get(f"job {job_id} result", f"/jobs/{job_id}/result")).get("signed")
+        if signed is not None and not isinstance(signed, dict):
+            raise BackendRefused(f"job {job_id} result", None, f"signed: expected a JSON object, got {signed!r:.80}")
+        return signed
 
     def output(self, job_id: int, index: int) -> bytes:
         return self._get(f"job {job_id} item {index} output", f"/jobs/{job_id}/outputs/{index}").content

@@ -8,7 +8,7 @@ import sys
 from dataclasses import asdict
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -29,7 +29,7 @@ def verifier() -> None:
     """Verifier: stake, run Proof-of-GPU rounds, challenge and slash cheaters."""
 
 
-def _option(env: str, help: str, **kw: object) -> object:
+def _option(env: str, help: str, **kw: Any) -> Any:
     return typer.Option(envvar=f"UNCHAINED_VERIFIER_{env}", help=help, **kw)
 
 

@@ -72,7 +72,9 @@ class CommitteeMember:
             return False
         if self.committee.functions.hasVoted(dispute_id, me).call():
             return False
-        return self.staking.functions.stakeOf(me).call() >= self.committee.functions.minVoterStake().call()
+        stake: int = self.staking.functions.stakeOf(me).call()
+        least: int = self.committee.functions.minVoterStake().call()
+        return stake >= least
 
     def _vote(self, dispute_id: int, d: Struct) -> None:
         challenge_id = d.ref
@@ -93,9 +95,9 @@ class CommitteeMember:
         self.record("voted-fault" if evidence.faulty else "voted-no-fault")
         logger.warning("dispute %s (challenge %s, job %s): voted provider %s at fault, tx %s; evidence: %s",
                        dispute_id, challenge_id, job_id, d.provider if evidence.faulty else "NOT",
-                       receipt.transactionHash.hex(), evidence.describe())
+                       receipt["transactionHash"].hex(), evidence.describe())
         self.backend.report("job", job_id, "voted_fault" if evidence.faulty else "voted_no_fault",
-                            challenge_id=challenge_id, tx_hashes=[receipt.transactionHash.hex()],
+                            challenge_id=challenge_id, tx_hashes=[receipt["transactionHash"].hex()],
                             detail=f"dispute {dispute_id}: {evidence.describe()}", **evidence.report_fields())
 
     def _resolve(self, dispute_id: int) -> None:
@@ -105,7 +107,7 @@ class CommitteeMember:
             logger.info("dispute %s: %s", dispute_id, exc)
         else:
             self.record("resolved")
-            logger.info("dispute %s resolved, tx %s", dispute_id, receipt.transactionHash.hex())
+            logger.info("dispute %s resolved, tx %s", dispute_id, receipt["transactionHash"].hex())
         self.finished.add(dispute_id)
 
 

@@ -28,8 +28,10 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypedDict
 
 import numpy as np
+from eth_typing import HexStr
 from hexbytes import HexBytes
 
 from client.backend_http import BackendRefused, BackendUnavailable
@@ -70,6 +72,14 @@ class OutputsPending(VerifierError):
         super().__init__(f"job {job_id}: outputs {list(missing)} not uploaded yet; waiting until {grace_end}")
 
 
+class ReportFields(TypedDict):
+    """An audit's evidence as VerifierBackend.report takes it (its keyword arguments)."""
+
+    indices: list[int]
+    expected: list[str | None]
+    received: list[str | None]
+
+
 @dataclass(frozen=True)
 class Evidence:
     """What one audit or judgement found, item by item (hex digests, for the log)."""
@@ -80,7 +90,7 @@ class Evidence:
     note: str = ""  # a fault of the whole result (e.g. the wrong item count)
     checked: tuple[int, ...] = ()  # every index judged
 
-    def report_fields(self) -> dict[str, list]:
+    def report_fields(self) -> ReportFields:
         """The evidence as the backend's report takes it: the faulty indices with the expected
         and received digests (null where an item is missing or unprovable), or the checked
         indices alone when all is well."""
@@ -224,7 +234,7 @@ def revealed_digests(chain: VerifierChain, challenge_id: int) -> dict[int, bytes
     answers = answer_events(chain, challenge_id)
     if not answers:
         raise AuditError(f"challenge {challenge_id}: no ChallengeAnswered event")
-    tx = chain.web3.eth.get_transaction(answers[0].tx_hash)
+    tx = chain.web3.eth.get_transaction(HexStr(answers[0].tx_hash))
     _, args = manager.decode_function_input(tx["input"])
     indices = manager.functions.challengeIndices(challenge_id).call()
     return {int(i): bytes(HexBytes(leaf)) for i, leaf in zip(indices, args["leaves"], strict=True)}
@@ -386,11 +396,11 @@ class JobAuditor:
         except TransactionReverted as exc:  # window closed or someone challenged first
             logger.warning("job %s: challenge refused: %s (evidence: %s)", job_id, exc, evidence.describe())
             return
-        event = emitted(self.manager, "JobChallenged", receipt)[0].args
-        tx = receipt.transactionHash.hex()
+        event = emitted(self.manager, "JobChallenged", receipt)[0]["args"]
+        tx = receipt["transactionHash"].hex()
         logger.warning("job %s: challenged as challenge %s, k=%d, bond %s wei, tx %s; evidence: %s",
-                       job_id, event.challengeId, MAX_K, bond, tx, evidence.describe())
-        self.backend.report("job", job_id, "challenged", challenge_id=event.challengeId, tx_hashes=[tx],
+                       job_id, event["challengeId"], MAX_K, bond, tx, evidence.describe())
+        self.backend.report("job", job_id, "challenged", challenge_id=event["challengeId"], tx_hashes=[tx],
                             detail=evidence.describe(), **evidence.report_fields())
 
     # -- our challenges ---------------------------------------------------------------------
@@ -417,9 +427,9 @@ class JobAuditor:
                 receipt = self.chain.send(self.manager.functions.claimTimeout(challenge_id))
                 self.record("timeout-claimed")
                 logger.warning("challenge %s: provider %s did not answer; timeout claimed, tx %s",
-                               challenge_id, c.provider, receipt.transactionHash.hex())
+                               challenge_id, c.provider, receipt["transactionHash"].hex())
                 self.backend.report("job", job_id, "timeout_claimed", challenge_id=challenge_id,
-                                    tx_hashes=[receipt.transactionHash.hex()],
+                                    tx_hashes=[receipt["transactionHash"].hex()],
                                     detail=f"provider {c.provider} did not answer by {deadline}")
             elif status == ChallengeStatus.ANSWERED:
                 window_end = c.answeredAt + self.manager.functions.escalationWindow().call()
@@ -430,9 +440,9 @@ class JobAuditor:
                     receipt = self.chain.send(self.manager.functions.settle(challenge_id))
                     self.record("settled")
                     logger.info("challenge %s: answer stood, settled, tx %s", challenge_id,
-                                receipt.transactionHash.hex())
+                                receipt["transactionHash"].hex())
                     self.backend.report("job", job_id, "settled", challenge_id=challenge_id,
-                                        tx_hashes=[receipt.transactionHash.hex()], detail="the answer stood")
+                                        tx_hashes=[receipt["transactionHash"].hex()], detail="the answer stood")
         except TransactionReverted as exc:
             logger.warning("challenge %s: %s", challenge_id, exc)
 
@@ -455,9 +465,9 @@ class JobAuditor:
         receipt = self.chain.send(self.manager.functions.escalate(challenge_id))
         self.record("escalated")
         logger.warning("challenge %s (job %s): escalated to the committee, tx %s; evidence: %s",
-                       challenge_id, job_id, receipt.transactionHash.hex(), evidence.describe())
+                       challenge_id, job_id, receipt["transactionHash"].hex(), evidence.describe())
         self.backend.report("job", job_id, "escalated", challenge_id=challenge_id,
-                            tx_hashes=[receipt.transactionHash.hex()], detail=evidence.describe(),
+                            tx_hashes=[receipt["transactionHash"].hex()], detail=evidence.describe(),
                             **evidence.report_fields())
 
 

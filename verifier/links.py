@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from celery.exceptions import CeleryError, TimeoutError as CeleryTimeout
 from kombu.exceptions import KombuError
 
 from client.broker import QueueApps
-from client.task_auth import TaskAuth, TaskRefused, auth_of
+from client.errors import TaskRefused
+from client.task_auth import TaskAuth, auth_of
 from protocol.pog.residency import FillParams
 from protocol.tasks import TASK_POG_ANSWER, TASK_POG_FILL, TASK_POG_PROBE, TASK_POG_ROUND, provider_queue
 from verifier.pog_onchain import LinkDown, ProverUnreachable
@@ -62,7 +64,7 @@ class CeleryProverLink:
     def probe(self, round_id: int, randomness: bytes, q: int) -> bytes:
         return self._call(TASK_POG_PROBE, [round_id, "0x" + randomness.hex(), q], self.probe_timeout_s)
 
-    def _call(self, task: str, args: list, timeout_s: float) -> bytes:
+    def _call(self, task: str, args: list[Any], timeout_s: float) -> bytes:
         try:
             result = self.app.send_task(task, args=args, queue=provider_queue(self.provider))
         except (KombuError, OSError) as exc:

@@ -377,8 +377,7 @@ class PogChecker:
         checked = 0
         gpu = by_gpu.get(g)
         identity = gpu.identity if gpu else None
-        recorded = {"identity": identity, "attestation": attestation_outcome(
-            identity, gpu.evidence if gpu else None, rnd.seed, self.attester)}
+        attestation = attestation_outcome(identity, gpu.evidence if gpu else None, rnd.seed, self.attester)
         try:
             if gpu is None or rnd.randomness is None:
                 raise CommitmentMismatch(g, "no answers for this GPU")
@@ -393,21 +392,21 @@ class PogChecker:
             resident = None if rnd.probe is None else rnd.probe.resident_count
             found = identify(claim.name, tflops, self.dtype, len(rnd.claims), resident)
         except WrongElement as err:  # every inclusion proof held (checked first): usable on-chain
-            a = next(a for a in gpu.answers if a.index == err.index)
+            a = next(a for a in by_gpu[g].answers if a.index == err.index)  # raised past the answers' check
             return GpuVerdict(g, False, None, tflops, checked, str(err), err,
-                              evidence=(a.index, a.data, tuple(a.siblings), err.offset), **recorded)
+                              evidence=(a.index, a.data, tuple(a.siblings), err.offset), identity=identity, attestation=attestation)
         except (VerifierError, ProtocolError) as err:
-            return GpuVerdict(g, False, None, tflops, checked, str(err), err, **recorded)
+            return GpuVerdict(g, False, None, tflops, checked, str(err), err, identity=identity, attestation=attestation)
         probe = rnd.probe
         if probe is not None and probe.failures[g] is not None:
             # a wrong block, a bad proof or no answers: the fill is not what was committed
             return GpuVerdict(g, False, None, tflops, checked, probe.failures[g],
                               probe.errors[g] if probe.errors else None,
-                              proven_devices=found.proven_devices, resident=False, **recorded)
+                              proven_devices=found.proven_devices, resident=False, identity=identity, attestation=attestation)
         mismatch = _identity_mismatch(claim, identity)
         gpu_class, unidentified, proven = None if mismatch else found.gpu_class, mismatch or found.reason, found.proven_devices
         if gpu_class is None and not mismatch and probe is not None and probe.resident(g) \
-                and str(recorded["attestation"]).startswith(ATTESTED) and found.profile.attestable \
+                and attestation.startswith(ATTESTED) and found.profile.attestable \
                 and tflops >= found.profile.band(self.dtype)[0]:
             # The device signed this round's seed with NVIDIA's key, its correct work is in the
             # class's band and its fill (sized to the claimed class's memory) answered in time:
@@ -418,7 +417,7 @@ class PogChecker:
             logger.info("round 0x%s gpu %s: %s unidentified: %s", rnd.seed.hex(), g,
                         found.profile.name, unidentified)
         return GpuVerdict(g, True, gpu_class, tflops, checked, proven_devices=proven, unidentified=unidentified,
-                          resident=None if probe is None else probe.resident(g), **recorded)
+                          resident=None if probe is None else probe.resident(g), identity=identity, attestation=attestation)
 
     def _require(self, step: str, committed: bool) -> _Round:
         rnd = self._round

@@ -31,7 +31,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+from eth_typing import HexStr
 
 from client.errors import NodeUnavailable, TransactionReverted
 from client.contracts import Struct, emitted
@@ -47,6 +49,9 @@ from protocol.pog.profiles import lookup
 from protocol.pog.residency import FillParams
 from verifier.pog_checker import GpuClaim, PogChecker, RoundVerdict
 from verifier.watch import answer_events
+
+if TYPE_CHECKING:
+    from web3.contract.contract import ContractFunction
 
 logger = logging.getLogger(__name__)
 
@@ -143,8 +148,8 @@ class OnchainPog:
             raise VerifierError(f"provider {provider} claims GPUs of different classes: {sizes}")
         secret = os.urandom(32)  # revealed by fixSeed below; with the request block's hash, the seed
         receipt = self.chain.send(self.pog.functions.requestRound(provider, sizes[0], pog_secret_hash(secret)))
-        round_id = emitted(self.pog, "RoundRequested", receipt)[0].args.roundId
-        seed = pog_round_seed(bytes(receipt.blockHash), secret, round_id, bytes.fromhex(provider[2:]))
+        round_id = emitted(self.pog, "RoundRequested", receipt)[0]["args"]["roundId"]
+        seed = pog_round_seed(bytes(receipt["blockHash"]), secret, round_id, bytes.fromhex(provider[2:]))
         logger.info("PoG round %s for %s: n=%s, seed 0x%s revealed now", round_id, provider, sizes[0], seed.hex())
 
         checker = PogChecker(k=self.k, dtype=self.dtype, answer_window_s=self.answer_window_s,
@@ -215,7 +220,7 @@ class OnchainPog:
         return self._close(challenge_id, self.challenges.functions.settle(challenge_id), ChallengeState.SETTLED,
                            "the answer stood")
 
-    def _close(self, challenge_id: int, fn, expected: ChallengeState, why: str) -> ChallengeState:
+    def _close(self, challenge_id: int, fn: ContractFunction, expected: ChallengeState, why: str) -> ChallengeState:
         """Sends the closing call and returns what the contract decided (its ChallengeClosed
         event), never what we hoped for; a call someone else beat reads the state back."""
         try:
@@ -227,8 +232,8 @@ class OnchainPog:
             logger.info("challenge %s: already closed (status %s): %s", challenge_id, status, exc)
             return ChallengeState.CLOSED
         closed = emitted(self.challenges, "ChallengeClosed", receipt)
-        status = closed[0].args.status if closed else self.challenges.functions.challenge(challenge_id).call().status
-        tx = receipt.transactionHash.hex()
+        status = closed[0]["args"]["status"] if closed else self.challenges.functions.challenge(challenge_id).call().status
+        tx = receipt["transactionHash"].hex()
         if status == ChallengeStatus.DISMISSED:
             logger.warning("challenge %s: %s; the contract dismissed it (nobody slashed), tx %s", challenge_id, why, tx)
             return ChallengeState.DISMISSED
@@ -256,11 +261,14 @@ class OnchainPog:
     def _residency(self, checker: PogChecker, round_id: int, claims: Sequence[GpuClaim]) -> None:
         """Every device's fill root, then the concurrent probe; a prover that cannot take part
         (no fill, no answer) has no device resident, its matmul work still judged."""
+        link = self.link
+        if link is None:
+            raise VerifierError("a residency probe needs a link to the provider's prover")
         try:
-            checker.receive_fills(self.link.fill(round_id, [c.fill for c in claims if c.fill]))
+            checker.receive_fills(link.fill(round_id, [c.fill for c in claims if c.fill]))
             randomness = os.urandom(32)
             checker.probe(randomness)  # the probe's clock starts
-            checker.judge_probes(self.link.probe(round_id, randomness, checker.probes))
+            checker.judge_probes(link.probe(round_id, randomness, checker.probes))
         except ProverUnreachable as exc:
             logger.warning("PoG round %s: residency probe not answered: %s", round_id, exc)
             checker.skip_residency(str(exc))
@@ -335,7 +343,7 @@ class OnchainPog:
             status = self.pog.functions.round(round_id).call().status
             return RoundStatus(status) if status >= RoundStatus.ATTESTED else None
         status = RoundStatus(self.pog.functions.round(round_id).call().status)
-        logger.info("PoG round %s ended %s, tx %s", round_id, status.name, receipt.transactionHash.hex())
+        logger.info("PoG round %s ended %s, tx %s", round_id, status.name, receipt["transactionHash"].hex())
         return status
 
     def _escalate(self, provider: str, round_id: int, verdict: RoundVerdict | None,
@@ -344,7 +352,7 @@ class OnchainPog:
         ids = []
         for g in gpus:
             receipt = self.chain.send(self.challenges.functions.challengePog(round_id, g, self.k), value=bond)
-            ids.append(emitted(self.challenges, "PogChallenged", receipt)[0].args.challengeId)
+            ids.append(emitted(self.challenges, "PogChallenged", receipt)[0]["args"]["challengeId"])
         evidence = {g.gpu_index: g.evidence for g in verdict.gpus if g.evidence} if verdict else {}
         for g, challenge_id in zip(gpus, ids):
             if g in evidence:  # a wrong element already in hand: proven now, whatever the draw
@@ -379,7 +387,7 @@ class OnchainPog:
         answers = answer_events(self.chain, challenge_id)
         if not answers:
             raise VerifierError(f"challenge {challenge_id} is answered but its answer event is missing")
-        tx = self.chain.web3.eth.get_transaction(answers[-1].tx_hash)
+        tx = self.chain.web3.eth.get_transaction(HexStr(answers[-1].tx_hash))
         _, args = self.challenges.decode_function_input(tx["input"])
         return list(args["leaves"]), [list(p) for p in args["proofs"]]
 

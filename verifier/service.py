@@ -83,7 +83,7 @@ class VerifierService:
     def ensure_staked(self) -> int:
         """Stakes `settings.stake_wei` when the bonded stake is below what PoG rounds require."""
         required = self.pog.functions.minVerifierStake().call()
-        stake = self.staking.functions.stakeOf(self.chain.address).call()
+        stake: int = self.staking.functions.stakeOf(self.chain.address).call()
         if stake < required:
             self.chain.send(self.staking.functions.stake(), value=max(self.settings.stake_wei, required - stake))
             stake = self.staking.functions.stakeOf(self.chain.address).call()
@@ -161,14 +161,14 @@ class VerifierService:
 
     def withdraw_rewards(self) -> int:
         """Pulls what the challenge contract owes us (returned bonds, bonds won); returns wei."""
-        owed = self.challenges.functions.owedTo(self.chain.address).call()
+        owed: int = self.challenges.functions.owedTo(self.chain.address).call()
         if owed:
             try:
                 receipt = self.chain.send(self.challenges.functions.withdraw())
             except TransactionReverted as exc:
                 logger.warning("withdraw of %s wei refused: %s", owed, exc)
                 return 0
-            logger.info("verifier %s withdrew %s wei, tx %s", self.chain.address, owed, receipt.transactionHash.hex())
+            logger.info("verifier %s withdrew %s wei, tx %s", self.chain.address, owed, receipt["transactionHash"].hex())
         return owed
 
     def run_forever(self) -> None:

@@ -130,7 +130,7 @@ class SignedResultSlasher:
         event = emitted(self.escrow, "SignedResultSlashed", receipt)[0]["args"]
         logger.warning("job %s: provider %s slashed %s wei with its signed result (%s); renter refunded %s wei, "
                        "tx %s", job_id, job.provider, event["slashed"], ground, event["renterRefund"],
-                       receipt.transactionHash.hex())
+                       receipt["transactionHash"].hex())
         return True
 
 

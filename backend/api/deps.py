@@ -30,7 +30,8 @@ _bearer = HTTPBearer(auto_error=False, description="session token from POST /aut
 
 
 async def get_backend(request: Request) -> Backend:
-    return request.app.state.backend
+    backend: Backend = request.app.state.backend
+    return backend
 
 
 BackendDep = Annotated[Backend, Depends(get_backend)]

@@ -19,14 +19,14 @@ from typing import Any
 from backend.dispatch import Dispatcher
 from backend.runtime import Backend
 from backend.settings import Settings
-from protocol.tasks import DispatchedJob
+from protocol.escrow_job import EscrowJob
 
 
 def main(window: str, first_job: int, marker: Path, settings_json: str) -> None:
     def paused(method: Callable[..., Any]) -> Callable[..., Any]:
-        def pause_or_call(self: Dispatcher, job: DispatchedJob, *args: Any) -> Any:
-            if job.job_id >= first_job:
-                marker.write_text(str(job.job_id))
+        def pause_or_call(self: Dispatcher, job: EscrowJob, *args: Any) -> Any:
+            if job.id >= first_job:
+                marker.write_text(str(job.id))
                 time.sleep(3600)
             return method(self, job, *args)
         return pause_or_call

@@ -348,8 +348,8 @@ def test_submit_pays_the_providers_onchain_price_not_the_backends_quote(  # type
     wallet = Wallet(chain[0].rpc_url, support.anvil_key(3), chain[2])
     unit = session.contract("ProviderRegistry").functions.pricePerJobUnitOf(market.provider).call()
     escrow = session.contract("JobEscrow")
-    funded = submit_job(Lying(100), wallet, model, inputs, 10**16, provider=market.provider, check=False)
-    assert read_job_view(escrow, funded.job_id).price == funded.price_wei == 4 * unit
+    funded = submit_job(Lying(100), wallet, model, inputs, 10**16, provider=market.provider, check=False).job
+    assert read_job_view(escrow, funded.id).price == funded.price == 4 * unit
     jobs = escrow.functions.jobCount().call()
     with pytest.raises(RenterError, match="nothing was paid"):
         submit_job(Lying(100), wallet, model, inputs, 4 * unit - 1, provider=market.provider, check=False)

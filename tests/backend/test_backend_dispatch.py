@@ -21,8 +21,9 @@ from protocol.task_auth import HEADER
 from backend import models as m
 from backend.auth import utcnow
 from backend.jobs import store_spec
+from protocol.escrow_job import EscrowJob
 from protocol.jobs import JobSpec
-from protocol.tasks import (CONTENT_HEADER, MAX_INLINE_CONTENT_BYTES, TASK_LEASE, TASK_RUN_JOB, DispatchedJob,
+from protocol.tasks import (CONTENT_HEADER, MAX_INLINE_CONTENT_BYTES, TASK_LEASE, TASK_RUN_JOB,
                             provider_queue, read_inline_content)
 from devtools.market import wait_for
 
@@ -56,12 +57,12 @@ def test_confirmed_job_is_enqueued_once_on_the_provider_queue(chain, session, ma
         # The job as JobCreated announced it: the provider starts without reading the chain first.
         [payload] = args
         created = read_job(session.contract("JobEscrow"), job_id)
-        assert DispatchedJob.from_json(payload) == DispatchedJob(
-            job_id, market.renter.lower(), market.provider.lower(), "0x" + "00" * 20, 10**15,
-            "0x" + keccak256(b"dispatch").hex(), created.deadline)
+        assert EscrowJob.from_json(payload) == EscrowJob(
+            job_id, market.renter, market.provider, "0x" + "00" * 20, 10**15, keccak256(b"dispatch"),
+            created.deadline)
         assert payload["price"] == str(10**15)  # decimal string: JSON numbers lose wei above 2^53
         # Re-reading the same blocks (a restart without the cursor) dispatches nothing again.
-        backend.dispatcher.dispatch(DispatchedJob.from_json(payload))
+        backend.dispatcher.dispatch(EscrowJob.from_json(payload))
         assert len(_messages(broker, queue)) == before + 1
         assert all(m["headers"]["id"] != f"run-job-{job_id}"
                    for m in _messages(broker, provider_queue(market.provider2)))
@@ -96,7 +97,7 @@ def test_a_dispatch_carries_the_spec_and_the_renters_inputs_that_fit(chain, sess
         args, _kwargs, _embed = json.loads(base64.b64decode(message["body"]))
         [payload] = args  # the content rides in a header: a worker that does not read it runs the job as before
         content = message["headers"][CONTENT_HEADER]
-        assert DispatchedJob.from_json(payload).job_id == job_id
+        assert EscrowJob.from_json(payload).id == job_id
         # The spec and the renter's own input; not another account's input (the renter named it but
         # never uploaded it) and not what would go past the size limit: the provider fetches those.
         assert read_inline_content(content) == {"0x" + spec.spec_hash.hex(): spec.canonical(), held[small]: small}

@@ -20,11 +20,11 @@ def test_tiny_load_settles_every_job_exactly_once_and_loses_no_wei(tmp_path):
     out = StringIO()
     result = run(load, tmp_path, Console(file=out, width=200))
 
-    ids = {s.job_id for s in result.submitted}
+    ids = {s.job.id for s in result.submitted}
     assert len(ids) == 6 and not result.submit_errors, out.getvalue()
     assert set(result.finalized) == ids and all(len(t) == 1 for t in result.finalized.values()), out.getvalue()
     assert not result.refunded and result.unaccounted == 0
-    assert {s.provider for s in result.submitted} == set(result.providers)  # spread over both providers
+    assert {s.job.provider.lower() for s in result.submitted} == set(result.providers)  # spread over both providers
     assert all(result.committed[j] >= result.created[j] for j in ids)
     # Finalization waits for the challenge window, which starts at the commit.
     assert all(result.finalized[j][0] - result.committed[j] >= load.challenge_window_s for j in ids)

@@ -29,9 +29,10 @@ import pytest
 import torch
 
 from renter.client import BackendClient
-from renter.orders import FundedJob, submit_job
+from renter.orders import submit_job
 from renter.wallet import Wallet
 from client.escrow_jobs import read_job_view
+from protocol.escrow_job import EscrowJob
 from protocol.enums import JobStatus
 from protocol.jobs import encode_output
 from tests.support.chain import BLOCK_TIME_S
@@ -103,14 +104,14 @@ def renter_client(market: LocalMarket, renter: str) -> BackendClient:
     return BackendClient.connect(market.backend_url, dev_account(market.parties[renter].account))
 
 
-def submit(market: LocalMarket, renter: str, provider: str, model_hash: str) -> FundedJob:
+def submit(market: LocalMarket, renter: str, provider: str, model_hash: str) -> EscrowJob:
     """A renter's job over ITEMS on `provider`, funded from the renter's own wallet."""
     account = dev_account(market.parties[renter].account)
     client = renter_client(market, renter)
     try:
         return submit_job(client, Wallet(market.chain.rpc_url, account, market.deployment_file), model_hash,
                           [encode_output(item) for item in ITEMS], MAX_PRICE,
-                          provider=market.parties[provider].address, batch_size=4, tolerance_ppm=1000)
+                          provider=market.parties[provider].address, batch_size=4, tolerance_ppm=1000).job
     finally:
         client.close()
 
@@ -153,17 +154,17 @@ def escrow_owed(market: LocalMarket, address: str) -> int:
     return market.session.contract("JobEscrow").functions.owedTo(ZERO_ADDRESS, address).call()
 
 
-def assert_paid_once(f: Faults, books: Books, job: FundedJob, renter: str) -> None:
+def assert_paid_once(f: Faults, books: Books, job: EscrowJob, renter: str) -> None:
     """Committed once, settled once; the renter paid the price once (and gas), the provider
     earned its share and the treasury its fee of this job, once. Then the renters and the
     treasury withdraw (the agents and verifiers stay up, and a second sender on their accounts
     would race them for nonces: their earnings stay in the contracts, which the ledger counts):
     after all the faults so far, no wei is unaccounted for."""
     market = f.market
-    assert len(events(market, "JobEscrow", "ResultCommitted", jobId=job.job_id)) == 1
-    assert settlements(market, job.job_id) == 1
-    [paid] = events(market, "JobEscrow", "JobFinalized", jobId=job.job_id)
-    assert paid.args.providerAmount + paid.args.fee == job.price_wei
+    assert len(events(market, "JobEscrow", "ResultCommitted", jobId=job.id)) == 1
+    assert settlements(market, job.id) == 1
+    [paid] = events(market, "JobEscrow", "JobFinalized", jobId=job.id)
+    assert paid.args.providerAmount + paid.args.fee == job.price
     # A provider's pay reaches its wallet when its agent finalizes (finalizeJobsAndWithdraw, with
     # whatever else the escrow owed it), or stays owed when another party finalized.
     settled, names = books.ledger.close(), {party.address: name for name, party in market.parties.items()}
@@ -173,7 +174,7 @@ def assert_paid_once(f: Faults, books: Books, job: FundedJob, renter: str) -> No
     assert escrow_owed(market, market.parties["treasury"].address) == paid.args.fee  # earlier tests withdrew theirs
     market.withdraw_all([n for n in market.parties if n.startswith("renter-") or n == "treasury"])
     test = books.ledger.close()
-    assert test.change(renter) + test.gas[renter] == -job.price_wei
+    assert test.change(renter) + test.gas[renter] == -job.price
     assert test.unaccounted == 0 and f.ledger.close().unaccounted == 0, test
 
     assert not events(market, "Staking", "Slashed"), "nobody cheated, nobody may be slashed"
@@ -194,20 +195,20 @@ def provider_log_count(market: LocalMarket, provider: str, text: str) -> int:
 def test_provider_killed_mid_job_resumes_and_commits_and_is_paid_once(faults: Faults, books: Books) -> None:
     market = faults.market
     job = submit(market, "renter-1", "provider-a", faults.models["slow"])
-    outputs = market.provider_data("provider-a") / "outputs" / str(job.job_id)
-    running = f"job {job.job_id}: model child of sandbox"
+    outputs = market.provider_data("provider-a") / "outputs" / str(job.id)
+    running = f"job {job.id}: model child of sandbox"
     assert wait_for(lambda: provider_log_count(market, "provider-a", running), 60, 0.1), \
         market.services["provider-a"].tail()
 
     market.services["provider-a"].stop(kill=True)  # SIGKILL to the agent's group: worker and model child
-    assert chain_status(market, job.job_id) == JobStatus.FUNDED and not outputs.exists(), \
+    assert chain_status(market, job.id) == JobStatus.FUNDED and not outputs.exists(), \
         "the kill came too late: the model had finished"
     market.start_provider("provider-a")
     market.wait_provider("provider-a")
-    wait_settled(market, job.job_id, "provider-a")
+    wait_settled(market, job.id, "provider-a")
 
-    assert provider_log_count(market, "provider-a", f"job {job.job_id}: started by a process that is gone") == 1
-    assert len(events(market, "JobEscrow", "ResultCommitted", jobId=job.job_id)) == 1
+    assert provider_log_count(market, "provider-a", f"job {job.id}: started by a process that is gone") == 1
+    assert len(events(market, "JobEscrow", "ResultCommitted", jobId=job.id)) == 1
     assert_paid_once(faults, books, job, "renter-1")
 
 
@@ -217,16 +218,16 @@ def test_job_funded_while_the_broker_is_down_is_dispatched_when_it_returns(fault
     market.broker.stop()
     try:
         job = submit(market, "renter-2", "provider-b", faults.models["tiny"])
-        refused = f"job {job.job_id}: broker unavailable, will retry dispatch"
+        refused = f"job {job.id}: broker unavailable, will retry dispatch"
         assert wait_for(lambda: refused in backend_log.read_text(errors="replace"), 60, 0.5), \
             market.services["backend"].tail()
-        assert chain_status(market, job.job_id) == JobStatus.FUNDED
+        assert chain_status(market, job.id) == JobStatus.FUNDED
     finally:
         market.broker.start()  # the same port: every client reconnects to it
-    wait_settled(market, job.job_id, "provider-b")
+    wait_settled(market, job.id, "provider-b")
 
     # The backend's own message (its task id names the job), sent again once the broker was back.
-    assert provider_log_count(market, "provider-b", f"job {job.job_id}: signed (delivery run-job-{job.job_id},") == 1
+    assert provider_log_count(market, "provider-b", f"job {job.id}: signed (delivery run-job-{job.id},") == 1
     assert_paid_once(faults, books, job, "renter-2")
 
 
@@ -286,7 +287,7 @@ def test_backend_database_deleted_is_rebuilt_from_the_chain_without_paying_twice
     # the renter pushes its model again; the agent signs in again.
     models = push_models(market)
     job = submit(market, "renter-1", "provider-b", models["tiny"])
-    wait_settled(market, job.job_id, "provider-b")
+    wait_settled(market, job.id, "provider-b")
     assert_paid_once(faults, books, job, "renter-1")
 
 
@@ -303,17 +304,17 @@ def audits_passed(market: LocalMarket) -> float:
 def test_verifier_offline_in_a_challenge_window_resumes_from_the_chain(faults: Faults, books: Books) -> None:
     market = faults.market
     job = submit(market, "renter-2", "provider-a", faults.models["tiny"])
-    assert wait_for(lambda: chain_status(market, job.job_id) == JobStatus.COMMITTED, 60, 0.2), \
+    assert wait_for(lambda: chain_status(market, job.id) == JobStatus.COMMITTED, 60, 0.2), \
         market.services["provider-a"].tail()
 
     market.services["verifier-1"].stop(kill=True)  # a crash inside the job's challenge window
-    window_end = read_job_view(market.session.contract("JobEscrow"), job.job_id).challengeWindowEnd
+    window_end = read_job_view(market.session.contract("JobEscrow"), job.id).challengeWindowEnd
     assert market.session.now() < window_end
     service = market.start_verifier("verifier-1")
     # Back, it finds the job from the chain's events and audits it inside the window (the only
     # job it audits: every earlier one is finalized).
     assert wait_for(lambda: audits_passed(market) == 1, CHALLENGE_WINDOW + 30, 0.5), service.tail()
-    wait_settled(market, job.job_id, "provider-a")
+    wait_settled(market, job.id, "provider-a")
 
-    assert not events(market, "ChallengeManager", "JobChallenged", jobId=job.job_id)
+    assert not events(market, "ChallengeManager", "JobChallenged", jobId=job.id)
     assert_paid_once(faults, books, job, "renter-2")

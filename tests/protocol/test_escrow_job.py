@@ -27,7 +27,10 @@ def test_a_job_from_its_created_event_round_trips_and_hashes_as_abi_encode():
 
 @pytest.mark.parametrize("doc", [None, [], {**CREATED, "specHash": "0xab"}, {k: v for k, v in CREATED.items()
                                                                            if k != "price"},
-                                 {**CREATED, "renter": "nobody"}])
+                                 {**CREATED, "renter": "nobody"},
+                                 # a dispatch's numbers: never truncated, always what the escrow's types hold
+                                 {**CREATED, "jobId": 0}, {**CREATED, "jobId": True}, {**CREATED, "price": 1.5},
+                                 {**CREATED, "price": "-1"}, {**CREATED, "deadline": 2**64}])
 def test_malformed_jobs_are_refused(doc):
     with pytest.raises(EscrowJobError):
         EscrowJob.from_json(doc)

@@ -217,17 +217,17 @@ def test_nothing_is_released_for_a_dispatched_job_the_chain_does_not_show_funded
     content = agent.settings.content_dir
     job_id, _ = market.create_job(content, save_torchscript(Tiny(), content), ITEMS[:2])
     real = market.dispatched(job_id)
-    made_up = dataclasses.replace(real, job_id=job_id + 1000)
+    made_up = dataclasses.replace(real, id=job_id + 1000)
     with pytest.raises(UnknownJob):
         agent.jobs.process(made_up)
     cheaper = dataclasses.replace(real, price=real.price // 2)  # not what the renter paid
     with pytest.raises(DispatchMismatch, match="differ"):
         agent.jobs.process(cheaper)
     for job in (made_up, cheaper):
-        record = agent.jobs.store.get(job.job_id)
+        record = agent.jobs.store.get(job.id)
         assert record.status == "rejected" and record.signature is None
-        assert agent.jobs.signed_result(job.job_id) is None
-        assert agent.jobs.outputs.digests(job.job_id) is None  # outputs computed, then deleted
+        assert agent.jobs.signed_result(job.id) is None
+        assert agent.jobs.outputs.digests(job.id) is None  # outputs computed, then deleted
     assert agent.committer.commit_signed() == []
     assert agent.chain.job(job_id).status == JobStatus.FUNDED
     # A payload that names another provider is refused before any work.

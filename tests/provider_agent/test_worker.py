@@ -71,10 +71,11 @@ def test_a_job_whose_spec_and_inputs_come_with_the_dispatch_runs_without_fetchin
     model = save_torchscript(Tiny(), settings.content_dir)
     (renters / model).write_bytes((settings.content_dir / model).read_bytes())
     job_id, spec = market.create_job(renters, model, ITEMS[:3])
-    spec_hash = market.dispatched(job_id).spec_hash
+    spec_hash = "0x" + market.dispatched(job_id).spec_hash.hex()
     sent = {name: (renters / name).read_bytes() for name in (spec_hash, *spec.inputs)}
     forged_id, forged_spec = market.create_job(renters, model, ITEMS[3:5])  # its content wrong inline
-    forged = {name: b"not this" for name in (market.dispatched(forged_id).spec_hash, *forged_spec.inputs)}
+    forged_hash = "0x" + market.dispatched(forged_id).spec_hash.hex()
+    forged = {name: b"not this" for name in (forged_hash, *forged_spec.inputs)}
     worker = Worker(settings, queue)
     try:
         done = client.send_task(TASK_RUN_JOB, args=[market.dispatched(job_id).to_json()], queue=queue,
@@ -82,7 +83,7 @@ def test_a_job_whose_spec_and_inputs_come_with_the_dispatch_runs_without_fetchin
         assert done.get(timeout=60)["result"]["status"] == "signed"
         # Content that does not hash to its name is not used: the job runs on what the provider's
         # own source gives (which the first job's source lacked, so it could run only on the dispatch's).
-        for name in (market.dispatched(forged_id).spec_hash, *forged_spec.inputs):
+        for name in (forged_hash, *forged_spec.inputs):
             (settings.content_dir / name).write_bytes((renters / name).read_bytes())
         fetched = client.send_task(TASK_RUN_JOB, args=[market.dispatched(forged_id).to_json()], queue=queue,
                                    headers={CONTENT_HEADER: inline_content(forged)})

@@ -12,7 +12,7 @@ import pytest
 from eth_account import Account
 
 from protocol.jobs import JobSpec, encode_output
-from protocol.tasks import DispatchedJob
+from protocol.escrow_job import EscrowJob
 from provider_agent.settings import Settings
 from tests.support.accounts import PROVIDER_KEY, write_keystore
 from tests.support.chain import SharedChain
@@ -45,14 +45,11 @@ class Market:
                           self.renter, value=price)
         return escrow.functions.jobCount().call(), spec
 
-    def dispatched(self, job_id: int) -> DispatchedJob:
+    def dispatched(self, job_id: int) -> EscrowJob:
         """The job as the backend dispatches it: JobCreated's arguments (backend/dispatch.py)."""
         escrow = self.session.contract("JobEscrow")
         [created] = escrow.events.JobCreated().get_logs(from_block=0, argument_filters={"jobId": job_id})
-        a = created.args
-        return DispatchedJob.from_json({"jobId": a.jobId, "renter": a.renter, "provider": a.provider,
-                                        "token": a.token, "price": a.price, "specHash": "0x" + a.specHash.hex(),
-                                        "deadline": a.deadline})
+        return EscrowJob.from_created(created.args)
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Path, Query
 from sqlalchemy import select
@@ -39,8 +39,10 @@ def list_disputes(
 
 
 # The events that say why Staking slashed, emitted in the same transaction right after its Slashed.
-SLASH_CAUSES = {("JobEscrow", "SignedResultSlashed"): ("signed result", "provider", "jobId"),
-                ("ChallengeManager", "OffenderSlashed"): ("challenge", "offender", "challengeId")}
+# (contract, event) -> (SlashPublic.cause, the offender's argument, the id's argument)
+SLASH_CAUSES: dict[tuple[str, str], tuple[Literal["signed result", "challenge"], str, str]] = {
+    ("JobEscrow", "SignedResultSlashed"): ("signed result", "provider", "jobId"),
+    ("ChallengeManager", "OffenderSlashed"): ("challenge", "offender", "challengeId")}
 
 
 @router.get("/slashes", response_model=list[SlashPublic])

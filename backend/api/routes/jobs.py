@@ -150,7 +150,9 @@ def _result(backend: Backend, db: Session, job_id: int) -> JobResultPublic:
     items = service.result_items(db, job)
     root, item_count = service.result_root(job) or ("", 0)
     signed = None
-    if job.result_signature is not None:
+    # The four are stored together (service.store_signed_result): a result is shown signed whole or not at all.
+    if (job.result_signature is not None and job.signed_output_root is not None and job.signed_item_count is not None
+            and job.signed_result_digest is not None):
         signed = SignedResultShown(jobId=job.job_id, outputRoot=job.signed_output_root,
                                    itemCount=job.signed_item_count, resultDigest=job.signed_result_digest,
                                    commitBy=job.signed_commit_by or 0, provider=job.provider,
