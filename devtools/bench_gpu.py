@@ -294,7 +294,8 @@ def lease_section() -> dict:
 def colocation_section(seconds: float = 3.0) -> dict:
     """The reference miner and a model job (a 8192-wide fp16 MLP) on one GPU: each alone, then
     together under the agent's policies (provider_agent.mining)."""
-    from provider_agent.mining import MiningPolicy, MiningSupervisor, ReferenceMiner
+    from devtools.colocation import under_policies
+    from provider_agent.mining import ReferenceMiner
 
     torch.manual_seed(0)
     width, rows, dtype = (256, 64, torch.float32) if small() else (8192, 4096, torch.float16)
@@ -321,24 +322,7 @@ def colocation_section(seconds: float = 3.0) -> dict:
     miner.pause()
     solo_job = statistics.median(job(items) for _ in range(3))
     out: dict[str, Any] = {"hashrate_solo_mhps": round(solo_hashes / 1e6, 1), "job_solo_items_per_s": round(solo_job, 2)}
-    for name, policy in (("yield", MiningPolicy("yield", cooldown_s=0.2)),
-                         ("co-run duty 1.0", MiningPolicy("co-run", 1.0, 0.2)),
-                         ("co-run duty 0.25", MiningPolicy("co-run", 0.25, 0.2))):
-        supervisor = MiningSupervisor(miner, policy)
-        miner.set_duty(1.0)
-        miner.resume()
-        supervisor.state = "mining"
-        time.sleep(0.5 if small() else 1.0)
-        start_hashes, t = miner.hashes, time.perf_counter()
-        supervisor.job_started(1)
-        throughput = job(items)
-        during = (miner.hashes - start_hashes) / (time.perf_counter() - t)
-        supervisor.job_finished(1, items, items / throughput)
-        kept_h, kept_j = during / solo_hashes if solo_hashes else 0.0, throughput / solo_job
-        out[name] = {"hashrate_kept": round(kept_h, 3), "job_throughput_kept": round(kept_j, 3),
-                     "score": round(kept_h + kept_j, 3),
-                     "pause_latency_ms": round(supervisor.telemetry.switches[-1] * 1e3, 1)
-                     if supervisor.telemetry.switches else None}
+    out.update(under_policies(miner, lambda: job(items), items, solo_hashes, solo_job, 0.5 if small() else 1.0))
     miner.stop()
     return out
 

@@ -40,7 +40,8 @@ from protocol.escrow_job import EscrowJob
 from protocol.tasks import TASK_RUN_JOB, provider_queue
 from protocol.ids import Wei
 from provider_agent.cache import DirectorySource
-from provider_agent.mining import MiningPolicy, MiningSupervisor, ReferenceMiner
+from devtools.colocation import under_policies
+from provider_agent.mining import ReferenceMiner
 from provider_agent.runner import Limits, run_inference
 from provider_agent.settings import Settings
 from provider_agent.worker import TASK_PING
@@ -202,31 +203,6 @@ def _colocation(work: Path, items: int, seconds: float) -> dict:
     solo_job = _job_throughput(model, inputs)
     results = {"hashrate_solo_hps": round(solo_hashes), "job_solo_items_per_s": round(solo_job, 2)}
 
-    for name, policy in (("yield", MiningPolicy("yield", cooldown_s=0.2)),
-                         ("co-run duty 1.0", MiningPolicy("co-run", 1.0, 0.2)),
-                         ("co-run duty 0.25", MiningPolicy("co-run", 0.25, 0.2))):
-        supervisor = MiningSupervisor(miner, policy)
-        miner.set_duty(1.0)
-        miner.resume()
-        supervisor.state = "mining"
-        time.sleep(1.0)
-        start_hashes, t = miner.hashes, time.perf_counter()
-        supervisor.job_started(1)
-        throughput = _job_throughput(model, inputs)
-        elapsed = time.perf_counter() - t
-        during = (miner.hashes - start_hashes) / elapsed
-        supervisor.job_finished(1, items, items / throughput)
-        t_end = time.perf_counter()
-        while supervisor.state != "mining" and time.perf_counter() - t_end < 5:
-            time.sleep(0.005)
-        resume_s = time.perf_counter() - t_end if supervisor.state == "mining" else None
-        kept_h, kept_j = during / solo_hashes, throughput / solo_job
-        results[name] = {
-            "hashrate_during_job_hps": round(during), "hashrate_kept": round(kept_h, 3),
-            "job_items_per_s": round(throughput, 2), "job_throughput_kept": round(kept_j, 3),
-            "score": round(kept_h + kept_j, 3),
-            "pause_latency_ms": round(supervisor.telemetry.switches[-1] * 1e3, 1) if supervisor.telemetry.switches else None,
-            "resume_after_job_ms (cooldown 200)": round(resume_s * 1e3, 1) if resume_s is not None else None,
-        }
+    results.update(under_policies(miner, lambda: _job_throughput(model, inputs), items, solo_hashes, solo_job))
     miner.stop()
     return results
