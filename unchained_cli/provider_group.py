@@ -5,15 +5,16 @@ each other, so the CLI layer joins the two under one name."""
 from __future__ import annotations
 
 import typer
-from click import Group
+from typer.core import TyperGroup
 
 from provider_agent.cli import provider_app
 from renter.cli import provider_list
 
 
-def _group() -> Group:
+def _group() -> TyperGroup:
     group = typer.main.get_command(provider_app)
-    assert isinstance(group, Group)  # provider_app has several commands: Typer makes a group
+    if not isinstance(group, TyperGroup):  # provider_app has several commands: Typer makes a group
+        raise TypeError(f"provider_app made a {type(group).__name__}, not a group")
     holder = typer.Typer()
     holder.command("list")(provider_list)  # one command and no callback: Typer returns it alone
     group.add_command(typer.main.get_command(holder), "list")
