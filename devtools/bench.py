@@ -202,6 +202,16 @@ def load_section(load: Load | None = None) -> str:
     return bench_load.load_section(load or bench_load.Load())
 
 
+def startup_section() -> str:
+    """How long `unchained` takes to start (goal: under 1 s for --help and every read command)."""
+    from devtools import bench_startup
+
+    return "\n".join(["## Start-up of `unchained` (best of 5; goal under 1 s wall for --help and the reads)", "",
+                      bench_startup.report([bench_startup.REPO_ROOT], 5), "",
+                      "Method: devtools/bench_startup.py (also `python -m devtools.bench_startup --root A --root B` "
+                      "to compare two trees)."])
+
+
 def gpu_section() -> str:
     """The prepared GPU check (devtools/bench_gpu.py); one line where there is no CUDA."""
     from devtools import bench_gpu
@@ -211,6 +221,6 @@ def gpu_section() -> str:
 
 SECTIONS: dict[str, Callable[[], str]] = {
     "gas": gas_section, "pog": pog_section, "dispatch": dispatch_section, "renter": renter_section,
-    "colocation": colocation_section, "gpu": gpu_section,
+    "colocation": colocation_section, "startup": startup_section, "gpu": gpu_section,
     "load": load_section,
 }

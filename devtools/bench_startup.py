@@ -64,23 +64,28 @@ def imported(argv: list[str], cwd: Path) -> tuple[int, list[str]]:
     return len(names) - 1, [h for h in HEAVY if h in names]  # less the header line
 
 
+def report(roots: list[Path], runs: int) -> str:
+    """The markdown table: `python -c pass`, then each command in each root."""
+    os.environ.pop("UNCHAINED_CONFIG", None)
+    wall, cpu = best_times([sys.executable, "-c", "pass"], roots[:1], runs)[0]
+    lines = [f"`python -c pass`: {wall:.2f} s wall, {cpu:.2f} s CPU (best of {runs}), load {os.getloadavg()[0]:.1f}",
+             "", f"| command | tree | wall (s) | CPU (s) | load | modules imported | of {', '.join(HEAVY)} |",
+             "|---|---|---:|---:|---:|---:|---|"]
+    for command in COMMANDS:
+        argv = [sys.executable, "-m", "unchained_cli.main", *command]
+        for root, (wall, cpu) in zip(roots, best_times(argv, roots, runs)):
+            count, heavy = imported(argv, root)
+            lines.append(f"| `unchained {' '.join(command)}` | {root} | {wall:.2f} | {cpu:.2f} | "
+                         f"{os.getloadavg()[0]:.1f} | {count} | {', '.join(heavy) or 'none'} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--root", type=Path, action="append", help="a tree to measure (repeatable)")
     args = parser.parse_args()
-    roots = args.root or [REPO_ROOT]
-    os.environ.pop("UNCHAINED_CONFIG", None)
-    wall, cpu = best_times([sys.executable, "-c", "pass"], roots[:1], args.runs)[0]
-    print(f"`python -c pass`: {wall:.2f} s wall, {cpu:.2f} s CPU (best of {args.runs}), load {os.getloadavg()[0]:.1f}\n")
-    print(f"| command | tree | wall (s) | CPU (s) | load | modules imported | of {', '.join(HEAVY)} |")
-    print("|---|---|---:|---:|---:|---:|---|")
-    for command in COMMANDS:
-        argv = [sys.executable, "-m", "unchained_cli.main", *command]
-        for root, (wall, cpu) in zip(roots, best_times(argv, roots, args.runs)):
-            count, heavy = imported(argv, root)
-            print(f"| `unchained {' '.join(command)}` | {root} | {wall:.2f} | {cpu:.2f} | {os.getloadavg()[0]:.1f} | "
-                  f"{count} | {', '.join(heavy) or 'none'} |", flush=True)
+    print(report(args.root or [REPO_ROOT], args.runs))
 
 
 if __name__ == "__main__":

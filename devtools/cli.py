@@ -47,7 +47,7 @@ def demo(
 
 
 def bench(
-    only: Annotated[Optional[list[str]], typer.Option(help="Run and print only these sections (gas, pog, dispatch, renter, colocation, gpu, load); the file is left as it is.")] = None,
+    only: Annotated[Optional[list[str]], typer.Option(help="Run and print only these sections (gas, pog, dispatch, renter, colocation, startup, gpu, load); the file is left as it is.")] = None,
     jobs: Annotated[int, typer.Option(min=1, help="Load section: jobs in all (a multiple of --renters).")] = 200,
     renters: Annotated[int, typer.Option(min=1, help="Load section: renter wallets submitting at once.")] = 20,
     providers: Annotated[int, typer.Option(min=1, help="Load section: provider agents.")] = 5,
