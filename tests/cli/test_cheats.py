@@ -113,9 +113,9 @@ class FakeChain:
     def challenge_indices(self, challenge_id: int) -> list[int]:
         return self.indices
 
-    def respond(self, challenge_id: int, leaves: list[bytes], proofs: list[list[bytes]]) -> SimpleNamespace:
+    def respond(self, challenge_id: int, leaves: list[bytes], proofs: list[list[bytes]]) -> dict[str, bytes]:
         self.responses[challenge_id] = (leaves, proofs)
-        return SimpleNamespace(transactionHash=b"\1" * 32)
+        return {"transactionHash": b"\1" * 32}  # a receipt is read by key, as web3 types it
 
 
 @pytest.fixture
