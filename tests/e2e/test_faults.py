@@ -236,8 +236,8 @@ def test_job_funded_while_the_broker_is_down_is_dispatched_when_it_returns(fault
 ON_CHAIN_ONLY = {"jobs": {"spec", "dispatched_to", "failure", "signed_output_root", "result_available_at",
                           "commit_matches_signed"},
                  "providers": {"cached_models", "private_ok", "latency_ms", "mining_floor_wei_per_hour", "miner",
-                               "hashrate", "last_seen_at", "available"},  # heartbeats: off-chain
-                 "pog/rounds": set()}
+                               "hashrate", "last_seen_at", "available", "why_not"},  # heartbeats: off-chain
+                 "pog/rounds": {"devices"}}  # each device's NVML identity and attestation: the verifier's report
 
 
 def provider_of(market: LocalMarket, job_id: int) -> str:
@@ -249,6 +249,20 @@ def index(market: LocalMarket) -> dict[str, list[dict]]:
     """What the backend's index shows of the chain (its off-chain fields left out)."""
     return {path: [{k: v for k, v in row.items() if k not in skip} for row in market.api(f"/{path}")]
             for path, skip in ON_CHAIN_ONLY.items()}
+
+
+def index_difference(now: dict[str, list[dict]], before: dict[str, list[dict]]) -> list[tuple[str, dict, dict]]:
+    """The first differing fields of each path's rows, for a readable failure."""
+    out = []
+    for path in before:
+        for row, old in zip(now[path], before[path]):
+            if row != old:
+                keys = {k for k in row.keys() | old.keys() if row.get(k) != old.get(k)}
+                out.append((path, {k: row.get(k) for k in keys}, {k: old.get(k) for k in keys}))
+                break
+        if len(now[path]) != len(before[path]):
+            out.append((path, {"rows": len(now[path])}, {"rows": len(before[path])}))
+    return out
 
 
 def test_backend_database_deleted_is_rebuilt_from_the_chain_without_paying_twice(faults: Faults, books: Books) -> None:
@@ -264,7 +278,7 @@ def test_backend_database_deleted_is_rebuilt_from_the_chain_without_paying_twice
     for path in market.backend_data.glob("backend.db*"):
         path.unlink()
     market.start_backend()
-    assert wait_for(lambda: index(market) == before, 60, 1), (index(market), before)
+    assert wait_for(lambda: index(market) == before, 60, 1), index_difference(index(market), before)
 
     # Every job is on the chain as the index says, and no redelivered job ran or was paid again.
     for job_id, row in zip(earlier, sorted(before["jobs"], key=lambda r: r["job_id"]), strict=True):
