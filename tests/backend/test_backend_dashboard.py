@@ -975,7 +975,7 @@ def test_a_provider_slashed_below_the_minimum_stake_is_not_available_nor_quoted(
 
 
 def test_the_lease_selector_defaults_to_a_provider_that_passed_and_providers_show_dates(  # type: ignore[no-untyped-def]
-        browser, server, session, market) -> None:
+        browser, server, chain, session, market) -> None:
     # The first registered provider fails its latest round; the second passes one and beats.
     support.pog_round(session, market, market.provider, False, "", 0)
     support.pog_round(session, market, market.provider2, True, "RTX-4090", 160_000)
@@ -984,7 +984,7 @@ def test_the_lease_selector_defaults_to_a_provider_that_passed_and_providers_sho
     assert beat.status_code == 204, beat.text
     wait_until(lambda: httpx.get(f"{server}/providers/{market.provider.lower()}").json()["pog_passed"] is False, 15,
                "the failed round is indexed")
-    page = open_page(browser, server)
+    page = open_page(browser, server, InjectedWallet(chain[0].rpc_url))
     page.wait_for_function("document.querySelectorAll('#lease-provider option').length >= 2")
     wait_until(lambda: page.input_value("#lease-provider") == market.provider2.lower(), 15,
                "the lease selector picks the provider that passed")
@@ -995,4 +995,9 @@ def test_the_lease_selector_defaults_to_a_provider_that_passed_and_providers_sho
     seen = page.inner_text(f'#providers tr[data-address="{market.provider2.lower()}"] td.last-seen')
     assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", seen), seen
     assert page.inner_text(f'#providers tr[data-address="{market.provider.lower()}"] td.last-seen') == "never"
+    # The last round's date as the chain recorded it (ProviderRegistry.pogStatusOf), read through the wallet.
+    recorded = session.contract("ProviderRegistry").functions.pogStatusOf(market.provider2).call()[4]
+    when = datetime.fromtimestamp(recorded, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    cell = f'#providers tr[data-address="{market.provider2.lower()}"] td.last-pog'
+    page.wait_for_function(f"document.querySelector('{cell}')?.textContent === 'passed {when}'")
     page.close()

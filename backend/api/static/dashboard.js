@@ -209,9 +209,29 @@ function availableCell(p) {
   const why = p.why_not?.length ? p.why_not : [p.available ? "not verified" : "not available"];
   return `<span class="bad">no: ${esc(why.join("; "))}</span>`;
 }
+// When each provider's last Proof-of-GPU round was recorded: ProviderRegistry.pogStatusOf's
+// timestamp, read from the chain (the index has rounds, not times), once per round.
+const pogDates = new Map();  // "address:round" -> unix seconds
+async function readPogDates(providers) {
+  const reader = await chainReader().catch(() => null);
+  if (!reader) return;
+  const to = state.deployment.contracts.ProviderRegistry;
+  await Promise.all(providers.filter((p) => p.pog_round_id != null && !pogDates.has(`${p.address}:${p.pog_round_id}`))
+    .map(async (p) => {
+      const words = eth.words(await reader.read("eth_call", [{ to, data: eth.encode("pogStatusOf(address)", [p.address]) }, "latest"]));
+      pogDates.set(`${p.address}:${BigInt(words[0])}`, Number(BigInt(words[4])));
+    }));
+}
+function lastPogCell(p) {
+  if (p.pog_round_id == null) return "never";
+  const when = pogDates.get(`${p.address}:${p.pog_round_id}`);
+  const outcome = p.pog_passed ? "passed" : "failed";
+  return `${outcome} ${when ? eth.date(when) : `(round ${p.pog_round_id}; its date is read from the chain with a wallet or RPC)`}`;
+}
 async function loadProviders() {
   const providers = await api("/providers");
   state.providers = new Map(providers.map((p) => [p.address, p]));
+  await readPogDates(providers).catch(() => {});
   // TFLOPS: a figure only for a passed round, in both tables; a failed or missing one is "—".
   render($("providers").tBodies[0], providers.map((p) => `<tr data-address="${esc(p.address)}">
     <td>${hash(p.address)}</td><td>${esc(p.gpu_model)} ×${p.gpu_count}</td>
@@ -220,6 +240,7 @@ async function loadProviders() {
     <td>${p.tflops ?? "—"}</td><td>${eth.amount(p.price_per_job_unit)}</td><td>${eth.amount(p.price_per_gpu_hour)}</td>
     <td>${p.mining_floor_wei_per_hour == null ? "—" : eth.amount(p.mining_floor_wei_per_hour) + "/GPU-h"}</td>
     <td>${p.reputation.toFixed(2)} (${p.challenges_won} won, ${p.challenges_lost} lost)</td><td>${p.jobs_finalized}</td>
+    <td class="last-pog">${lastPogCell(p)}</td>
     <td class="last-seen">${p.last_seen_at ? esc(isoDate(p.last_seen_at)) : "never"}</td>
     <td class="available">${availableCell(p)}</td></tr>`).join(""));
   // The lease selector lists usable providers first and picks one of them by default: a renter
