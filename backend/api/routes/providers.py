@@ -69,7 +69,8 @@ def _why_not(p: m.Provider, stale: bool, seen: datetime | None, min_stake: int |
     elif not p.pog_passed:
         why.append(f"failed its last Proof of GPU (round {p.pog_round_id})")
     if stale and seen is not None:
-        why.append(f"its agent is silent since {seen.strftime('%Y-%m-%d %H:%M:%S')} UTC")
+        why.append(f"its agent has not sent a heartbeat since {seen.strftime('%Y-%m-%d %H:%M:%S')} UTC "
+                   "(crashed or stopped)")
     return why
 
 
