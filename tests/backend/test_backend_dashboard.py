@@ -393,6 +393,13 @@ def test_refund_button_only_where_due(browser, server, chain, session, market, h
 
     job_id = pay_from_page(page, tmp_path, hub_model)
     page.wait_for_function("document.getElementById('refund')?.textContent === 'Request cancel'")
+    # A failure the provider reports off-chain: the page says how to take the money back.
+    report = httpx.post(f"{server}/jobs/{job_id}/failure", json={"jobId": job_id, "kind": "bad-input", "error": "no GPU"},
+                        headers={"Authorization": f"Bearer {token_for(server, support.anvil_key(1))}"})
+    assert report.status_code == 204, report.text
+    page.wait_for_function("document.getElementById('refund-pointer')?.textContent.includes("
+                           f"'The provider could not run this job') && "
+                           f"document.getElementById('refund-pointer').textContent.includes('unchained job refund {job_id}')")
     session.advance(3600 + 1)
     page.wait_for_function("document.getElementById('refund')?.textContent === 'Refund (deadline passed)'")
     page.click("#refund")

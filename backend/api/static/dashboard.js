@@ -286,6 +286,12 @@ async function loadPog(address) {
 }
 
 // ---- models ----
+function bytesText(n) {
+  const units = ["B", "KiB", "MiB", "GiB"];
+  let i = 0, v = Number(n);
+  while (v >= 1024 && i < units.length - 1) { v /= 1024; i++; }
+  return i ? `${v.toFixed(1)} ${units[i]}` : `${v} B`;
+}
 async function loadModels() {
   const models = await api("/models", state.token ? { headers: authHeaders() } : {});
   state.models = new Map(models.map((m) => [m.content_hash, m]));
@@ -293,7 +299,7 @@ async function loadModels() {
     `<option value="${esc(m.content_hash)}">${esc(m.name)} (${esc(m.format)}, ${m.private ? "private" : "public"}${m.owner === state.account ? ", yours" : ""})</option>`).join(""));
   render($("models").tBodies[0], models.map((m) => `<tr><td>${esc(m.name)}</td><td>${hash(m.content_hash)}</td>
     <td>${esc(m.format)}</td><td>${hash(m.owner)}</td><td>${m.private ? "private" : "public"}</td>
-    <td>${m.size} B</td><td>${esc(m.created_at.replace("T", " ").replace(/\.\d+/, ""))}</td></tr>`).join(""));
+    <td title="${m.size} bytes">${bytesText(m.size)}</td><td>${esc(m.created_at.replace("T", " ").replace(/\.\d+/, ""))}</td></tr>`).join(""));
 }
 
 $("model-upload").onclick = async () => {
