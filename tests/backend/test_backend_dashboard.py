@@ -1008,3 +1008,14 @@ def test_the_lease_selector_defaults_to_a_provider_that_passed_and_providers_sho
     cell = f'#providers tr[data-address="{market.provider2.lower()}"] td.last-pog'
     page.wait_for_function(f"document.querySelector('{cell}')?.textContent === 'passed {when}'")
     page.close()
+
+
+def test_a_failing_read_is_one_sentence_without_the_api_path(browser, server) -> None:  # type: ignore[no-untyped-def]
+    page = browser.new_page()
+    page.route("**/slashes", lambda route: route.fulfill(status=500, content_type="application/json",
+                                                        body=json.dumps({"detail": "database is locked"})))
+    page.goto(server + "/")
+    page.wait_for_function("document.getElementById('refresh-error').textContent.length > 0")
+    said = page.inner_text("#refresh-error")
+    assert said == "The backend could not load the slashes: the backend failed (database is locked); try again shortly.", said
+    page.close()

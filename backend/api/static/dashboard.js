@@ -866,7 +866,8 @@ function refresh() {
   refreshing ??= Promise.allSettled([loadHealth(), loadDeals(), loadProviders(), loadDisputes(), loadBalances()])
     .then((results) => {
       const failed = results.filter((r) => r.status === "rejected").map((r) => r.reason.message);
-      $("refresh-error").textContent = failed.length ? `refresh: ${failed.join("; ")}` : "";
+      // Each reason is a sentence already ("The backend could not load the jobs: ...").
+      $("refresh-error").textContent = [...new Set(failed)].join(" ");
     }).finally(() => { refreshing = null; });
   return refreshing;
 }
