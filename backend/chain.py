@@ -18,6 +18,7 @@ class Chain(ChainContext):
         super().__init__(web3, deployment)
         self.verifier_ttl_s = verifier_ttl_s  # how long a staked verifier's verdict is trusted (Settings.verifier_check_ttl_s)
         self._verifiers: dict[str, float] = {}  # address -> when found staked
+        self._min_provider_stake: int | None = None
 
     @classmethod
     def connect(cls, settings: Settings) -> Chain:
@@ -53,6 +54,16 @@ class Chain(ChainContext):
         else:
             self._verifiers.pop(key, None)
         return staked
+
+    def min_provider_stake(self) -> int:
+        """ProviderRegistry.minProviderStake: immutable, so read once. A provider whose bonded
+        stake a slash took below it is not active on-chain (isActive) though no event says so."""
+        if self._min_provider_stake is None:
+            try:
+                self._min_provider_stake = int(self.contract("ProviderRegistry").functions.minProviderStake().call())
+            except Exception as exc:  # requests' connection errors vary by transport
+                raise ChainUnavailable(f"cannot read the providers' minimum stake: {exc}") from exc
+        return self._min_provider_stake
 
     def pog_round_verifier(self, round_id: int) -> str | None:
         """The verifier that requested PoG round `round_id` (lower-case), None for no such round:

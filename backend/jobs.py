@@ -315,18 +315,26 @@ def record_failure(session: Session, job_id: int, reporter: str, kind: str, erro
     return row
 
 
-def candidates(session: Session) -> list[Candidate]:
+def below_min_stake(stake: m.Stake | None, min_stake: int | None) -> bool:
+    """Whether a slash (or an unbond) took the provider's bonded stake below the registry's
+    minimum: ProviderRegistry.isActive is then false though no registry event says so."""
+    return min_stake is not None and (stake.bonded if stake else 0) < min_stake
+
+
+def candidates(session: Session, min_stake: int | None = None) -> list[Candidate]:
     queues = dict(session.execute(
         select(m.Job.provider, func.count())
         .where(m.Job.status.in_(("funded", "cancel requested", "accepted"))).group_by(m.Job.provider)
     ).all())
     profiles = {p.address: p for p in session.scalars(select(m.ProviderProfile))}
+    stakes = {s.account: s for s in session.scalars(select(m.Stake))}
     out = []
     for p in session.scalars(select(m.Provider)):
         profile = profiles.get(p.address)
         out.append(Candidate(
             address=p.address, gpu_class=p.gpu_class, tflops_milli=p.tflops_milli or 0,
-            pog_passed=bool(p.pog_passed), active=p.active, price_per_job_unit=p.price_per_job_unit,
+            pog_passed=bool(p.pog_passed),
+            active=p.active and not below_min_stake(stakes.get(p.address), min_stake), price_per_job_unit=p.price_per_job_unit,
             queue_length=queues.get(p.address, 0), latency_ms=profile.latency_ms if profile else None,
             cached_models=frozenset(profile.cached_models) if profile else frozenset(),
             private_ok=profile.private_ok if profile else False, challenges_won=p.challenges_won,
@@ -346,10 +354,12 @@ def stale_providers(session: Session, stale_after_s: float) -> frozenset[str]:
     return frozenset(rows)
 
 
-def quote(session: Session, request: Request, stale_after_s: float | None = None) -> list[Ranked]:
+def quote(session: Session, request: Request, stale_after_s: float | None = None,
+          min_stake: int | None = None) -> list[Ranked]:
     stale = stale_providers(session, stale_after_s) if stale_after_s is not None else frozenset()
-    return rank(request, candidates(session), stale)
+    return rank(request, candidates(session, min_stake), stale)
 
 
-def why_no_quote(session: Session, request: Request, stale_after_s: float) -> NoMatch | None:
-    return explain(request, candidates(session), stale_providers(session, stale_after_s))
+def why_no_quote(session: Session, request: Request, stale_after_s: float,
+                 min_stake: int | None = None) -> NoMatch | None:
+    return explain(request, candidates(session, min_stake), stale_providers(session, stale_after_s))

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from backend.auth import SessionCache
 from backend.chain import Chain
+from backend.errors import ChainUnavailable
 from backend.db import make_engine, migrate, session_factory
 from backend.dispatch import Dispatcher, make_celery
 from backend.indexer import Indexer
@@ -84,6 +85,14 @@ class Backend:
         if self._chain is None:
             self._chain = Chain.connect(self.settings)
         return self._chain
+
+    def min_provider_stake(self) -> int | None:
+        """The registry's minimum provider stake; None while the node cannot be read (the index
+        is still served: then only the events decide who is active)."""
+        try:
+            return self.chain().min_provider_stake()
+        except ChainUnavailable:
+            return None
 
     def task_auth(self) -> TaskAuth:
         """The dispatch key's signer, opened once (client.keystore: password file or prompt)."""

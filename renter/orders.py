@@ -457,7 +457,10 @@ def check_lease(wallet: Wallet, provider: str, gpus: int, seconds: int, client: 
                 raise
             raise LeaseRefused(f"--provider: {provider} is not a registered provider; nothing was paid") from exc
         if not row.get("available", True):
-            raise LeaseRefused(f"--provider: {provider} is not available: its agent has not sent a heartbeat since "
-                               f"{row.get('last_seen_at')} (crashed or stopped); nothing was paid, pick another "
-                               "provider")
+            # The backend's reasons (a slashed stake, a deactivation, a silent agent); a Proof of
+            # GPU is not asked of a lease's provider.
+            why = [w for w in row.get("why_not", []) if "Proof of GPU" not in w] or [
+                f"its agent has not sent a heartbeat since {row.get('last_seen_at')} (crashed or stopped)"]
+            raise LeaseRefused(f"--provider: {provider} is not available: {'; '.join(why)}; nothing was paid, "
+                               "pick another provider")
     return cost

@@ -9,7 +9,6 @@ import json
 import re
 import shutil
 from datetime import datetime, timezone
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -179,8 +178,10 @@ def test_dashboard_renders_providers_pog_history_and_jobs(browser, server, marke
     provider_row = f'#providers tr[data-address="{market.provider.lower()}"]'
     page.wait_for_selector(provider_row)
     row = page.inner_text(provider_row)
-    assert "H100-SXM" in row and "710" in row and "0.009 ETH" in row  # price per job unit, in ETH
+    assert "H100-SXM" in row and "710" in row and "0.009 ETH" in row  # price per GPU-hour, in ETH
     assert market.provider.lower() in row  # addresses in full
+    assert page.get_attribute(f"{provider_row} td:nth-child(6) .amount", "title") == "9000000000000000 wei (0.009 ETH)"
+    assert "price per input item" in page.inner_text("#providers thead")
     # A failed round's TFLOPS reads the same in both tables (no blank here and 0 there).
     failed_row = page.inner_text(f'#providers tr[data-address="{market.provider2.lower()}"]')
     assert "failed" in failed_row and "—" in failed_row
@@ -195,7 +196,7 @@ def test_dashboard_renders_providers_pog_history_and_jobs(browser, server, marke
     assert "finalized" in page.inner_text("#job-detail h3")
     assert "0.1 ETH" in page.inner_text("#job-detail") and " UTC" in page.inner_text("#job-detail")
     page.wait_for_function("document.querySelectorAll('#challenges tbody tr').length === 2")
-    assert "provider_at_fault" in page.inner_text("#disputes")
+    assert "provider at fault" in page.inner_text("#disputes") and "_" not in page.inner_text("#disputes tbody")
     page.close()
 
 
@@ -340,11 +341,6 @@ def pay_from_page(page, tmp_path: Path, model: str) -> int:  # type: ignore[no-u
     return int(status.split("job ")[-1].split(" funded")[0])
 
 
-def in_eth(wei: int) -> str:
-    """What the page shows for an amount (exact, no trailing zeros)."""
-    return format(Decimal(wei).scaleb(-18).normalize(), "f") + " ETH"
-
-
 def test_model_upload_from_the_page_and_inputs_the_model_refuses(  # type: ignore[no-untyped-def]
         browser, server, chain, session, tmp_path) -> None:
     wallet = InjectedWallet(chain[0].rpc_url)
@@ -354,7 +350,9 @@ def test_model_upload_from_the_page_and_inputs_the_model_refuses(  # type: ignor
     page.set_input_files("#model-file", str(junk))
     page.click("#model-upload")
     status = wait_status(page, "stored and loads|error:")
-    assert "/models: 422" in status and "object" not in status, status
+    # One sentence a person reads: what was refused and why, not the API's path and status code.
+    assert "The backend refused the model:" in status and "/models" not in status and "422" not in status, status
+    assert "object" not in status, status
     good = tmp_path / "tripler.pt"
     good.write_bytes(support.Tagged.torchscript(0.75))
     page.fill("#model-name", "tripler")
@@ -395,6 +393,13 @@ def test_refund_button_only_where_due(browser, server, chain, session, market, h
 
     job_id = pay_from_page(page, tmp_path, hub_model)
     page.wait_for_function("document.getElementById('refund')?.textContent === 'Request cancel'")
+    # A failure the provider reports off-chain: the page says how to take the money back.
+    report = httpx.post(f"{server}/jobs/{job_id}/failure", json={"jobId": job_id, "kind": "bad-input", "error": "no GPU"},
+                        headers={"Authorization": f"Bearer {token_for(server, support.anvil_key(1))}"})
+    assert report.status_code == 204, report.text
+    page.wait_for_function("document.getElementById('refund-pointer')?.textContent.includes("
+                           f"'The provider could not run this job') && "
+                           f"document.getElementById('refund-pointer').textContent.includes('unchained job refund {job_id}')")
     session.advance(3600 + 1)
     page.wait_for_function("document.getElementById('refund')?.textContent === 'Refund (deadline passed)'")
     page.click("#refund")
@@ -411,9 +416,16 @@ def test_failed_job_shows_its_reason_and_the_refund_is_withdrawn(  # type: ignor
     escrow = session.contract("JobEscrow")
     session.send(escrow.functions.failJob(read_job(escrow, job_id).as_tuple(), "model does not load: bad magic"), market.provider)
     page.wait_for_function("document.querySelector('#job-detail h3')?.textContent.endsWith('refunded')")
-    assert "failed: model does not load: bad magic" in page.inner_text("#job-detail")
+    detail = page.inner_text("#job-detail")
+    assert "failed: model does not load: bad magic" in detail
+    # The job says what it ran (the hub's name for its model, its inputs) and where the money is.
+    assert "doubler (torchscript)" in detail and "3 input files" in detail, detail
+    pointer = page.inner_text("#refund-pointer")
+    assert "This job failed" in pointer and "refunded to you" in pointer and "Your balances" in pointer, pointer
+    assert "unchained withdraw" in pointer, pointer
     owed = escrow.functions.owedTo("0x" + "00" * 20, wallet.account.address).call()
-    page.wait_for_function(f"document.getElementById('owed-escrow').textContent === '{in_eth(owed)}'")
+    # Rounded for people, the exact wei on hover.
+    page.wait_for_function(f"document.querySelector('#owed-escrow .amount')?.title.startsWith('{owed} wei')")
     page.click("#withdraw-escrow")
     page.wait_for_function("document.getElementById('owed-escrow').textContent === '0 ETH'")
     assert escrow.functions.owedTo("0x" + "00" * 20, wallet.account.address).call() == 0 and len(wallet.sent) == 2
@@ -441,7 +453,7 @@ def test_lease_starts_shows_time_left_stops_and_is_withdrawn(browser, server, ch
     assert "error" not in page.inner_text("#status"), page.inner_text("#status")
     owed = leases.functions.owedTo(wallet.account.address).call()
     assert owed > 0
-    page.wait_for_function(f"document.getElementById('owed-leases').textContent === '{in_eth(owed)}'")
+    page.wait_for_function(f"document.querySelector('#owed-leases .amount')?.title.startsWith('{owed} wei')")
     page.click("#withdraw-leases")
     page.wait_for_function("document.getElementById('owed-leases').textContent === '0 ETH'")
     assert leases.functions.owedTo(wallet.account.address).call() == 0
@@ -464,7 +476,7 @@ def test_job_progresses_on_screen_and_results_verify_in_the_page(  # type: ignor
 
     outputs = [b"browser-output-%d" % i for i in range(3)]
     tree = support.commit_outputs(session, market.provider, job_id, outputs)
-    page.wait_for_function(f"{heading}?.endsWith('committed') && {row_status}?.startsWith('committed')",
+    page.wait_for_function(f"{heading}?.endsWith('committed') && {row_status}?.startsWith('result delivered')",
                            timeout=15_000)
     token = token_for(server, support.anvil_key(1))  # the market's first provider
     for index, data in enumerate(outputs):
@@ -475,7 +487,7 @@ def test_job_progresses_on_screen_and_results_verify_in_the_page(  # type: ignor
     escrow = session.contract("JobEscrow")
     session.advance(escrow.functions.challengeWindow().call() + 1)
     session.send(escrow.functions.finalize(read_job(escrow, job_id).as_tuple()), market.renter)
-    page.wait_for_function(f"{heading}?.endsWith('finalized') && {row_status}?.startsWith('finalized')",
+    page.wait_for_function(f"{heading}?.endsWith('finalized') && {row_status}?.startsWith('done, provider paid')",
                            timeout=15_000)
 
     checks = "Array.from(document.querySelectorAll('#result-items td.check'), (td) => td.textContent)"
@@ -483,6 +495,12 @@ def test_job_progresses_on_screen_and_results_verify_in_the_page(  # type: ignor
     page.click("#verify")
     page.wait_for_function(f"{checks}.every((t) => t === 'verified')", timeout=15_000)
     assert "root checked against chain" in page.inner_text("#root-source")  # the job hashes to its slot
+    # Everything at once: the page saves every checked item, the terminal line fetches and verifies them.
+    assert page.inner_text("#save-all") == "Save all 3 downloaded items"
+    with page.expect_download() as first:
+        page.click("#save-all")
+    assert first.value.suggested_filename == f"job{job_id}-item-000000.out"
+    assert f"unchained job result {job_id} --keystore" in page.inner_text("#download-all")
     assert "0x" + bytes(tree.root).hex() in page.inner_text("#root-source")
 
     # A server (or anyone on the way) that alters one item's bytes: that item is not verified.
@@ -894,7 +912,10 @@ def test_signed_result_slash_control_shows_when_and_why_and_slashes_from_the_wal
     page.wait_for_function(f"{rows}.filter((t) => t.includes('signed result')).length === 2", timeout=15_000)
     listed = [r for r in page.evaluate(rows) if "signed result" in r]
     assert any(f"job {missing}:" in r for r in listed) and any(f"job {differs}:" in r for r in listed)
-    assert all(in_eth(taken // 2) in r and market.provider.lower() in r for r in listed), listed
+    exact = [r for r in page.evaluate("Array.from(document.querySelectorAll('#slashes tbody tr'), (tr) => tr.innerHTML)")
+             if "signed result" in r]
+    assert all(f'title="{taken // 2} wei' in r for r in exact) and len(exact) == 2, exact  # exact on hover
+    assert all(market.provider.lower() in r for r in listed), listed
     assert any("challenge" in r and "lost" in r for r in page.evaluate(rows))  # the market's dispute slash
     page.close()
 
@@ -919,4 +940,82 @@ def test_pog_history_shows_each_devices_nvml_identity_and_attestation(browser, s
     assert row.locator("td:nth-child(8) span").get_attribute("class") == "bad"
     assert "GPU-8f6b2a4c, 140 GiB, serial none, driver 550.90.07, CC on" in (
         row.locator("td:nth-child(7) span").get_attribute("title") or "")
+    page.close()
+
+
+@pytest.fixture(scope="module")
+def drained(session, market) -> str:  # type: ignore[no-untyped-def]
+    """A third provider staked at exactly the minimum, verified, then slashed for a PoG challenge it
+    never answered: below the minimum stake, so inactive on-chain (no registry event says so)."""
+    staking, registry = session.contract("Staking"), session.contract("ProviderRegistry")
+    challenges = session.contract("ChallengeManager")
+    who = session.accounts[8]
+    session.send(staking.functions.stake(), who, value=registry.functions.minProviderStake().call())
+    session.send(registry.functions.register(support.bytes32("A100-SXM"), [support.keccak256(b"gpu-c0")], 10**15,
+                                             10**12, "meta://c"), who)
+    round_id = support.pog_round(session, market, who, True, "A100-SXM", 300_000)
+    session.send(challenges.functions.challengePog(round_id, 0, 32), market.verifier, value=10**17)
+    challenge_id = challenges.functions.challengeCount().call()
+    session.advance(challenges.functions.responseWindow().call() + 1)
+    session.send(challenges.functions.claimTimeout(challenge_id), market.verifier)
+    return str(who).lower()
+
+
+def test_a_provider_slashed_below_the_minimum_stake_is_not_available_nor_quoted(  # type: ignore[no-untyped-def]
+        browser, server, session, drained) -> None:
+    registry = session.contract("ProviderRegistry")
+    assert not registry.functions.isActive(Web3.to_checksum_address(drained)).call()  # the chain's view
+    row = wait_until(lambda: (r := httpx.get(f"{server}/providers/{drained}").json()).get("stake_slashed") != "0" and r,
+                     15, "the slash is indexed")
+    assert row["active"] is False and row["available"] is False and row["pog_passed"] is True, row
+    assert any(w.startswith("slashed 1 ETH: stake 0 ETH below the minimum 1 ETH") for w in row["why_not"]), row
+    listed = {p["address"] for p in httpx.get(f"{server}/providers", params={"available": True}).json()}
+    assert drained not in listed
+    # The cheapest verified provider, yet the matcher never offers it.
+    quotes = httpx.post(f"{server}/quotes", json={"items": 2, "max_price_wei": str(10**18)}).json()
+    assert drained not in {q["provider"] for q in quotes}, quotes
+    page = open_page(browser, server)
+    cell = f'#providers tr[data-address="{drained}"] td.available'
+    page.wait_for_selector(cell)
+    assert page.inner_text(cell).startswith("no: slashed 1 ETH: stake 0 ETH below the minimum 1 ETH"), page.inner_text(cell)
+    page.close()
+
+
+def test_the_lease_selector_defaults_to_a_provider_that_passed_and_providers_show_dates(  # type: ignore[no-untyped-def]
+        browser, server, chain, session, market) -> None:
+    # The first registered provider fails its latest round; the second passes one and beats.
+    support.pog_round(session, market, market.provider, False, "", 0)
+    support.pog_round(session, market, market.provider2, True, "RTX-4090", 160_000)
+    beat = httpx.post(f"{server}/providers/{market.provider2.lower()}/heartbeat",
+                      headers={"Authorization": f"Bearer {token_for(server, support.anvil_key(2))}"})
+    assert beat.status_code == 204, beat.text
+    wait_until(lambda: httpx.get(f"{server}/providers/{market.provider.lower()}").json()["pog_passed"] is False, 15,
+               "the failed round is indexed")
+    page = open_page(browser, server, InjectedWallet(chain[0].rpc_url))
+    page.wait_for_function("document.querySelectorAll('#lease-provider option').length >= 2")
+    wait_until(lambda: page.input_value("#lease-provider") == market.provider2.lower(), 15,
+               "the lease selector picks the provider that passed")
+    options = page.inner_text("#lease-provider")
+    assert f"{market.provider.lower()} (" in options and "not available" in options, options
+    failed = page.inner_text(f'#providers tr[data-address="{market.provider.lower()}"] td.available')
+    assert failed.startswith("no: failed its last Proof of GPU (round"), failed
+    seen = page.inner_text(f'#providers tr[data-address="{market.provider2.lower()}"] td.last-seen')
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", seen), seen
+    assert page.inner_text(f'#providers tr[data-address="{market.provider.lower()}"] td.last-seen') == "never"
+    # The last round's date as the chain recorded it (ProviderRegistry.pogStatusOf), read through the wallet.
+    recorded = session.contract("ProviderRegistry").functions.pogStatusOf(market.provider2).call()[4]
+    when = datetime.fromtimestamp(recorded, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    cell = f'#providers tr[data-address="{market.provider2.lower()}"] td.last-pog'
+    page.wait_for_function(f"document.querySelector('{cell}')?.textContent === 'passed {when}'")
+    page.close()
+
+
+def test_a_failing_read_is_one_sentence_without_the_api_path(browser, server) -> None:  # type: ignore[no-untyped-def]
+    page = browser.new_page()
+    page.route("**/slashes", lambda route: route.fulfill(status=500, content_type="application/json",
+                                                        body=json.dumps({"detail": "database is locked"})))
+    page.goto(server + "/")
+    page.wait_for_function("document.getElementById('refresh-error').textContent.length > 0")
+    said = page.inner_text("#refresh-error")
+    assert said == "The backend could not load the slashes: the backend failed (database is locked); try again shortly.", said
     page.close()

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
@@ -18,23 +18,26 @@ from backend.api.schemas import (
 )
 from backend.auth import _aware, utcnow
 from backend.errors import Forbidden, NotFound
+from backend.jobs import below_min_stake
 from backend.matching import Candidate, mining_floor, reputation
+from client.units import eth
 
 router = APIRouter(prefix="/providers", tags=["providers"])
 AddressPath = Annotated[str, Path(pattern=ADDRESS_PATTERN)]
 
 
-def to_public(p: m.Provider, stale_after_s: float | None = None) -> ProviderPublic:
+def to_public(p: m.Provider, stale_after_s: float | None = None, min_stake: int | None = None) -> ProviderPublic:
     stake, profile = p.stake, p.profile
     seen = _aware(profile.last_seen_at) if profile and profile.last_seen_at else None
     stale = seen is not None and stale_after_s is not None and utcnow() - seen > timedelta(seconds=stale_after_s)
+    why = _why_not(p, stale, seen, min_stake)
     rep = reputation(Candidate(p.address, None, 0, False, True, 0, 0, None, frozenset(), False,
                                p.challenges_won, p.challenges_lost))
     return ProviderPublic(
         address=p.address, gpu_model=p.gpu_model, gpu_count=p.gpu_count, gpu_class=p.gpu_class,
         tflops=(p.tflops_milli / 1000) if p.tflops_milli and p.pog_passed else None, pog_passed=p.pog_passed,
         pog_round_id=p.pog_round_id, price_per_gpu_hour=p.price_per_gpu_hour,
-        price_per_job_unit=p.price_per_job_unit, active=p.active, reputation=round(rep, 4),
+        price_per_job_unit=p.price_per_job_unit, reputation=round(rep, 4),
         challenges_won=p.challenges_won, challenges_lost=p.challenges_lost, jobs_finalized=p.jobs_finalized,
         metadata_uri=p.metadata_uri, stake_bonded=stake.bonded if stake else 0,
         cached_models=list(profile.cached_models) if profile else [],
@@ -44,8 +47,31 @@ def to_public(p: m.Provider, stale_after_s: float | None = None) -> ProviderPubl
         miner=profile.miner if profile else None,
         hashrate=profile.hashrate if profile else None,
         last_seen_at=seen,
-        available=bool(p.active and not stale),
+        stake_slashed=stake.slashed if stake else 0,
+        active=p.active and not below_min_stake(stake, min_stake),
+        available=p.active and not below_min_stake(stake, min_stake) and not stale, why_not=why,
     )
+
+
+def _why_not(p: m.Provider, stale: bool, seen: datetime | None, min_stake: int | None) -> list[str]:
+    """Why a renter cannot count on the provider now, in the words of `unchained provider list`
+    (renter/offers.py), which reads the same from the chain."""
+    why = []
+    if not p.active:
+        why.append("deactivated by its owner")
+    if below_min_stake(p.stake, min_stake):
+        assert min_stake is not None  # below_min_stake is false without it
+        bonded, slashed = (p.stake.bonded, p.stake.slashed) if p.stake else (0, 0)
+        cause = f"slashed {eth(slashed)}: " if slashed else ""
+        why.append(f"{cause}stake {eth(bonded)} below the minimum {eth(min_stake)}")
+    if p.pog_passed is None:
+        why.append("never passed a Proof of GPU round")
+    elif not p.pog_passed:
+        why.append(f"failed its last Proof of GPU (round {p.pog_round_id})")
+    if stale and seen is not None:
+        why.append(f"its agent has not sent a heartbeat since {seen.strftime('%Y-%m-%d %H:%M:%S')} UTC "
+                   "(crashed or stopped)")
+    return why
 
 
 @router.get("", response_model=list[ProviderPublic])
@@ -66,9 +92,10 @@ def list_providers(
         query = query.where(m.Provider.pog_passed.is_(True) if verified else m.Provider.pog_passed.isnot(True))
     if gpu_class is not None:
         query = query.where(m.Provider.gpu_class == gpu_class)
-    if active is not None:
-        query = query.where(m.Provider.active.is_(active))
-    rows = [to_public(p, backend.settings.provider_stale_s) for p in db.scalars(query)]
+    min_stake = backend.min_provider_stake()
+    rows = [to_public(p, backend.settings.provider_stale_s, min_stake) for p in db.scalars(query)]
+    if active is not None:  # on-chain activity includes the stake, which the row alone does not say
+        rows = [r for r in rows if r.active is active]
     if available is not None:
         rows = [r for r in rows if r.available is available]
     return rows[offset:offset + limit]
@@ -90,7 +117,7 @@ def get_provider(address: AddressPath, db: DbDep, backend: BackendDep) -> Provid
     provider = db.get(m.Provider, address.lower())
     if provider is None:
         raise NotFound("provider", address)
-    return to_public(provider, backend.settings.provider_stale_s)
+    return to_public(provider, backend.settings.provider_stale_s, backend.min_provider_stake())
 
 
 @router.get("/{address}/pog", response_model=list[PogRoundPublic])

@@ -23,7 +23,8 @@ def quotes(body: QuoteRequest, backend: BackendDep, db: DbDep) -> list[Quote]:
     sending heartbeats is left out."""
     return [Quote(provider=r.candidate.address, price_wei=str(r.price_wei), score=round(r.score, 6),
                   gpu_class=r.candidate.gpu_class, reasons=list(r.reasons))
-            for r in service.quote(db, _request(body), backend.settings.provider_stale_s)]
+            for r in service.quote(db, _request(body), backend.settings.provider_stale_s,
+                                         backend.min_provider_stake())]
 
 
 @router.post("/quotes/explain", response_model=QuoteExplanation)
@@ -31,7 +32,7 @@ def explain(body: QuoteRequest, backend: BackendDep, db: DbDep) -> QuoteExplanat
     """Why no provider fits: none registered, none active, none running (stale heartbeats),
     none verified yet (Proof-of-GPU pending), none of the wanted class, none private-capable, or
     the price (with the cheapest fitting price)."""
-    why = service.why_no_quote(db, _request(body), backend.settings.provider_stale_s)
+    why = service.why_no_quote(db, _request(body), backend.settings.provider_stale_s, backend.min_provider_stake())
     if why is None:
         return QuoteExplanation(fits=True)
     return QuoteExplanation(fits=False, reason=why.reason, message=why.message,

@@ -16,15 +16,27 @@ document.addEventListener("click", (e) => {
 // FastAPI answers 422 with a list of {loc, msg}; say which field and why.
 function detailText(body) {
   const detail = body?.detail ?? body;
-  if (Array.isArray(detail)) return detail.map((d) => `${(d.loc || []).filter((p) => p !== "body").join(".") || "request"}: ${d.msg}`).join("; ");
+  if (Array.isArray(detail)) return detail.map((d) => `${(d.loc || []).filter((p) => p !== "body" && p !== "query").join(".") || "the request"}: ${String(d.msg).replace(/^Value error, /, "")}`).join("; ");
   return typeof detail === "string" ? detail : JSON.stringify(detail);
+}
+// What a request was about, for an error a person reads (the API path stays in the console).
+const TOPICS = { models: "the model", inputs: "the input files", jobs: "the job", quotes: "the quote", leases: "the lease",
+                 auth: "sign-in", providers: "the providers", challenges: "the challenges", disputes: "the disputes",
+                 slashes: "the slashes", deployment: "the deployment", health: "the backend's health" };
+function apiError(path, options, status, body) {
+  const topic = TOPICS[path.split(/[/?]/)[1]] ?? "the request";
+  const verb = (options.method ?? "GET") === "GET" ? "could not load" : "refused";
+  const reason = detailText(body).replace(/\.$/, "");
+  const why = status >= 500 ? `the backend failed (${reason || status}); try again shortly` : reason;
+  return `The backend ${verb} ${topic}: ${why}.`;
 }
 async function api(path, options = {}) {
   const response = await fetch(path, options);
   if (response.status === 204) return null;  // no content (FastAPI still labels it JSON)
   const body = response.headers.get("content-type")?.includes("json") ? await response.json() : await response.text();
   if (!response.ok) {
-    throw Object.assign(new Error(`${path.split("?")[0]}: ${response.status} ${detailText(body)}`), { status: response.status });
+    console.warn(`${options.method ?? "GET"} ${path}: ${response.status}`, body);
+    throw Object.assign(new Error(apiError(path, options, response.status, body)), { status: response.status });
   }
   return body;
 }
@@ -36,10 +48,18 @@ function render(element, html) {
   element.innerHTML = html;
   return true;
 }
+// The chain's and backend's state names in a renter's words.
+const WORDS = { funded: "paid, waiting for the provider", accepted: "running", committed: "result delivered",
+  finalized: "done, provider paid", refunded: "refunded", "cancel requested": "cancel requested",
+  open: "open", answered: "answered by the provider", escalated: "sent to the dispute committee",
+  provider_faulted: "provider at fault, slashed", challenger_faulted: "challenger wrong, bond lost",
+  settled: "settled", dismissed: "dismissed", provider_at_fault: "provider at fault", challenger_wrong: "challenger wrong",
+  no_fault: "no fault found", voting: "voting", active: "active", ended: "ended" };
+const words = (state) => WORDS[state] ?? String(state ?? "").replace(/_/g, " ");
 function say(text) { $("status").textContent += text + "\n"; }
 
 // ---- state ----
-const state = { deployment: null, account: null, token: null, providers: new Map(), openJob: null,
+const state = { deployment: null, account: null, token: null, providers: new Map(), models: new Map(), openJob: null,
                 shownJob: "", checks: new Map(), busy: false, chainNow: null };
 
 async function wallet(method, params = []) {
@@ -176,29 +196,65 @@ async function showWallet() {
   $("account").innerHTML = hash(state.account);
   const onChain = await checkChain().then(() => true, () => false);
   const balance = await wallet("eth_getBalance", [state.account, "latest"]);
-  $("wallet-balance").textContent = eth.format(BigInt(balance)) + (onChain ? "" : " (on another network)");
+  $("wallet-balance").innerHTML = eth.amount(BigInt(balance)) + (onChain ? "" : " (on another network)");
   if (onChain) await loadBalances();
 }
 
 // ---- providers and PoG ----
+// A provider a renter can count on: what the matcher offers (active with its stake, last PoG passed,
+// agent not silent); otherwise the backend's reasons, in words.
+const usable = (p) => p.available && p.pog_passed === true && !(p.why_not ?? []).length;
+function availableCell(p) {
+  if (usable(p)) return `<span class="ok">yes</span>`;
+  const why = p.why_not?.length ? p.why_not : [p.available ? "not verified" : "not available"];
+  return `<span class="bad">no: ${esc(why.join("; "))}</span>`;
+}
+// When each provider's last Proof-of-GPU round was recorded: ProviderRegistry.pogStatusOf's
+// timestamp, read from the chain (the index has rounds, not times), once per round.
+const pogDates = new Map();  // "address:round" -> unix seconds
+async function readPogDates(providers) {
+  const reader = await chainReader().catch(() => null);
+  if (!reader) return;
+  const to = state.deployment.contracts.ProviderRegistry;
+  await Promise.all(providers.filter((p) => p.pog_round_id != null && !pogDates.has(`${p.address}:${p.pog_round_id}`))
+    .map(async (p) => {
+      const words = eth.words(await reader.read("eth_call", [{ to, data: eth.encode("pogStatusOf(address)", [p.address]) }, "latest"]));
+      pogDates.set(`${p.address}:${BigInt(words[0])}`, Number(BigInt(words[4])));
+    }));
+}
+function lastPogCell(p) {
+  if (p.pog_round_id == null) return "never";
+  const when = pogDates.get(`${p.address}:${p.pog_round_id}`);
+  const outcome = p.pog_passed ? "passed" : "failed";
+  return `${outcome} ${when ? eth.date(when) : `(round ${p.pog_round_id}; its date is read from the chain with a wallet or RPC)`}`;
+}
 async function loadProviders() {
   const providers = await api("/providers");
   state.providers = new Map(providers.map((p) => [p.address, p]));
+  await readPogDates(providers).catch(() => {});
   // TFLOPS: a figure only for a passed round, in both tables; a failed or missing one is "—".
   render($("providers").tBodies[0], providers.map((p) => `<tr data-address="${esc(p.address)}">
     <td>${hash(p.address)}</td><td>${esc(p.gpu_model)} ×${p.gpu_count}</td>
-    <td class="${p.pog_passed ? "ok" : "bad"}">${esc(p.gpu_class ?? (p.pog_passed === false ? "failed" : "unverified"))}</td>
-    <td>${p.tflops ?? "—"}</td><td>${eth.format(p.price_per_job_unit)}</td><td>${eth.format(p.price_per_gpu_hour)}</td>
-    <td>${p.mining_floor_wei_per_hour == null ? "—" : eth.format(p.mining_floor_wei_per_hour) + "/GPU-h"}</td>
+    <td class="${p.pog_passed ? "ok" : "bad"}">${esc(p.gpu_class ?? (p.pog_passed === false ? "failed" : "unverified"))}${
+      p.pog_round_id != null ? ` <span class="muted">(round ${p.pog_round_id})</span>` : ""}</td>
+    <td>${p.tflops ?? "—"}</td><td>${eth.amount(p.price_per_job_unit)}</td><td>${eth.amount(p.price_per_gpu_hour)}</td>
+    <td>${p.mining_floor_wei_per_hour == null ? "—" : eth.amount(p.mining_floor_wei_per_hour) + "/GPU-h"}</td>
     <td>${p.reputation.toFixed(2)} (${p.challenges_won} won, ${p.challenges_lost} lost)</td><td>${p.jobs_finalized}</td>
-    <td>${p.available ? "yes" : "no"}</td></tr>`).join(""));
-  for (const select of [$("pog-provider"), $("lease-provider")]) {
+    <td class="last-pog">${lastPogCell(p)}</td>
+    <td class="last-seen">${p.last_seen_at ? esc(isoDate(p.last_seen_at)) : "never"}</td>
+    <td class="available">${availableCell(p)}</td></tr>`).join(""));
+  // The lease selector lists usable providers first and picks one of them by default: a renter
+  // should not pay, by default, a provider whose Proof of GPU failed or whose stake was slashed.
+  const ordered = [...providers.filter(usable), ...providers.filter((p) => !usable(p))];
+  for (const [select, list] of [[$("pog-provider"), providers], [$("lease-provider"), ordered]]) {
     const current = select.value;
-    const options = providers.map((p) => `<option value="${esc(p.address)}">${esc(p.address)} (${esc(p.gpu_class ?? p.gpu_model)})</option>`).join("");
+    const options = list.map((p) => `<option value="${esc(p.address)}">${esc(p.address)} (${esc(p.gpu_class ?? p.gpu_model)}${
+      select.id === "lease-provider" && !usable(p) ? ", not available" : ""})</option>`).join("");
     if (render(select, options) && current) select.value = current;
   }
   if (providers.length) await loadPog($("pog-provider").value);
 }
+const isoDate = (iso) => iso.replace("T", " ").replace(/\.\d+/, "").replace(/(Z|\+00:00)$/, " UTC");
 
 // What the round's verifier recorded of each device: NVML's name (the prover's claim, with UUID,
 // memory, serial and driver on hover) and the outcome of its CC attestation for the round's seed.
@@ -230,13 +286,20 @@ async function loadPog(address) {
 }
 
 // ---- models ----
+function bytesText(n) {
+  const units = ["B", "KiB", "MiB", "GiB"];
+  let i = 0, v = Number(n);
+  while (v >= 1024 && i < units.length - 1) { v /= 1024; i++; }
+  return i ? `${v.toFixed(1)} ${units[i]}` : `${v} B`;
+}
 async function loadModels() {
   const models = await api("/models", state.token ? { headers: authHeaders() } : {});
+  state.models = new Map(models.map((m) => [m.content_hash, m]));
   render($("model-list"), models.map((m) =>
     `<option value="${esc(m.content_hash)}">${esc(m.name)} (${esc(m.format)}, ${m.private ? "private" : "public"}${m.owner === state.account ? ", yours" : ""})</option>`).join(""));
   render($("models").tBodies[0], models.map((m) => `<tr><td>${esc(m.name)}</td><td>${hash(m.content_hash)}</td>
     <td>${esc(m.format)}</td><td>${hash(m.owner)}</td><td>${m.private ? "private" : "public"}</td>
-    <td>${m.size} B</td><td>${esc(m.created_at.replace("T", " ").replace(/\.\d+/, ""))}</td></tr>`).join(""));
+    <td title="${m.size} bytes">${bytesText(m.size)}</td><td>${esc(m.created_at.replace("T", " ").replace(/\.\d+/, ""))}</td></tr>`).join(""));
 }
 
 $("model-upload").onclick = async () => {
@@ -360,14 +423,14 @@ function canonicalSpec(spec) { return JSON.stringify(spec, Object.keys(spec).sor
 
 // ---- jobs: list and detail refreshed together ----
 function statusCell(j) {
-  return `${esc(j.status)}${j.frozen ? " (frozen: challenged)" : ""}${j.failure ? ` <span class="bad">failed: ${esc(j.failure)}</span>` : ""}`;
+  return `${esc(words(j.status))}${j.frozen ? " (on hold: challenged)" : ""}${j.failure ? ` <span class="bad">failed: ${esc(j.failure)}</span>` : ""}`;
 }
 async function loadJobs() {
   const mine = $("only-mine").checked && state.account;
   const jobs = await api(mine ? `/jobs?renter=${state.account}` : "/jobs");
   render($("jobs").tBodies[0], jobs.map((j) => `<tr data-job="${j.job_id}" style="cursor:pointer">
     <td>${j.job_id}</td><td class="job-status">${statusCell(j)}</td><td>${hash(j.provider)}</td>
-    <td>${eth.format(j.price)}</td><td>${j.item_count ?? j.spec?.inputs?.length ?? ""}</td><td>${eth.date(j.deadline)}</td></tr>`).join(""));
+    <td>${eth.amount(j.price)}</td><td>${j.item_count ?? j.spec?.inputs?.length ?? ""}</td><td>${eth.date(j.deadline)}</td></tr>`).join(""));
 }
 
 async function openJob(id) { state.openJob = Number(id); state.shownJob = ""; await renderJob(); }
@@ -386,16 +449,19 @@ async function renderJob() {
   state.shownJob = key;
   const row = (k, v) => `<tr><th>${k}</th><td>${v}</td></tr>`;
   let html = `<h3>job ${job.job_id}: ${esc(job.status)}</h3><table>` +
-    row("status", statusCell(job)) + row("renter", hash(job.renter)) + row("provider", hash(job.provider)) +
-    row("price", eth.format(job.price)) + row("deadline", eth.date(job.deadline)) +
-    row("spec hash", hash(job.spec_hash)) + row("funding transaction", hash(job.funded_tx)) +
-    row("output root", hash(job.output_root)) + row("items", job.item_count ?? "—") +
-    row("challenge window ends", eth.date(job.challenge_window_end)) +
+    row("status", statusCell(job)) + row("model", modelCell(job.spec)) + row("inputs", inputsCell(job.spec)) +
+    row("renter", hash(job.renter)) + row("provider", hash(job.provider)) +
+    row("price", eth.amount(job.price)) + row("result due by", eth.date(job.deadline)) +
+    row("job terms (hash on-chain)", hash(job.spec_hash)) + row("payment transaction", hash(job.funded_tx)) +
+    row("result fingerprint (Merkle root)", hash(job.output_root)) + row("result items", job.item_count ?? "—") +
+    row("challenges possible until", eth.date(job.challenge_window_end)) +
     (job.cancellable_at ? row("cancel possible from", eth.date(job.cancellable_at)) : "") +
-    row("paid to provider", eth.format(job.provider_amount)) + row("protocol fee", eth.format(job.fee)) +
-    row("refunded to you", eth.format(job.refund)) + "</table>";
+    row("paid to provider", eth.amount(job.provider_amount)) + row("protocol fee", eth.amount(job.fee)) +
+    row("refunded to you", eth.amount(job.refund)) + "</table>";
   if (refund?.fn) html += `<p><button id="refund" data-fn="${refund.fn}">${refund.label}</button></p>`;
   else if (refund) html += `<p>${esc(refund.note)}</p>`;
+  const pointer = refundPointer(job, refund);
+  if (pointer) html += `<p id="refund-pointer">${pointer}</p>`;
   if (result) {
     html += `<h4>Results</h4><p><button id="verify">Download and verify all items</button>
       <span id="root-source">${esc(checks.rootSource ?? "")}</span></p><table id="result-items">
@@ -405,8 +471,8 @@ async function renderJob() {
         const verdict = !i.digest ? "not uploaded yet" : !c ? "not checked" : c.ok ? "verified" : `NOT verified: ${c.error}`;
         return `<tr data-item="${i.index}"><td>${i.index}</td><td>${hash(i.digest)}</td><td>${i.size ?? "—"}</td>
           <td class="check ${c ? (c.ok ? "ok" : "bad") : ""}">${esc(verdict)}</td>
-          <td>${c?.url ? `<a href="${c.url}" download="job${job.job_id}-item${i.index}.bin">save</a>` : ""}</td></tr>`;
-      }).join("") + "</tbody></table>";
+          <td>${c?.url ? `<a class="save-item" href="${c.url}" download="job${job.job_id}-item-${String(i.index).padStart(6, "0")}.out">save</a>` : ""}</td></tr>`;
+      }).join("") + "</tbody></table>" + downloadAll(job, result, checks);
     if (slash?.available) {
       html += `<p id="slash"><button id="slash-signed">Slash the provider with its signed result</button>
         <span class="bad">${esc(slash.available)}</span></p>`;
@@ -415,6 +481,7 @@ async function renderJob() {
   $("job-detail").innerHTML = html;
   if (refund?.fn) $("refund").onclick = () => { $("refund").disabled = true; sendTx("JobEscrow", refund.fn, jobWords(job), "refund"); };
   if (result) $("verify").onclick = () => verifyResults(job, result);
+  if ($("save-all")) $("save-all").onclick = () => document.querySelectorAll("#result-items a.save-item").forEach((a) => a.click());
   if (slash?.available) {
     $("slash-signed").onclick = () => {
       $("slash-signed").disabled = true;
@@ -424,6 +491,44 @@ async function renderJob() {
              eth.encodeWithBytes(fn, [...jobWords(job), ...values], result.signed.signature));
     };
   }
+}
+
+// The job's model (its hub name when the page knows it) and its inputs, from the stored spec.
+function modelCell(spec) {
+  if (!spec?.model) return "—";
+  const entry = state.models.get(spec.model);
+  return `${entry ? `${esc(entry.name)} ` : ""}(${esc(spec.modelFormat ?? entry?.format ?? "?")}) ${hash(spec.model)}`;
+}
+function inputsCell(spec) {
+  if (!spec?.inputs) return "—";
+  const n = spec.inputs.length;
+  return `<details><summary>${n} input file${n === 1 ? "" : "s"}, in batches of ${spec.batchSize ?? "?"}</summary>` +
+    spec.inputs.map((h, i) => `<div>item ${i}: ${hash(h)}</div>`).join("") + "</details>";
+}
+
+// Every item at once: the page saves the items it downloaded and checked; the CLI fetches and
+// verifies them all into a folder (item-NNNNNN.out, as the page names them).
+function downloadAll(job, result, checks) {
+  const saved = result.items.filter((i) => checks[i.index]?.url).length;
+  const line = `unchained job result ${job.job_id} --keystore YOUR-KEYSTORE.json --out job-${job.job_id}`;
+  return `<p id="download-all">${saved ? `<button id="save-all">Save all ${saved} downloaded items</button> ` : ""}` +
+    `Download and verify all ${result.items.length} items from a terminal: ${hash(line)}</p>`;
+}
+
+// Where a failed or refunded job's money is: credited in the escrow, paid out by a withdrawal.
+function refundPointer(job, refund) {
+  if (job.renter !== state.account) return "";
+  const cli = (c) => `<code>${esc(c)}</code>`;
+  if (job.status === "refunded") {
+    return `${job.failure ? "This job failed: " : ""}its price ${eth.amount(job.refund ?? job.price)} was refunded to you in ` +
+      `the job escrow. Withdraw it to your wallet under <a href="#balances-section">Your balances</a> ` +
+      `(or ${cli("unchained withdraw")}).`;
+  }
+  if (job.failure && (refund?.fn || refund?.note)) {
+    return `The provider could not run this job: take your money back with the button above ` +
+      `(or ${cli(`unchained job refund ${job.job_id}`)}), then withdraw it under <a href="#balances-section">Your balances</a>.`;
+  }
+  return "";
 }
 
 // JobEscrow.slashSignedResult's JobResult built from the signed result's JSON, in the struct's
@@ -624,8 +729,8 @@ async function loadLeases() {
     const key = l.ssh_public_key ? `key bound ${hash(l.ssh_public_key)}`
       : active && mine ? `<button class="bind-key" data-lease="${l.lease_id}">Bind the SSH key above</button>` : "no key";
     return `<tr data-lease="${l.lease_id}"><td>${l.lease_id}</td><td>${hash(l.provider)}</td><td>${l.gpu_count}</td>
-      <td>${eth.date(l.ends_at)}</td><td>${active ? eth.duration(l.ends_at - now) : "—"}</td><td>${eth.format(l.paid)}</td>
-      <td>${esc(l.status)}${l.ended_by ? ` by ${hash(l.ended_by)}` : ""}</td><td>${eth.format(l.renter_refund)}</td>
+      <td>${eth.date(l.ends_at)}</td><td>${active ? eth.duration(l.ends_at - now) : "—"}</td><td>${eth.amount(l.paid)}</td>
+      <td>${esc(l.status)}${l.ended_by ? ` by ${hash(l.ended_by)}` : ""}</td><td>${eth.amount(l.renter_refund)}</td>
       <td class="connection">${active ? connectionCell(l, views[i], now, mine) : "—"}<div>${key}</div></td>
       <td>${active && mine ? `<button class="stop-lease" data-lease="${l.lease_id}">Stop (refund unused time)</button>` : ""}</td></tr>`;
   }).join(""));
@@ -714,15 +819,15 @@ async function loadDisputes() {
   const [challenges, disputes, slashes] = await Promise.all([api("/challenges"), api("/disputes"), api("/slashes")]);
   const cause = (x) => x.cause === "signed result" ? `job ${x.job_id}: signed result not committed as signed`
     : x.cause === "challenge" ? `challenge ${x.challenge_id} lost` : "—";
-  render($("slashes").tBodies[0], slashes.map((x) => `<tr><td>${hash(x.offender)}</td><td class="bad">${eth.format(x.slashed)}</td>
-    <td>${eth.format(x.requested)}</td><td>${esc(cause(x))}</td><td>${hash(x.reward_recipient)}</td><td>${eth.format(x.reward)}</td>
+  render($("slashes").tBodies[0], slashes.map((x) => `<tr><td>${hash(x.offender)}</td><td class="bad">${eth.amount(x.slashed)}</td>
+    <td>${eth.amount(x.requested)}</td><td>${esc(cause(x))}</td><td>${hash(x.reward_recipient)}</td><td>${eth.amount(x.reward)}</td>
     <td>${x.block_number}</td><td>${hash(x.tx_hash)}</td></tr>`).join(""));
-  render($("challenges").tBodies[0], challenges.map((c) => `<tr><td>${c.challenge_id}</td><td>${esc(c.kind)} ${c.subject}</td>
-    <td>${hash(c.challenger)}</td><td>${hash(c.provider)}</td><td>${c.k}</td><td>${eth.format(c.bond)}</td>
-    <td>${eth.date(c.response_deadline)}</td><td>${esc(c.status)}</td><td>${c.dispute_id ?? "—"}</td></tr>`).join(""));
+  render($("challenges").tBodies[0], challenges.map((c) => `<tr><td>${c.challenge_id}</td><td>${c.kind === "pog" ? "Proof-of-GPU round" : esc(c.kind)} ${c.subject}</td>
+    <td>${hash(c.challenger)}</td><td>${hash(c.provider)}</td><td>${c.k}</td><td>${eth.amount(c.bond)}</td>
+    <td>${eth.date(c.response_deadline)}</td><td>${esc(words(c.status))}</td><td>${c.dispute_id ?? "—"}</td></tr>`).join(""));
   render($("disputes").tBodies[0], disputes.map((d) => `<tr><td>${d.dispute_id}</td><td>${d.ref}</td><td>${hash(d.provider)}</td>
     <td>${hash(d.challenger)}</td><td>${d.votes}</td><td>${eth.date(d.vote_end)}</td>
-    <td class="${d.verdict ? "bad" : ""}">${esc(d.verdict ?? "voting")}</td></tr>`).join(""));
+    <td class="${d.verdict ? "bad" : ""}">${esc(words(d.verdict ?? "voting"))}</td></tr>`).join(""));
 }
 
 async function loadBalances() {
@@ -730,8 +835,8 @@ async function loadBalances() {
   const [escrow, leases] = await Promise.all([
     call("JobEscrow", "owedTo(address,address)", ["0x0", state.account]),
     call("LeaseManager", "owedTo(address)", [state.account])]);
-  $("owed-escrow").textContent = eth.format(BigInt(escrow));
-  $("owed-leases").textContent = eth.format(BigInt(leases));
+  $("owed-escrow").innerHTML = eth.amount(BigInt(escrow));
+  $("owed-leases").innerHTML = eth.amount(BigInt(leases));
   $("withdraw-escrow").disabled = BigInt(escrow) === 0n;
   $("withdraw-leases").disabled = BigInt(leases) === 0n;
 }
@@ -761,7 +866,8 @@ function refresh() {
   refreshing ??= Promise.allSettled([loadHealth(), loadDeals(), loadProviders(), loadDisputes(), loadBalances()])
     .then((results) => {
       const failed = results.filter((r) => r.status === "rejected").map((r) => r.reason.message);
-      $("refresh-error").textContent = failed.length ? `refresh: ${failed.join("; ")}` : "";
+      // Each reason is a sentence already ("The backend could not load the jobs: ...").
+      $("refresh-error").textContent = [...new Set(failed)].join(" ");
     }).finally(() => { refreshing = null; });
   return refreshing;
 }

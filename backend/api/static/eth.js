@@ -9,6 +9,21 @@ const eth = (() => {
     const frac = (a % WEI).toString().padStart(18, "0").replace(/0+$/, "");
     return `${sign}${a / WEI}${frac ? "." + frac : ""} ETH`;
   }
+  // For people: 4 significant digits (at most 4 decimals from 1 ETH up), "≈" when that rounds;
+  // the exact value in wei on hover. Payments are confirmed with `format`, exact.
+  function rounded(wei) {
+    const v = BigInt(wei), a = v < 0n ? -v : v;
+    if (a === 0n) return { text: "0 ETH", exact: true };
+    const digits = a.toString().length, keep = a >= WEI ? Math.min(digits, digits - 18 + 4) : 4;
+    const unit = 10n ** BigInt(Math.max(0, digits - keep));
+    const r = (a + unit / 2n) / unit * unit;
+    return { text: format(v < 0n ? -r : r), exact: r === a };
+  }
+  function amount(wei) {
+    if (wei === null || wei === undefined || wei === "") return "—";
+    const { text, exact } = rounded(wei);
+    return `<span class="amount" title="${BigInt(wei)} wei (${format(wei)})">${exact ? "" : "≈"}${text}</span>`;
+  }
   function parse(text) {  // "0.0015" -> 1500000000000000n; refuses what is not a plain decimal
     const m = /^\s*(\d+)(?:\.(\d{0,18}))?\s*$/.exec(text);
     if (!m) throw new Error(`"${text}" is not an amount in ETH (e.g. 0.01, at most 18 decimals)`);
@@ -35,5 +50,5 @@ const eth = (() => {
       clean.toLowerCase().padEnd(Math.ceil(clean.length / 64) * 64, "0");
   };
   const words = (data) => (data.slice(2).match(/.{64}/g) || []).map((w) => "0x" + w);
-  return { format, parse, date, duration, selector, word, encode, encodeWithBytes, words };
+  return { format, amount, parse, date, duration, selector, word, encode, encodeWithBytes, words };
 })();
