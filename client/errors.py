@@ -96,3 +96,14 @@ class TaskRefused(ClientError):
 
 class BrokerAdminError(ClientError):
     """The broker refused, or could not be reached for, a change of its users."""
+
+
+class InstanceRunning(ClientError):
+    """Another process holds the lock of a data directory (client.instance_lock)."""
+
+    def __init__(self, directory: Path, role: str, holder: str) -> None:
+        who = f" (pid {holder})" if holder else ""
+        super().__init__(f"another {role} is running on {directory}{who}: stop it first, or pass another --data-dir")
+        self.directory = directory
+        self.role = role
+        self.holder = holder

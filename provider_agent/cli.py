@@ -171,7 +171,7 @@ def provider_run(
         envvar="UNCHAINED_PROVIDER_DATA_DIR",
         help="Cache, outputs and local records; default: ~/.unchained/<chainId>/provider.")] = None,
     mining: Annotated[bool | None, typer.Option("--mining/--no-mining", help="Mine when idle.")] = None,
-    metrics_port: Annotated[int, typer.Option(help="Port of /metrics and /status.")] = DEFAULT_METRICS_PORT,
+    metrics_port: Annotated[int, typer.Option(help="Port of /metrics and /status (0: any free port).")] = DEFAULT_METRICS_PORT,
 ) -> None:
     """Register if needed, mine when idle, and take jobs and PoG work from this provider's queue."""
     from client.keystore import load_keystore
@@ -187,13 +187,19 @@ def provider_run(
         settings = Settings.from_env(**{**flags, "data_dir": _per_network_data_dir(settings.rpc_url)})
     if settings.keystore is None:
         raise typer.BadParameter("required (or UNCHAINED_PROVIDER_KEYSTORE)", param_hint="--keystore")
+    from client.instance_lock import InstanceLock
+    from provider_agent.metrics import MetricsServer
     from provider_agent.preflight import check_services
 
-    check_services(settings.broker_url, settings.backend_url)  # before any key is opened or wei staked
+    # One agent per data directory (its records, cache and nonces are not shared); held until
+    # this process ends. Then the port, bound now: both said before any key is opened or wei staked.
+    InstanceLock(settings.data_dir, "provider agent").acquire()
+    metrics = MetricsServer(metrics_port)
+    check_services(settings.broker_url, settings.backend_url)
     # Opened here, once (a prompt at most); the worker's tasks share this agent, so the
     # password is never handed on through the environment.
     agent = use_agent(Agent.build(settings, load_keystore(settings.keystore, settings.password_file)))
-    service.run(agent, metrics_port, console.print)
+    service.run(agent, metrics, console.print)
 
 
 @provider_app.command("status")

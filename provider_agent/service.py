@@ -7,10 +7,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from protocol.tasks import provider_queue
 from provider_agent import ProviderAgentError
 from provider_agent.agent import Agent
+
+if TYPE_CHECKING:
+    from provider_agent.metrics import MetricsServer
 
 
 def heartbeat(agent: Agent, stop: threading.Event, say: Callable[[str], object]) -> None:
@@ -37,11 +41,11 @@ def heartbeat(agent: Agent, stop: threading.Event, say: Callable[[str], object])
             say(f"[yellow]heartbeat failed, retrying next beat: {type(err).__name__}: {err}[/yellow]")
 
 
-def run(agent: Agent, metrics_port: int, say: Callable[[str], object]) -> None:
-    """Registers if needed, mines when idle, beats and takes jobs and PoG work from this
-    provider's queue until the worker stops; `agent` is the process's (`use_agent`): the worker's
-    tasks share it. `say` shows a line (Rich markup) to the operator."""
-    from provider_agent.metrics import MetricsServer
+def run(agent: Agent, metrics: MetricsServer, say: Callable[[str], object]) -> None:
+    """Registers if needed, mines when idle, serves `metrics` (bound, not started), beats and
+    takes jobs and PoG work from this provider's queue until the worker stops; `agent` is the
+    process's (`use_agent`): the worker's tasks share it. `say` shows a line (Rich markup) to the
+    operator."""
     from provider_agent.worker import app as celery_app
 
     if agent.register():
@@ -49,8 +53,7 @@ def run(agent: Agent, metrics_port: int, say: Callable[[str], object]) -> None:
     queue = provider_queue(agent.chain.address)
     if agent.mining is not None:
         agent.mining.start()
-    metrics = MetricsServer(agent.status, lambda: agent.mining.telemetry.switches if agent.mining else [],
-                            metrics_port).start()
+    metrics.start(agent.status, lambda: agent.mining.telemetry.switches if agent.mining else [])
     stop = threading.Event()
     agent.beat()  # at once: the backend offers this provider from now on
     threading.Thread(target=heartbeat, args=(agent, stop, say), name="heartbeat", daemon=True).start()
