@@ -17,7 +17,7 @@ from client.errors import InstanceRunning
 
 
 class InstanceLock:
-    """Held from `acquire` until `release` or the process ends."""
+    """Held from `acquire` (or entering `with`) until `release` (leaving it) or the process ends."""
 
     def __init__(self, directory: Path, role: str) -> None:
         self.directory = directory
@@ -41,6 +41,12 @@ class InstanceLock:
         os.write(descriptor, f"{os.getpid()}\n".encode())
         self._descriptor = descriptor
         return self
+
+    def __enter__(self) -> "InstanceLock":
+        return self.acquire()
+
+    def __exit__(self, *_: object) -> None:
+        self.release()
 
     def release(self) -> None:
         if self._descriptor is not None:

@@ -191,15 +191,14 @@ def provider_run(
     from provider_agent.metrics import MetricsServer
     from provider_agent.preflight import check_services
 
-    # One agent per data directory (its records, cache and nonces are not shared); held until
-    # this process ends. Then the port, bound now: both said before any key is opened or wei staked.
-    InstanceLock(settings.data_dir, "provider agent").acquire()
-    metrics = MetricsServer(metrics_port)
-    check_services(settings.broker_url, settings.backend_url)
-    # Opened here, once (a prompt at most); the worker's tasks share this agent, so the
-    # password is never handed on through the environment.
-    agent = use_agent(Agent.build(settings, load_keystore(settings.keystore, settings.password_file)))
-    service.run(agent, metrics, console.print)
+    # One agent per data directory (its records, cache and nonces are not shared), then the port,
+    # bound now: both said before any key is opened or wei staked.
+    with InstanceLock(settings.data_dir, "provider agent"), MetricsServer(metrics_port) as metrics:
+        check_services(settings.broker_url, settings.backend_url)
+        # Opened here, once (a prompt at most); the worker's tasks share this agent, so the
+        # password is never handed on through the environment.
+        agent = use_agent(Agent.build(settings, load_keystore(settings.keystore, settings.password_file)))
+        service.run(agent, metrics, console.print)
 
 
 @provider_app.command("status")

@@ -130,5 +130,12 @@ class MetricsServer:
         return self
 
     def stop(self) -> None:
-        self.server.shutdown()
+        if self.thread.is_alive():  # shutdown() waits for a serve loop that never started otherwise
+            self.server.shutdown()
         self.server.server_close()
+
+    def __enter__(self) -> "MetricsServer":
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()

@@ -42,7 +42,8 @@ def heartbeat(agent: Agent, stop: threading.Event, say: Callable[[str], object])
 
 
 def run(agent: Agent, metrics: MetricsServer, say: Callable[[str], object]) -> None:
-    """Registers if needed, mines when idle, serves `metrics` (bound, not started), beats and
+    """Registers if needed, mines when idle, serves `metrics` (bound, not started; its owner
+    stops it), beats and
     takes jobs and PoG work from this provider's queue until the worker stops; `agent` is the
     process's (`use_agent`): the worker's tasks share it. `say` shows a line (Rich markup) to the
     operator."""
@@ -63,7 +64,6 @@ def run(agent: Agent, metrics: MetricsServer, say: Callable[[str], object]) -> N
                           without_mingle=True, loglevel="INFO").start()
     finally:
         stop.set()
-        metrics.stop()
         if agent.mining is not None:
             agent.mining.stop()
 
