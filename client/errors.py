@@ -94,6 +94,11 @@ class TaskRefused(ClientError):
     """A broker task or reply whose signature, expiry, nonce or sender does not hold."""
 
 
+class TaskExpired(TaskRefused):
+    """A task signed for a time that has passed (it waited in the queue while the consumer was
+    down): refused as the rules say, and nobody's fault."""
+
+
 class BrokerAdminError(ClientError):
     """The broker refused, or could not be reached for, a change of its users."""
 

@@ -4,10 +4,15 @@ provider's queue, until the worker stops (`unchained provider run` builds the ag
 
 from __future__ import annotations
 
+import logging
+import os
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING
+
+from celery.exceptions import SecurityWarning
 
 from protocol.tasks import provider_queue
 from provider_agent import ProviderAgentError
@@ -41,6 +46,41 @@ def heartbeat(agent: Agent, stop: threading.Event, say: Callable[[str], object])
             say(f"[yellow]heartbeat failed, retrying next beat: {type(err).__name__}: {err}[/yellow]")
 
 
+# The operator's terminal: the agent's own lines (start, registration, jobs, PoG rounds, what needs
+# action). Celery's line per task received and per task done (with the whole signed reply) and
+# httpx's line per request (every heartbeat) are for debugging.
+QUIET_LOGGERS = ("celery.worker.strategy", "celery.app.trace", "httpx")
+
+
+class _RefusedOnce(logging.Filter):
+    """Celery logs a task it was told to reject (Reject) as a warning with a traceback. Ours are
+    the tasks client.task_auth refused, each logged there already in one line with the reason."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return getattr(record, "data", {}).get("description") != "rejected"
+
+
+def quiet_terminal() -> None:
+    """What is debugging only is shown only with --debug (a root logger at DEBUG)."""
+    if logging.getLogger().getEffectiveLevel() <= logging.DEBUG:
+        return
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+    logging.getLogger("celery.app.trace").addFilter(_RefusedOnce())
+
+
+def privileges_line(agent: Agent) -> str | None:
+    """Celery warns of any worker run as root, for fear of pickle: a message would run code.
+    This worker takes JSON only, and only tasks signed by a party the chain allows
+    (client.broker, client.task_auth), so its warning is not shown; what root means here is said
+    once instead."""
+    if os.geteuid() != 0:
+        return None
+    if agent.leases is not None:
+        return "running as root, as leases need (each lease's sandbox runs as an unprivileged user of its own)"
+    return "running as root, which only leases need, and they are off here: another user would do"
+
+
 def run(agent: Agent, metrics: MetricsServer, say: Callable[[str], object]) -> None:
     """Registers if needed, mines when idle, serves `metrics` (bound, not started; its owner
     stops it), beats and
@@ -59,9 +99,15 @@ def run(agent: Agent, metrics: MetricsServer, say: Callable[[str], object]) -> N
     agent.beat()  # at once: the backend offers this provider from now on
     threading.Thread(target=heartbeat, args=(agent, stop, say), name="heartbeat", daemon=True).start()
     say(f"provider {agent.chain.address}: queue {queue}, metrics on :{metrics.port}")
+    if line := privileges_line(agent):
+        say(line)
+    assert "pickle" not in celery_app.conf.accept_content  # what Celery's root warning is about
+    warnings.filterwarnings("ignore", category=SecurityWarning)
     try:
-        celery_app.Worker(queues=[queue], pool="solo", concurrency=1, without_gossip=True,
-                          without_mingle=True, loglevel="INFO").start()
+        worker = celery_app.Worker(queues=[queue], pool="solo", concurrency=1, without_gossip=True,
+                                   without_mingle=True, loglevel="INFO", quiet=True)  # quiet: no banner
+        quiet_terminal()  # after the worker set logging up
+        worker.start()
     finally:
         stop.set()
         if agent.mining is not None:
