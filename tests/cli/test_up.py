@@ -98,7 +98,7 @@ def test_up_starts_a_crashed_backend_again_on_the_same_chain_and_broker(tmp_path
                 return False
 
         wait_until(served_again, 120, "the backend answers again")
-        said = log.read_text()
+        said = wait_until(lambda: "again\n" in log.read_text() and log.read_text(), 30, "up says the backend is back")
         assert "the backend exited (status -9); starting it again (1 of 3 restarts within 10 min)" in said, said
         assert f"backend at {config['backend']} again" in said, said
         assert all(c.is_running() for c in chain_and_broker), "the chain or the broker was stopped"
