@@ -89,6 +89,7 @@ def run(agent: Agent, metrics: MetricsServer, say: Callable[[str], object]) -> N
     operator."""
     from provider_agent.worker import app as celery_app
 
+    quiet_terminal()  # before the first beat; the worker's logging set-up keeps these levels
     if agent.register():
         say(f"registered {agent.chain.address} with {len(agent.devices)} device(s)")
     queue = provider_queue(agent.chain.address)
@@ -104,10 +105,8 @@ def run(agent: Agent, metrics: MetricsServer, say: Callable[[str], object]) -> N
     assert "pickle" not in celery_app.conf.accept_content  # what Celery's root warning is about
     warnings.filterwarnings("ignore", category=SecurityWarning)
     try:
-        worker = celery_app.Worker(queues=[queue], pool="solo", concurrency=1, without_gossip=True,
-                                   without_mingle=True, loglevel="INFO", quiet=True)  # quiet: no banner
-        quiet_terminal()  # after the worker set logging up
-        worker.start()
+        celery_app.Worker(queues=[queue], pool="solo", concurrency=1, without_gossip=True,
+                          without_mingle=True, loglevel="INFO", quiet=True).start()  # quiet: no banner
     finally:
         stop.set()
         if agent.mining is not None:
