@@ -69,16 +69,14 @@ def quiet_terminal() -> None:
     logging.getLogger("celery.app.trace").addFilter(_RefusedOnce())
 
 
-def privileges_line(agent: Agent) -> str | None:
+def privileges_line() -> str | None:
     """Celery warns of any worker run as root, for fear of pickle: a message would run code.
     This worker takes JSON only, and only tasks signed by a party the chain allows
-    (client.broker, client.task_auth), so its warning is not shown; what root means here is said
+    (client.broker, client.task_auth), so its warning is not shown; what root is for here is said
     once instead."""
     if os.geteuid() != 0:
         return None
-    if agent.leases is not None:
-        return "running as root, as leases need (each lease's sandbox runs as an unprivileged user of its own)"
-    return "running as root, which only leases need, and they are off here: another user would do"
+    return "running as root, as leases need (each lease's sandbox runs as an unprivileged user of its own)"
 
 
 def run(agent: Agent, metrics: MetricsServer, say: Callable[[str], object]) -> None:
@@ -100,7 +98,7 @@ def run(agent: Agent, metrics: MetricsServer, say: Callable[[str], object]) -> N
     agent.beat()  # at once: the backend offers this provider from now on
     threading.Thread(target=heartbeat, args=(agent, stop, say), name="heartbeat", daemon=True).start()
     say(f"provider {agent.chain.address}: queue {queue}, metrics on :{metrics.port}")
-    if line := privileges_line(agent):
+    if line := privileges_line():
         say(line)
     assert "pickle" not in celery_app.conf.accept_content  # what Celery's root warning is about
     warnings.filterwarnings("ignore", category=SecurityWarning)
