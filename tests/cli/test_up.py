@@ -70,7 +70,11 @@ def test_up_serves_a_network_with_a_block_time_and_sigterm_stops_everything(tmp_
                f"nothing answers on the chain's port {rpc_port} any more")
 
 
-def test_up_starts_a_crashed_backend_again_on_the_same_chain_and_broker(tmp_path: Path) -> None:
+def _backend(up: subprocess.Popen) -> psutil.Process:
+    return next(c for c in psutil.Process(up.pid).children(recursive=True) if "backend serve" in " ".join(c.cmdline()))
+
+
+def test_up_starts_a_crashed_backend_again_on_the_same_chain_and_broker_three_times(tmp_path: Path) -> None:
     rpc_port, backend_port = free_port(), free_port()
     log = tmp_path / "up.out"
     with open(log, "wb") as out:
@@ -83,12 +87,9 @@ def test_up_starts_a_crashed_backend_again_on_the_same_chain_and_broker(tmp_path
         config = tomllib.loads((tmp_path / "net" / "config.toml").read_text())
         web3 = Web3(Web3.HTTPProvider(config["rpc"]))
         escrow = json.loads(Path(config["deployment"]).read_text())["contracts"]["JobEscrow"]["address"]
-        children = psutil.Process(up.pid).children(recursive=True)
-        chain_and_broker = [c for c in children if "backend serve" not in " ".join(c.cmdline())]
-        backend = next(c for c in children if "backend serve" in " ".join(c.cmdline()))
+        chain_and_broker = [c for c in psutil.Process(up.pid).children(recursive=True)
+                            if "backend serve" not in " ".join(c.cmdline())]
         block = web3.eth.block_number
-
-        backend.kill()  # a crash: SIGKILL, nothing of its own runs on the way out
 
         def served_again() -> bool:
             assert up.poll() is None, log.read_text()
@@ -97,14 +98,19 @@ def test_up_starts_a_crashed_backend_again_on_the_same_chain_and_broker(tmp_path
             except httpx.HTTPError:
                 return False
 
-        wait_until(served_again, 120, "the backend answers again")
-        said = wait_until(lambda: "again\n" in log.read_text() and log.read_text(), 30, "up says the backend is back")
-        assert "the backend exited (status -9); starting it again (1 of 3 restarts within 10 min)" in said, said
-        assert f"backend at {config['backend']} again" in said, said
-        assert all(c.is_running() for c in chain_and_broker), "the chain or the broker was stopped"
-        assert web3.eth.block_number >= block and web3.eth.get_code(escrow), "not the same chain"
-        up.send_signal(signal.SIGTERM)
-        assert up.wait(timeout=60) == 0, log.read_text()[-2000:]
+        for restart in (1, 2, 3):
+            _backend(up).kill()  # a crash: SIGKILL, nothing of its own runs on the way out
+            wait_until(served_again, 120, "the backend answers again")
+            said = wait_until(lambda: log.read_text().count(" again\n") == restart and log.read_text(), 30,
+                              "up says the backend is back")
+            assert (f"the backend exited (status -9); starting it again ({restart} of 3 restarts within 10 min), "
+                    "on the same chain and broker") in said, said
+            assert all(c.is_running() for c in chain_and_broker), "the chain or the broker was stopped"
+            assert web3.eth.block_number >= block and web3.eth.get_code(escrow), "not the same chain"
+
+        _backend(up).kill()  # a fourth crash within the window: a cause a restart does not fix
+        assert up.wait(timeout=60) == 1, log.read_text()[-2000:]
+        assert "error: the backend exited 4 times within 10 min (last exit status -9), so `up` stops" in log.read_text()
     finally:
         if up.poll() is None:
             up.kill()
