@@ -112,3 +112,13 @@ class InstanceRunning(ClientError):
         self.directory = directory
         self.role = role
         self.holder = holder
+
+
+class QueueClaimed(ClientError):
+    """Another running agent consumes this queue (client.queue_claim)."""
+
+    def __init__(self, queue: str, host: str, directory: str, pid: str, ttl_s: float) -> None:
+        super().__init__(f"another agent consumes {queue} (host {host}, data dir {directory}, pid {pid}): two "
+                         f"agents with one key would take the same jobs; stop it first (a claim of an agent "
+                         f"that died lapses within {ttl_s:g} s)")
+        self.queue, self.host, self.directory, self.pid = queue, host, directory, pid

@@ -188,6 +188,9 @@ def provider_run(
     if settings.keystore is None:
         raise typer.BadParameter("required (or UNCHAINED_PROVIDER_KEYSTORE)", param_hint="--keystore")
     from client.instance_lock import InstanceLock
+    from client.queue_claim import QueueClaim
+    from protocol.broker import provider_keyprefix
+    from protocol.tasks import provider_queue
     from provider_agent.metrics import MetricsServer
     from provider_agent.preflight import check_services
 
@@ -198,7 +201,11 @@ def provider_run(
         # Opened here, once (a prompt at most); the worker's tasks share this agent, so the
         # password is never handed on through the environment.
         agent = use_agent(Agent.build(settings, load_keystore(settings.keystore, settings.password_file)))
-        service.run(agent, metrics, console.print)
+        # One agent per key too, across machines (the lock above sees one directory): before any wei is staked.
+        address = agent.chain.address
+        with QueueClaim(settings.broker_url, provider_keyprefix(address), provider_queue(address), settings.data_dir,
+                        4 * settings.heartbeat_s):
+            service.run(agent, metrics, console.print)
 
 
 @provider_app.command("status")

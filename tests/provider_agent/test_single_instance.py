@@ -16,6 +16,7 @@ from pathlib import Path
 
 from client.keystore import PASSWORD_FILE_ENV
 from client.ports import free_port
+from tests.support.waiting import wait_until
 from unchained_cli.chain import REPO_ROOT as REPO
 
 
@@ -84,3 +85,48 @@ def test_a_taken_metrics_port_is_named_with_the_option_to_change_it(keystore, tm
         said = _refused(_args(keystore, tmp_path / "provider", port, f"sqla+sqlite:///{tmp_path / 'b.sqlite'}"))
     assert said == (f"error: metrics port {port} on 127.0.0.1 is already in use (another agent?): "
                     "pass --metrics-port with a free port (0 picks one)"), said
+
+
+def _agent(market, keystore: Path, password_file: Path, redis_url: str, data_dir: Path, log: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYTHONPATH": str(REPO), PASSWORD_FILE_ENV: str(password_file),
+           "UNCHAINED_PROVIDER_DEPLOYMENTS_DIR": str(market.deployments_dir), "UNCHAINED_PROVIDER_MINING": "false",
+           "UNCHAINED_PROVIDER_STAKE_WEI": str(2 * 10**18)}
+    with open(log, "wb") as terminal:
+        return subprocess.Popen(
+            [sys.executable, "-m", "unchained_cli.main", "provider", "run", "--rpc", market.chain.rpc_url,
+             "--keystore", str(keystore), "--broker", redis_url, "--content-dir", str(data_dir / "content"),
+             "--data-dir", str(data_dir), "--metrics-port", str(free_port())],
+            cwd=REPO, env=env, stdout=terminal, stderr=subprocess.STDOUT)
+
+
+def test_a_second_agent_of_one_key_on_another_data_dir_is_refused_and_a_crashed_one_restarts(
+        market, keystore, password_file, redis_url, tmp_path):
+    first_dir, log = tmp_path / "first", tmp_path / "first.txt"
+    first = _agent(market, keystore, password_file, redis_url, first_dir, log)
+    try:
+        wait_until(lambda: "celery@" in log.read_text() or first.poll() is not None, 180, "the first agent is ready")
+        assert first.poll() is None, log.read_text()
+        second = _agent(market, keystore, password_file, redis_url, tmp_path / "second", tmp_path / "second.txt")
+        try:
+            assert second.wait(timeout=120) == 1
+        finally:
+            if second.poll() is None:  # it started: the old code's answer
+                second.kill()
+                second.wait()
+        said = (tmp_path / "second.txt").read_text().strip()
+        queue = f"provider.{market.provider.lower()}"
+        assert said.startswith(f"error: another agent consumes {queue} (host "), said
+        assert f"data dir {first_dir.resolve()}, pid {first.pid}): two agents with one key would take the same jobs" in said
+        assert len(said.splitlines()) == 1, said
+    finally:
+        first.send_signal(signal.SIGKILL)  # a crash: its claim is neither released nor renewed
+        first.wait()
+    # Restarted at once on its own data directory: it holds that directory's lock, so the claim is its own.
+    restarted = _agent(market, keystore, password_file, redis_url, first_dir, tmp_path / "restarted.txt")
+    try:
+        wait_until(lambda: "celery@" in (tmp_path / "restarted.txt").read_text() or restarted.poll() is not None, 180,
+                   "the restarted agent is ready")
+        assert restarted.poll() is None, (tmp_path / "restarted.txt").read_text()
+    finally:
+        restarted.send_signal(signal.SIGTERM)
+        restarted.wait(timeout=30)
