@@ -94,5 +94,31 @@ class TaskRefused(ClientError):
     """A broker task or reply whose signature, expiry, nonce or sender does not hold."""
 
 
+class TaskExpired(TaskRefused):
+    """A task signed for a time that has passed (it waited in the queue while the consumer was
+    down): refused as the rules say, and nobody's fault."""
+
+
 class BrokerAdminError(ClientError):
     """The broker refused, or could not be reached for, a change of its users."""
+
+
+class InstanceRunning(ClientError):
+    """Another process holds the lock of a data directory (client.instance_lock)."""
+
+    def __init__(self, directory: Path, role: str, holder: str) -> None:
+        who = f" (pid {holder})" if holder else ""
+        super().__init__(f"another {role} is running on {directory}{who}: stop it first, or pass another --data-dir")
+        self.directory = directory
+        self.role = role
+        self.holder = holder
+
+
+class QueueClaimed(ClientError):
+    """Another running agent consumes this queue (client.queue_claim)."""
+
+    def __init__(self, queue: str, host: str, directory: str, pid: str, ttl_s: float) -> None:
+        super().__init__(f"another agent consumes {queue} (host {host}, data dir {directory}, pid {pid}): two "
+                         f"agents with one key would take the same jobs; stop it first (a claim of an agent "
+                         f"that died lapses within {ttl_s:g} s)")
+        self.queue, self.host, self.directory, self.pid = queue, host, directory, pid

@@ -43,7 +43,7 @@ from web3 import Web3
 from web3.exceptions import ContractCustomError, ContractLogicError
 
 from client import contracts
-from client.errors import TaskRefused
+from client.errors import TaskExpired, TaskRefused
 from protocol.deployments import Deployment
 from protocol.tasks import provider_queue
 from protocol.task_auth import (HEADER, MAX_TTL_S, BadTaskAuth, Role, SignedReply, TaskDomain, TaskSignature,
@@ -213,7 +213,7 @@ class TaskAuth:
             raise TaskRefused(str(exc)) from None
         now = self.clock()
         if sig.expiry < now:
-            raise TaskRefused(f"expired {now - sig.expiry:.0f} s ago")
+            raise TaskExpired(f"expired {now - sig.expiry:.0f} s ago")
         if sig.expiry > now + MAX_TTL_S:
             raise TaskRefused("expiry too far ahead")
         signer = _recover(task_typed_data(self.domain, name, queue, args, kwargs, sig.expiry, sig.nonce),
@@ -310,8 +310,9 @@ class SignedTask(Task):
         queue = provider_queue(auth.account.address)
         try:
             sig = auth.check_task(self.name, queue, args, kwargs, getattr(request, HEADER, None))
-        except TaskRefused as exc:
-            log.warning("task %s %s on %s dropped: %s", self.name, request.id, queue, exc)
+        except TaskRefused as exc:  # an expired one is routine (it waited out a stop), the others are not
+            log.log(logging.INFO if isinstance(exc, TaskExpired) else logging.WARNING, "task %s %s on %s dropped: %s",
+                    self.name, request.id, queue, exc)
             raise Reject(str(exc), requeue=False) from None
         except Exception as exc:  # the chain did not answer who the sender is: ask again later
             log.warning("task %s %s on %s requeued: its sender could not be checked: %s", self.name, request.id,

@@ -19,6 +19,8 @@ import json
 import signal
 import socket
 import time
+from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
@@ -29,7 +31,7 @@ from unchained_cli.deploy import DAY, DeployParams
 from unchained_cli.errors import BadOption, CliError
 
 if TYPE_CHECKING:
-    from devtools.market import Broker
+    from devtools.market import Broker, LocalMarket
 
 console = Console()
 CHAIN_ID = 31337
@@ -43,6 +45,11 @@ LOCAL_PARAMS = DeployParams(challenge_window=10 * 60, pog_commit_window=2 * 60, 
 # The development accounts the printed walkthrough gives each party.
 PROVIDER_ACCOUNT, VERIFIER_ACCOUNT, RENTER_ACCOUNT = 1, 2, 3
 LOCAL_VERIFIER = {"pog_n": 256, "pog_dtype": "fp32", "pog_jitter": 5.0, "pog_interval": 600.0}
+# A backend that exits is started again on the same chain, broker and database (the running parties
+# follow this chain: a new `up` would be a new one). One that exits more often than this within
+# the window has a cause a restart does not fix.
+BACKEND_RESTARTS = 3
+RESTART_WINDOW_S = 600.0
 
 
 def default_data_dir() -> Path:
@@ -158,10 +165,9 @@ def up(
         keys = write_dev_keys(root / "dev-keys", accounts)
         model, inputs = write_example(root / "example")
         _print_next(config, keys, model, inputs, market)
+        restarts: deque[float] = deque()
         while True:
-            for name, service in market.services.items():
-                if not service.alive:
-                    raise CliError(f"the {name} exited; its log: {service.log_path}")
+            keep_backend_up(market, restarts, lambda line: console.print(f"[yellow]up[/yellow] {line}", soft_wrap=True))
             if market.chain.process is None or market.chain.process.poll() is not None:
                 raise CliError("anvil exited")
             time.sleep(0.5)
@@ -171,6 +177,34 @@ def up(
         market.stop()
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
     console.print(f"stopped; files and logs stay in {root}")
+
+
+def keep_backend_up(market: LocalMarket, restarts: deque[float], say: Callable[[str], object]) -> None:
+    """Starts the backend again if it exited (chain and broker stay up), at most BACKEND_RESTARTS
+    times within RESTART_WINDOW_S (`restarts`: when the last ones were); past that, raises."""
+    from devtools.market import MarketError
+
+    service = market.services["backend"]
+    if service.alive:
+        return
+    status = service.proc.returncode if service.proc is not None else None
+    service.stop()  # whatever its process group left behind
+    now = time.monotonic()
+    while restarts and now - restarts[0] > RESTART_WINDOW_S:
+        restarts.popleft()
+    if len(restarts) >= BACKEND_RESTARTS:
+        raise CliError(f"the backend exited {len(restarts) + 1} times within {RESTART_WINDOW_S / 60:g} min "
+                       f"(last exit status {status}), so `up` stops; its log: {service.log_path}")
+    restarts.append(now)
+    say(f"the backend exited (status {status}); starting it again ({len(restarts)} of {BACKEND_RESTARTS} "
+        f"restarts within {RESTART_WINDOW_S / 60:g} min), on the same chain and broker; its log: {service.log_path}")
+    try:
+        market.start_backend()
+    except MarketError as exc:  # it exited or never answered: the next look counts another restart
+        market.services["backend"].stop()
+        say(f"the backend did not come back: {str(exc).splitlines()[0]}")
+        return
+    say(f"backend at {market.backend_url} again")
 
 
 def _print_next(config: Path, keys: list[tuple[int, str, Path]], model: Path, inputs: Path,

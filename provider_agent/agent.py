@@ -112,7 +112,11 @@ class Agent:
         try:
             self.backend.heartbeat(self.chain.address)
         except ApiError as exc:
-            logger.warning("provider %s: heartbeat to the backend failed: %s", self.chain.address, exc)
+            if exc.status == 404:  # registered a moment ago: listed once the backend indexed that block
+                logger.info("provider %s: the backend does not list it yet (it indexes the registration); "
+                            "the next heartbeat tries again", self.chain.address)
+            else:
+                logger.warning("provider %s: heartbeat to the backend failed: %s", self.chain.address, exc)
 
     def register(self) -> bool:
         """Stakes and registers this box's devices when not registered yet."""

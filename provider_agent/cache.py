@@ -211,7 +211,7 @@ class ContentCache:
             assert self._sizes is not None  # read by _make_room
             self._sizes[name] = len(data)
             self._used += len(data)
-        logger.info("cached %s (%d bytes)", name, len(data))
+        logger.debug("cached %s (%d bytes)", name, len(data))
 
     def read(self, name: str) -> bytes:
         return self.path(name).read_bytes()

@@ -171,7 +171,7 @@ def provider_run(
         envvar="UNCHAINED_PROVIDER_DATA_DIR",
         help="Cache, outputs and local records; default: ~/.unchained/<chainId>/provider.")] = None,
     mining: Annotated[bool | None, typer.Option("--mining/--no-mining", help="Mine when idle.")] = None,
-    metrics_port: Annotated[int, typer.Option(help="Port of /metrics and /status.")] = DEFAULT_METRICS_PORT,
+    metrics_port: Annotated[int, typer.Option(help="Port of /metrics and /status (0: any free port).")] = DEFAULT_METRICS_PORT,
 ) -> None:
     """Register if needed, mine when idle, and take jobs and PoG work from this provider's queue."""
     from client.keystore import load_keystore
@@ -187,13 +187,25 @@ def provider_run(
         settings = Settings.from_env(**{**flags, "data_dir": _per_network_data_dir(settings.rpc_url)})
     if settings.keystore is None:
         raise typer.BadParameter("required (or UNCHAINED_PROVIDER_KEYSTORE)", param_hint="--keystore")
+    from client.instance_lock import InstanceLock
+    from client.queue_claim import QueueClaim
+    from protocol.broker import provider_keyprefix
+    from protocol.tasks import provider_queue
+    from provider_agent.metrics import MetricsServer
     from provider_agent.preflight import check_services
 
-    check_services(settings.broker_url, settings.backend_url)  # before any key is opened or wei staked
-    # Opened here, once (a prompt at most); the worker's tasks share this agent, so the
-    # password is never handed on through the environment.
-    agent = use_agent(Agent.build(settings, load_keystore(settings.keystore, settings.password_file)))
-    service.run(agent, metrics_port, console.print)
+    # One agent per data directory (its records, cache and nonces are not shared), then the port,
+    # bound now: both said before any key is opened or wei staked.
+    with InstanceLock(settings.data_dir, "provider agent"), MetricsServer(metrics_port) as metrics:
+        check_services(settings.broker_url, settings.backend_url)
+        # Opened here, once (a prompt at most); the worker's tasks share this agent, so the
+        # password is never handed on through the environment.
+        agent = use_agent(Agent.build(settings, load_keystore(settings.keystore, settings.password_file)))
+        # One agent per key too, across machines (the lock above sees one directory): before any wei is staked.
+        address = agent.chain.address
+        with QueueClaim(settings.broker_url, provider_keyprefix(address), provider_queue(address), settings.data_dir,
+                        4 * settings.heartbeat_s):
+            service.run(agent, metrics, console.print)
 
 
 @provider_app.command("status")

@@ -7,6 +7,7 @@ prometheus_client for theirs) rather than gauges kept up to date by the agent.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import threading
@@ -16,6 +17,8 @@ from typing import Any
 
 from prometheus_client import generate_latest
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from provider_agent import ProviderAgentError
 
 logger = logging.getLogger(__name__)
 
@@ -63,11 +66,21 @@ def render(status: dict[str, Any], switches: list[float] | None = None) -> str:
     return generate_latest(StatusCollector(status, switches)).decode()  # type: ignore[arg-type]
 
 
-class MetricsServer:
-    """Serves /metrics and /status on 127.0.0.1 (or `host`) in a daemon thread."""
+class MetricsPortInUse(ProviderAgentError):
+    """The metrics port is taken (another agent, or another program)."""
 
-    def __init__(self, status: Callable[[], dict[str, Any]], switches: Callable[[], list[float]],
-                 port: int, host: str = "127.0.0.1") -> None:
+    def __init__(self, host: str, port: int) -> None:
+        super().__init__(f"metrics port {port} on {host} is already in use (another agent?): "
+                         "pass --metrics-port with a free port (0 picks one)")
+        self.host, self.port = host, port
+
+
+class MetricsServer:
+    """Serves /metrics and /status on 127.0.0.1 (or `host`) in a daemon thread. The port is bound
+    when the server is made (`provider run` makes it before opening the key, so a taken port is
+    said first); it answers from `start` on."""
+
+    def __init__(self, port: int, host: str = "127.0.0.1") -> None:
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -96,19 +109,33 @@ class MetricsServer:
                 self.end_headers()
                 self.wfile.write(body)
 
-        self.status = status
-        self.switches = switches
-        self.server = ThreadingHTTPServer((host, port), Handler)
+        self.status: Callable[[], dict[str, Any]] = dict
+        self.switches: Callable[[], list[float]] = list
+        try:
+            self.server = ThreadingHTTPServer((host, port), Handler)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise MetricsPortInUse(host, port) from None
+            raise
         self.thread = threading.Thread(target=self.server.serve_forever, name="metrics", daemon=True)
 
     @property
     def port(self) -> int:
         return self.server.server_address[1]
 
-    def start(self) -> "MetricsServer":
+    def start(self, status: Callable[[], dict[str, Any]], switches: Callable[[], list[float]]) -> "MetricsServer":
+        """Answers from now on with `status()` (and the miner's pause times, `switches()`)."""
+        self.status, self.switches = status, switches
         self.thread.start()
         return self
 
     def stop(self) -> None:
-        self.server.shutdown()
+        if self.thread.is_alive():  # shutdown() waits for a serve loop that never started otherwise
+            self.server.shutdown()
         self.server.server_close()
+
+    def __enter__(self) -> "MetricsServer":
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()

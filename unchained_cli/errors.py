@@ -5,7 +5,8 @@ included: they raise their package's errors and print none themselves) is explai
 (`explain`) and printed as one line on stderr with exit status 1 (2 for bad usage, or what the
 error's `exit_code` says), never as a traceback. `unchained_cli.main.main` runs the tree inside
 `run_guarded`, which also explains what fails outside a command (parsing, the root callback).
-`--debug` (or UNCHAINED_DEBUG=1) lets the traceback through.
+`--debug` (or UNCHAINED_DEBUG=1) lets the traceback through. Ctrl-C anywhere ends with the one
+line "interrupted" and exit status 130 (unchained_cli/__main__.py guards the imports before this).
 
 Connection failures are recognised anywhere in an exception's cause chain, because the
 services wrap them in their own errors ("no JSON-RPC node at URL: HTTPConnectionPool(...)
@@ -223,6 +224,9 @@ class GuardedGroup(TyperGroup):
             return super().invoke(ctx)
         except (ClickException, typer.Exit, typer.Abort):  # Click's own ways out: it shows them
             raise
+        except KeyboardInterrupt:  # loading the command, connecting, running: Typer would exit 130 silently
+            typer.echo("interrupted", err=True)
+            raise typer.Exit(EXIT_INTERRUPTED) from None
         except Exception as exc:
             if debug_enabled():
                 raise
