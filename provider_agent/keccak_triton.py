@@ -159,7 +159,10 @@ def _lane(src, msg, live, g: tl.constexpr, LANES: tl.constexpr, BSWAP: tl.conste
     return x
 
 
-@triton.jit
+# One build per message shape: Triton would otherwise build again for a count of 1 (the Merkle
+# root's pair) or a multiple of 16 (most panels), and for pointers not 16-byte aligned, which the
+# scalar loads and stores here would not gain from; the check before a round builds the only one.
+@triton.jit(do_not_specialize=["count"], do_not_specialize_on_alignment=["src", "out", "rc"])
 def _absorb_kernel(src, out, count, rc, LANES: tl.constexpr, BSWAP: tl.constexpr,
                    PREFIX: tl.constexpr, NBLOCKS: tl.constexpr, BLOCK_SIZE: tl.constexpr):
     """keccak256(prefix || message) of `count` messages of LANES int64 each at `src`, digests
@@ -198,7 +201,7 @@ def _absorb_kernel(src, out, count, rc, LANES: tl.constexpr, BSWAP: tl.constexpr
     tl.store(digest + 3, a3.to(tl.int64, bitcast=True), mask=live)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["count"], do_not_specialize_on_alignment=["state", "rc"])
 def _permute_kernel(state, count, rc, BLOCK_SIZE: tl.constexpr):
     """Keccak-f[1600] in place on a (25, count) int64 state, lane-major (keccak_torch's layout)."""
     col = tl.program_id(0).to(tl.int64) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
