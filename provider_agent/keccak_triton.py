@@ -37,6 +37,7 @@ at 4.8 TB/s would allow 19 G leaves/s).
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from functools import lru_cache
 
 import torch
@@ -262,13 +263,20 @@ def _permute_kernel(state, count, rc, BLOCK_SIZE: tl.constexpr):
     tl.store(state + 24 * count + col, a24.to(tl.int64, bitcast=True), mask=live)
 
 
+def _on(device: torch.device) -> AbstractContextManager[object]:
+    """Triton launches on the current CUDA device, not the tensors': with one prover thread per
+    GPU, each launch must make its tensors' device current (nothing to do under the interpreter)."""
+    return torch.cuda.device(device) if device.type == "cuda" else nullcontext()
+
+
 def permute(state: torch.Tensor) -> torch.Tensor:
     """keccak_torch.Permutation: keccak-f[1600] of a (25, batch) int64 state, as a new tensor."""
     out = state.contiguous().clone()
     count = out.shape[1]
     if count:
-        _permute_kernel[(triton.cdiv(count, BLOCK),)](out, count, _round_constants(out.device),
-                                                     BLOCK_SIZE=BLOCK, num_warps=_WARPS)
+        with _on(out.device):
+            _permute_kernel[(triton.cdiv(count, BLOCK),)](
+                out, count, _round_constants(out.device), BLOCK_SIZE=BLOCK, num_warps=_WARPS)
     return out
 
 
@@ -288,8 +296,9 @@ def absorb(words: torch.Tensor, prefix: bytes, bswap32: bool = False) -> torch.T
     out = torch.empty((count, 4), dtype=torch.int64, device=words.device)
     if count:
         blocks = (8 * lanes + len(prefix)) // 136 + 1
-        _absorb_kernel[(triton.cdiv(count, BLOCK),)](
-            words.contiguous(), out, count, _round_constants(words.device), LANES=lanes,
-            BSWAP=bswap32, PREFIX=prefix[0] if prefix else -1, NBLOCKS=blocks, BLOCK_SIZE=BLOCK,
-            num_warps=_WARPS)
+        with _on(words.device):
+            _absorb_kernel[(triton.cdiv(count, BLOCK),)](
+                words.contiguous(), out, count, _round_constants(words.device), LANES=lanes,
+                BSWAP=bswap32, PREFIX=prefix[0] if prefix else -1, NBLOCKS=blocks,
+                BLOCK_SIZE=BLOCK, num_warps=_WARPS)
     return out.view(torch.uint8)
