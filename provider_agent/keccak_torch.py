@@ -143,8 +143,8 @@ def chosen_permutation() -> Permutation:
     """What the prover hashes with on a GPU, the one place that decides: UNCHAINED_TORCH_KECCAK
     = triton (default: the hand-written kernel, keccak_triton, which also fuses the absorb of
     leaves and nodes), compiled (torch.compile's kernel, whose first build outran 150 s on an
-    H200, docs/BENCHMARKS.md) or eager. Raises where the choice cannot run here (no triton);
-    `device_ready` turns that into host hashing."""
+    H200: docs/gpu/2026-12-04-h200-run2.jsonl) or eager. Raises where the choice cannot run
+    here (no triton); `device_ready` turns that into host hashing."""
     choice = os.environ.get("UNCHAINED_TORCH_KECCAK", "triton")
     if choice == "eager":
         return permute
