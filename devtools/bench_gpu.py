@@ -5,7 +5,8 @@ What it records, each against the datasheet where one applies (protocol/pog/prof
 - matmul: dense int8 (int32 out, torch._int_mm), fp16, bf16 and fp32 rates against the class's peak;
 - pog: a Proof-of-GPU round at the verifier's default n (`n_for`) and at a quarter of it, played
   locally as `unchained pog run` does, with its ratio to the bare matmul and the class named;
-- keccak: the torch keccak on the GPU (PoG leaves) and the reference SHA-256d miner's hash rate;
+- keccak: PoG leaves and Merkle levels on the GPU with the Triton kernel (its cold build time too)
+  and the eager torch keccak, and the reference SHA-256d miner's hash rate;
 - memory: sequential copy bandwidth and random 32-byte reads (what a resident-memory proof costs);
 - residency, drift: the resident-fill probe and cross-device float drift, where this checkout
   has them;
@@ -134,6 +135,18 @@ def matmul_section() -> dict:
     return {"device": name, "class": profile.name if profile else None, "rows": rows}
 
 
+def _default_hashing() -> str:
+    from provider_agent import keccak_torch
+
+    if small():
+        return "eager"  # a CPU device hashes on the host: the choice is not used
+    os.environ["UNCHAINED_TORCH_KECCAK"] = "triton"
+    if keccak_torch.device_ready(DEVICE):
+        return "triton"
+    keccak_torch.device_ready.cache_clear()
+    return "eager"
+
+
 def pog_section() -> dict:
     """A whole round (prove, self-challenge, check, identify) on GPU 0 at the verifier's n."""
     from protocol.pog.profiles import identifiable_floor, n_for
@@ -141,9 +154,11 @@ def pog_section() -> dict:
     from provider_agent.pog_local import local_round
     from provider_agent.pog_prover import default_dtype
 
-    # Until the compiled kernel's build time is known to fit an agent's start, rounds here hash
-    # with the eager keccak (UNCHAINED_TORCH_KECCAK overrides; keccak_compiled measures the other).
-    hashing = os.environ.setdefault("UNCHAINED_TORCH_KECCAK", "eager")
+    # Rounds hash with the prover's default, the Triton kernel, where it builds and is bit-exact
+    # here, else with the eager keccak (so that a broken kernel still leaves a round measured);
+    # UNCHAINED_TORCH_KECCAK overrides.
+    hashing = os.environ.get("UNCHAINED_TORCH_KECCAK") or _default_hashing()
+    os.environ["UNCHAINED_TORCH_KECCAK"] = hashing
     device = cpu_device() if small() else cuda_devices()[0]
     profile = _profile(device.name)
     dtype = default_dtype(device)
@@ -177,13 +192,33 @@ def _leaf_rate(permutation: Any, leaves: int) -> dict:
             "tree_mnodes_per_s": round(digests.shape[0] / tree_s / 1e6, 1)}
 
 
+def _triton_keccak() -> dict:
+    """The hand-written Triton kernel (provider_agent.keccak_triton): its cold build (a fresh
+    Triton cache: the leaf and node kernels, with keccak_torch's bit-exact check) and its rates."""
+    from provider_agent import keccak_torch
+
+    if small():  # Triton kernels run on GPUs (on a CPU only under its interpreter, at numpy speed)
+        return {"skipped": "the CPU dry run does not run Triton kernels"}
+    os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="triton-cache-")  # this child's own
+    if keccak_torch._triton() is None:
+        return {"skipped": "triton does not import"}
+    os.environ["UNCHAINED_TORCH_KECCAK"] = "triton"
+    t = time.perf_counter()
+    ready = keccak_torch.device_ready(DEVICE)
+    out: dict[str, Any] = {"compile_and_check_s": round(time.perf_counter() - t, 2), "ready": ready}
+    if ready:
+        out.update(_leaf_rate(keccak_torch.chosen_permutation(), 1 << 24))
+    return out
+
+
 def keccak_section() -> dict:
-    """PoG leaf hashing and Merkle levels with the eager torch keccak on the device, and the
-    reference SHA-256d miner's hash rate."""
+    """PoG leaf hashing and Merkle levels on the device with the Triton kernel (the prover's
+    default) and the eager torch keccak, and the reference SHA-256d miner's hash rate."""
     from provider_agent import keccak_torch
     from provider_agent.mining import ReferenceMiner
 
-    out: dict[str, Any] = {"eager": _leaf_rate(keccak_torch.permute, 1 << 10 if small() else 1 << 24)}
+    out: dict[str, Any] = {"triton": _triton_keccak(),
+                           "eager": _leaf_rate(keccak_torch.permute, 1 << 10 if small() else 1 << 24)}
     miner = ReferenceMiner(device=DEVICE, batch=1 << 12 if small() else 1 << 22)
     miner.start()
     time.sleep(1.0 if small() else 4.0)  # the miner's rate is a sliding window over its batches
@@ -198,6 +233,7 @@ def keccak_compiled_section() -> dict:
 
     if small():  # a minute of compiling on a CPU says nothing about a GPU
         return {"skipped": "the CPU dry run does not compile"}
+    os.environ["UNCHAINED_TORCH_KECCAK"] = "compiled"
     t = time.perf_counter()
     ready = keccak_torch.device_ready(DEVICE)
     out: dict[str, Any] = {"compile_and_check_s": round(time.perf_counter() - t, 1), "ready": ready}
@@ -331,10 +367,10 @@ def colocation_section(seconds: float = 3.0) -> dict:
 SECTIONS: dict[str, tuple[Callable[[], dict], int]] = {
     "device": (device_section, 20),
     "matmul": (matmul_section, 40),
-    "keccak": (keccak_section, 60),
-    "pog": (pog_section, 120),
+    "keccak": (keccak_section, 80),  # the Triton kernels' cold build included
+    "pog": (pog_section, 110),
     "memory": (memory_section, 20),
-    "residency": (residency_section, 60),
+    "residency": (residency_section, 50),
     "drift": (drift_section, 40),
     "lease": (lease_section, 20),
     "colocation": (colocation_section, 40),

@@ -13,25 +13,29 @@ double the tensors and need cross-half rotations for no gain: GPUs execute 64-bi
 each lane is one contiguous row and every op reads memory coalesced.
 
 Speed: eagerly each op is one pass over a lane in memory (~240 per round), so eager keccak is
-memory-bound (estimated at several seconds for 42M leaves on an H100: slower than the host).
-`compiled_permutation()` fuses the 24 rounds into one kernel with torch.compile (Triton on
-CUDA), which is the form the prover uses on GPUs; it is checked bit-exact on the device before
-use (`device_ready`). Everything assumes little-endian lane bytes (CUDA GPUs, x86, ARM).
+memory-bound (9.3 M leaves/s on an H200: ~27 s for the leaves of n = 65536, slower than the
+host). On GPUs the prover hashes with `chosen_permutation()`: by default keccak_triton's
+hand-written kernel, which for leaves and Merkle nodes also fuses the absorb (one kernel per
+call, reading each message once); `compiled_permutation()` (torch.compile fusing the 24 rounds)
+and eager remain choices. Whatever is chosen is checked bit-exact on the device before use
+(`device_ready`). Everything assumes little-endian lane bytes (CUDA GPUs, x86, ARM).
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import sys
 import warnings
 from collections.abc import Callable
 from functools import lru_cache
+from types import ModuleType
 
 import torch
 
 from protocol.errors import InvalidParameter
-from protocol.merkle import LEAF_PREFIX, NODE_PREFIX, MessageHasher, keccak256
+from protocol.merkle import LEAF_PREFIX, NODE_PREFIX, MerkleTree, MessageHasher, keccak256
 
 logger = logging.getLogger(__name__)
 
@@ -123,12 +127,53 @@ def compiled_permutation() -> Permutation:
                          options={"max_fusion_size": 4096})
 
 
+@lru_cache(maxsize=1)
+def _triton() -> ModuleType | None:
+    """provider_agent.keccak_triton where triton imports (CUDA builds of torch on Linux bring
+    it), else None. Imported on first use, not with this module: TRITON_INTERPRET is read when
+    the kernels are defined."""
+    try:
+        return importlib.import_module("provider_agent.keccak_triton")
+    except ImportError as err:
+        logger.info("triton does not import (%s): no Triton keccak", err)
+        return None
+
+
 def chosen_permutation() -> Permutation:
-    """What the prover hashes with on a GPU: the compiled kernel, unless UNCHAINED_TORCH_KECCAK=eager
-    (the compile's first build took over 100 s on an H200, docs/BENCHMARKS.md)."""
-    if os.environ.get("UNCHAINED_TORCH_KECCAK", "compiled") == "eager":
+    """What the prover hashes with on a GPU, the one place that decides: UNCHAINED_TORCH_KECCAK
+    = triton (default: the hand-written kernel, keccak_triton, which also fuses the absorb of
+    leaves and nodes), compiled (torch.compile's kernel, whose first build outran 150 s on an
+    H200: docs/gpu/2026-12-04-h200-run2.jsonl) or eager. Raises where the choice cannot run
+    here (no triton); `device_ready` turns that into host hashing."""
+    choice = os.environ.get("UNCHAINED_TORCH_KECCAK", "triton")
+    if choice == "eager":
         return permute
-    return compiled_permutation()
+    if choice == "compiled":
+        return compiled_permutation()
+    if choice != "triton":
+        raise InvalidParameter("UNCHAINED_TORCH_KECCAK", choice, "must be triton, compiled or eager")
+    module = _triton()
+    if module is None:
+        raise ImportError("UNCHAINED_TORCH_KECCAK=triton but triton does not import")
+    return module.permute
+
+
+def _fused(permutation: Permutation) -> ModuleType | None:
+    """keccak_triton when `permutation` is its kernel: then whole messages hash in one kernel
+    (absorb included) wherever keccak_triton.fused allows."""
+    module = sys.modules.get("provider_agent.keccak_triton")
+    return module if module is not None and permutation is module.permute else None
+
+
+def _as_lanes(rows: torch.Tensor) -> torch.Tensor:
+    """A 2-D tensor's rows (8k bytes each) as (batch, k) int64 lanes, copied only where its
+    memory is not contiguous or not 8-byte aligned (torch's view refuses both)."""
+    if not rows.numel():  # strides of empty tensors are arbitrary: view may refuse them
+        return rows.new_empty((rows.shape[0], rows.shape[1] * rows.element_size() // 8),
+                              dtype=torch.int64)
+    if not rows.is_contiguous() or rows.storage_offset() * rows.element_size() % 8:
+        rows = rows.clone(memory_format=torch.contiguous_format)
+    return rows.view(torch.int64)
 
 
 def _pad(messages: torch.Tensor, prefix: bytes) -> torch.Tensor:
@@ -175,6 +220,9 @@ def hash_prefixed(messages: torch.Tensor, prefix: bytes = b"",
     if messages.dtype != torch.uint8 or messages.dim() != 2:
         raise InvalidParameter("messages", f"{messages.dtype} {tuple(messages.shape)}",
                                "must be a 2-D uint8 tensor")
+    fused = _fused(permutation)
+    if fused is not None and fused.fused(messages.shape[1], prefix):
+        return fused.absorb(_as_lanes(messages), prefix)  # no temporaries: no batches
     return _in_batches(messages.shape[0], messages.device,
                        lambda rows: _hash_batch(messages[rows], prefix, permutation))
 
@@ -194,6 +242,9 @@ def leaf_hashes(values: torch.Tensor, permutation: Permutation = permute) -> tor
         raise InvalidParameter("values", f"{values.dtype} x {values.numel()}",
                                "must be int32 with a multiple of 64 elements")
     chunks = values.reshape(-1, _CHUNK_ELEMENTS)
+    fused = _fused(permutation)
+    if fused is not None:  # the kernel reads C's int32 and swaps their bytes in registers
+        return fused.absorb(_as_lanes(chunks), LEAF_PREFIX, bswap32=True)
 
     def batch(rows: slice) -> torch.Tensor:
         # native little-endian bytes, reversed within each element: big-endian int32
@@ -245,20 +296,22 @@ def torch_hasher(device: str | torch.device, permutation: Permutation = permute
 
 @lru_cache(maxsize=8)
 def device_ready(device: str) -> bool:
-    """Whether the compiled permutation builds and is bit-exact on `device`. Checked once per
-    device, outside any timing: this compiles both graphs later calls reuse, the dynamic-size
-    one (4 two-block leaf-sized messages) and the size-1 one that dynamo specialises (the
-    Merkle root's single pair). False means: hash on the host instead."""
+    """Whether the chosen keccak builds and is bit-exact on `device`, on what the prover hashes:
+    four PoG leaves and their Merkle levels (pairs of 2 and 1). Checked once per device, outside
+    any timing, so it also builds what later calls reuse: the Triton kernels for leaves and
+    nodes, or torch.compile's dynamic-size graph and the size-1 one dynamo specialises (the
+    root's single pair). False means: hash on the host instead."""
     try:
         permutation = chosen_permutation()
-        data = torch.arange(4 * 257, dtype=torch.int64).remainder(251).to(torch.uint8)
-        for messages in (data.view(4, 257), data[:65].view(1, 65)):
-            got = keccak256_batch(messages.to(device), permutation).cpu()
-            if any(bytes(got[i].numpy()) != keccak256(bytes(messages[i].numpy()))
-                   for i in range(messages.shape[0])):
-                logger.warning("torch keccak on %s is not bit-exact: hashing on the host",
-                               device)
-                return False
+        values = torch.arange(4 * _CHUNK_ELEMENTS, dtype=torch.int64)
+        values = (values * 0x9E3779B1 - (1 << 31)).remainder(1 << 32).sub(1 << 31).to(torch.int32)
+        levels = tree_levels(leaf_hashes(values.to(device), permutation), permutation)
+        host = values.numpy().astype(">i4").reshape(4, -1)
+        expected = b"".join(keccak256(LEAF_PREFIX + row.tobytes()) for row in host)
+        if bytes(levels[0].cpu().numpy()) != expected \
+                or bytes(levels[-1].cpu().numpy()) != MerkleTree(expected).root:
+            logger.warning("torch keccak on %s is not bit-exact: hashing on the host", device)
+            return False
     except Exception as err:  # noqa: BLE001  any compile/runtime failure means: not usable
         logger.warning("torch keccak unavailable on %s (%s): hashing on the host", device, err)
         return False

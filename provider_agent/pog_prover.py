@@ -2,10 +2,10 @@
 
 Layout of one device's work (DESIGN.md requirements 3, 6, 10):
 - A and Bt are generated whole on the device, then C is multiplied one row panel at a time.
-  On a GPU each panel's leaves are hashed on the GPU itself (keccak_torch, compiled into one
-  kernel) when that kernel builds there and passes its bit-exact self-check; otherwise the
-  panel is cast to int32, copied to the host and handed to a hashing thread while the next
-  panel multiplies. Host hashing is the native batched keccak (GIL-free, all cores), the
+  On a GPU each panel's leaves are hashed on the GPU itself (keccak_torch's choice: by default
+  the Triton kernel of keccak_triton) when that kernel builds there and passes its bit-exact
+  self-check; otherwise the panel is cast to int32, copied to the host and handed to a hashing
+  thread while the next panel multiplies. Host hashing is the native batched keccak (GIL-free, all cores), the
   provider extra's unchained-keccak; without it the prover refuses (NativeKeccakMissing), never hashes slowly.
 - Only the Merkle levels are kept (32 bytes per 64 elements). A challenged chunk is recomputed
   from the seed (one row of A, 64 rows of Bt) and must hash to the committed leaf, so any index

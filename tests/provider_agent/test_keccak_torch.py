@@ -1,5 +1,8 @@
 """The torch keccak (provider_agent.keccak_torch) against the protocol's reference: digests,
-PoG leaf hashes and Merkle roots bit-exact on CPU; the compiled kernel on a GPU when present."""
+PoG leaf hashes and Merkle roots bit-exact on CPU; the chosen kernel on a GPU when present (the
+Triton one by default: tests/provider_agent/test_keccak_triton.py)."""
+
+import importlib.util
 
 import provider_agent  # noqa: F401  first: sets OMP_WAIT_POLICY before torch is loaded
 import numpy as np
@@ -89,8 +92,9 @@ def test_torch_hasher_builds_the_same_tree():
 
 
 @cuda
-def test_cuda_compiled_hashing_is_bit_exact():
-    assert device_ready("cuda:0")
+def test_cuda_compiled_hashing_is_bit_exact(monkeypatch):
+    monkeypatch.setenv("UNCHAINED_TORCH_KECCAK", "compiled")
+    assert device_ready.__wrapped__("cuda:0")
     permutation = compiled_permutation()
     values = RNG.integers(-(2**24), 2**24, (128, 512), dtype=np.int64).astype(np.int32)
     on_device = torch.from_numpy(values).to("cuda:0")
@@ -105,6 +109,7 @@ def test_cuda_compiled_hashing_is_bit_exact():
 
 def test_device_check_refuses_a_wrong_kernel(monkeypatch):
     check = device_ready.__wrapped__  # uncached: the real check compiles, too slow for CPU CI
+    monkeypatch.setenv("UNCHAINED_TORCH_KECCAK", "compiled")
     monkeypatch.setattr(keccak_torch, "compiled_permutation", lambda: keccak_torch.permute)
     assert check("cpu")
     monkeypatch.setattr(keccak_torch, "compiled_permutation", lambda: lambda state: state)
@@ -115,6 +120,17 @@ def test_device_check_refuses_a_wrong_kernel(monkeypatch):
 
     monkeypatch.setattr(keccak_torch, "compiled_permutation", broken)
     assert not check("cpu")
+
+
+def test_without_triton_the_default_choice_leaves_hashing_to_the_host(monkeypatch):
+    if importlib.util.find_spec("triton") is not None:
+        pytest.skip("triton is installed here: tests/provider_agent/test_keccak_triton.py")
+    monkeypatch.delenv("UNCHAINED_TORCH_KECCAK", raising=False)
+    with pytest.raises(ImportError, match="triton"):
+        keccak_torch.chosen_permutation()
+    assert not device_ready.__wrapped__("cpu")
+    monkeypatch.setenv("UNCHAINED_TORCH_KECCAK", "eager")
+    assert device_ready.__wrapped__("cpu")
 
 
 @cuda
