@@ -1003,7 +1003,7 @@ def test_the_lease_selector_defaults_to_a_provider_that_passed_and_providers_sho
     assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", seen), seen
     assert page.inner_text(f'#providers tr[data-address="{market.provider.lower()}"] td.last-seen') == "never"
     # The last round's date as the chain recorded it (ProviderRegistry.pogStatusOf), read through the wallet.
-    recorded = session.contract("ProviderRegistry").functions.pogStatusOf(market.provider2).call()[4]
+    recorded = session.contract("ProviderRegistry").functions.pogStatusOf(market.provider2).call().timestamp
     when = datetime.fromtimestamp(recorded, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     cell = f'#providers tr[data-address="{market.provider2.lower()}"] td.last-pog'
     page.wait_for_function(f"document.querySelector('{cell}')?.textContent === 'passed {when}'")
