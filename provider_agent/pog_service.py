@@ -119,13 +119,7 @@ class PogService:
 
     def answer(self, round_id: int, randomness_hex: str, k: int) -> str:
         """Off-chain answers to the verifier's revealed secret: k chunks per GPU with proofs."""
-        try:
-            randomness = bytes.fromhex(randomness_hex.removeprefix("0x"))
-        except ValueError as exc:
-            raise PogRoundError(f"round {round_id}: randomness is not hex") from exc
-        if len(randomness) != 32 or not MIN_K <= k <= MAX_ANSWERS_PER_GPU:
-            raise PogRoundError(f"round {round_id}: need 32 bytes of randomness and {MIN_K} <= k <= "
-                                f"{MAX_ANSWERS_PER_GPU}")
+        randomness = _randomness(round_id, randomness_hex, k, MIN_K, "k")
         self._computed(round_id, self._ours(round_id))
         return encode_answers(self._provers[round_id].answer_round(randomness, k)).decode()
 
@@ -151,13 +145,7 @@ class PogService:
 
     def probe(self, round_id: int, randomness_hex: str, q: int) -> str:
         """Every device's probed fill blocks at once, for the verifier's revealed randomness."""
-        try:
-            randomness = bytes.fromhex(randomness_hex.removeprefix("0x"))
-        except ValueError as exc:
-            raise PogRoundError(f"round {round_id}: randomness is not hex") from exc
-        if len(randomness) != 32 or not PROBES <= q <= MAX_ANSWERS_PER_GPU:
-            raise PogRoundError(f"round {round_id}: need 32 bytes of randomness and {PROBES} <= q "
-                                f"<= {MAX_ANSWERS_PER_GPU}")
+        randomness = _randomness(round_id, randomness_hex, q, PROBES, "q")
         if self._fills is None or self._fills[0] != round_id:
             raise PogRoundError(f"round {round_id}: no fills held for it")
         prover = self._fills[1]
@@ -219,3 +207,15 @@ class PogService:
                 self._provers.popitem(last=False)
             prover.commit_round(r.seed, r.n)
         return RoundCommitment(prover.round_seed, tuple(w.commitment for w in prover.work))
+
+
+def _randomness(round_id: int, randomness_hex: str, count: int, least: int, name: str) -> bytes:
+    """The verifier's revealed 32 bytes, and a count of answers per GPU within the protocol's bounds."""
+    try:
+        randomness = bytes.fromhex(randomness_hex.removeprefix("0x"))
+    except ValueError as exc:
+        raise PogRoundError(f"round {round_id}: randomness is not hex") from exc
+    if len(randomness) != 32 or not least <= count <= MAX_ANSWERS_PER_GPU:
+        raise PogRoundError(f"round {round_id}: need 32 bytes of randomness and {least} <= {name} <= "
+                            f"{MAX_ANSWERS_PER_GPU}")
+    return randomness
