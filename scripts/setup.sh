@@ -36,7 +36,8 @@ fi
 # NVIDIA's local GPU attestation verifier (verifier/cc_attestation.py runs it in a child
 # interpreter): a venv of its own, since its package is named `verifier`, like ours, and it pins
 # its own cryptography. Its sample Hopper evidence is what tests/verifier/test_pog_identity.py checks.
-if ! .venv-nv/bin/python -I -c "import verifier.cc_admin_utils" 2>/dev/null; then
+# (The check runs in /tmp: the SDK writes verifier.log into the working directory at import.)
+if ! (cd /tmp && "$root/.venv-nv/bin/python" -I -c "import verifier.cc_admin_utils") 2>/dev/null; then
   "$python" -m venv .venv-nv
   .venv-nv/bin/pip install --quiet nv-local-gpu-verifier==2.7.3
 fi
