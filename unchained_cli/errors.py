@@ -216,14 +216,32 @@ def _report(exc: Exception) -> int:
     return explained.exit_code
 
 
+def _reader_left() -> int:
+    """stdout's reader is gone (`unchained ... | head`): the rest of the output, and the flush at
+    exit, go nowhere instead of raising again; nothing is said, as coreutils say nothing, and the
+    status is Rich's and Click's for the same case (they handle the writes they make themselves)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_FAILURE
+
+
 class GuardedGroup(TyperGroup):
     """The root command group: whatever a command raises ends here as one line (see above)."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        try:  # the root's own --help is written while its context is made
+            return super().make_context(*args, **kwargs)
+        except BrokenPipeError:
+            raise typer.Exit(_reader_left()) from None
 
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
         except (ClickException, typer.Exit, typer.Abort):  # Click's own ways out: it shows them
             raise
+        except BrokenPipeError:
+            raise typer.Exit(_reader_left()) from None
         except KeyboardInterrupt:  # loading the command, connecting, running: Typer would exit 130 silently
             typer.echo("interrupted", err=True)
             raise typer.Exit(EXIT_INTERRUPTED) from None

@@ -5,11 +5,15 @@ that import, so the signal lands where it is meant to on a machine of any speed.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import socket
 import subprocess
+import struct
 import sys
+import termios
+import time
 import tomllib
 
 import pytest
@@ -68,3 +72,38 @@ def test_ctrl_c_while_connecting_says_interrupted():
                 proc.wait()
         connection.close()
     _interrupted(subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr))
+
+
+
+@pytest.mark.parametrize("args", [["--help"], ["job", "submit", "--help"], ["offers", "--help"]])
+def test_output_to_a_reader_that_left_ends_quietly(args):
+    """`unchained ... | head -3`: once the reader is gone, the writer stops without a word, as
+    coreutils do, never "error: unexpected BrokenPipeError". The pipe holds one page: the reader
+    leaves while the command is blocked writing into it (the kernel says so in /proc), so that
+    write fails half-way through the output, on a machine of any speed."""
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, 4096)
+    try:
+        proc = subprocess.Popen([sys.executable, "-c", _console_script(), *args], stdout=write_end,
+                                stderr=subprocess.PIPE, text=True, cwd=REPO,
+                                env={**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "80"})
+        os.close(write_end)
+        deadline = time.monotonic() + 120
+        while not (_unread(read_end) and _blocked_in_write(proc.pid)):
+            assert proc.poll() is None, "the command's output fit in the pipe: nothing was tested"
+            assert time.monotonic() < deadline, "the command never blocked writing its output"
+            time.sleep(0.01)
+    finally:
+        os.close(read_end)
+    _, stderr = proc.communicate(timeout=120)
+    assert stderr == "", stderr
+    assert proc.returncode == 1, proc.returncode  # as Rich and Click end on a broken pipe
+
+
+def _blocked_in_write(pid: int) -> bool:
+    with open(f"/proc/{pid}/syscall") as syscall:  # "1 ..." while in write(2) (x86_64's number)
+        return syscall.read().split()[0] == "1"
+
+
+def _unread(fd: int) -> int:
+    return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0" * 4))[0]
