@@ -585,12 +585,12 @@ function refundPointer(job, refund) {
   const cli = (c) => `<code>${esc(c)}</code>`;
   if (job.status === "refunded") {
     return `${job.failure ? "This job failed: " : ""}its price ${eth.amount(job.refund ?? job.price)} was refunded to you in ` +
-      `the job escrow. Withdraw it to your wallet under <a href="#/balances">Balances</a> ` +
+      `the job escrow. Withdraw it to your wallet under <a href="#/balances">Your balances</a> ` +
       `(or ${cli("unchained withdraw")}).`;
   }
   if (job.failure && (refund?.fn || refund?.note)) {
     return `The provider could not run this job: take your money back with the button above ` +
-      `(or ${cli(`unchained job refund ${job.job_id}`)}), then withdraw it under <a href="#/balances">Balances</a>.`;
+      `(or ${cli(`unchained job refund ${job.job_id}`)}), then withdraw it under <a href="#/balances">Your balances</a>.`;
   }
   return "";
 }
