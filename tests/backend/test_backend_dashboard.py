@@ -6,6 +6,7 @@ chain and a refused signature move nothing), live progress, and results checked 
 from __future__ import annotations
 
 import io
+import os
 import json
 import re
 import zipfile
@@ -500,6 +501,8 @@ def test_job_progresses_on_screen_and_results_verify_in_the_page(  # type: ignor
     job_id = int(status.split("job ")[-1].split(" funded")[0])
     heading = "document.querySelector('#job-detail h3')?.textContent"
     page.wait_for_function(f"{heading}?.endsWith(': paid, waiting for the provider')")
+    assert page.inner_text("#job-detail .progress") == \
+        "✓ paid → ○ taken by the provider → ○ result delivered → ○ provider paid"
     row_status = f"document.querySelector('#jobs tr[data-job=\"{job_id}\"] .job-status')?.textContent"
 
     # Item files (README "Item files"): the page previews them; the last is not one.
@@ -1125,4 +1128,59 @@ def test_a_failing_read_is_one_sentence_without_the_api_path(browser, server) ->
     page.wait_for_function("document.getElementById('refresh-error').textContent.length > 0")
     said = page.inner_text("#refresh-error")
     assert said == "The backend could not load the slashes: the backend failed (database is locked); try again shortly.", said
+    page.close()
+
+
+# A folder to write each view's screenshot to (docs/dashboard/ holds the committed ones):
+#   UNCHAINED_DASHBOARD_SCREENSHOTS=docs/dashboard python -m pytest -p no:pytest-brownie -q \
+#     tests/backend/test_backend_dashboard.py
+SCREENSHOTS = os.environ.get("UNCHAINED_DASHBOARD_SCREENSHOTS")
+
+
+def test_each_view_with_a_wallet_over_the_market(browser, server, chain, session, market) -> None:  # type: ignore[no-untyped-def]
+    """Each view with the renter's wallet connected, over what the tests above left in the market
+    (jobs, leases, challenges, slashes), last in the module; the screenshots, where asked for."""
+    outputs = [encode_output(np.linspace(-1, 1, 16, dtype=np.float32).reshape(4, 4) * (i + 1)) for i in range(4)]
+    job_id, tree = committed_job(server, session, market, b"spec-screenshots", outputs)
+    token = token_for(server, support.anvil_key(1))
+    for index, data in enumerate(outputs):
+        proof = ",".join("0x" + bytes(h).hex() for h in tree.proof(index))
+        response = httpx.put(f"{server}/jobs/{job_id}/outputs/{index}", content=data,
+                             headers={"Authorization": f"Bearer {token}", "X-Merkle-Proof": proof})
+        assert response.status_code == 201, response.text
+    page = open_page(browser, server, InjectedWallet(chain[0].rpc_url), view="offers")
+    page.set_viewport_size({"width": 1280, "height": 900})
+
+    def shot(name: str) -> None:
+        if SCREENSHOTS:
+            Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(Path(SCREENSHOTS) / f"{name}.png"), full_page=True)
+
+    page.wait_for_function("document.querySelectorAll('#offers .offer').length >= 3 && "
+                           "document.querySelector('#offers dd.last-pog')?.textContent.includes(' UTC')")
+    shot("offers")
+    page.goto(f"{server}/#/jobs/{job_id}")
+    page.wait_for_function(f"document.querySelector('#job-detail h3')?.textContent === 'job {job_id}: result delivered' && "
+                           "document.getElementById('challenge-job')")
+    page.click("#verify")
+    page.wait_for_function(f"{CHECKS}.length === 4 && {CHECKS}.every((t) => t === 'verified')", timeout=15_000)
+    assert page.inner_text("#save-all") == "Download all 4 verified items (zip)"
+    assert page.inner_text("#job-detail .progress") == \
+        "✓ paid → ✓ taken by the provider → ✓ result delivered (4 of 4 items uploaded) → ○ provider paid"
+    shot("job")
+    show(page, "jobs")
+    assert page.is_hidden("#job-section") and len(page.query_selector_all("#jobs tbody tr")) >= 5
+    shot("jobs")
+    show(page, "leases")
+    page.wait_for_function("document.querySelectorAll('#leases tbody tr').length >= 2")
+    shot("leases")
+    show(page, "balances")
+    page.wait_for_function("document.getElementById('owed-challenges').textContent.endsWith('ETH')")
+    assert page.inner_text("#owed-wallet").endswith(" ETH")
+    shot("balances")
+    show(page, "challenges")
+    page.wait_for_function("document.querySelectorAll('#challenges tbody tr').length >= 3 && "
+                           "document.querySelectorAll('#slashes tbody tr').length >= 1")
+    assert page.get_attribute("#slashes tbody tr .amount", "title").endswith(" ETH)")  # type: ignore[union-attr]
+    shot("challenges")
     page.close()

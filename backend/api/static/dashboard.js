@@ -487,7 +487,7 @@ async function renderJob() {
   state.shownJob = key;
   const row = (k, v) => `<tr><th>${k}</th><td>${v}</td></tr>`;
   let html = `<h3>job ${job.job_id}: <span class="job-state">${esc(jobHeadline(job))}</span></h3><table>` +
-    row("status", statusCell(job)) + row("model", modelCell(job.spec)) + row("inputs", inputsCell(job.spec)) +
+    row("status", statusCell(job)) + row("progress", progressCell(job, result)) + row("model", modelCell(job.spec)) + row("inputs", inputsCell(job.spec)) +
     row("renter", hash(job.renter)) + row("provider", hash(job.provider)) +
     row("price", eth.amount(job.price)) + row("result due by", eth.date(job.deadline)) +
     row("job terms (hash on-chain)", hash(job.spec_hash)) + row("payment transaction", hash(job.funded_tx)) +
@@ -540,6 +540,19 @@ async function renderJob() {
              eth.encodeWithBytes(fn, [...jobWords(job), ...values], result.signed.signature));
     };
   }
+}
+
+// Where the job is on its way: paid, taken by the provider, result delivered (and how many of its
+// items the provider uploaded), provider paid; or refunded.
+function progressCell(job, result) {
+  const order = ["funded", "accepted", "committed", "finalized"];
+  const at = order.indexOf(job.status);
+  const uploaded = result ? result.items.filter((i) => i.digest).length : 0;
+  const steps = [["paid", 0], ["taken by the provider", 1],
+                 [`result delivered${result ? ` (${uploaded} of ${result.items.length} items uploaded)` : ""}`, 2], ["provider paid", 3]];
+  if (job.status === "refunded" || at < 0) return esc(words(job.status));
+  return `<span class="progress">${steps.map(([text, i]) => `<span class="${i <= at ? "ok" : "muted"}">${i <= at ? "✓" : "○"} ${esc(text)}</span>`)
+    .join(" → ")}</span>`;
 }
 
 // The job's model (its hub name when the page knows it) and its inputs, from the stored spec.
@@ -676,7 +689,8 @@ async function challengeAction(job) {
   }
   const bond = await read("minBond()", []);
   return { bond: bond.toString(), available: `until ${eth.date(view.endsAt)}: the provider must prove ${CHALLENGE_SAMPLES} ` +
-    "random items on-chain or be slashed and you are refunded; your bond comes back if it was at fault, and goes to it if it answers right" };
+    "random items on-chain or be slashed and you are refunded; your bond comes back if the provider was at fault, " +
+    "and goes to the provider if it answers right" };
 }
 
 // IJobEscrow.Job: JobEscrow keeps only its hash, so calls carry the job (a static tuple, which
@@ -923,7 +937,7 @@ async function loadDisputes() {
   render($("slashes").tBodies[0], slashes.map((x) => `<tr><td>${hash(x.offender)}</td><td class="bad">${eth.amount(x.slashed)}</td>
     <td>${eth.amount(x.requested)}</td><td>${esc(cause(x))}</td><td>${hash(x.reward_recipient)}</td><td>${eth.amount(x.reward)}</td>
     <td>${x.block_number}</td><td>${hash(x.tx_hash)}</td></tr>`).join(""));
-  render($("challenges").tBodies[0], challenges.map((c) => `<tr><td>${c.challenge_id}</td><td>${c.kind === "pog" ? "Proof-of-GPU round" : esc(c.kind)} ${c.subject}</td>
+  render($("challenges").tBodies[0], challenges.map((c) => `<tr><td>${c.challenge_id}</td><td>${c.kind === "pog" ? `Proof-of-GPU round ${c.subject}` : c.kind === "job" ? `<a href="#/jobs/${c.subject}">job ${c.subject}</a>` : `${esc(c.kind)} ${c.subject}`}</td>
     <td>${hash(c.challenger)}</td><td>${hash(c.provider)}</td><td>${c.k}</td><td>${eth.amount(c.bond)}</td>
     <td>${eth.date(c.response_deadline)}</td><td>${esc(words(c.status))}</td><td>${c.dispute_id ?? "—"}</td></tr>`).join(""));
   render($("disputes").tBodies[0], disputes.map((d) => `<tr><td>${d.dispute_id}</td><td>${d.ref}</td><td>${hash(d.provider)}</td>
@@ -992,11 +1006,13 @@ function route() {
   document.querySelectorAll("#views a").forEach((a) => {
     if (a.getAttribute("href") === `#/${view}`) a.setAttribute("aria-current", "page"); else a.removeAttribute("aria-current");
   });
-  if (view === "jobs" && /^\d+$/.test(id ?? "") && Number(id) !== state.openJob) {
-    openJob(id).catch((e) => { $("refresh-error").textContent = e.message; });
-  }
+  // A job's own address shows it above the list; the list's address, the list alone.
+  const job = view === "jobs" && /^\d+$/.test(id ?? "") ? Number(id) : null;
+  $("job-section").hidden = job == null;
+  if (job == null) state.openJob = null;
+  else if (job !== state.openJob) openJob(job).catch((e) => { $("refresh-error").textContent = e.message; });
 }
-window.addEventListener("hashchange", route);
+window.addEventListener("hashchange", () => { route(); window.scrollTo(0, 0); });
 route();
 (async () => {
   try { await deployment(); } catch (e) { say(`error: ${e.message}`); }
