@@ -251,6 +251,32 @@ def test_keccak_and_merkle_in_the_page_match_protocol(browser, server) -> None: 
     page.close()
 
 
+def test_item_preview_in_the_page_reads_the_item_format_as_protocol_does(browser, server) -> None:  # type: ignore[no-untyped-def]
+    page = open_page(browser, server)
+    preview = "(b) => { try { return items.describe(items.decode(Uint8Array.from(b))); } catch (e) { return 'refused: ' + e.message; } }"
+    arrays = {
+        "float32 [2, 3]: 0.5, -1.25, 3, 4, 5, 6": np.array([[0.5, -1.25, 3], [4, 5, 6]], dtype=np.float32),
+        "float16 [3]: 0.0999756, -2, 65504": np.array([0.1, -2, 65504], dtype=np.float16),
+        "int64 [2]: -9007199254740993, 7": np.array([-(2**53) - 1, 7], dtype=np.int64),  # exact past 2**53
+        "int32 [1]: -5": np.array([-5], dtype=np.int32),
+        "uint8 [2, 2]: 0, 255, 1, 2": np.array([[0, 255], [1, 2]], dtype=np.uint8),
+        "float32 [0]: ": np.zeros(0, dtype=np.float32),
+        "uint8 [20]: 0, 1, 2, 3, 4, 5, 6, 7 … (20 values)": np.arange(20, dtype=np.uint8),
+    }
+    for expected, array in arrays.items():
+        assert page.evaluate(preview, list(encode_output(array))) == expected
+    # What decode_output refuses, the page refuses too, in a sentence.
+    good = encode_output(np.arange(4, dtype=np.float32))
+    for bad, why in ((good[:-1], "the values are 15 bytes; dtype float32 and shape [4] need 16"),
+                     (b"raw bytes, no header", "no header line"),
+                     (b"not json\n\x00", "the first line is not a JSON header"),
+                     (b'{"dtype":"float64","shape":[1]}\n' + bytes(8), 'the header names dtype "float64"'),
+                     (b'{"dtype":"uint8","shape":[-1]}\n', "the header's shape [-1] is not a list of sizes")):
+        said = page.evaluate(preview, list(bad))
+        assert said.startswith("refused: " + why), said
+    page.close()
+
+
 def test_a_wallet_connected_before_the_deployment_arrives_is_checked_against_it(browser, server, chain) -> None:  # type: ignore[no-untyped-def]
     # The page's first fetch of /deployment held back until the wallet is connected (a quick
     # click, a slow backend): the chain check waits for it instead of calling the network wrong.
@@ -751,6 +777,7 @@ def test_a_forged_self_consistent_result_is_refused_against_the_chain(  # type: 
     source, checks = verify_in_page(page, job_id)
     assert source.startswith("REFUSED") and forged_root in source and "0x" + bytes(tree.root).hex() in source, source
     assert all(c.startswith("NOT verified") for c in checks), checks
+    assert not page.query_selector("#save-all")  # no zip of what did not verify
     # The backend also lies about the job (its root) to make its result look committed: the job
     # no longer hashes to the chain's slot, and nothing is verified.
     real_job = httpx.get(f"{server}/jobs/{job_id}").json()

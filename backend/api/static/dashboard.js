@@ -683,7 +683,10 @@ async function challengeAction(job) {
   const manager = state.deployment.contracts.ChallengeManager;
   const read = async (signature, args) => BigInt(await reader.read("eth_call", [{ to: manager, data: eth.encode(signature, args) }, "latest"]));
   const open = await read("activeJobChallenge(uint256)", [job.job_id]);
-  if (open !== 0n) return { note: `challenge ${open} of this result is open: follow it under Challenges & slashes` };
+  if (open !== 0n) {
+    return { note: `challenge ${open} of this result is open: follow it under Challenges & slashes; once the provider ` +
+      `answers, \`unchained job challenge ${job.job_id} --escalate\` sends its answer to the dispute committee` };
+  }
   if (now >= view.endsAt) {
     return { note: `the challenge window closed at ${eth.date(view.endsAt)}: this result can no longer be challenged` };
   }
