@@ -837,7 +837,8 @@ def test_a_result_is_challenged_from_the_page_and_it_says_why_not_where_it_canno
         browser, server, chain, session, market) -> None:
     manager, escrow = session.contract("ChallengeManager"), session.contract("JobEscrow")
     waiting = support.funded_job(session, market.renter, market.provider, keccak256(b"spec-challenge-waiting"), 10**15)
-    job_id, _ = committed_job(server, session, market, b"spec-challenge", [b"challenged-%d" % i for i in range(3)])
+    outputs = [b"challenged-%d" % i for i in range(3)]
+    job_id, tree = committed_job(server, session, market, b"spec-challenge", outputs)
     wallet = InjectedWallet(chain[0].rpc_url)
     page = open_page(browser, server, wallet)
     said = challenge_shown(page, waiting, "nothing to challenge yet")
@@ -851,11 +852,50 @@ def test_a_result_is_challenged_from_the_page_and_it_says_why_not_where_it_canno
     challenge_id = manager.functions.activeJobChallenge(job_id).call()
     assert challenge_id != 0 and manager.functions.challenge(challenge_id).call().bond == bond
     assert escrow.functions.jobState(job_id).call()[2]  # frozen
-    said = challenge_shown(page, job_id, f"challenge {challenge_id} of this result is open")
+    challenge_shown(page, job_id, f"challenge {challenge_id} of this result is open: the provider must answer by")
     page.wait_for_function("document.querySelector('#job-detail h3 .job-state')?.textContent === "
                            "'result delivered, on hold while challenged'", timeout=15_000)
+    # The provider answers; the renter sends the answer to the committee from the page.
+    indices = manager.functions.challengeIndices(challenge_id).call()
+    session.send(manager.functions.respond(challenge_id, [keccak256(outputs[i]) for i in indices],
+                                           [list(tree.proof(i)) for i in indices]), market.provider)
+    said = challenge_shown(page, job_id, "Send the provider's answer to the dispute committee")
+    assert f"challenge {challenge_id} was answered; until" in said and "staked verifiers" in said, said
+    page.click("#challenge-job")
+    wait_status(page, f"escalate challenge {challenge_id}: transaction")
+    escalated = manager.functions.challenge(challenge_id).call()
+    assert escalated.status == 3 and escalated.disputeId != 0  # Escalated, a dispute open
+    challenge_shown(page, job_id, f"challenge {challenge_id} of this result is with the dispute committee")
     show(page, "challenges")
     page.wait_for_selector(f"#challenges tbody tr td:text-is('{challenge_id}')", timeout=15_000)
+
+    # Unanswered past its deadline: the renter claims the timeout; the refund and the bond come
+    # back to its balances and are withdrawn from there.
+    silent_provider = session.accounts[9]  # a provider of its own: the slash leaves the market's stakes alone
+    session.send(session.contract("Staking").functions.stake(), silent_provider, value=2 * 10**18)
+    session.send(session.contract("ProviderRegistry").functions.register(
+        support.bytes32("L4"), [keccak256(b"gpu-silent")], 10**15, 10**12, "meta://silent"), silent_provider)
+    silent = support.funded_job(session, market.renter, silent_provider, keccak256(b"spec-challenge-silent"), 10**15)
+    support.commit_outputs(session, silent_provider, silent, [b"silent-0", b"silent-1"])
+    wait_until(lambda: httpx.get(f"{server}/jobs/{silent}").json().get("status") == "committed", 30, "the commit indexed")
+    challenge_shown(page, silent, "Challenge this result")
+    page.click("#challenge-job")
+    wait_status(page, f"challenge job {silent}'s result: transaction")
+    timed_out = manager.functions.activeJobChallenge(silent).call()
+    session.advance(manager.functions.responseWindow().call() + 1)
+    said = challenge_shown(page, silent, "The provider did not answer: slash it and refund me")
+    page.click("#challenge-job")
+    wait_status(page, f"claim the timeout of challenge {timed_out}: transaction")
+    assert manager.functions.challenge(timed_out).call().status == 4  # ProviderFaulted
+    assert escrow.functions.jobState(silent).call()[1] == 5  # Refunded
+    owed = manager.functions.owedTo(wallet.account.address).call()
+    assert owed >= bond
+    show(page, "balances")
+    page.wait_for_function(f"document.querySelector('#owed-challenges .amount')?.title.startsWith('{owed} wei')")
+    page.click("#withdraw-challenges")
+    page.wait_for_function("document.getElementById('owed-challenges').textContent === '0 ETH'")
+    assert manager.functions.owedTo(wallet.account.address).call() == 0
+
     # Past its challenge window a result can no longer be challenged, and the page says since when.
     late, _ = committed_job(server, session, market, b"spec-challenge-late", [b"late-0"])
     session.advance(escrow.functions.challengeWindow().call() + 1)

@@ -516,19 +516,18 @@ async function renderJob() {
         <span class="bad">${esc(slash.available)}</span></p>`;
     } else if (slash) html += `<p id="slash"><span class="slash-note">${esc(slash.note)}</span></p>`;
   }
-  if (challenge?.bond != null) {
-    html += `<p id="challenge"><button id="challenge-job">Challenge this result (bond ${eth.format(challenge.bond)})</button>
+  if (challenge?.fn) {
+    html += `<p id="challenge"><button id="challenge-job">${esc(challenge.label)}</button>
       <span class="challenge-note">${esc(challenge.available)}</span></p>`;
   } else if (challenge) html += `<p id="challenge"><span class="challenge-note">${esc(challenge.note)}</span></p>`;
   $("job-detail").innerHTML = html;
   if (refund?.fn) $("refund").onclick = () => { $("refund").disabled = true; sendTx("JobEscrow", refund.fn, jobWords(job), "refund"); };
   if (result) $("verify").onclick = () => verifyResults(job, result);
   if ($("save-all")) $("save-all").onclick = () => saveZip(job, result);
-  if (challenge?.bond != null) {
+  if (challenge?.fn) {
     $("challenge-job").onclick = () => {
       $("challenge-job").disabled = true;
-      sendTx("ChallengeManager", `challengeJob(${JOB_TUPLE},uint256)`, [...jobWords(job), CHALLENGE_SAMPLES],
-             `challenge job ${job.job_id}'s result`, BigInt(challenge.bond));
+      sendTx("ChallengeManager", challenge.fn, challenge.args, challenge.what, BigInt(challenge.value));
     };
   }
   if (slash?.available) {
@@ -660,10 +659,13 @@ async function slashAction(job, result) {
 
 // A challenge of the job's committed result (`unchained job challenge`): the provider must reveal
 // CHALLENGE_SAMPLES random items' digests with proofs on-chain by the response deadline or be
-// slashed (you are refunded); the escrow stays frozen meanwhile. Offered only where
-// ChallengeManager.challengeJob would take it, read from the chain through the wallet that pays:
-// your job, its result committed, inside its challenge window, no challenge open; otherwise why not.
+// slashed (you are refunded); the escrow stays frozen meanwhile. Each step is offered only where
+// ChallengeManager would take it, read from the chain through the wallet that pays: opening one
+// (your job, its result committed, inside its challenge window, none open), claiming an unanswered
+// one after its deadline, escalating an answered one of yours inside the escalation window;
+// otherwise the page says why not.
 const CHALLENGE_SAMPLES = 44;  // the CLI's default (the contract takes 1 to 64)
+const CHALLENGE_STATUS = ["none", "open", "answered", "escalated"];
 async function challengeAction(job) {
   if (!state.account || job.renter !== state.account) return null;
   let reader, view;
@@ -674,26 +676,53 @@ async function challengeAction(job) {
   } catch (e) { return { note: `cannot check whether this result can be challenged: ${e.message}` }; }
   const latest = await reader.read("eth_getBlockByNumber", ["latest", false]);
   const now = Number(BigInt(latest.timestamp));
+  const manager = state.deployment.contracts.ChallengeManager;
+  const read = async (signature, args = []) => reader.read("eth_call", [{ to: manager, data: eth.encode(signature, args) }, "latest"]);
+  const open = BigInt(await read("activeJobChallenge(uint256)", [job.job_id]));
+  if (open !== 0n) return openChallengeAction(job, open, now, read);
   if (view.status === "funded" || view.status === "accepted") {
     return { note: "nothing to challenge yet: the provider has not delivered a result" };
   }
   if (view.status === "refunded") return { note: "this job was refunded: there is no result to challenge" };
   if (view.status === "finalized") return { note: "the challenge window has closed and the provider was paid: this result can no longer be challenged" };
   if (!view.result) return { note: "the delivered result has no items: there is nothing to sample" };
-  const manager = state.deployment.contracts.ChallengeManager;
-  const read = async (signature, args) => BigInt(await reader.read("eth_call", [{ to: manager, data: eth.encode(signature, args) }, "latest"]));
-  const open = await read("activeJobChallenge(uint256)", [job.job_id]);
-  if (open !== 0n) {
-    return { note: `challenge ${open} of this result is open: follow it under Challenges & slashes; once the provider ` +
-      `answers, \`unchained job challenge ${job.job_id} --escalate\` sends its answer to the dispute committee` };
-  }
   if (now >= view.endsAt) {
     return { note: `the challenge window closed at ${eth.date(view.endsAt)}: this result can no longer be challenged` };
   }
-  const bond = await read("minBond()", []);
-  return { bond: bond.toString(), available: `until ${eth.date(view.endsAt)}: the provider must prove ${CHALLENGE_SAMPLES} ` +
-    "random items on-chain or be slashed and you are refunded; your bond comes back if the provider was at fault, " +
-    "and goes to the provider if it answers right" };
+  const bond = BigInt(await read("minBond()"));
+  return { fn: `challengeJob(${JOB_TUPLE},uint256)`, args: [...jobWords(job), CHALLENGE_SAMPLES], value: bond.toString(),
+           label: `Challenge this result (bond ${eth.format(bond)})`, what: `challenge job ${job.job_id}'s result`,
+           available: `until ${eth.date(view.endsAt)}: the provider must prove ${CHALLENGE_SAMPLES} random items on-chain ` +
+             "or be slashed and you are refunded; your bond comes back if the provider was at fault, " +
+             "and goes to the provider if it answers right" };
+}
+// IChallengeManager.Challenge, a static struct: its words in field order.
+const CHALLENGE_WORDS = { challenger: 0, status: 3, responseDeadline: 6, answeredAt: 7, bond: 13 };
+async function openChallengeAction(job, challengeId, now, read) {
+  const id = challengeId.toString();  // kept in the rendered state, which is JSON
+  const w = eth.words(await read("challenge(uint256)", [id]));
+  const status = CHALLENGE_STATUS[Number(BigInt(w[CHALLENGE_WORDS.status]))];
+  const due = Number(BigInt(w[CHALLENGE_WORDS.responseDeadline]));
+  const mine = "0x" + w[CHALLENGE_WORDS.challenger].slice(-40) === state.account;
+  if (status === "open" && now > due) {
+    return { fn: "claimTimeout(uint256)", args: [id], value: "0", label: "The provider did not answer: slash it and refund me",
+             what: `claim the timeout of challenge ${id}`,
+             available: `challenge ${id}: no answer by ${eth.date(due)}; the provider is slashed, your job's price comes back ` +
+               "to the job escrow, your bond and a reward to the challenges balance (both under Balances)" };
+  }
+  if (status === "open") return { note: `challenge ${id} of this result is open: the provider must answer by ${eth.date(due)}` };
+  if (status === "answered") {
+    const until = Number(BigInt(w[CHALLENGE_WORDS.answeredAt])) + Number(BigInt(await read("escalationWindow()")));
+    const bond = eth.format(BigInt(w[CHALLENGE_WORDS.bond]));
+    if (!mine) return { note: `challenge ${id} was answered by the provider; only its challenger can send it to the dispute committee` };
+    if (now > until) return { note: `challenge ${id} was answered and its escalation window closed at ${eth.date(until)}: your bond of ${bond} goes to the provider` };
+    return { fn: "escalate(uint256)", args: [id], value: "0", label: "Send the provider's answer to the dispute committee",
+             what: `escalate challenge ${id}`,
+             available: `challenge ${id} was answered; until ${eth.date(until)} staked verifiers can re-run it and vote: ` +
+               `provider at fault, it is slashed and you get your price and bond back; answer right, your bond of ${bond} goes to the provider` };
+  }
+  if (status === "escalated") return { note: `challenge ${id} of this result is with the dispute committee: follow it under Challenges & slashes` };
+  return { note: `challenge ${id} of this result: follow it under Challenges & slashes` };
 }
 
 // IJobEscrow.Job: JobEscrow keeps only its hash, so calls carry the job (a static tuple, which
