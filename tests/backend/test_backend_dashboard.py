@@ -5,8 +5,11 @@ chain and a refused signature move nothing), live progress, and results checked 
 
 from __future__ import annotations
 
+import io
+import os
 import json
 import re
+import zipfile
 import shutil
 from datetime import datetime, timezone
 from pathlib import Path
@@ -125,16 +128,22 @@ def browser():  # type: ignore[no-untyped-def]
         instance.close()
 
 
-def open_page(browser, server: str, wallet: InjectedWallet | None = None):  # type: ignore[no-untyped-def]
+def open_page(browser, server: str, wallet: InjectedWallet | None = None, view: str = "jobs"):  # type: ignore[no-untyped-def]
     page = browser.new_page()
     if wallet is not None:
         page.expose_function("__testWallet", wallet.handle)
         page.add_init_script(WALLET_SHIM)
-    page.goto(server + "/")
+    page.goto(f"{server}/#/{view}")
     if wallet is not None:
         page.click("#connect")
         page.wait_for_function("document.getElementById('account').textContent.length > 0")
     return page
+
+
+def show(page, view: str) -> None:  # type: ignore[no-untyped-def]
+    """Goes to a view through the page's navigation, as a person does."""
+    page.click(f'#views a[href="#/{view}"]')
+    page.wait_for_selector(f'.view[data-view="{view}"]', state="visible")
 
 
 def token_for(server: str, key: Any) -> str:
@@ -173,30 +182,48 @@ def job_count(session) -> int:  # type: ignore[no-untyped-def]
     return session.contract("JobEscrow").functions.jobCount().call()
 
 
-def test_dashboard_renders_providers_pog_history_and_jobs(browser, server, market) -> None:  # type: ignore[no-untyped-def]
-    page = open_page(browser, server)
-    provider_row = f'#providers tr[data-address="{market.provider.lower()}"]'
-    page.wait_for_selector(provider_row)
-    row = page.inner_text(provider_row)
-    assert "H100-SXM" in row and "710" in row and "0.009 ETH" in row  # price per GPU-hour, in ETH
-    assert market.provider.lower() in row  # addresses in full
-    assert page.get_attribute(f"{provider_row} td:nth-child(6) .amount", "title") == "9000000000000000 wei (0.009 ETH)"
-    assert "price per input item" in page.inner_text("#providers thead")
-    # A failed round's TFLOPS reads the same in both tables (no blank here and 0 there).
-    failed_row = page.inner_text(f'#providers tr[data-address="{market.provider2.lower()}"]')
-    assert "failed" in failed_row and "—" in failed_row
+def test_views_navigate_without_a_wallet_offers_jobs_and_challenges(browser, server, market) -> None:  # type: ignore[no-untyped-def]
+    page = browser.new_page()
+    page.goto(server + "/")  # no wallet, no view named: the offers
+    card = f'#offers .offer[data-address="{market.provider.lower()}"]'
+    page.wait_for_selector(card)
+    assert page.is_hidden('.view[data-view="jobs"]') and page.get_attribute('#views a[href="#/offers"]', "aria-current") == "page"
+    text = page.inner_text(card)
+    assert "H100-SXM" in text and "710 TFLOPS" in text and "0.009 ETH" in text and "per GPU-hour" in text, text
+    assert market.provider.lower() in text and "reputation" in text and "last verified" in text, text
+    assert page.get_attribute(f"{card} .price-hour .amount", "title") == "9000000000000000 wei (0.009 ETH)"
+    assert "per input item" in text
+    # A failed round reads as failed, with no TFLOPS figure, and says why it is not offered.
+    failed = page.inner_text(f'#offers .offer[data-address="{market.provider2.lower()}"]')
+    assert "failed its Proof of GPU" in failed and "TFLOPS" not in failed and "not available" in failed, failed
     page.select_option("#pog-provider", market.provider2.lower())
     page.wait_for_function("document.querySelector('#pog-rounds tbody td:nth-child(6)')?.textContent === 'failed'")
     assert page.inner_text("#pog-rounds tbody tr td:nth-child(5)") == "—"
     page.select_option("#pog-provider", market.provider.lower())
     page.wait_for_function("document.querySelectorAll('#pog-chart .pog-point').length === 2")
-    page.wait_for_selector('#jobs tr[data-job="1"]')
+    # Jobs: the list, then one job at its own address, its state in a renter's words.
+    show(page, "jobs")
+    assert page.is_hidden('.view[data-view="offers"]')
     page.click('#jobs tr[data-job="1"] td:first-child')
     page.wait_for_selector("#job-detail h3")
-    assert "finalized" in page.inner_text("#job-detail h3")
+    assert page.url.endswith("#/jobs/1")
+    assert page.inner_text("#job-detail h3") == "job 1: done, provider paid"
     assert "0.1 ETH" in page.inner_text("#job-detail") and " UTC" in page.inner_text("#job-detail")
+    # Challenges and slashes, with amounts rounded and exact on hover.
+    show(page, "challenges")
     page.wait_for_function("document.querySelectorAll('#challenges tbody tr').length === 2")
     assert "provider at fault" in page.inner_text("#disputes") and "_" not in page.inner_text("#disputes tbody")
+    assert page.get_attribute("#challenges tbody tr .amount", "title").endswith(" ETH)")  # type: ignore[union-attr]
+    # The browser's back button returns to the job; an address straight to a job opens it.
+    page.go_back()
+    page.wait_for_selector('.view[data-view="jobs"]', state="visible")
+    page.goto(server + "/#/jobs/1")
+    page.wait_for_function("document.querySelector('#job-detail h3')?.textContent === 'job 1: done, provider paid'")
+    # Balances without a wallet say what to do; an unknown view is the offers.
+    show(page, "balances")
+    assert page.inner_text("#owed-escrow") == "connect a wallet" and page.is_disabled("#withdraw-escrow")
+    page.goto(server + "/#/nowhere")
+    page.wait_for_selector('.view[data-view="offers"]', state="visible")
     page.close()
 
 
@@ -221,6 +248,32 @@ def test_keccak_and_merkle_in_the_page_match_protocol(browser, server) -> None: 
                     continue
                 with pytest.raises(playwright.Error):
                     page.evaluate("([b, i, n, p, r]) => merkle.verifyItem(Uint8Array.from(b), i, n, p, r)", bad)
+    page.close()
+
+
+def test_item_preview_in_the_page_reads_the_item_format_as_protocol_does(browser, server) -> None:  # type: ignore[no-untyped-def]
+    page = open_page(browser, server)
+    preview = "(b) => { try { return items.describe(items.decode(Uint8Array.from(b))); } catch (e) { return 'refused: ' + e.message; } }"
+    arrays = {
+        "float32 [2, 3]: 0.5, -1.25, 3, 4, 5, 6": np.array([[0.5, -1.25, 3], [4, 5, 6]], dtype=np.float32),
+        "float16 [3]: 0.0999756, -2, 65504": np.array([0.1, -2, 65504], dtype=np.float16),
+        "int64 [2]: -9007199254740993, 7": np.array([-(2**53) - 1, 7], dtype=np.int64),  # exact past 2**53
+        "int32 [1]: -5": np.array([-5], dtype=np.int32),
+        "uint8 [2, 2]: 0, 255, 1, 2": np.array([[0, 255], [1, 2]], dtype=np.uint8),
+        "float32 [0]: ": np.zeros(0, dtype=np.float32),
+        "uint8 [20]: 0, 1, 2, 3, 4, 5, 6, 7 … (20 values)": np.arange(20, dtype=np.uint8),
+    }
+    for expected, array in arrays.items():
+        assert page.evaluate(preview, list(encode_output(array))) == expected
+    # What decode_output refuses, the page refuses too, in a sentence.
+    good = encode_output(np.arange(4, dtype=np.float32))
+    for bad, why in ((good[:-1], "the values are 15 bytes; dtype float32 and shape [4] need 16"),
+                     (b"raw bytes, no header", "no header line"),
+                     (b"not json\n\x00", "the first line is not a JSON header"),
+                     (b'{"dtype":"float64","shape":[1]}\n' + bytes(8), 'the header names dtype "float64"'),
+                     (b'{"dtype":"uint8","shape":[-1]}\n', "the header's shape [-1] is not a list of sizes")):
+        said = page.evaluate(preview, list(bad))
+        assert said.startswith("refused: " + why), said
     page.close()
 
 
@@ -388,7 +441,7 @@ def test_refund_button_only_where_due(browser, server, chain, session, market, h
     session.advance(escrow.functions.cancelGrace().call())
     page.wait_for_function("document.getElementById('refund')?.textContent === 'Cancel and refund'")
     page.click("#refund")
-    page.wait_for_function("document.querySelector('#job-detail h3')?.textContent.endsWith('refunded')")
+    page.wait_for_function("document.querySelector('#job-detail h3 .job-state')?.textContent.startsWith('refunded')")
     assert read_job_view(escrow, cancelled).status == JobStatus.REFUNDED
 
     job_id = pay_from_page(page, tmp_path, hub_model)
@@ -403,7 +456,7 @@ def test_refund_button_only_where_due(browser, server, chain, session, market, h
     session.advance(3600 + 1)
     page.wait_for_function("document.getElementById('refund')?.textContent === 'Refund (deadline passed)'")
     page.click("#refund")
-    page.wait_for_function("document.querySelector('#job-detail h3')?.textContent.endsWith('refunded')")
+    page.wait_for_function("document.querySelector('#job-detail h3 .job-state')?.textContent.startsWith('refunded')")
     assert read_job_view(escrow, job_id).status == JobStatus.REFUNDED
     page.close()
 
@@ -415,7 +468,7 @@ def test_failed_job_shows_its_reason_and_the_refund_is_withdrawn(  # type: ignor
     job_id = pay_from_page(page, tmp_path, hub_model)
     escrow = session.contract("JobEscrow")
     session.send(escrow.functions.failJob(read_job(escrow, job_id).as_tuple(), "model does not load: bad magic"), market.provider)
-    page.wait_for_function("document.querySelector('#job-detail h3')?.textContent.endsWith('refunded')")
+    page.wait_for_function("document.querySelector('#job-detail h3 .job-state')?.textContent.startsWith('refunded')")
     detail = page.inner_text("#job-detail")
     assert "failed: model does not load: bad magic" in detail
     # The job says what it ran (the hub's name for its model, its inputs) and where the money is.
@@ -425,6 +478,7 @@ def test_failed_job_shows_its_reason_and_the_refund_is_withdrawn(  # type: ignor
     assert "unchained withdraw" in pointer, pointer
     owed = escrow.functions.owedTo("0x" + "00" * 20, wallet.account.address).call()
     # Rounded for people, the exact wei on hover.
+    page.click("#refund-pointer a[href='#/balances']")  # the pointer leads to the balances
     page.wait_for_function(f"document.querySelector('#owed-escrow .amount')?.title.startsWith('{owed} wei')")
     page.click("#withdraw-escrow")
     page.wait_for_function("document.getElementById('owed-escrow').textContent === '0 ETH'")
@@ -434,7 +488,7 @@ def test_failed_job_shows_its_reason_and_the_refund_is_withdrawn(  # type: ignor
 
 def test_lease_starts_shows_time_left_stops_and_is_withdrawn(browser, server, chain, session, market) -> None:  # type: ignore[no-untyped-def]
     wallet = InjectedWallet(chain[0].rpc_url)
-    page = open_page(browser, server, wallet)
+    page = open_page(browser, server, wallet, view="leases")
     page.on("dialog", lambda dialog: dialog.accept())  # the page confirms the lease's cost
     leases = session.contract("LeaseManager")
     lease_id = leases.functions.leaseCount().call() + 1
@@ -453,6 +507,7 @@ def test_lease_starts_shows_time_left_stops_and_is_withdrawn(browser, server, ch
     assert "error" not in page.inner_text("#status"), page.inner_text("#status")
     owed = leases.functions.owedTo(wallet.account.address).call()
     assert owed > 0
+    show(page, "balances")
     page.wait_for_function(f"document.querySelector('#owed-leases .amount')?.title.startsWith('{owed} wei')")
     page.click("#withdraw-leases")
     page.wait_for_function("document.getElementById('owed-leases').textContent === '0 ETH'")
@@ -471,12 +526,16 @@ def test_job_progresses_on_screen_and_results_verify_in_the_page(  # type: ignor
     assert "error" not in status, status
     job_id = int(status.split("job ")[-1].split(" funded")[0])
     heading = "document.querySelector('#job-detail h3')?.textContent"
-    page.wait_for_function(f"{heading}?.endsWith('funded')")
+    page.wait_for_function(f"{heading}?.endsWith(': paid, waiting for the provider')")
+    assert page.inner_text("#job-detail .progress") == \
+        "✓ paid → ○ taken by the provider → ○ result delivered → ○ provider paid"
     row_status = f"document.querySelector('#jobs tr[data-job=\"{job_id}\"] .job-status')?.textContent"
 
-    outputs = [b"browser-output-%d" % i for i in range(3)]
+    # Item files (README "Item files"): the page previews them; the last is not one.
+    outputs = [encode_output(np.arange(12, dtype=np.float32).reshape(3, 4) * 0.5 + 0.25),
+               encode_output(np.array([-7, 3], dtype=np.int64)), b"browser-output-2"]
     tree = support.commit_outputs(session, market.provider, job_id, outputs)
-    page.wait_for_function(f"{heading}?.endsWith('committed') && {row_status}?.startsWith('result delivered')",
+    page.wait_for_function(f"{heading}?.endsWith(': result delivered') && {row_status}?.startsWith('result delivered')",
                            timeout=15_000)
     token = token_for(server, support.anvil_key(1))  # the market's first provider
     for index, data in enumerate(outputs):
@@ -487,7 +546,7 @@ def test_job_progresses_on_screen_and_results_verify_in_the_page(  # type: ignor
     escrow = session.contract("JobEscrow")
     session.advance(escrow.functions.challengeWindow().call() + 1)
     session.send(escrow.functions.finalize(read_job(escrow, job_id).as_tuple()), market.renter)
-    page.wait_for_function(f"{heading}?.endsWith('finalized') && {row_status}?.startsWith('done, provider paid')",
+    page.wait_for_function(f"{heading}?.endsWith(': done, provider paid') && {row_status}?.startsWith('done, provider paid')",
                            timeout=15_000)
 
     checks = "Array.from(document.querySelectorAll('#result-items td.check'), (td) => td.textContent)"
@@ -495,10 +554,15 @@ def test_job_progresses_on_screen_and_results_verify_in_the_page(  # type: ignor
     page.click("#verify")
     page.wait_for_function(f"{checks}.every((t) => t === 'verified')", timeout=15_000)
     assert "root checked against chain" in page.inner_text("#root-source")  # the job hashes to its slot
-    # Everything at once: the page saves every checked item, the terminal line fetches and verifies them.
-    assert page.inner_text("#save-all") == "Save all 3 downloaded items"
+    previews = page.evaluate("Array.from(document.querySelectorAll('#result-items td.preview'), (td) => td.textContent)")
+    assert previews[0] == "float32 [3, 4]: 0.25, 0.75, 1.25, 1.75, 2.25, 2.75, 3.25, 3.75 … (12 values)", previews
+    assert previews[1] == "int64 [2]: -7, 3", previews
+    assert previews[2].startswith("not an item file: no header line"), previews
+    # Everything at once: one zip of the bytes the page verified; the terminal line fetches and verifies them.
+    assert page.inner_text("#save-all") == "Download all 3 verified items (zip)"
+    assert unzipped(page, job_id) == {f"item-{i:06d}.out": o for i, o in enumerate(outputs)}
     with page.expect_download() as first:
-        page.click("#save-all")
+        page.click('#result-items tr[data-item="0"] a.save-item')
     assert first.value.suggested_filename == f"job{job_id}-item-000000.out"
     assert f"unchained job result {job_id} --keystore" in page.inner_text("#download-all")
     assert "0x" + bytes(tree.root).hex() in page.inner_text("#root-source")
@@ -510,7 +574,21 @@ def test_job_progresses_on_screen_and_results_verify_in_the_page(  # type: ignor
     page.wait_for_function(f"{checks}[1].startsWith('NOT verified')", timeout=15_000)
     verdicts = page.evaluate(checks)
     assert verdicts[0] == verdicts[2] == "verified" and "do not rebuild the on-chain root" in verdicts[1]
+    # The zip holds only what verified: the altered item is left out, and the page says so.
+    assert page.inner_text("#save-all") == "Download all 2 verified items (zip)"
+    assert "1 not verified, left out" in page.inner_text("#download-all")
+    assert unzipped(page, job_id) == {"item-000000.out": outputs[0], "item-000002.out": outputs[2]}
     page.close()
+
+
+def unzipped(page, job_id: int) -> dict[str, bytes]:  # type: ignore[no-untyped-def]
+    """Clicks the zip button and reads the zip back with Python's zipfile."""
+    with page.expect_download() as download:
+        page.click("#save-all")
+    assert download.value.suggested_filename == f"job-{job_id}-results.zip"
+    with zipfile.ZipFile(io.BytesIO(Path(download.value.path()).read_bytes())) as archive:
+        assert archive.testzip() is None  # every CRC checks
+        return {name: archive.read(name) for name in archive.namelist()}
 
 
 
@@ -537,7 +615,7 @@ def test_lease_messages_in_the_page_match_protocol(browser, server, chain) -> No
 def test_lease_from_the_page_binds_a_signed_key_and_shows_verified_connection_details(  # type: ignore[no-untyped-def]
         browser, server, chain, session, market) -> None:
     wallet = InjectedWallet(chain[0].rpc_url)
-    page = open_page(browser, server, wallet)
+    page = open_page(browser, server, wallet, view="leases")
     dialogs: list[str] = []
     page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.accept()))
     leases = session.contract("LeaseManager")
@@ -615,7 +693,7 @@ def eth_date(unix: int) -> str:
 def test_a_refused_key_signature_leaves_the_lease_paid_and_the_key_can_be_bound_from_its_row(  # type: ignore[no-untyped-def]
         browser, server, chain, session, market) -> None:
     wallet = InjectedWallet(chain[0].rpc_url, refuse_signing=True)
-    page = open_page(browser, server, wallet)
+    page = open_page(browser, server, wallet, view="leases")
     page.on("dialog", lambda dialog: dialog.accept())
     leases = session.contract("LeaseManager")
     lease_id = leases.functions.leaseCount().call() + 1
@@ -699,6 +777,7 @@ def test_a_forged_self_consistent_result_is_refused_against_the_chain(  # type: 
     source, checks = verify_in_page(page, job_id)
     assert source.startswith("REFUSED") and forged_root in source and "0x" + bytes(tree.root).hex() in source, source
     assert all(c.startswith("NOT verified") for c in checks), checks
+    assert not page.query_selector("#save-all")  # no zip of what did not verify
     # The backend also lies about the job (its root) to make its result look committed: the job
     # no longer hashes to the chain's slot, and nothing is verified.
     real_job = httpx.get(f"{server}/jobs/{job_id}").json()
@@ -742,6 +821,86 @@ def test_without_a_wallet_nothing_is_verified_unless_a_read_only_rpc_gives_the_c
     page.fill("#rpc-url", "http://127.0.0.1:1")
     source, checks = verify_in_page(page, job_id)
     assert source.startswith("cannot verify") and "verified" not in checks, source
+    page.close()
+
+
+def challenge_shown(page, job_id: int, starts: str) -> str:  # type: ignore[no-untyped-def]
+    """Opens the job and returns what its challenge control says, once it starts with `starts`."""
+    page.goto(page.url.split("#")[0] + f"#/jobs/{job_id}")
+    page.wait_for_function(f"document.querySelector('#job-detail h3')?.textContent.startsWith('job {job_id}:') && "
+                           f"document.getElementById('challenge')?.textContent.trim().startsWith({json.dumps(starts)})",
+                           timeout=15_000)
+    return page.inner_text("#challenge")
+
+
+def test_a_result_is_challenged_from_the_page_and_it_says_why_not_where_it_cannot_be(  # type: ignore[no-untyped-def]
+        browser, server, chain, session, market) -> None:
+    manager, escrow = session.contract("ChallengeManager"), session.contract("JobEscrow")
+    waiting = support.funded_job(session, market.renter, market.provider, keccak256(b"spec-challenge-waiting"), 10**15)
+    outputs = [b"challenged-%d" % i for i in range(3)]
+    job_id, tree = committed_job(server, session, market, b"spec-challenge", outputs)
+    wallet = InjectedWallet(chain[0].rpc_url)
+    page = open_page(browser, server, wallet)
+    said = challenge_shown(page, waiting, "nothing to challenge yet")
+    assert said == "nothing to challenge yet: the provider has not delivered a result", said
+    bond = manager.functions.minBond().call()
+    said = challenge_shown(page, job_id, f"Challenge this result (bond {Web3.from_wei(bond, 'ether').normalize():f} ETH)")
+    assert "the provider must prove 44 random items on-chain or be slashed" in said, said
+    page.click("#challenge-job")
+    status = wait_status(page, f"challenge job {job_id}'s result: transaction|error:")
+    assert "error" not in status, status
+    challenge_id = manager.functions.activeJobChallenge(job_id).call()
+    assert challenge_id != 0 and manager.functions.challenge(challenge_id).call().bond == bond
+    assert escrow.functions.jobState(job_id).call()[2]  # frozen
+    challenge_shown(page, job_id, f"challenge {challenge_id} of this result is open: the provider must answer by")
+    page.wait_for_function("document.querySelector('#job-detail h3 .job-state')?.textContent === "
+                           "'result delivered, on hold while challenged'", timeout=15_000)
+    # The provider answers; the renter sends the answer to the committee from the page.
+    indices = manager.functions.challengeIndices(challenge_id).call()
+    session.send(manager.functions.respond(challenge_id, [keccak256(outputs[i]) for i in indices],
+                                           [list(tree.proof(i)) for i in indices]), market.provider)
+    said = challenge_shown(page, job_id, "Send the provider's answer to the dispute committee")
+    assert f"challenge {challenge_id} was answered; until" in said and "staked verifiers" in said, said
+    page.click("#challenge-job")
+    wait_status(page, f"escalate challenge {challenge_id}: transaction")
+    escalated = manager.functions.challenge(challenge_id).call()
+    assert escalated.status == 3 and escalated.disputeId != 0  # Escalated, a dispute open
+    challenge_shown(page, job_id, f"challenge {challenge_id} of this result is with the dispute committee")
+    show(page, "challenges")
+    page.wait_for_selector(f"#challenges tbody tr td:text-is('{challenge_id}')", timeout=15_000)
+
+    # Unanswered past its deadline: the renter claims the timeout; the refund and the bond come
+    # back to its balances and are withdrawn from there.
+    silent_provider = session.accounts[9]  # a provider of its own: the slash leaves the market's stakes alone
+    session.send(session.contract("Staking").functions.stake(), silent_provider, value=2 * 10**18)
+    session.send(session.contract("ProviderRegistry").functions.register(
+        support.bytes32("L4"), [keccak256(b"gpu-silent")], 10**15, 10**12, "meta://silent"), silent_provider)
+    silent = support.funded_job(session, market.renter, silent_provider, keccak256(b"spec-challenge-silent"), 10**15)
+    support.commit_outputs(session, silent_provider, silent, [b"silent-0", b"silent-1"])
+    wait_until(lambda: httpx.get(f"{server}/jobs/{silent}").json().get("status") == "committed", 30, "the commit indexed")
+    challenge_shown(page, silent, "Challenge this result")
+    page.click("#challenge-job")
+    wait_status(page, f"challenge job {silent}'s result: transaction")
+    timed_out = manager.functions.activeJobChallenge(silent).call()
+    session.advance(manager.functions.responseWindow().call() + 1)
+    said = challenge_shown(page, silent, "The provider did not answer: slash it and refund me")
+    page.click("#challenge-job")
+    wait_status(page, f"claim the timeout of challenge {timed_out}: transaction")
+    assert manager.functions.challenge(timed_out).call().status == 4  # ProviderFaulted
+    assert escrow.functions.jobState(silent).call()[1] == 5  # Refunded
+    owed = manager.functions.owedTo(wallet.account.address).call()
+    assert owed >= bond
+    show(page, "balances")
+    page.wait_for_function(f"document.querySelector('#owed-challenges .amount')?.title.startsWith('{owed} wei')")
+    page.click("#withdraw-challenges")
+    page.wait_for_function("document.getElementById('owed-challenges').textContent === '0 ETH'")
+    assert manager.functions.owedTo(wallet.account.address).call() == 0
+
+    # Past its challenge window a result can no longer be challenged, and the page says since when.
+    late, _ = committed_job(server, session, market, b"spec-challenge-late", [b"late-0"])
+    session.advance(escrow.functions.challengeWindow().call() + 1)
+    said = challenge_shown(page, late, "the challenge window closed at")
+    assert said.endswith("this result can no longer be challenged") and not page.query_selector("#challenge-job"), said
     page.close()
 
 
@@ -930,7 +1089,7 @@ def test_pog_history_shows_each_devices_nvml_identity_and_attestation(browser, s
     recorded = httpx.put(f"{server}/pog/rounds/{rounds[0]['round_id']}/devices", json={"devices": [device]},
                          headers={"Authorization": f"Bearer {token}"})
     assert recorded.status_code == 200, recorded.text
-    page = open_page(browser, server)
+    page = open_page(browser, server, view="offers")
     page.wait_for_selector("#pog-rounds tbody tr")
     page.select_option("#pog-provider", market.provider.lower())
     page.wait_for_function("[...document.querySelectorAll('#pog-rounds tbody td:nth-child(7)')]"
@@ -940,6 +1099,14 @@ def test_pog_history_shows_each_devices_nvml_identity_and_attestation(browser, s
     assert row.locator("td:nth-child(8) span").get_attribute("class") == "bad"
     assert "GPU-8f6b2a4c, 140 GiB, serial none, driver 550.90.07, CC on" in (
         row.locator("td:nth-child(7) span").get_attribute("title") or "")
+    # The offer shows the reported GPU and its memory, and, with no chain to read, dates the last
+    # round by the backend's record of the verifier's report (and says so).
+    card = f'#offers .offer[data-address="{market.provider.lower()}"]'
+    page.wait_for_function(f"document.querySelector('{card} .gpus')?.textContent.includes('NVIDIA H200')")
+    assert page.inner_text(f"{card} .gpus") == "1 × NVIDIA H200, 140 GiB each"
+    reported = httpx.get(f"{server}/providers/{market.provider}/pog").json()[0]["devices"][0]["reported_at"]
+    when = reported.replace("T", " ")[:19] + " UTC"
+    assert page.inner_text(f"{card} dd.last-pog") == f"passed {when} (the backend's record)"
     page.close()
 
 
@@ -967,17 +1134,19 @@ def test_a_provider_slashed_below_the_minimum_stake_is_not_available_nor_quoted(
     assert not registry.functions.isActive(Web3.to_checksum_address(drained)).call()  # the chain's view
     row = wait_until(lambda: (r := httpx.get(f"{server}/providers/{drained}").json()).get("stake_slashed") != "0" and r,
                      15, "the slash is indexed")
-    assert row["active"] is False and row["available"] is False and row["pog_passed"] is True, row
+    assert row["available"] is False and row["pog_passed"] is True, row
     assert any(w.startswith("slashed 1 ETH: stake 0 ETH below the minimum 1 ETH") for w in row["why_not"]), row
     listed = {p["address"] for p in httpx.get(f"{server}/providers", params={"available": True}).json()}
     assert drained not in listed
     # The cheapest verified provider, yet the matcher never offers it.
     quotes = httpx.post(f"{server}/quotes", json={"items": 2, "max_price_wei": str(10**18)}).json()
     assert drained not in {q["provider"] for q in quotes}, quotes
-    page = open_page(browser, server)
-    cell = f'#providers tr[data-address="{drained}"] td.available'
+    page = open_page(browser, server, view="offers")
+    cell = f'#offers .offer[data-address="{drained}"] .available'
     page.wait_for_selector(cell)
-    assert page.inner_text(cell).startswith("no: slashed 1 ETH: stake 0 ETH below the minimum 1 ETH"), page.inner_text(cell)
+    assert page.inner_text(cell).startswith("not available: slashed 1 ETH: stake 0 ETH below the minimum 1 ETH"), \
+        page.inner_text(cell)
+    assert not page.query_selector(f'#offers .offer[data-address="{drained}"] .rent')  # nothing to rent
     page.close()
 
 
@@ -991,21 +1160,29 @@ def test_the_lease_selector_defaults_to_a_provider_that_passed_and_providers_sho
     assert beat.status_code == 204, beat.text
     wait_until(lambda: httpx.get(f"{server}/providers/{market.provider.lower()}").json()["pog_passed"] is False, 15,
                "the failed round is indexed")
-    page = open_page(browser, server, InjectedWallet(chain[0].rpc_url))
+    page = open_page(browser, server, InjectedWallet(chain[0].rpc_url), view="leases")
     page.wait_for_function("document.querySelectorAll('#lease-provider option').length >= 2")
     wait_until(lambda: page.input_value("#lease-provider") == market.provider2.lower(), 15,
                "the lease selector picks the provider that passed")
     options = page.inner_text("#lease-provider")
     assert f"{market.provider.lower()} (" in options and "not available" in options, options
-    failed = page.inner_text(f'#providers tr[data-address="{market.provider.lower()}"] td.available')
-    assert failed.startswith("no: failed its last Proof of GPU (round"), failed
-    seen = page.inner_text(f'#providers tr[data-address="{market.provider2.lower()}"] td.last-seen')
+    show(page, "offers")
+    first, second = (f'#offers .offer[data-address="{a.lower()}"]' for a in (market.provider, market.provider2))
+    failed = page.inner_text(f"{first} .available")
+    assert failed.startswith("not available: failed its last Proof of GPU (round"), failed
+    seen = page.inner_text(f"{second} dd.last-seen")
     assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", seen), seen
-    assert page.inner_text(f'#providers tr[data-address="{market.provider.lower()}"] td.last-seen') == "never"
+    assert page.inner_text(f"{first} dd.last-seen") == "never"
+    # The offer that passed is the first card, and its button leads to a lease of it.
+    assert page.get_attribute("#offers .offer", "data-address") == market.provider2.lower()
+    page.click(f"{second} .rent")
+    page.wait_for_selector('.view[data-view="leases"]', state="visible")
+    assert page.input_value("#lease-provider") == market.provider2.lower()
+    show(page, "offers")
     # The last round's date as the chain recorded it (ProviderRegistry.pogStatusOf), read through the wallet.
     recorded = session.contract("ProviderRegistry").functions.pogStatusOf(market.provider2).call().timestamp
     when = datetime.fromtimestamp(recorded, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-    cell = f'#providers tr[data-address="{market.provider2.lower()}"] td.last-pog'
+    cell = f"{second} dd.last-pog"
     page.wait_for_function(f"document.querySelector('{cell}')?.textContent === 'passed {when}'")
     page.close()
 
@@ -1018,4 +1195,59 @@ def test_a_failing_read_is_one_sentence_without_the_api_path(browser, server) ->
     page.wait_for_function("document.getElementById('refresh-error').textContent.length > 0")
     said = page.inner_text("#refresh-error")
     assert said == "The backend could not load the slashes: the backend failed (database is locked); try again shortly.", said
+    page.close()
+
+
+# A folder to write each view's screenshot to (docs/dashboard/ holds the committed ones):
+#   UNCHAINED_DASHBOARD_SCREENSHOTS=docs/dashboard python -m pytest -p no:pytest-brownie -q \
+#     tests/backend/test_backend_dashboard.py
+SCREENSHOTS = os.environ.get("UNCHAINED_DASHBOARD_SCREENSHOTS")
+
+
+def test_each_view_with_a_wallet_over_the_market(browser, server, chain, session, market) -> None:  # type: ignore[no-untyped-def]
+    """Each view with the renter's wallet connected, over what the tests above left in the market
+    (jobs, leases, challenges, slashes), last in the module; the screenshots, where asked for."""
+    outputs = [encode_output(np.linspace(-1, 1, 16, dtype=np.float32).reshape(4, 4) * (i + 1)) for i in range(4)]
+    job_id, tree = committed_job(server, session, market, b"spec-screenshots", outputs)
+    token = token_for(server, support.anvil_key(1))
+    for index, data in enumerate(outputs):
+        proof = ",".join("0x" + bytes(h).hex() for h in tree.proof(index))
+        response = httpx.put(f"{server}/jobs/{job_id}/outputs/{index}", content=data,
+                             headers={"Authorization": f"Bearer {token}", "X-Merkle-Proof": proof})
+        assert response.status_code == 201, response.text
+    page = open_page(browser, server, InjectedWallet(chain[0].rpc_url), view="offers")
+    page.set_viewport_size({"width": 1280, "height": 900})
+
+    def shot(name: str) -> None:
+        if SCREENSHOTS:
+            Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(Path(SCREENSHOTS) / f"{name}.png"), full_page=True)
+
+    page.wait_for_function("document.querySelectorAll('#offers .offer').length >= 3 && "
+                           "document.querySelector('#offers dd.last-pog')?.textContent.includes(' UTC')")
+    shot("offers")
+    page.goto(f"{server}/#/jobs/{job_id}")
+    page.wait_for_function(f"document.querySelector('#job-detail h3')?.textContent === 'job {job_id}: result delivered' && "
+                           "document.getElementById('challenge-job')")
+    page.click("#verify")
+    page.wait_for_function(f"{CHECKS}.length === 4 && {CHECKS}.every((t) => t === 'verified')", timeout=15_000)
+    assert page.inner_text("#save-all") == "Download all 4 verified items (zip)"
+    assert page.inner_text("#job-detail .progress") == \
+        "✓ paid → ✓ taken by the provider → ✓ result delivered (4 of 4 items uploaded) → ○ provider paid"
+    shot("job")
+    show(page, "jobs")
+    assert page.is_hidden("#job-section") and len(page.query_selector_all("#jobs tbody tr")) >= 5
+    shot("jobs")
+    show(page, "leases")
+    page.wait_for_function("document.querySelectorAll('#leases tbody tr').length >= 2")
+    shot("leases")
+    show(page, "balances")
+    page.wait_for_function("document.getElementById('owed-challenges').textContent.endsWith('ETH')")
+    assert page.inner_text("#owed-wallet").endswith(" ETH")
+    shot("balances")
+    show(page, "challenges")
+    page.wait_for_function("document.querySelectorAll('#challenges tbody tr').length >= 3 && "
+                           "document.querySelectorAll('#slashes tbody tr').length >= 1")
+    assert page.get_attribute("#slashes tbody tr .amount", "title").endswith(" ETH)")  # type: ignore[union-attr]
+    shot("challenges")
     page.close()

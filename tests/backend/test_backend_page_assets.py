@@ -1,7 +1,7 @@
-"""The dashboard's keccak comes from @noble/hashes, vendored into the package (backend/api/static/
-noble-hashes): the files served are the pinned npm release's, every module the page imports is
-served, and they hash as protocol does (under Node here; in the page itself with Chromium:
-test_backend_dashboard.py)."""
+"""The dashboard's keccak comes from @noble/hashes and its zip from fflate, vendored into the
+package (backend/api/static/noble-hashes, fflate): the files served are the pinned npm releases',
+every module the page imports is served, and they hash and zip as Python does (under Node here;
+in the page itself with Chromium: test_backend_dashboard.py)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,8 @@ from protocol.merkle import keccak256
 REPO = Path(__file__).resolve().parents[2]
 VENDORED = REPO / "backend" / "api" / "static" / "noble-hashes"
 INSTALLED = REPO / "node_modules" / "@noble" / "hashes"
+FFLATE = REPO / "backend" / "api" / "static" / "fflate"
+FFLATE_INSTALLED = REPO / "node_modules" / "fflate"
 
 
 def test_vendored_modules_are_the_pinned_release_unchanged() -> None:
@@ -38,6 +40,17 @@ def test_vendored_modules_are_the_pinned_release_unchanged() -> None:
     assert (VENDORED / "LICENSE").read_bytes() == (INSTALLED / "LICENSE").read_bytes()
 
 
+def test_vendored_fflate_is_the_pinned_release_unchanged() -> None:
+    if not FFLATE_INSTALLED.is_dir():
+        pytest.skip("node_modules not installed (scripts/setup.sh)")
+    version = json.loads((FFLATE_INSTALLED / "package.json").read_text())["version"]
+    pinned = json.loads((REPO / "package.json").read_text())["devDependencies"]["fflate"]
+    assert version == pinned and f"fflate {version}" in (FFLATE / "README.md").read_text()
+    assert sorted(p.name for p in FFLATE.glob("*.js")) == ["browser.js"]
+    assert (FFLATE / "browser.js").read_bytes() == (FFLATE_INSTALLED / "esm" / "browser.js").read_bytes()
+    assert (FFLATE / "LICENSE").read_bytes() == (FFLATE_INSTALLED / "LICENSE").read_bytes()
+
+
 @pytest.fixture
 def client(tmp_path: Path) -> Iterator[TestClient]:
     settings = Settings(data_dir=tmp_path, rpc_url="http://127.0.0.1:9", dispatch=False, run_indexer=False,
@@ -49,7 +62,9 @@ def client(tmp_path: Path) -> Iterator[TestClient]:
 def test_every_module_the_page_imports_is_served_and_nothing_else(client: TestClient) -> None:
     page = client.get("/").text
     imports = json.loads(re.search(r'<script type="importmap">(.*?)</script>', page).group(1))["imports"]  # type: ignore[union-attr]
-    wanted, todo = set(), ["/static/keccak.js"]
+    modules = re.findall(r'<script type="module" src="([^"]+)"', page)
+    assert modules == ["/static/keccak.js", "/static/zip.js"]
+    wanted, todo = set(), list(modules)
     while todo:  # each module, and what it imports: a path, or a bare name the import map resolves
         path = todo.pop()
         served = client.get(path)
@@ -59,10 +74,12 @@ def test_every_module_the_page_imports_is_served_and_nothing_else(client: TestCl
             target = imports[name] if name in imports else posixpath.normpath(posixpath.join(posixpath.dirname(path), name))
             if target not in wanted:
                 todo.append(target)
-    assert wanted == {"/static/keccak.js", *(f"/static/noble-hashes/{m}" for m in (
-        "sha3.js", "_assert.js", "_u64.js", "utils.js", "cryptoBrowser.js"))}
+    assert wanted == {"/static/keccak.js", "/static/zip.js", "/static/fflate/browser.js", *(
+        f"/static/noble-hashes/{m}" for m in ("sha3.js", "_assert.js", "_u64.js", "utils.js", "cryptoBrowser.js"))}
     for outside in ("..%2Fkeccak.js", "README.md", "LICENSE", "sha3.js.map", "..%2F..%2Fapp.py"):
-        assert client.get(f"/static/noble-hashes/{outside}").status_code in (404, 422), outside
+        for package in ("noble-hashes", "fflate"):
+            assert client.get(f"/static/{package}/{outside}").status_code in (404, 422), outside
+    assert client.get("/static/node_modules/browser.js").status_code in (404, 422)
 
 
 def test_the_vendored_keccak_hashes_as_protocol_does() -> None:

@@ -91,7 +91,9 @@ def test_wheel_installed_outside_the_checkout_deploys(chain, tmp_path):
     assert "protocol/artifacts/index.json" in names and "protocol/artifacts/Staking.json" in names
     assert wheel.name.endswith("-py3-none-any.whl") and not [n for n in names if n.endswith((".so", ".c"))]
     assert {"backend/api/static/dashboard.html", "backend/api/static/noble-hashes/sha3.js",
-            "backend/api/static/noble-hashes/LICENSE", "backend/migrations/env.py",
+            "backend/api/static/noble-hashes/LICENSE", "backend/api/static/fflate/browser.js",
+            "backend/api/static/fflate/LICENSE", "backend/api/static/zip.js", "backend/api/static/items.js",
+            "backend/migrations/env.py",
             "backend/migrations/script.py.mako",
             "backend/migrations/versions/0001_initial_schema.py"} <= set(names)
     # The renter's side ships; the dev tools (benches, market launcher, cheating provider) do not.

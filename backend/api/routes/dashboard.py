@@ -27,11 +27,12 @@ def static(name: Annotated[str, Path(pattern=r"^[a-z]+\.(js|css)$")]) -> Respons
     return _serve(STATIC.joinpath(name), name)
 
 
-@router.get("/static/noble-hashes/{name}", response_class=Response)
-def noble_hashes(name: Annotated[str, Path(pattern=r"^_?[a-zA-Z0-9]+\.js$")]) -> Response:
-    """The ES modules of @noble/hashes that the page's keccak.js imports (vendored: see the
-    folder's README). The name pattern keeps paths inside that folder."""
-    return _serve(STATIC.joinpath("noble-hashes", name), name)
+@router.get("/static/{package}/{name}", response_class=Response)
+def vendored(package: Annotated[str, Path(pattern=r"^(noble-hashes|fflate)$")],
+             name: Annotated[str, Path(pattern=r"^_?[a-zA-Z0-9]+\.js$")]) -> Response:
+    """The ES modules of the pinned npm packages the page imports (@noble/hashes for keccak.js,
+    fflate for zip.js), vendored: see each folder's README. The patterns keep paths inside them."""
+    return _serve(STATIC.joinpath(package, name), name)
 
 
 def _serve(resource: Traversable, name: str) -> Response:

@@ -60,7 +60,7 @@ function say(text) { $("status").textContent += text + "\n"; }
 
 // ---- state ----
 const state = { deployment: null, account: null, token: null, providers: new Map(), models: new Map(), openJob: null,
-                shownJob: "", checks: new Map(), busy: false, chainNow: null };
+                shownJob: "", checks: new Map(), itemBytes: new Map(), busy: false, chainNow: null };
 
 async function wallet(method, params = []) {
   if (!window.ethereum) throw new Error("no browser wallet found (EIP-1193 window.ethereum)");
@@ -109,7 +109,7 @@ async function chainJob(reader, job) {
     throw new Error(`the backend's job ${job.job_id} does not match the chain's hash: nothing it says about the job is trusted`);
   }
   const committed = job.output_root && BigInt(job.item_count ?? 0) > 0n;
-  return { status, cancelled: BigInt(words[4]) !== 0n, resultSlashed: BigInt(words[5]) !== 0n,
+  return { status, endsAt: Number(BigInt(words[3])), cancelled: BigInt(words[4]) !== 0n, resultSlashed: BigInt(words[5]) !== 0n,
            result: committed ? { root: job.output_root.toLowerCase(), count: Number(job.item_count),
                                  digest: job.result_digest.toLowerCase() } : null };
 }
@@ -196,7 +196,7 @@ async function showWallet() {
   $("account").innerHTML = hash(state.account);
   const onChain = await checkChain().then(() => true, () => false);
   const balance = await wallet("eth_getBalance", [state.account, "latest"]);
-  $("wallet-balance").innerHTML = eth.amount(BigInt(balance)) + (onChain ? "" : " (on another network)");
+  $("wallet-balance").innerHTML = $("owed-wallet").innerHTML = eth.amount(BigInt(balance)) + (onChain ? "" : " (on another network)");
   if (onChain) await loadBalances();
 }
 
@@ -204,10 +204,10 @@ async function showWallet() {
 // A provider a renter can count on: what the matcher offers (active with its stake, last PoG passed,
 // agent not silent); otherwise the backend's reasons, in words.
 const usable = (p) => p.available && p.pog_passed === true && !(p.why_not ?? []).length;
-function availableCell(p) {
-  if (usable(p)) return `<span class="ok">yes</span>`;
+function availableText(p) {
+  if (usable(p)) return `<span class="ok">available</span>`;
   const why = p.why_not?.length ? p.why_not : [p.available ? "not verified" : "not available"];
-  return `<span class="bad">no: ${esc(why.join("; "))}</span>`;
+  return `<span class="bad">not available: ${esc(why.join("; "))}</span>`;
 }
 // When each provider's last Proof-of-GPU round was recorded: ProviderRegistry.pogStatusOf's
 // timestamp, read from the chain (the index has rounds, not times), once per round.
@@ -222,30 +222,56 @@ async function readPogDates(providers) {
       pogDates.set(`${p.address}:${BigInt(words[0])}`, Number(BigInt(words[4])));
     }));
 }
-function lastPogCell(p) {
+// The backend's record of each provider's last round: the devices its verifier reported (NVML's
+// names and memory, a claim) and when it reported them, the date shown without a chain to read.
+const pogRecords = new Map();  // "address:round" -> { reportedAt, devices }
+async function readPogRecords(providers) {
+  await Promise.all(providers.filter((p) => p.pog_round_id != null && !pogRecords.has(`${p.address}:${p.pog_round_id}`))
+    .map(async (p) => {
+      const round = (await api(`/providers/${p.address}/pog?limit=5`)).find((r) => r.round_id === p.pog_round_id);
+      const reported = round?.devices.map((d) => d.reported_at).sort().at(-1);
+      pogRecords.set(`${p.address}:${p.pog_round_id}`, { reportedAt: reported ?? null, devices: round?.devices ?? [] });
+    }));
+}
+function lastPogText(p) {
   if (p.pog_round_id == null) return "never";
-  const when = pogDates.get(`${p.address}:${p.pog_round_id}`);
+  const key = `${p.address}:${p.pog_round_id}`, when = pogDates.get(key), record = pogRecords.get(key);
   const outcome = p.pog_passed ? "passed" : "failed";
-  return `${outcome} ${when ? eth.date(when) : `(round ${p.pog_round_id}; its date is read from the chain with a wallet or RPC)`}`;
+  if (when) return `${outcome} ${eth.date(when)}`;
+  if (record?.reportedAt) return `${outcome} ${esc(isoDate(record.reportedAt))} <span class="muted">(the backend's record)</span>`;
+  return `${outcome} <span class="muted">(round ${p.pog_round_id}; dated on-chain with a wallet or read-only RPC)</span>`;
+}
+// GPUs and memory per GPU as the round's verifier recorded them (NVML: the provider's claim).
+function gpusText(p) {
+  const devices = pogRecords.get(`${p.address}:${p.pog_round_id}`)?.devices ?? [];
+  const memory = [...new Set(devices.filter((d) => d.memory_bytes != null).map((d) => Math.round(d.memory_bytes / 2 ** 30)))];
+  const names = [...new Set(devices.filter((d) => d.name).map((d) => d.name))];
+  return `${p.gpu_count} × ${esc(names.join(", ") || p.gpu_model)}${memory.length ? `, ${memory.join("/")} GiB each` : ""}`;
+}
+function offerCard(p) {
+  const verified = p.pog_passed ? esc(p.gpu_class ?? p.gpu_model) : p.pog_passed === false ? "failed its Proof of GPU" : "not verified yet";
+  const dt = (k, v, cls = "") => `<dt>${k}</dt><dd class="${cls}">${v}</dd>`;
+  return `<article class="offer${usable(p) ? "" : " unavailable"}" data-address="${esc(p.address)}">
+    <div class="class ${p.pog_passed ? "" : "bad"}">${verified}${p.tflops != null ? ` <span class="muted">${p.tflops} TFLOPS</span>` : ""}</div>
+    <div class="gpus">${gpusText(p)}</div>
+    <div class="price-hour">${eth.amount(p.price_per_gpu_hour)} <span class="muted">per GPU-hour</span></div>
+    <dl>${dt("per input item", eth.amount(p.price_per_job_unit), "price-item")}
+      ${dt("reputation", `${p.reputation.toFixed(2)} <span class="muted">(${p.challenges_won} challenges won, ${p.challenges_lost} lost; ${p.jobs_finalized} jobs done)</span>`, "reputation")}
+      ${dt("last verified", lastPogText(p), "last-pog")}
+      ${dt("last seen", p.last_seen_at ? esc(isoDate(p.last_seen_at)) : "never", "last-seen")}
+      ${p.mining_floor_wei_per_hour == null ? "" : dt("mining floor", eth.amount(p.mining_floor_wei_per_hour) + " per GPU-hour")}
+      ${dt("provider", hash(p.address))}</dl>
+    <div class="available">${availableText(p)}</div>
+    ${usable(p) ? `<div><button class="rent" data-address="${esc(p.address)}">Rent these GPUs</button></div>` : ""}</article>`;
 }
 async function loadProviders() {
   const providers = await api("/providers");
   state.providers = new Map(providers.map((p) => [p.address, p]));
-  await readPogDates(providers).catch(() => {});
-  // TFLOPS: a figure only for a passed round, in both tables; a failed or missing one is "—".
-  render($("providers").tBodies[0], providers.map((p) => `<tr data-address="${esc(p.address)}">
-    <td>${hash(p.address)}</td><td>${esc(p.gpu_model)} ×${p.gpu_count}</td>
-    <td class="${p.pog_passed ? "ok" : "bad"}">${esc(p.gpu_class ?? (p.pog_passed === false ? "failed" : "unverified"))}${
-      p.pog_round_id != null ? ` <span class="muted">(round ${p.pog_round_id})</span>` : ""}</td>
-    <td>${p.tflops ?? "—"}</td><td>${eth.amount(p.price_per_job_unit)}</td><td>${eth.amount(p.price_per_gpu_hour)}</td>
-    <td>${p.mining_floor_wei_per_hour == null ? "—" : eth.amount(p.mining_floor_wei_per_hour) + "/GPU-h"}</td>
-    <td>${p.reputation.toFixed(2)} (${p.challenges_won} won, ${p.challenges_lost} lost)</td><td>${p.jobs_finalized}</td>
-    <td class="last-pog">${lastPogCell(p)}</td>
-    <td class="last-seen">${p.last_seen_at ? esc(isoDate(p.last_seen_at)) : "never"}</td>
-    <td class="available">${availableCell(p)}</td></tr>`).join(""));
+  await Promise.all([readPogDates(providers).catch(() => {}), readPogRecords(providers).catch(() => {})]);
+  const ordered = [...providers.filter(usable), ...providers.filter((p) => !usable(p))];
+  render($("offers"), ordered.map(offerCard).join("") || `<p class="muted">No provider has registered yet.</p>`);
   // The lease selector lists usable providers first and picks one of them by default: a renter
   // should not pay, by default, a provider whose Proof of GPU failed or whose stake was slashed.
-  const ordered = [...providers.filter(usable), ...providers.filter((p) => !usable(p))];
   for (const [select, list] of [[$("pog-provider"), providers], [$("lease-provider"), ordered]]) {
     const current = select.value;
     const options = list.map((p) => `<option value="${esc(p.address)}">${esc(p.address)} (${esc(p.gpu_class ?? p.gpu_model)}${
@@ -254,6 +280,12 @@ async function loadProviders() {
   }
   if (providers.length) await loadPog($("pog-provider").value);
 }
+$("offers").onclick = (e) => {
+  const rent = e.target.closest(".rent");
+  if (!rent) return;
+  $("lease-provider").value = rent.dataset.address;
+  location.hash = "#/leases";
+};
 const isoDate = (iso) => iso.replace("T", " ").replace(/\.\d+/, "").replace(/(Z|\+00:00)$/, " UTC");
 
 // What the round's verifier recorded of each device: NVML's name (the prover's claim, with UUID,
@@ -404,7 +436,7 @@ $("submit").onclick = async () => {
     say(`funding transaction confirmed: ${txHash}`);
     for (let i = 0; i < 100; i++) {  // bounded wait for the indexer
       const mine = (await api(`/jobs?renter=${state.account}`)).find((j) => j.spec_hash === stored.spec_hash);
-      if (mine) { say(`job ${mine.job_id} funded (${mine.status})`); await loadJobs(); await openJob(mine.job_id); return; }
+      if (mine) { say(`job ${mine.job_id} funded (${mine.status})`); await loadJobs(); location.hash = `#/jobs/${mine.job_id}`; return; }
       await new Promise((r) => setTimeout(r, 300));
     }
     say("the indexer has not seen the job yet; it will appear in the list once confirmed");
@@ -429,11 +461,16 @@ async function loadJobs() {
   const mine = $("only-mine").checked && state.account;
   const jobs = await api(mine ? `/jobs?renter=${state.account}` : "/jobs");
   render($("jobs").tBodies[0], jobs.map((j) => `<tr data-job="${j.job_id}" style="cursor:pointer">
-    <td>${j.job_id}</td><td class="job-status">${statusCell(j)}</td><td>${hash(j.provider)}</td>
+    <td><a href="#/jobs/${j.job_id}">${j.job_id}</a></td><td class="job-status">${statusCell(j)}</td><td>${hash(j.provider)}</td>
     <td>${eth.amount(j.price)}</td><td>${j.item_count ?? j.spec?.inputs?.length ?? ""}</td><td>${eth.date(j.deadline)}</td></tr>`).join(""));
 }
 
 async function openJob(id) { state.openJob = Number(id); state.shownJob = ""; await renderJob(); }
+// The job's state in a heading, in a renter's words: what happens next rather than the escrow's word.
+function jobHeadline(j) {
+  return words(j.status) + (j.frozen ? ", on hold while challenged" : "") +
+    (j.failure && j.status !== "finalized" ? ", the provider could not run it" : "");
+}
 
 // Re-rendered only when the job or its checks change, so buttons stay put between polls.
 async function renderJob() {
@@ -444,12 +481,13 @@ async function renderJob() {
   const checks = state.checks.get(job.job_id) || {};
   const refund = refundAction(job);
   const slash = result ? await slashAction(job, result) : null;
-  const key = JSON.stringify([job, result, checks, refund, slash]);
+  const challenge = await challengeAction(job);
+  const key = JSON.stringify([job, result, checks, refund, slash, challenge]);
   if (key === state.shownJob) return;
   state.shownJob = key;
   const row = (k, v) => `<tr><th>${k}</th><td>${v}</td></tr>`;
-  let html = `<h3>job ${job.job_id}: ${esc(job.status)}</h3><table>` +
-    row("status", statusCell(job)) + row("model", modelCell(job.spec)) + row("inputs", inputsCell(job.spec)) +
+  let html = `<h3>job ${job.job_id}: <span class="job-state">${esc(jobHeadline(job))}</span></h3><table>` +
+    row("status", statusCell(job)) + row("progress", progressCell(job, result)) + row("model", modelCell(job.spec)) + row("inputs", inputsCell(job.spec)) +
     row("renter", hash(job.renter)) + row("provider", hash(job.provider)) +
     row("price", eth.amount(job.price)) + row("result due by", eth.date(job.deadline)) +
     row("job terms (hash on-chain)", hash(job.spec_hash)) + row("payment transaction", hash(job.funded_tx)) +
@@ -465,23 +503,33 @@ async function renderJob() {
   if (result) {
     html += `<h4>Results</h4><p><button id="verify">Download and verify all items</button>
       <span id="root-source">${esc(checks.rootSource ?? "")}</span></p><table id="result-items">
-      <thead><tr><th>item</th><th>digest</th><th>size</th><th>check</th><th>file</th></tr></thead><tbody>` +
+      <thead><tr><th>item</th><th>digest</th><th>size</th><th>check</th><th>preview</th><th>file</th></tr></thead><tbody>` +
       result.items.map((i) => {
         const c = checks[i.index];
         const verdict = !i.digest ? "not uploaded yet" : !c ? "not checked" : c.ok ? "verified" : `NOT verified: ${c.error}`;
         return `<tr data-item="${i.index}"><td>${i.index}</td><td>${hash(i.digest)}</td><td>${i.size ?? "—"}</td>
           <td class="check ${c ? (c.ok ? "ok" : "bad") : ""}">${esc(verdict)}</td>
-          <td>${c?.url ? `<a class="save-item" href="${c.url}" download="job${job.job_id}-item-${String(i.index).padStart(6, "0")}.out">save</a>` : ""}</td></tr>`;
+          <td class="preview">${esc(c?.preview ?? "")}</td><td>${c?.url ? `<a class="save-item" href="${c.url}" download="job${job.job_id}-${itemName(i.index)}">save</a>` : ""}</td></tr>`;
       }).join("") + "</tbody></table>" + downloadAll(job, result, checks);
     if (slash?.available) {
       html += `<p id="slash"><button id="slash-signed">Slash the provider with its signed result</button>
         <span class="bad">${esc(slash.available)}</span></p>`;
     } else if (slash) html += `<p id="slash"><span class="slash-note">${esc(slash.note)}</span></p>`;
   }
+  if (challenge?.fn) {
+    html += `<p id="challenge"><button id="challenge-job">${esc(challenge.label)}</button>
+      <span class="challenge-note">${esc(challenge.available)}</span></p>`;
+  } else if (challenge) html += `<p id="challenge"><span class="challenge-note">${esc(challenge.note)}</span></p>`;
   $("job-detail").innerHTML = html;
   if (refund?.fn) $("refund").onclick = () => { $("refund").disabled = true; sendTx("JobEscrow", refund.fn, jobWords(job), "refund"); };
   if (result) $("verify").onclick = () => verifyResults(job, result);
-  if ($("save-all")) $("save-all").onclick = () => document.querySelectorAll("#result-items a.save-item").forEach((a) => a.click());
+  if ($("save-all")) $("save-all").onclick = () => saveZip(job, result);
+  if (challenge?.fn) {
+    $("challenge-job").onclick = () => {
+      $("challenge-job").disabled = true;
+      sendTx("ChallengeManager", challenge.fn, challenge.args, challenge.what, BigInt(challenge.value));
+    };
+  }
   if (slash?.available) {
     $("slash-signed").onclick = () => {
       $("slash-signed").disabled = true;
@@ -491,6 +539,19 @@ async function renderJob() {
              eth.encodeWithBytes(fn, [...jobWords(job), ...values], result.signed.signature));
     };
   }
+}
+
+// Where the job is on its way: paid, taken by the provider, result delivered (and how many of its
+// items the provider uploaded), provider paid; or refunded.
+function progressCell(job, result) {
+  const order = ["funded", "accepted", "committed", "finalized"];
+  const at = order.indexOf(job.status);
+  const uploaded = result ? result.items.filter((i) => i.digest).length : 0;
+  const steps = [["paid", 0], ["taken by the provider", 1],
+                 [`result delivered${result ? ` (${uploaded} of ${result.items.length} items uploaded)` : ""}`, 2], ["provider paid", 3]];
+  if (job.status === "refunded" || at < 0) return esc(words(job.status));
+  return `<span class="progress">${steps.map(([text, i]) => `<span class="${i <= at ? "ok" : "muted"}">${i <= at ? "✓" : "○"} ${esc(text)}</span>`)
+    .join(" → ")}</span>`;
 }
 
 // The job's model (its hub name when the page knows it) and its inputs, from the stored spec.
@@ -506,13 +567,28 @@ function inputsCell(spec) {
     spec.inputs.map((h, i) => `<div>item ${i}: ${hash(h)}</div>`).join("") + "</details>";
 }
 
-// Every item at once: the page saves the items it downloaded and checked; the CLI fetches and
-// verifies them all into a folder (item-NNNNNN.out, as the page names them).
+// Every item at once: one zip of the items this page verified against the chain (the bytes it
+// hashed, never downloaded again), named as the CLI names them in its folder (item-NNNNNN.out);
+// the CLI line fetches and verifies them all from a terminal.
+const itemName = (index) => `item-${String(index).padStart(6, "0")}.out`;
 function downloadAll(job, result, checks) {
-  const saved = result.items.filter((i) => checks[i.index]?.url).length;
+  const verified = result.items.filter((i) => checks[i.index]?.ok).length;
   const line = `unchained job result ${job.job_id} --keystore YOUR-KEYSTORE.json --out job-${job.job_id}`;
-  return `<p id="download-all">${saved ? `<button id="save-all">Save all ${saved} downloaded items</button> ` : ""}` +
+  const unverified = result.items.length - verified;
+  return `<p id="download-all">${verified ? `<button id="save-all">Download all ${verified} verified items (zip)</button> ` +
+    (unverified ? `<span class="bad">${unverified} not verified, left out</span> ` : "") : ""}` +
     `Download and verify all ${result.items.length} items from a terminal: ${hash(line)}</p>`;
+}
+function saveZip(job, result) {
+  const files = {};
+  for (const i of result.items) {
+    const bytes = state.itemBytes.get(`${job.job_id}:${i.index}`);
+    if (state.checks.get(job.job_id)?.[i.index]?.ok && bytes) files[itemName(i.index)] = bytes;
+  }
+  const a = Object.assign(document.createElement("a"), { download: `job-${job.job_id}-results.zip`,
+    href: URL.createObjectURL(new Blob([zipFiles(files)], { type: "application/zip" })) });
+  a.click();
+  setTimeout(() => URL.revokeObjectURL(a.href), 60_000);
 }
 
 // Where a failed or refunded job's money is: credited in the escrow, paid out by a withdrawal.
@@ -521,12 +597,12 @@ function refundPointer(job, refund) {
   const cli = (c) => `<code>${esc(c)}</code>`;
   if (job.status === "refunded") {
     return `${job.failure ? "This job failed: " : ""}its price ${eth.amount(job.refund ?? job.price)} was refunded to you in ` +
-      `the job escrow. Withdraw it to your wallet under <a href="#balances-section">Your balances</a> ` +
+      `the job escrow. Withdraw it to your wallet under <a href="#/balances">Your balances</a> ` +
       `(or ${cli("unchained withdraw")}).`;
   }
   if (job.failure && (refund?.fn || refund?.note)) {
     return `The provider could not run this job: take your money back with the button above ` +
-      `(or ${cli(`unchained job refund ${job.job_id}`)}), then withdraw it under <a href="#balances-section">Your balances</a>.`;
+      `(or ${cli(`unchained job refund ${job.job_id}`)}), then withdraw it under <a href="#/balances">Your balances</a>.`;
   }
   return "";
 }
@@ -579,6 +655,74 @@ async function slashAction(job, result) {
     return { note: `signed but not committed yet: slashable from the deadline ${eth.date(job.deadline)} if the provider has not committed by then` };
   }
   return { available: `the provider signed a result and did not commit it by the deadline ${eth.date(job.deadline)}` };
+}
+
+// A challenge of the job's committed result (`unchained job challenge`): the provider must reveal
+// CHALLENGE_SAMPLES random items' digests with proofs on-chain by the response deadline or be
+// slashed (you are refunded); the escrow stays frozen meanwhile. Each step is offered only where
+// ChallengeManager would take it, read from the chain through the wallet that pays: opening one
+// (your job, its result committed, inside its challenge window, none open), claiming an unanswered
+// one after its deadline, escalating an answered one of yours inside the escalation window;
+// otherwise the page says why not.
+const CHALLENGE_SAMPLES = 44;  // the CLI's default (the contract takes 1 to 64)
+const CHALLENGE_STATUS = ["none", "open", "answered", "escalated"];
+async function challengeAction(job) {
+  if (!state.account || job.renter !== state.account) return null;
+  let reader, view;
+  try {
+    reader = await chainReader();
+    if (!reader?.viaWallet) return { note: `a challenge is paid from your wallet: switch it to chain ${state.deployment.chain_id}` };
+    view = await chainJob(reader, job);
+  } catch (e) { return { note: `cannot check whether this result can be challenged: ${e.message}` }; }
+  const latest = await reader.read("eth_getBlockByNumber", ["latest", false]);
+  const now = Number(BigInt(latest.timestamp));
+  const manager = state.deployment.contracts.ChallengeManager;
+  const read = async (signature, args = []) => reader.read("eth_call", [{ to: manager, data: eth.encode(signature, args) }, "latest"]);
+  const open = BigInt(await read("activeJobChallenge(uint256)", [job.job_id]));
+  if (open !== 0n) return openChallengeAction(job, open, now, read);
+  if (view.status === "funded" || view.status === "accepted") {
+    return { note: "nothing to challenge yet: the provider has not delivered a result" };
+  }
+  if (view.status === "refunded") return { note: "this job was refunded: there is no result to challenge" };
+  if (view.status === "finalized") return { note: "the challenge window has closed and the provider was paid: this result can no longer be challenged" };
+  if (!view.result) return { note: "the delivered result has no items: there is nothing to sample" };
+  if (now >= view.endsAt) {
+    return { note: `the challenge window closed at ${eth.date(view.endsAt)}: this result can no longer be challenged` };
+  }
+  const bond = BigInt(await read("minBond()"));
+  return { fn: `challengeJob(${JOB_TUPLE},uint256)`, args: [...jobWords(job), CHALLENGE_SAMPLES], value: bond.toString(),
+           label: `Challenge this result (bond ${eth.format(bond)})`, what: `challenge job ${job.job_id}'s result`,
+           available: `until ${eth.date(view.endsAt)}: the provider must prove ${CHALLENGE_SAMPLES} random items on-chain ` +
+             "or be slashed and you are refunded; your bond comes back if the provider was at fault, " +
+             "and goes to the provider if it answers right" };
+}
+// IChallengeManager.Challenge, a static struct: its words in field order.
+const CHALLENGE_WORDS = { challenger: 0, status: 3, responseDeadline: 6, answeredAt: 7, bond: 13 };
+async function openChallengeAction(job, challengeId, now, read) {
+  const id = challengeId.toString();  // kept in the rendered state, which is JSON
+  const w = eth.words(await read("challenge(uint256)", [id]));
+  const status = CHALLENGE_STATUS[Number(BigInt(w[CHALLENGE_WORDS.status]))];
+  const due = Number(BigInt(w[CHALLENGE_WORDS.responseDeadline]));
+  const mine = "0x" + w[CHALLENGE_WORDS.challenger].slice(-40) === state.account;
+  if (status === "open" && now > due) {
+    return { fn: "claimTimeout(uint256)", args: [id], value: "0", label: "The provider did not answer: slash it and refund me",
+             what: `claim the timeout of challenge ${id}`,
+             available: `challenge ${id}: no answer by ${eth.date(due)}; the provider is slashed, your job's price comes back ` +
+               "to the job escrow, your bond and a reward to the challenges balance (both under Balances)" };
+  }
+  if (status === "open") return { note: `challenge ${id} of this result is open: the provider must answer by ${eth.date(due)}` };
+  if (status === "answered") {
+    const until = Number(BigInt(w[CHALLENGE_WORDS.answeredAt])) + Number(BigInt(await read("escalationWindow()")));
+    const bond = eth.format(BigInt(w[CHALLENGE_WORDS.bond]));
+    if (!mine) return { note: `challenge ${id} was answered by the provider; only its challenger can send it to the dispute committee` };
+    if (now > until) return { note: `challenge ${id} was answered and its escalation window closed at ${eth.date(until)}: your bond of ${bond} goes to the provider` };
+    return { fn: "escalate(uint256)", args: [id], value: "0", label: "Send the provider's answer to the dispute committee",
+             what: `escalate challenge ${id}`,
+             available: `challenge ${id} was answered; until ${eth.date(until)} staked verifiers can re-run it and vote: ` +
+               `provider at fault, it is slashed and you get your price and bond back; answer right, your bond of ${bond} goes to the provider` };
+  }
+  if (status === "escalated") return { note: `challenge ${id} of this result is with the dispute committee: follow it under Challenges & slashes` };
+  return { note: `challenge ${id} of this result: follow it under Challenges & slashes` };
 }
 
 // IJobEscrow.Job: JobEscrow keeps only its hash, so calls carry the job (a static tuple, which
@@ -640,11 +784,14 @@ async function verifyResults(job, result) {
         if (!response.ok) throw new Error(`download: ${response.status} ${detailText(await response.json().catch(() => ""))}`);
         const bytes = new Uint8Array(await response.arrayBuffer());
         const url = URL.createObjectURL(new Blob([bytes]));
-        if (!committed) { checks[item.index] = { ok: false, url, error: "no root read from the chain to check it against" }; continue; }
+        state.itemBytes.set(`${job.job_id}:${item.index}`, bytes);
+        let preview;
+        try { preview = items.describe(items.decode(bytes)); } catch (e) { preview = `not an item file: ${e.message}`; }
+        if (!committed) { checks[item.index] = { ok: false, url, preview, error: "no root read from the chain to check it against" }; continue; }
         try {
           merkle.verifyItem(bytes, item.index, committed.count, item.proof, committed.root);
-          checks[item.index] = { ok: true, url };
-        } catch (e) { checks[item.index] = { ok: false, url, error: e.message }; }
+          checks[item.index] = { ok: true, url, preview };
+        } catch (e) { checks[item.index] = { ok: false, url, preview, error: e.message }; }
       } catch (e) { checks[item.index] = { ok: false, error: e.message }; }
     }
   } catch (e) { checks.rootSource += ` (download: ${e.message})`; }
@@ -789,7 +936,7 @@ $("leases").onclick = async (e) => {
 };
 $("jobs").onclick = (e) => {
   const row = e.target.closest("tr[data-job]");
-  if (row && !e.target.dataset.copy) openJob(row.dataset.job);
+  if (row && !e.target.dataset.copy) location.hash = `#/jobs/${row.dataset.job}`;
 };
 $("lease-start").onclick = async () => {
   const button = $("lease-start");
@@ -822,7 +969,7 @@ async function loadDisputes() {
   render($("slashes").tBodies[0], slashes.map((x) => `<tr><td>${hash(x.offender)}</td><td class="bad">${eth.amount(x.slashed)}</td>
     <td>${eth.amount(x.requested)}</td><td>${esc(cause(x))}</td><td>${hash(x.reward_recipient)}</td><td>${eth.amount(x.reward)}</td>
     <td>${x.block_number}</td><td>${hash(x.tx_hash)}</td></tr>`).join(""));
-  render($("challenges").tBodies[0], challenges.map((c) => `<tr><td>${c.challenge_id}</td><td>${c.kind === "pog" ? "Proof-of-GPU round" : esc(c.kind)} ${c.subject}</td>
+  render($("challenges").tBodies[0], challenges.map((c) => `<tr><td>${c.challenge_id}</td><td>${c.kind === "pog" ? `Proof-of-GPU round ${c.subject}` : c.kind === "job" ? `<a href="#/jobs/${c.subject}">job ${c.subject}</a>` : `${esc(c.kind)} ${c.subject}`}</td>
     <td>${hash(c.challenger)}</td><td>${hash(c.provider)}</td><td>${c.k}</td><td>${eth.amount(c.bond)}</td>
     <td>${eth.date(c.response_deadline)}</td><td>${esc(words(c.status))}</td><td>${c.dispute_id ?? "—"}</td></tr>`).join(""));
   render($("disputes").tBodies[0], disputes.map((d) => `<tr><td>${d.dispute_id}</td><td>${d.ref}</td><td>${hash(d.provider)}</td>
@@ -830,18 +977,21 @@ async function loadDisputes() {
     <td class="${d.verdict ? "bad" : ""}">${esc(words(d.verdict ?? "voting"))}</td></tr>`).join(""));
 }
 
+// What each contract holds for the connected account (pull payments), read through the wallet.
+const OWED = [["escrow", "JobEscrow", "owedTo(address,address)", (a) => ["0x0", a], "withdraw(address)", ["0x0"], "the job escrow"],
+              ["leases", "LeaseManager", "owedTo(address)", (a) => [a], "withdraw()", [], "leases"],
+              ["challenges", "ChallengeManager", "owedTo(address)", (a) => [a], "withdraw()", [], "challenges"]];
 async function loadBalances() {
   if (!state.account || $("chain-warning").hidden === false) return;
-  const [escrow, leases] = await Promise.all([
-    call("JobEscrow", "owedTo(address,address)", ["0x0", state.account]),
-    call("LeaseManager", "owedTo(address)", [state.account])]);
-  $("owed-escrow").innerHTML = eth.amount(BigInt(escrow));
-  $("owed-leases").innerHTML = eth.amount(BigInt(leases));
-  $("withdraw-escrow").disabled = BigInt(escrow) === 0n;
-  $("withdraw-leases").disabled = BigInt(leases) === 0n;
+  const owed = await Promise.all(OWED.map(([, contract, fn, args]) => call(contract, fn, args(state.account))));
+  OWED.forEach(([name], i) => {
+    $(`owed-${name}`).innerHTML = eth.amount(BigInt(owed[i]));
+    $(`withdraw-${name}`).disabled = BigInt(owed[i]) === 0n;
+  });
 }
-$("withdraw-escrow").onclick = () => { $("withdraw-escrow").disabled = true; sendTx("JobEscrow", "withdraw(address)", ["0x0"], "withdraw from the job escrow"); };
-$("withdraw-leases").onclick = () => { $("withdraw-leases").disabled = true; sendTx("LeaseManager", "withdraw()", [], "withdraw from leases"); };
+for (const [name, contract, , , fn, args, what] of OWED) {
+  $(`withdraw-${name}`).onclick = () => { $(`withdraw-${name}`).disabled = true; sendTx(contract, fn, args, `withdraw from ${what}`); };
+}
 
 // ---- refresh loop: one poll every POLL_MS, never two at once ----
 async function loadHealth() {
@@ -878,6 +1028,24 @@ $("only-mine").onchange = () => loadJobs();
 $("rpc-url").value = new URLSearchParams(location.search).get("rpc") ?? localStorage.getItem("unchained.rpc") ?? "";
 $("rpc-url").onchange = () => { localStorage.setItem("unchained.rpc", rpcUrl()); state.shownJob = ""; renderJob(); };
 document.addEventListener("visibilitychange", () => { if (!document.hidden) refresh(); });
+
+// ---- views: one at a time, named by the address's hash (#/offers, #/jobs/12, ...) ----
+const VIEWS = ["offers", "jobs", "leases", "balances", "challenges"];
+function route() {
+  const [name, id] = location.hash.replace(/^#\/?/, "").split("/");
+  const view = VIEWS.includes(name) ? name : "offers";
+  document.querySelectorAll(".view").forEach((v) => { v.hidden = v.dataset.view !== view; });
+  document.querySelectorAll("#views a").forEach((a) => {
+    if (a.getAttribute("href") === `#/${view}`) a.setAttribute("aria-current", "page"); else a.removeAttribute("aria-current");
+  });
+  // A job's own address shows it above the list; the list's address, the list alone.
+  const job = view === "jobs" && /^\d+$/.test(id ?? "") ? Number(id) : null;
+  $("job-section").hidden = job == null;
+  if (job == null) state.openJob = null;
+  else if (job !== state.openJob) openJob(job).catch((e) => { $("refresh-error").textContent = e.message; });
+}
+window.addEventListener("hashchange", () => { route(); window.scrollTo(0, 0); });
+route();
 (async () => {
   try { await deployment(); } catch (e) { say(`error: ${e.message}`); }
   await Promise.all([refresh(), loadModels()]);
