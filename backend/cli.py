@@ -72,7 +72,7 @@ def serve(
     settings = _backend_settings(rpc, database, data_dir, broker, deployment, public_url=public_url,
                                  run_indexer=index)
     settings = settings.with_listen_address(host, port)
-    logging.basicConfig(level=logging.INFO, force=True)
+    logging.basicConfig(level=logging.INFO, force=True, format="%(asctime)s %(levelname)s:%(name)s:%(message)s")
     console.print(f"backend at {settings.base_url} (API docs {settings.base_url}/docs), chain {settings.rpc_url}, "
                   f"database {settings.db_url}", soft_wrap=True, highlight=False)
     uvicorn.run(create_app(settings), host=host, port=port, log_level="info")

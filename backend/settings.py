@@ -44,7 +44,8 @@ class Settings(BaseModel):
     confirmations: int = Field(default=2, ge=0, le=1000)
     index_batch_blocks: int = Field(default=2000, ge=1, le=100_000)
     index_poll_seconds: float = Field(default=1.0, gt=0)
-    # At most one indexer pass per this many seconds: when blocks come fast (a node that mines
+    # At most one indexer pass per this many seconds on average (backend.runtime.PassPacer: a few
+    # may follow each other at once after a quieter spell): when blocks come fast (a node that mines
     # each transaction at once, under load) one pass reads the burst together instead of paying
     # its node calls and database transaction per block. Adds at most this much to dispatch.
     index_min_interval_s: float = Field(default=0.1, ge=0, le=10)

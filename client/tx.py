@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any, cast
 
 from eth_abi.exceptions import EncodingError
@@ -39,7 +40,7 @@ from eth_typing import HexStr
 from hexbytes import HexBytes
 from web3 import Web3
 from web3.contract.contract import ContractConstructor, ContractFunction
-from web3.exceptions import ContractLogicError, TimeExhausted, Web3RPCError
+from web3.exceptions import ContractLogicError, TransactionIndexingInProgress, TransactionNotFound, Web3RPCError
 # Private: web3 has no public reading of a raw batch answer's revert (tests/client/test_web3_private.py).
 from web3._utils.error_formatters_utils import raise_contract_logic_error_on_revert
 from web3.providers import JSONBaseProvider
@@ -55,6 +56,10 @@ logger = logging.getLogger(__name__)
 
 RECEIPT_TIMEOUT_S = 120.0  # many blocks on any chain; a transaction not mined by then is reported
 POLL_S = 0.05
+# A node that mines each transaction at once (anvil) answers the hash a moment before its receipt:
+# the receipt is asked for again after FIRST_POLL_S, then twice as long each time up to POLL_S
+# (a fixed POLL_S put 50 ms on one renter funding in four).
+FIRST_POLL_S = 0.002
 GAS_HEADROOM = 25_000  # one storage slot written from zero (22,100) that the estimate did not see
 # What nodes (geth, anvil, hardhat) say when the nonce we used is taken or queued already.
 _STALE_NONCE = ("nonce too low", "replacement transaction underpriced", "already known", "nonce has already been used")
@@ -156,10 +161,7 @@ class TxSender:
         """The receipt of a broadcast transaction, polled for up to receipt_timeout_s; raises
         TransactionReverted (decoded) when it was mined with status 0."""
         try:
-            receipt = self.web3.eth.wait_for_transaction_receipt(HexBytes(tx_hash), timeout=self.receipt_timeout_s,
-                                                                 poll_latency=POLL_S)
-        except TimeExhausted as exc:
-            raise TransactionNotMined(what, _hex(tx_hash), self.receipt_timeout_s) from exc
+            receipt = self._receipt(HexBytes(tx_hash), what)
         except OSError as exc:
             raise NodeUnavailable(f"{what}: the node does not answer while tx {_hex(tx_hash)} is pending "
                                   f"({type(exc).__name__})") from exc
@@ -172,6 +174,20 @@ class TxSender:
         logger.info("%s: tx %s in block %s (gas %s) from %s", what, _hex(tx_hash), receipt["blockNumber"],
                     receipt["gasUsed"], self.address)
         return receipt
+
+    def _receipt(self, tx_hash: HexBytes, what: str) -> TxReceipt:
+        deadline = time.monotonic() + self.receipt_timeout_s
+        pause = FIRST_POLL_S
+        while True:
+            try:
+                return self.web3.eth.get_transaction_receipt(tx_hash)
+            except (TransactionNotFound, TransactionIndexingInProgress):
+                pass
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TransactionNotMined(what, _hex(tx_hash), self.receipt_timeout_s)
+            time.sleep(min(pause, left))
+            pause = min(2 * pause, POLL_S)
 
     # -- the parts of a transaction -------------------------------------------------------
 

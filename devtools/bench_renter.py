@@ -20,6 +20,9 @@ first job, which caches the model, not counted:
   the renter's createJob send (sign, send, receipt) until GET /jobs/{id}/result?wait=S (a long
   poll: answered when the backend stores the result; `long_poll=False`: a plain GET every POLL_S)
   shows the provider's signed result. Its signature is checked after the clock stops.
+
+With `keep_logs` the market's logs are copied there before it stops, and `timeline` reads from them
+where each job's time went (devtools.renter_timeline: indexed, dispatched, run, signed, stored).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from __future__ import annotations
 import gc
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -55,6 +59,7 @@ from protocol.tasks import provider_queue
 from provider_agent.worker import TASK_PING
 from devtools import bench_ping
 from devtools.bench_load import job_inputs, percentile, tiny_model, wait_pog
+from devtools.renter_timeline import Sent, table, timelines
 from devtools.market import ETH, REPO_ROOT, LocalMarket, MarketError, MarketPlan, ProviderPlan, dev_account
 
 POLL_S = 0.005  # the renter's look at its result: up to this much late
@@ -70,6 +75,7 @@ class Latency:
     indexed_ms: list[float]  # funding send -> the backend shows the job (JobCreated indexed); polls only
     signed_ping_ms: list[float]
     bare_ping_ms: list[float]
+    sent: list[Sent]  # each timed job's id, funding transaction and send time (renter_timeline)
 
 
 def plan(block_time: float | None) -> MarketPlan:
@@ -81,10 +87,12 @@ def plan(block_time: float | None) -> MarketPlan:
 
 
 def measure(block_time: float | None, jobs: int = 20, gap_s: float = 0.5, console: Console | None = None,
-            on_ready: Callable[[LocalMarket], object] = lambda _: None, long_poll: bool = True) -> Latency:
+            on_ready: Callable[[LocalMarket], object] = lambda _: None, long_poll: bool = True,
+            keep_logs: Path | None = None) -> Latency:
     """`on_ready` is called once the market runs, before the first job (a profiler attaches there);
     `long_poll` False: the renter polls its result every POLL_S (the way before long polls, and the
-    only one that sees when the job is indexed)."""
+    only one that sees when the job is indexed); `keep_logs`: a directory the market's logs are
+    copied to before it stops (for `timeline`)."""
     console = console or Console(stderr=True)
     with tempfile.TemporaryDirectory(prefix="bench-renter-") as root:
         market = LocalMarket(plan(block_time), Path(root))
@@ -96,13 +104,15 @@ def measure(block_time: float | None, jobs: int = 20, gap_s: float = 0.5, consol
             with Pingers(market, Path(root)) as pingers, Renter(market, long_poll) as renter:
                 renter.job()  # caches the model at the provider, warms every connection
                 on_ready(market)
-                renter_ms, funding_ms, indexed_ms, signed, bare = [], [], [], [], []
+                renter_ms, funding_ms, indexed_ms, signed, bare, sent = [], [], [], [], [], []
                 phase = random.Random(0)
                 for i in range(jobs):
                     time.sleep(gap_s + phase.uniform(0, block_time or 0))
                     bare += [pingers.bare() for _ in range(PINGS)]
                     signed += [pingers.signed() for _ in range(PINGS)]
-                    total, funding, indexed = renter.job()
+                    job, indexed = renter.job()
+                    total, funding = job.readable_ms, job.receipt_ms
+                    sent.append(job)
                     renter_ms.append(total)
                     funding_ms.append(funding)
                     if indexed is not None:
@@ -110,9 +120,16 @@ def measure(block_time: float | None, jobs: int = 20, gap_s: float = 0.5, consol
                     console.log(f"job {i + 1}/{jobs}: {total:.1f} ms (funding {funding:.1f} ms"
                                 + (f", indexed {indexed:.1f} ms)" if indexed is not None else ")"))
         finally:
+            if keep_logs is not None:
+                shutil.copytree(market.root / "logs", keep_logs, dirs_exist_ok=True)
             market.stop()
     chain = "instant (each transaction mined at once)" if block_time is None else f"a block every {block_time:g} s"
-    return Latency(chain, renter_ms, funding_ms, indexed_ms, signed, bare)
+    return Latency(chain, renter_ms, funding_ms, indexed_ms, signed, bare, sent)
+
+
+def timeline(latency: Latency, log_dir: Path) -> str:
+    """Where each job's time went, from the logs `measure(..., keep_logs=log_dir)` kept."""
+    return table(timelines(latency.sent, log_dir))
 
 
 class Pingers:
@@ -199,8 +216,9 @@ class Renter:
         self.http.close()
         self.client.close()
 
-    def job(self, timeout: float = 60) -> tuple[float, float, float | None]:
-        """Funding send -> (signed result readable, receipt, the backend shows the job), in ms."""
+    def job(self, timeout: float = 60) -> tuple[Sent, float | None]:
+        """One job timed from its funding send (the receipt, the signed result readable), and when
+        the backend first showed it (ms after the send; None with long polls)."""
         self.count += 1
         hashes = self.client.upload_inputs(job_inputs(0, self.count, 1))
         deadline = blocks.timestamp(self.wallet.web3) + 3600
@@ -209,17 +227,19 @@ class Renter:
         self.client.store_spec(spec.canonical())
         create = self.escrow.functions.createJob(Web3.to_checksum_address(self.provider), spec.spec_hash, self.price,
                                                  deadline)
-        start = time.perf_counter()
+        sent_at, start = time.time(), time.perf_counter()
         receipt = self.wallet.send(create, value=self.price)
         funded = time.perf_counter()
         job_id = emitted(self.escrow, "JobCreated", receipt)[0]["args"]["jobId"]
         result, indexed = self._signed_result(job_id, start + timeout)
         end = time.perf_counter()
+        timed = Sent(job_id, Web3.to_hex(receipt["transactionHash"]), sent_at, (funded - start) * 1e3,
+                     (end - start) * 1e3)
         job = EscrowJob.from_created(emitted(self.escrow, "JobCreated", receipt)[0]["args"])
         # raises unless the job's provider (on-chain) signed it
         if self.client.verified_signed_result(job, self.wallet.escrow_domain(), result) is None:
             raise MarketError(f"job {job_id}: no signed result")
-        return (end - start) * 1e3, (funded - start) * 1e3, None if indexed is None else (indexed - start) * 1e3
+        return timed, None if indexed is None else (indexed - start) * 1e3
 
     def _signed_result(self, job_id: int, until: float) -> tuple[dict[str, Any], float | None]:
         """The result with the provider's signature, and when the backend first knew the job
