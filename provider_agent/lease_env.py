@@ -239,6 +239,48 @@ class LeaseState:
         return LeaseAccess(self.lease_id, self.host, self.port, self.user, self.host_key_fingerprint)
 
 
+class _Boot:
+    """lease_boot (bubblewrap's launcher once it execs it) and the read end of its stderr. bwrap
+    reports the sandbox's pid as soon as it forked it, before the sandbox has mounted its root:
+    a sandbox that fails there is gone by the time its network is set up, and its stderr is
+    where bwrap says why."""
+
+    def __init__(self, process: subprocess.Popen[bytes], errors: int) -> None:
+        self.process = process
+        self.errors = errors
+
+    def wait_set_up(self, sandbox_pid: int) -> None:
+        """Waits until the sandbox's pid 1 has forked its idle process (bwrap does that once the
+        sandbox is built), or fails with bwrap's words when it exited first."""
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not _descendants(sandbox_pid):
+            if not is_alive(sandbox_pid):
+                raise self.failure("while it was set up")
+            if time.monotonic() >= deadline:
+                raise LeaseEnvError(f"the lease's sandbox was not set up after {START_TIMEOUT_S:.0f} s")
+            time.sleep(0.01)
+
+    def failure(self, when: str) -> LeaseEnvError:
+        """The error for a sandbox that exited `when`: lease_boot's status and stderr."""
+        try:
+            status = f"exited with status {self.process.wait(timeout=5)}"  # bwrap exits with its sandbox
+        except subprocess.TimeoutExpired:
+            status = "still runs"
+        return LeaseEnvError(f"the lease's sandbox exited {when}; lease_boot {status}: {self.said()}")
+
+    def said(self) -> str:
+        """What lease_boot and bwrap wrote to stderr so far (without waiting for more)."""
+        os.set_blocking(self.errors, False)
+        try:
+            text = os.read(self.errors, 1 << 16)
+        except BlockingIOError:
+            text = b""
+        return text[-800:].decode(errors="replace").strip() or "nothing on stderr"
+
+    def close(self) -> None:
+        os.close(self.errors)
+
+
 class LeaseEnvironments:
     """Creates and removes lease environments under `root` (0700, inside the agent's data dir).
     `image`: the renter's root file system (directory, tarball or OCI image layout) for leases
@@ -325,9 +367,13 @@ class LeaseEnvironments:
         uid = lease_uid(self.root, lease_id)
         cgroups = self._make_cgroups(lease_id, uid, limits)
         (directory / "cgroups.json").write_text(json.dumps(cgroups))
-        sandbox_pid = self._start_sandbox(directory, gpus, limits, cgroups, uid, image)
-        (directory / "sandbox.pid").write_text(str(sandbox_pid))
-        self._start_network(directory, sandbox_pid, uid, cgroups)
+        sandbox_pid, boot = self._start_sandbox(directory, gpus, limits, cgroups, uid, image)
+        try:
+            (directory / "sandbox.pid").write_text(str(sandbox_pid))
+            boot.wait_set_up(sandbox_pid)
+            self._start_network(directory, sandbox_pid, boot, uid, cgroups)
+        finally:
+            boot.close()
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"unchained-lease-{lease_id}",
                         "-f", str(directory / "host_key")], check=True, capture_output=True)
         fingerprint = subprocess.run(["ssh-keygen", "-l", "-E", "sha256", "-f", str(directory / "host_key.pub")],
@@ -357,10 +403,11 @@ class LeaseEnvironments:
                           uid, str(image) if image is not None else None)
 
     def _start_sandbox(self, directory: Path, gpus: list[int], limits: Limits, cgroups: list[str], uid: int,
-                       image: Path | None) -> int:
+                       image: Path | None) -> tuple[int, _Boot]:
         """lease_boot as root, which mounts the lease's disk, unpacks the image and becomes `uid`
         to run bubblewrap. The sandbox's descriptors: stdin and stdout /dev/null, stderr a pipe
-        read here only until the sandbox runs (for bubblewrap's errors), nothing else."""
+        read here only until the sandbox's network is up (for bubblewrap's errors), nothing else.
+        Returns the sandbox's pid 1 and lease_boot."""
         info_read, info_write = os.pipe()  # bwrap writes the sandbox's pid (JSON) here
         err_read, err_write = os.pipe()
         seccomp = os.open(directory / "seccomp.bpf", os.O_RDONLY)
@@ -408,21 +455,27 @@ class LeaseEnvironments:
             for fd in (info_write, err_write, seccomp):
                 os.close(fd)
         with os.fdopen(info_read) as info:
-            text = info.read()  # bwrap closes its end once the sandbox runs (or on failure)
-        with os.fdopen(err_read, "rb") as errors:
-            if not text:
+            text = info.read()  # bwrap closes its end once its sandbox is forked (or on failure)
+        boot = _Boot(proc, err_read)
+        if not text:
+            try:
                 proc.wait(timeout=START_TIMEOUT_S)
                 refused = LeaseImageRefused if proc.returncode == IMAGE_REFUSED else LeaseEnvError
-                raise refused(f"the lease's sandbox did not start: "
-                              f"{errors.read()[-800:].decode(errors='replace').strip()}")
+                raise refused(f"the lease's sandbox did not start: {boot.said()}")
+            finally:
+                boot.close()
         (directory / "bwrap.pid").write_text(str(proc.pid))
-        return int(json.loads(text)["child-pid"])
+        return int(json.loads(text)["child-pid"]), boot
 
-    def _start_network(self, directory: Path, sandbox_pid: int, uid: int, cgroups: list[str]) -> None:
+    def _start_network(self, directory: Path, sandbox_pid: int, boot: _Boot, uid: int, cgroups: list[str]) -> None:
         """slirp4netns, as the lease's user, gives the sandbox's network namespace a tap device
         routed to the internet; then the blocked ranges and the host's own addresses become
-        unreachable routes there (set from outside: the renter has no capability over them)."""
-        net = os.open(f"/proc/{sandbox_pid}/ns/net", os.O_RDONLY)
+        unreachable routes there (set from outside: the renter has no capability over them).
+        A sandbox gone meanwhile is reported with lease_boot's status and stderr."""
+        try:
+            net = os.open(f"/proc/{sandbox_pid}/ns/net", os.O_RDONLY)
+        except FileNotFoundError:
+            raise boot.failure("before its network was set up") from None
         owner = fcntl.ioctl(net, NS_GET_USERNS)  # bwrap's outer user namespace, which owns `net`
         ready_read, ready_write = os.pipe()
         try:
@@ -440,6 +493,8 @@ class LeaseEnvironments:
             Path(cgroup, "cgroup.procs").write_text(str(slirp.pid))
         with os.fdopen(ready_read, "rb") as ready:
             if not ready.read(1):
+                if not is_alive(sandbox_pid):
+                    raise boot.failure("before its network was set up")
                 raise LeaseEnvError("slirp4netns did not configure the lease's network")
         routes = [f"route add unreachable {cidr}" for cidr in BLOCKED_RANGES]
         routes += [f"route add unreachable {address}/32" for address in _host_addresses()
@@ -447,6 +502,8 @@ class LeaseEnvironments:
         done = subprocess.run(["nsenter", f"--net=/proc/{sandbox_pid}/ns/net", "ip", "-batch", "-"],
                               input="\n".join(routes) + "\n", capture_output=True, text=True, env={"PATH": ENV_PATH})
         if done.returncode != 0:
+            if not is_alive(sandbox_pid):
+                raise boot.failure("before its network filter was set")
             raise LeaseEnvError(f"the lease's network filter could not be set: {done.stderr.strip()[-300:]}")
 
     def _make_cgroups(self, lease_id: int, uid: int, limits: Limits) -> list[str]:

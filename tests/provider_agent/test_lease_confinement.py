@@ -355,6 +355,19 @@ def test_an_image_that_writes_outside_its_root_is_refused(leases, tmp_path):
     shutil.rmtree(escape_dir)
 
 
+@needs_busybox
+def test_a_sandbox_that_dies_while_it_is_set_up_is_reported_with_bubblewraps_words(leases, tmp_path):
+    # The image's home is a link to a directory the host has and the image lacks: lease_boot finds
+    # it, bubblewrap's sandbox cannot chdir there and exits after it reported its pid.
+    rootfs = busybox_rootfs(tmp_path, "no home\n")
+    (rootfs / "home").mkdir()
+    (rootfs / "home" / "renter").symlink_to("/root")
+    envs = leases()
+    with pytest.raises(LeaseEnvError, match=r"sandbox exited .*lease_boot exited with status \d+.*chdir"):
+        envs.start(10, 1, (_keypair(tmp_path).with_suffix(".pub")).read_text(), image=rootfs)
+    assert envs.lease_ids() == []
+
+
 def _bomb(target: Path, members: list[tuple[str, int]]) -> Path:
     """A gzip tarball of files of zeros (name, size): megabytes of archive, far more unpacked."""
     with tarfile.open(target, "w:gz") as archive:
