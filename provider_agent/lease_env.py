@@ -62,11 +62,12 @@ from protocol.lease_access import LeaseAccess, normalize_ssh_key
 from client.ports import free_port
 from provider_agent import ProviderAgentError
 from provider_agent.lease_boot import IMAGE_REFUSED
+from provider_agent.lease_sandbox import (LEASE_TOOLS, SANDBOX_UID, cuda_visible_devices, device_binds, gpu_device_nodes,
+                                          sandbox_argv)
 from provider_agent.lease_seccomp import SeccompUnsupported, program as seccomp_program
 
 log = logging.getLogger(__name__)
 
-SANDBOX_UID = 1000  # the renter's uid inside the sandbox's user namespace
 SANDBOX_HOME = "/home/renter"
 # Host uids of the leases' sandboxes: one per lease, far above any user's or subuid range; no
 # account, no group, no file on the host belongs to them.
@@ -75,7 +76,6 @@ LEASE_UID_SPAN = 10_000_000
 # Where lease_boot mounts a lease's disk, in the lease's private mount namespace only (on the
 # host it stays an empty directory).
 STAGE = Path("/run/unchained-lease")
-GPU_CONTROL_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
 PACKAGES = ("protocol", "client", "provider_agent", "backend", "renter", "verifier", "unchained_cli")
 START_TIMEOUT_S = 30.0
 # /etc entries a shell, Python and CUDA need; the rest of /etc (shadow, SSH host keys) stays out.
@@ -156,17 +156,6 @@ def pick_gpus(total: int, taken: set[int], count: int) -> list[int]:
     if len(free) < count:
         raise LeaseEnvError(f"{count} GPU(s) wanted, {len(free)} free of {total}")
     return free[:count]
-
-
-def gpu_device_nodes(dev_dir: Path, gpu_indices: list[int]) -> list[Path]:
-    """The device nodes a sandbox needs for exactly these GPUs: /dev/nvidia<i> for each leased
-    index and the shared control nodes, among those that exist (none on a machine without GPUs)."""
-    wanted = [f"nvidia{i}" for i in gpu_indices] + list(GPU_CONTROL_NODES)
-    return [dev_dir / name for name in wanted if (dev_dir / name).exists()]
-
-
-def cuda_visible_devices(gpu_indices: list[int]) -> str:
-    return ",".join(str(i) for i in gpu_indices)
 
 
 def _system_binds() -> list[str]:
@@ -304,8 +293,7 @@ class LeaseEnvironments:
         if os.getuid() != 0:
             raise LeaseEnvError("leases need the provider agent to run as root (each lease's sandbox runs as an "
                                 "unprivileged user of its own on a disk of its own)")
-        tools = ["bwrap", "sshd", "ssh-keygen", "setpriv", "slirp4netns", "ip", "nsenter"]
-        missing = [tool for tool in tools if shutil.which(tool) is None and not Path(f"/usr/sbin/{tool}").exists()]
+        missing = [tool for tool in LEASE_TOOLS if shutil.which(tool) is None and not Path(f"/usr/sbin/{tool}").exists()]
         if image is not None and not _is_static(STATIC_SLEEPER):
             missing.append("busybox-static")
         if missing:
@@ -412,11 +400,12 @@ class LeaseEnvironments:
         err_read, err_write = os.pipe()
         seccomp = os.open(directory / "seccomp.bpf", os.O_RDONLY)
         binds: list[tuple[str, str, bool]] = []
-        devices: list[str] = []
+        devices: list[tuple[str, str]] = []
         for i, node in enumerate(gpu_device_nodes(self.dev_dir, gpus)):
             binds.append((f"dev{i}", str(node), False))
-            devices += ["--dev-bind", str(STAGE / "bind" / f"dev{i}"), f"/dev/{node.name}"]
+            devices.append((str(STAGE / "bind" / f"dev{i}"), node.name))
         system: list[str] = []
+        sleeper: list[str] = []
         if image is None:
             system = _system_binds()
             for i, path in enumerate(_python_dirs()):
@@ -425,14 +414,11 @@ class LeaseEnvironments:
             command = ["sleep", "infinity"]
         else:
             binds.append(("sleeper", str(STATIC_SLEEPER), True))
-            devices += ["--ro-bind", str(STAGE / "bind" / "sleeper"), "/dev/.lease/busybox"]
+            sleeper = ["--ro-bind", str(STAGE / "bind" / "sleeper"), "/dev/.lease/busybox"]
             command = ["/dev/.lease/busybox", "sleep", "2147483647"]  # busybox takes its name from argv[0]
-        argv = [shutil.which("bwrap") or "bwrap", "--unshare-all", "--unshare-user", "--disable-userns",
-                "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--new-session", "--hostname", "lease",
-                "--bind", str(STAGE / "disk" / "root"), "/", *system,
-                "--dev", "/dev", *devices, "--bind", str(STAGE / "disk" / "shm"), "/dev/shm", "--remount-ro", "/dev",
-                "--proc", "/proc", "--chdir", SANDBOX_HOME, "--seccomp", str(seccomp),
-                "--info-fd", str(info_write), "--", *command]
+        argv = sandbox_argv(shutil.which("bwrap") or "bwrap", ["--bind", str(STAGE / "disk" / "root"), "/", *system],
+                            [*device_binds(devices), *sleeper, "--bind", str(STAGE / "disk" / "shm"), "/dev/shm"],
+                            seccomp, command, options=["--chdir", SANDBOX_HOME, "--info-fd", str(info_write)])
         config = {"stage": str(STAGE), "uid": uid, "gid": uid, "disk_bytes": limits.disk_bytes,
                   "max_files": max(MIN_FILES, limits.disk_bytes // BYTES_PER_FILE),
                   "image": str(image) if image is not None else None, "home": SANDBOX_HOME, "dns": SLIRP_DNS,
