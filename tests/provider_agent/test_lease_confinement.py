@@ -24,6 +24,7 @@ import pytest
 from devtools.market import wait_for
 from provider_agent.lease_env import LeaseEnvError, LeaseEnvironments, LeaseImageRefused
 from provider_agent.lease_seccomp import DENIED_X86_64, RET_ALLOW, RET_ERRNO, RET_KILL_PROCESS, evaluate, program
+from tests.support.ssh import keypair, ssh
 from tests.support.lease_image import busybox_rootfs, needs_busybox, tar
 
 pytestmark = pytest.mark.skipif(
@@ -37,15 +38,11 @@ SECRET_ENV = {"UNCHAINED_PROVIDER_BROKER_URL": "redis://provider:broker-password
 
 
 def _keypair(directory: Path) -> Path:
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(directory / "id")], check=True)
-    return directory / "id"
+    return keypair(directory / "id")
 
 
 def _ssh(key: Path, state, command: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run(["ssh", "-i", str(key), "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
-                           "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-                           "-o", "LogLevel=ERROR", "-p", str(state.port), f"{state.user}@127.0.0.1", command],
-                          capture_output=True, text=True, timeout=timeout)
+    return ssh(key, state.port, state.user, command, timeout)
 
 
 @pytest.fixture
