@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from sqlalchemy import Connection, Engine, text
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,13 @@ class Leadership:
     def release(self) -> None:
         if self._connection is not None:
             try:
-                # Closed for real, not returned to the pool: the server frees the session's lock.
+                # Unlocked first: the server frees a closed session's locks only when its backend
+                # process has noticed the close, and until then no other replica can take over.
+                self._connection.execute(text(f"SELECT pg_advisory_unlock({LOCK_KEY_SQL})"), {"name": LOCK_NAME})
+            except SQLAlchemyError:
+                pass  # the connection is gone, and the lock with it
+            try:
+                # Closed for real, not returned to the pool: nothing else runs on the lock's session.
                 self._connection.invalidate()
                 self._connection.close()
             except DBAPIError:

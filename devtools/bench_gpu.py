@@ -287,37 +287,35 @@ def lease_section() -> dict:
     seccomp filter and its CUDA_VISIBLE_DEVICES, as an unprivileged uid, running torch. A full
     lease (sshd, slirp4netns, a lease disk) runs where its tools are installed; the GPU machines
     here have none of them, so this checks the part a GPU changes."""
-    from provider_agent.lease_env import LeaseEnvironments, LeaseEnvError, cuda_visible_devices, gpu_device_nodes
+    # lease_sandbox and lease_seccomp need the standard library only (lease_env needs eth-account).
+    from provider_agent.lease_sandbox import (LEASE_TOOLS, cuda_visible_devices, device_binds, gpu_device_nodes,
+                                              sandbox_argv)
     from provider_agent.lease_seccomp import program
 
     bwrap = shutil.which("bwrap") or os.environ.get("UNCHAINED_BWRAP")
     if not bwrap:
         return {"skipped": "bubblewrap not installed"}
-    try:
-        LeaseEnvironments.check_tools()
-        full = "tools for a full lease present (not run by this check)"
-    except LeaseEnvError as exc:
-        full = f"no full lease here: {exc}"
+    missing = [tool for tool in LEASE_TOOLS if shutil.which(tool) is None and not Path(f"/usr/sbin/{tool}").exists()]
+    full = f"no full lease here: missing {', '.join(missing)}" if missing else \
+        "tools for a full lease present (not run by this check)"
     nodes = gpu_device_nodes(Path("/dev"), [0])
     with tempfile.TemporaryDirectory() as work:
         seccomp = Path(work, "seccomp.bpf")
         seccomp.write_bytes(program())
         fd = os.open(seccomp, os.O_RDONLY)
         python_dirs = {str(Path(p).resolve()) for p in (sys.prefix, sys.base_prefix, *sys.path) if p and Path(p).exists()}
-        argv = [bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--uid", "1000", "--gid", "1000",
-                "--new-session", "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib",
-                "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/bin", "/bin", "--ro-bind", "/etc", "/etc",
-                "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        # The host's system read-only instead of lease_boot's staged disk (which needs root and a lease).
+        root = ["--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
+                "--symlink", "usr/bin", "/bin", "--ro-bind", "/etc", "/etc", "--tmpfs", "/tmp"]
         for path in sorted(python_dirs):
-            argv += ["--ro-bind", path, path]
+            root += ["--ro-bind", path, path]
         for extra in ("/usr/local/nvidia", "/opt"):
             if Path(extra).exists():
-                argv += ["--ro-bind", extra, extra]
-        for node in nodes:
-            argv += ["--dev-bind", str(node), f"/dev/{node.name}"]
-        argv += ["--remount-ro", "/dev", "--seccomp", str(fd), "--setenv", "CUDA_VISIBLE_DEVICES",
-                 cuda_visible_devices([0]), "--setenv", "PATH", "/usr/bin:/bin",
-                 "--", sys.executable, "-c", _LEASE_PROBE]
+                root += ["--ro-bind", extra, extra]
+        argv = sandbox_argv(bwrap, root, device_binds([(str(node), node.name) for node in nodes]), fd,
+                            [sys.executable, "-c", _LEASE_PROBE],
+                            options=["--setenv", "CUDA_VISIBLE_DEVICES", cuda_visible_devices([0]),
+                                     "--setenv", "PATH", "/usr/bin:/bin"])
         env = {k: v for k, v in os.environ.items() if k.startswith(("LD_LIBRARY_PATH", "PYTHONPATH"))}
         try:
             done = subprocess.run(argv, capture_output=True, text=True, timeout=120, pass_fds=(fd,), env=env)

@@ -62,11 +62,12 @@ from protocol.lease_access import LeaseAccess, normalize_ssh_key
 from client.ports import free_port
 from provider_agent import ProviderAgentError
 from provider_agent.lease_boot import IMAGE_REFUSED
+from provider_agent.lease_sandbox import (LEASE_TOOLS, SANDBOX_UID, cuda_visible_devices, device_binds, gpu_device_nodes,
+                                          sandbox_argv)
 from provider_agent.lease_seccomp import SeccompUnsupported, program as seccomp_program
 
 log = logging.getLogger(__name__)
 
-SANDBOX_UID = 1000  # the renter's uid inside the sandbox's user namespace
 SANDBOX_HOME = "/home/renter"
 # Host uids of the leases' sandboxes: one per lease, far above any user's or subuid range; no
 # account, no group, no file on the host belongs to them.
@@ -75,7 +76,6 @@ LEASE_UID_SPAN = 10_000_000
 # Where lease_boot mounts a lease's disk, in the lease's private mount namespace only (on the
 # host it stays an empty directory).
 STAGE = Path("/run/unchained-lease")
-GPU_CONTROL_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
 PACKAGES = ("protocol", "client", "provider_agent", "backend", "renter", "verifier", "unchained_cli")
 START_TIMEOUT_S = 30.0
 # /etc entries a shell, Python and CUDA need; the rest of /etc (shadow, SSH host keys) stays out.
@@ -158,17 +158,6 @@ def pick_gpus(total: int, taken: set[int], count: int) -> list[int]:
     return free[:count]
 
 
-def gpu_device_nodes(dev_dir: Path, gpu_indices: list[int]) -> list[Path]:
-    """The device nodes a sandbox needs for exactly these GPUs: /dev/nvidia<i> for each leased
-    index and the shared control nodes, among those that exist (none on a machine without GPUs)."""
-    wanted = [f"nvidia{i}" for i in gpu_indices] + list(GPU_CONTROL_NODES)
-    return [dev_dir / name for name in wanted if (dev_dir / name).exists()]
-
-
-def cuda_visible_devices(gpu_indices: list[int]) -> str:
-    return ",".join(str(i) for i in gpu_indices)
-
-
 def _system_binds() -> list[str]:
     """/usr read-only, /bin, /lib... as the symlinks or directories they are here, and from /etc
     only what programs need to run (never /etc/shadow or the system's SSH host keys)."""
@@ -239,6 +228,48 @@ class LeaseState:
         return LeaseAccess(self.lease_id, self.host, self.port, self.user, self.host_key_fingerprint)
 
 
+class _Boot:
+    """lease_boot (bubblewrap's launcher once it execs it) and the read end of its stderr. bwrap
+    reports the sandbox's pid as soon as it forked it, before the sandbox has mounted its root:
+    a sandbox that fails there is gone by the time its network is set up, and its stderr is
+    where bwrap says why."""
+
+    def __init__(self, process: subprocess.Popen[bytes], errors: int) -> None:
+        self.process = process
+        self.errors = errors
+
+    def wait_set_up(self, sandbox_pid: int) -> None:
+        """Waits until the sandbox's pid 1 has forked its idle process (bwrap does that once the
+        sandbox is built), or fails with bwrap's words when it exited first."""
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not _descendants(sandbox_pid):
+            if not is_alive(sandbox_pid):
+                raise self.failure("while it was set up")
+            if time.monotonic() >= deadline:
+                raise LeaseEnvError(f"the lease's sandbox was not set up after {START_TIMEOUT_S:.0f} s")
+            time.sleep(0.01)
+
+    def failure(self, when: str) -> LeaseEnvError:
+        """The error for a sandbox that exited `when`: lease_boot's status and stderr."""
+        try:
+            status = f"exited with status {self.process.wait(timeout=5)}"  # bwrap exits with its sandbox
+        except subprocess.TimeoutExpired:
+            status = "still runs"
+        return LeaseEnvError(f"the lease's sandbox exited {when}; lease_boot {status}: {self.said()}")
+
+    def said(self) -> str:
+        """What lease_boot and bwrap wrote to stderr so far (without waiting for more)."""
+        os.set_blocking(self.errors, False)
+        try:
+            text = os.read(self.errors, 1 << 16)
+        except BlockingIOError:
+            text = b""
+        return text[-800:].decode(errors="replace").strip() or "nothing on stderr"
+
+    def close(self) -> None:
+        os.close(self.errors)
+
+
 class LeaseEnvironments:
     """Creates and removes lease environments under `root` (0700, inside the agent's data dir).
     `image`: the renter's root file system (directory, tarball or OCI image layout) for leases
@@ -262,8 +293,7 @@ class LeaseEnvironments:
         if os.getuid() != 0:
             raise LeaseEnvError("leases need the provider agent to run as root (each lease's sandbox runs as an "
                                 "unprivileged user of its own on a disk of its own)")
-        tools = ["bwrap", "sshd", "ssh-keygen", "setpriv", "slirp4netns", "ip", "nsenter"]
-        missing = [tool for tool in tools if shutil.which(tool) is None and not Path(f"/usr/sbin/{tool}").exists()]
+        missing = [tool for tool in LEASE_TOOLS if shutil.which(tool) is None and not Path(f"/usr/sbin/{tool}").exists()]
         if image is not None and not _is_static(STATIC_SLEEPER):
             missing.append("busybox-static")
         if missing:
@@ -325,9 +355,13 @@ class LeaseEnvironments:
         uid = lease_uid(self.root, lease_id)
         cgroups = self._make_cgroups(lease_id, uid, limits)
         (directory / "cgroups.json").write_text(json.dumps(cgroups))
-        sandbox_pid = self._start_sandbox(directory, gpus, limits, cgroups, uid, image)
-        (directory / "sandbox.pid").write_text(str(sandbox_pid))
-        self._start_network(directory, sandbox_pid, uid, cgroups)
+        sandbox_pid, boot = self._start_sandbox(directory, gpus, limits, cgroups, uid, image)
+        try:
+            (directory / "sandbox.pid").write_text(str(sandbox_pid))
+            boot.wait_set_up(sandbox_pid)
+            self._start_network(directory, sandbox_pid, boot, uid, cgroups)
+        finally:
+            boot.close()
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"unchained-lease-{lease_id}",
                         "-f", str(directory / "host_key")], check=True, capture_output=True)
         fingerprint = subprocess.run(["ssh-keygen", "-l", "-E", "sha256", "-f", str(directory / "host_key.pub")],
@@ -357,19 +391,21 @@ class LeaseEnvironments:
                           uid, str(image) if image is not None else None)
 
     def _start_sandbox(self, directory: Path, gpus: list[int], limits: Limits, cgroups: list[str], uid: int,
-                       image: Path | None) -> int:
+                       image: Path | None) -> tuple[int, _Boot]:
         """lease_boot as root, which mounts the lease's disk, unpacks the image and becomes `uid`
         to run bubblewrap. The sandbox's descriptors: stdin and stdout /dev/null, stderr a pipe
-        read here only until the sandbox runs (for bubblewrap's errors), nothing else."""
+        read here only until the sandbox's network is up (for bubblewrap's errors), nothing else.
+        Returns the sandbox's pid 1 and lease_boot."""
         info_read, info_write = os.pipe()  # bwrap writes the sandbox's pid (JSON) here
         err_read, err_write = os.pipe()
         seccomp = os.open(directory / "seccomp.bpf", os.O_RDONLY)
         binds: list[tuple[str, str, bool]] = []
-        devices: list[str] = []
+        devices: list[tuple[str, str]] = []
         for i, node in enumerate(gpu_device_nodes(self.dev_dir, gpus)):
             binds.append((f"dev{i}", str(node), False))
-            devices += ["--dev-bind", str(STAGE / "bind" / f"dev{i}"), f"/dev/{node.name}"]
+            devices.append((str(STAGE / "bind" / f"dev{i}"), node.name))
         system: list[str] = []
+        sleeper: list[str] = []
         if image is None:
             system = _system_binds()
             for i, path in enumerate(_python_dirs()):
@@ -378,14 +414,11 @@ class LeaseEnvironments:
             command = ["sleep", "infinity"]
         else:
             binds.append(("sleeper", str(STATIC_SLEEPER), True))
-            devices += ["--ro-bind", str(STAGE / "bind" / "sleeper"), "/dev/.lease/busybox"]
+            sleeper = ["--ro-bind", str(STAGE / "bind" / "sleeper"), "/dev/.lease/busybox"]
             command = ["/dev/.lease/busybox", "sleep", "2147483647"]  # busybox takes its name from argv[0]
-        argv = [shutil.which("bwrap") or "bwrap", "--unshare-all", "--unshare-user", "--disable-userns",
-                "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--new-session", "--hostname", "lease",
-                "--bind", str(STAGE / "disk" / "root"), "/", *system,
-                "--dev", "/dev", *devices, "--bind", str(STAGE / "disk" / "shm"), "/dev/shm", "--remount-ro", "/dev",
-                "--proc", "/proc", "--chdir", SANDBOX_HOME, "--seccomp", str(seccomp),
-                "--info-fd", str(info_write), "--", *command]
+        argv = sandbox_argv(shutil.which("bwrap") or "bwrap", ["--bind", str(STAGE / "disk" / "root"), "/", *system],
+                            [*device_binds(devices), *sleeper, "--bind", str(STAGE / "disk" / "shm"), "/dev/shm"],
+                            seccomp, command, options=["--chdir", SANDBOX_HOME, "--info-fd", str(info_write)])
         config = {"stage": str(STAGE), "uid": uid, "gid": uid, "disk_bytes": limits.disk_bytes,
                   "max_files": max(MIN_FILES, limits.disk_bytes // BYTES_PER_FILE),
                   "image": str(image) if image is not None else None, "home": SANDBOX_HOME, "dns": SLIRP_DNS,
@@ -408,21 +441,27 @@ class LeaseEnvironments:
             for fd in (info_write, err_write, seccomp):
                 os.close(fd)
         with os.fdopen(info_read) as info:
-            text = info.read()  # bwrap closes its end once the sandbox runs (or on failure)
-        with os.fdopen(err_read, "rb") as errors:
-            if not text:
+            text = info.read()  # bwrap closes its end once its sandbox is forked (or on failure)
+        boot = _Boot(proc, err_read)
+        if not text:
+            try:
                 proc.wait(timeout=START_TIMEOUT_S)
                 refused = LeaseImageRefused if proc.returncode == IMAGE_REFUSED else LeaseEnvError
-                raise refused(f"the lease's sandbox did not start: "
-                              f"{errors.read()[-800:].decode(errors='replace').strip()}")
+                raise refused(f"the lease's sandbox did not start: {boot.said()}")
+            finally:
+                boot.close()
         (directory / "bwrap.pid").write_text(str(proc.pid))
-        return int(json.loads(text)["child-pid"])
+        return int(json.loads(text)["child-pid"]), boot
 
-    def _start_network(self, directory: Path, sandbox_pid: int, uid: int, cgroups: list[str]) -> None:
+    def _start_network(self, directory: Path, sandbox_pid: int, boot: _Boot, uid: int, cgroups: list[str]) -> None:
         """slirp4netns, as the lease's user, gives the sandbox's network namespace a tap device
         routed to the internet; then the blocked ranges and the host's own addresses become
-        unreachable routes there (set from outside: the renter has no capability over them)."""
-        net = os.open(f"/proc/{sandbox_pid}/ns/net", os.O_RDONLY)
+        unreachable routes there (set from outside: the renter has no capability over them).
+        A sandbox gone meanwhile is reported with lease_boot's status and stderr."""
+        try:
+            net = os.open(f"/proc/{sandbox_pid}/ns/net", os.O_RDONLY)
+        except FileNotFoundError:
+            raise boot.failure("before its network was set up") from None
         owner = fcntl.ioctl(net, NS_GET_USERNS)  # bwrap's outer user namespace, which owns `net`
         ready_read, ready_write = os.pipe()
         try:
@@ -440,6 +479,8 @@ class LeaseEnvironments:
             Path(cgroup, "cgroup.procs").write_text(str(slirp.pid))
         with os.fdopen(ready_read, "rb") as ready:
             if not ready.read(1):
+                if not is_alive(sandbox_pid):
+                    raise boot.failure("before its network was set up")
                 raise LeaseEnvError("slirp4netns did not configure the lease's network")
         routes = [f"route add unreachable {cidr}" for cidr in BLOCKED_RANGES]
         routes += [f"route add unreachable {address}/32" for address in _host_addresses()
@@ -447,6 +488,8 @@ class LeaseEnvironments:
         done = subprocess.run(["nsenter", f"--net=/proc/{sandbox_pid}/ns/net", "ip", "-batch", "-"],
                               input="\n".join(routes) + "\n", capture_output=True, text=True, env={"PATH": ENV_PATH})
         if done.returncode != 0:
+            if not is_alive(sandbox_pid):
+                raise boot.failure("before its network filter was set")
             raise LeaseEnvError(f"the lease's network filter could not be set: {done.stderr.strip()[-300:]}")
 
     def _make_cgroups(self, lease_id: int, uid: int, limits: Limits) -> list[str]:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Protocol, TypeVar
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -186,6 +187,33 @@ class _Round:
         return any(c.fill is not None for c in self.claims)
 
 
+G = TypeVar("G", covariant=True)
+
+
+class _PerGpu(Protocol[G]):
+    """A prover's message for every GPU of a round (commitment, fill roots)."""
+
+    @property
+    def round_seed(self) -> bytes: ...
+
+    @property
+    def gpus(self) -> tuple[G, ...]: ...
+
+
+def _per_gpu(rnd: _Round, raw: bytes, decode: Callable[[bytes, int], _PerGpu[G]], what: str) -> tuple[G, ...]:
+    """`raw` decoded for this round, an entry a GPU; refused when it does not decode, is for
+    another round seed or holds `what` for another number of GPUs."""
+    try:
+        message = decode(raw, len(rnd.claims))
+    except ProtocolError as err:
+        raise RoundRefused(rnd.seed, str(err)) from err
+    if message.round_seed != rnd.seed:
+        raise RoundRefused(rnd.seed, f"{what} are for another round seed")
+    if len(message.gpus) != len(rnd.claims):
+        raise RoundRefused(rnd.seed, f"{len(message.gpus)} {what} for {len(rnd.claims)} GPUs")
+    return message.gpus
+
+
 class PogChecker:
     """Runs the verifier's side of PoG rounds for one provider."""
 
@@ -240,20 +268,13 @@ class PogChecker:
         """Record the roots (the clock stops here). Refuses anything not matching the round."""
         rnd = self._require("receive_commitment", committed=False)
         at = self.clock()
-        try:
-            commitment = decode_commitment(raw, len(rnd.claims))
-        except ProtocolError as err:
-            raise RoundRefused(rnd.seed, str(err)) from err
-        if commitment.round_seed != rnd.seed:
-            raise RoundRefused(rnd.seed, "commitment is for another round seed")
-        if len(commitment.gpus) != len(rnd.claims):
-            raise RoundRefused(rnd.seed, f"{len(commitment.gpus)} roots for {len(rnd.claims)} GPUs")
-        for g, (got, claim) in enumerate(zip(commitment.gpus, rnd.claims)):
+        gpus = _per_gpu(rnd, raw, decode_commitment, "roots")
+        for g, (got, claim) in enumerate(zip(gpus, rnd.claims)):
             if got.gpu_index != g or got.uuid_hash != claim.uuid_hash:
                 raise CommitmentMismatch(g, "root posted for another GPU index or UUID")
             if got.n != claim.n:
                 raise CommitmentMismatch(g, f"root for n={got.n}, assigned n={claim.n}")
-        rnd.commitments = commitment.gpus
+        rnd.commitments = gpus
         rnd.committed_at = at
 
     def receive_fills(self, raw: bytes) -> None:
@@ -261,20 +282,13 @@ class PogChecker:
         rnd = self._require("receive_fills", committed=True)
         if not rnd.has_fills or rnd.fills:
             raise RoundRefused(rnd.seed, "receive_fills out of order: no fills asked or twice")
-        try:
-            fills = decode_fills(raw, len(rnd.claims))
-        except ProtocolError as err:
-            raise RoundRefused(rnd.seed, str(err)) from err
-        if fills.round_seed != rnd.seed:
-            raise RoundRefused(rnd.seed, "fill roots are for another round seed")
-        if len(fills.gpus) != len(rnd.claims):
-            raise RoundRefused(rnd.seed, f"{len(fills.gpus)} fill roots for {len(rnd.claims)} GPUs")
-        for g, (got, claim) in enumerate(zip(fills.gpus, rnd.claims)):
+        gpus = _per_gpu(rnd, raw, decode_fills, "fill roots")
+        for g, (got, claim) in enumerate(zip(gpus, rnd.claims)):
             if got.gpu_index != g:
                 raise CommitmentMismatch(g, "fill root posted for another GPU index")
             if got.params != claim.fill:
                 raise CommitmentMismatch(g, f"fill built as {got.params}, assigned {claim.fill}")
-        rnd.fills = fills.gpus
+        rnd.fills = gpus
 
     def probe(self, randomness: bytes) -> dict[int, list[int]]:
         """Reveal the probe randomness for every device at once; the probe clock starts."""

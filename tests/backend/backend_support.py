@@ -14,10 +14,12 @@ from sqlalchemy import create_engine, text
 from web3 import Web3
 
 from client.escrow_jobs import read_job, read_job_view
+from client.ports import free_port
 from backend.settings import Settings
 from protocol.enums import JobStatus
 from protocol.merkle import MerkleTree, keccak256, leaf_hash
 from devtools.session import ChainSession
+from tests.support.served import serving
 
 ETH = 10**18
 PG_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -32,6 +34,20 @@ def make_settings(chain: Any, tmp_path: Path, database_url: str = "", **override
     values.update(overrides)
     return Settings(**values)
 
+
+
+@contextmanager
+def live_backend(chain: Any, tmp_path: Path, **overrides: Any) -> Iterator[str]:
+    """A live backend over `chain` (uvicorn in a thread, indexer following the chain); yields its URL."""
+    port = free_port()
+    with serving(make_settings(chain, tmp_path, run_indexer=True, index_poll_seconds=0.1,
+                               public_url=f"http://127.0.0.1:{port}", **overrides), port) as url:
+        yield url
+
+
+def chain_args(chain: Any) -> list[str]:
+    """The console's options that name the chain."""
+    return ["--rpc", chain[0].rpc_url, "--deployment", str(chain[2])]
 
 @contextmanager
 def private_schema() -> Iterator[str]:
@@ -88,6 +104,22 @@ def pog_round(s: ChainSession, p: Parties, provider: str, passed: bool, gpu_clas
     s.send(pog.functions.attest(round_id, 1234, bytes32(gpu_class), tflops_milli, passed), p.verifier)
     return round_id
 
+
+
+def drained_provider(s: ChainSession, p: Parties) -> str:
+    """A third provider staked at exactly the minimum, verified, then slashed for a PoG challenge it
+    never answered: below the minimum stake, so inactive on-chain (no registry event says so)."""
+    staking, registry = s.contract("Staking"), s.contract("ProviderRegistry")
+    challenges = s.contract("ChallengeManager")
+    who = s.accounts[8]
+    s.send(staking.functions.stake(), who, value=registry.functions.minProviderStake().call())
+    s.send(registry.functions.register(bytes32("A100-SXM"), [keccak256(b"gpu-c0")], 10**15, 10**12, "meta://c"), who)
+    round_id = pog_round(s, p, who, True, "A100-SXM", 300_000)
+    s.send(challenges.functions.challengePog(round_id, 0, 32), p.verifier, value=ETH // 10)
+    challenge_id = challenges.functions.challengeCount().call()
+    s.advance(challenges.functions.responseWindow().call() + 1)
+    s.send(challenges.functions.claimTimeout(challenge_id), p.verifier)
+    return who
 
 def funded_job(s: ChainSession, renter: str, provider: str, spec_hash: bytes, price: int) -> int:
     escrow = s.contract("JobEscrow")

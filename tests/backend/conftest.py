@@ -5,22 +5,17 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import backend_support
 import pytest
-import uvicorn
 from eth_account import Account
 from backend_support import private_schema
 
-from backend.api.app import create_app
 from client.keystore import PASSWORD_FILE_ENV
-from client.ports import free_port
 from protocol.deployments import Deployment
 from tests.support.chain import SharedChains
-from tests.support.waiting import wait_until
 from unchained_cli.chain import LocalChain
 from devtools.session import ChainSession
 
@@ -46,17 +41,8 @@ def market(session: ChainSession) -> backend_support.Parties:
 @pytest.fixture(scope="module")
 def server(chain, market, tmp_path_factory) -> Iterator[str]:  # type: ignore[no-untyped-def]
     """A live backend (uvicorn in a thread, indexer following the chain) over the market."""
-    port = free_port()
-    settings = backend_support.make_settings(chain, tmp_path_factory.mktemp("served"), run_indexer=True,
-                                             index_poll_seconds=0.1, public_url=f"http://127.0.0.1:{port}")
-    config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
-    srv = uvicorn.Server(config)
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    wait_until(lambda: srv.started, 20, f"the backend serves on port {port}")
-    yield f"http://127.0.0.1:{port}"
-    srv.should_exit = True
-    thread.join(timeout=10)
+    with backend_support.live_backend(chain, tmp_path_factory.mktemp("served")) as url:
+        yield url
 
 
 def _pg_available() -> bool:

@@ -5,11 +5,14 @@ Usage: python paused_replica.py WINDOW FIRST_JOB MARKER SETTINGS_JSON, WINDOW on
 - `stored`: JobCreated is indexed and committed, the dispatch row not yet written;
 - `row`: the dispatch row is committed, the message not yet sent.
 Jobs before FIRST_JOB (the chain's history) are dispatched as usual; at the first job from FIRST_JOB
-on that reaches WINDOW it writes the job id to MARKER and waits to be killed.
+on that reaches WINDOW it writes the job id to MARKER and waits to be killed. It logs at INFO on
+stderr (leader lock taken or lost, dispatches, failed passes): the test shows those lines when the
+replica never pauses.
 """
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from collections.abc import Callable
@@ -37,6 +40,7 @@ def main(window: str, first_job: int, marker: Path, settings_json: str) -> None:
         Dispatcher._send = paused(Dispatcher._send)  # type: ignore[method-assign]
     else:
         raise SystemExit(f"unknown window {window!r}: stored or row")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(threadName)s %(name)s %(levelname)s %(message)s")
     backend = Backend.open(Settings.model_validate_json(settings_json))
     backend.start_indexer()
     assert backend._thread is not None

@@ -4,15 +4,11 @@ and verifies every item; leases start and stop."""
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import backend_support as support
 import httpx
@@ -25,8 +21,8 @@ from renter.cli import job_app, lease_app, model_app
 from renter.client import BackendClient
 from renter.errors import RenterError
 from client.escrow_jobs import read_job_view
-from client.ports import free_port
 from protocol.jobs import encode_output
+from tests.support.served import lying
 from unchained_cli.errors import GuardedGroup
 
 root = typer.Typer(cls=GuardedGroup)  # errors end as `unchained` shows them: one line
@@ -250,41 +246,16 @@ def test_job_status_shows_eth_and_dates_with_zone_and_wei_on_request() -> None:
     assert dict(job_lines(job, now=0, in_wei=True))["price"] == f"{15 * 10**15} wei"
 
 
-@contextmanager
-def _tampering(server: str, edit: Callable[[str, dict], dict]) -> Iterator[str]:  # type: ignore[type-arg]
-    """A compromised backend: the real one's answers to GET, each JSON object passed through
-    `edit(path, row)`. Yields its URL."""
-    class Tampering(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
-            doc = httpx.get(server + self.path).json()  # lists (e.g. /challenges) pass unchanged
-            body = json.dumps(edit(self.path, doc) if isinstance(doc, dict) else doc).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    evil = ThreadingHTTPServer(("127.0.0.1", free_port()), Tampering)
-    threading.Thread(target=evil.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{evil.server_address[1]}"
-    finally:
-        evil.shutdown()
-
-
 def test_job_status_shows_the_chains_status_not_the_backends(server, chain, session, market) -> None:  # type: ignore[no-untyped-def]
     """A compromised backend shows a funded job refunded (the renter would stop waiting for its
     result and look for a refund that is not there): `job status` reads the job from the chain."""
     job_id = support.funded_job(session, market.renter, market.provider, support.keccak256(b"status-lie"), 10**15)
     _wait_for(server, f"/jobs/{job_id}", lambda row: True)
 
-    def refunded(path: str, row: dict) -> dict:  # type: ignore[type-arg]
-        return {**row, "status": "refunded", "refund": str(10**15)}
+    def refunded(path: str, row: Any) -> Any:
+        return {**row, "status": "refunded", "refund": str(10**15)} if isinstance(row, dict) else row
 
-    with _tampering(server, refunded) as evil:
+    with lying(server, refunded) as evil:
         said = " ".join(_invoke("job", "status", str(job_id), "--backend", evil, "--rpc", chain[0].rpc_url,
                                 "--deployment", str(chain[2])).split())
     assert "status funded" in said and "the renter was refunded" not in said, said
@@ -311,10 +282,12 @@ def test_lease_status_shows_only_connection_details_the_provider_signed_and_offe
                                                                   "signature": signature}).status_code == 204
     session.send(leases.functions.offerAccess(lease_id, typed_hash(domain, access)), market.provider2)
 
-    def evil_access(path: str, row: dict) -> dict:  # type: ignore[type-arg]
+    def evil_access(path: str, row: Any) -> Any:
+        if not isinstance(row, dict):
+            return row
         return {**row, "access": {**row["access"], "host": "evil.example", "hostKeyFingerprint": "SHA256:" + "B" * 43}}
 
-    with _tampering(server, evil_access) as evil:
+    with lying(server, evil_access) as evil:
         def status(backend: str) -> str:
             return " ".join(_invoke("lease", "status", str(lease_id), "--backend", backend, "--rpc",
                                     chain[0].rpc_url, "--deployment", str(chain[2])).split())

@@ -1112,20 +1112,7 @@ def test_pog_history_shows_each_devices_nvml_identity_and_attestation(browser, s
 
 @pytest.fixture(scope="module")
 def drained(session, market) -> str:  # type: ignore[no-untyped-def]
-    """A third provider staked at exactly the minimum, verified, then slashed for a PoG challenge it
-    never answered: below the minimum stake, so inactive on-chain (no registry event says so)."""
-    staking, registry = session.contract("Staking"), session.contract("ProviderRegistry")
-    challenges = session.contract("ChallengeManager")
-    who = session.accounts[8]
-    session.send(staking.functions.stake(), who, value=registry.functions.minProviderStake().call())
-    session.send(registry.functions.register(support.bytes32("A100-SXM"), [support.keccak256(b"gpu-c0")], 10**15,
-                                             10**12, "meta://c"), who)
-    round_id = support.pog_round(session, market, who, True, "A100-SXM", 300_000)
-    session.send(challenges.functions.challengePog(round_id, 0, 32), market.verifier, value=10**17)
-    challenge_id = challenges.functions.challengeCount().call()
-    session.advance(challenges.functions.responseWindow().call() + 1)
-    session.send(challenges.functions.claimTimeout(challenge_id), market.verifier)
-    return str(who).lower()
+    return support.drained_provider(session, market).lower()
 
 
 def test_a_provider_slashed_below_the_minimum_stake_is_not_available_nor_quoted(  # type: ignore[no-untyped-def]

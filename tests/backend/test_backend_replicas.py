@@ -8,7 +8,9 @@ import json
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import backend_support as support
 import pytest
@@ -18,12 +20,14 @@ from sqlalchemy import func, select, text
 from backend import models as m
 from backend.db import make_engine, migrate
 from backend.dispatch import UNSETTLED
-from backend.leader import Leadership
+from backend.leader import LOCK_KEY_SQL, LOCK_NAME, Leadership
 from backend.runtime import Backend
 from protocol.broker import provider_keyprefix
 from protocol.merkle import keccak256
 from protocol.tasks import provider_queue
 from tests.support.waiting import wait_until
+
+T = TypeVar("T")
 
 
 def run_job_ids(redis_url: str, provider: str) -> list[str]:
@@ -132,14 +136,41 @@ def test_two_live_replicas_dispatch_every_job_exactly_once(  # type: ignore[no-u
             replica.close()
 
 
-def leader_lock_held_elsewhere(url: str) -> bool:
-    """Whether another replica holds the leader lock (a probe that finds it free lets it go at once)."""
-    probe = Leadership(make_engine(url))
+def leader_lock_held(url: str) -> bool:
+    """Whether some replica holds the leader lock: read from pg_locks, never by taking it (a probe
+    that took and released it could keep the replica it watches from taking it)."""
+    engine = make_engine(url)
     try:
-        return not probe.hold()
+        with engine.connect() as conn:
+            return bool(conn.execute(text(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1"
+                " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+                f" AND ((classid::bigint << 32) | objid::bigint) = {LOCK_KEY_SQL}"), {"name": LOCK_NAME}).scalar())
     finally:
-        probe.release()
-        probe.engine.dispose()
+        engine.dispose()
+
+
+def wait_for_leader(leader: subprocess.Popen[bytes], output: Path, condition: Callable[[], T], timeout: float,
+                    what: str) -> T:
+    """wait_until for something the leader replica brings about; a failure says whether the leader
+    died (its status and output) or lived and never got there (its last log lines)."""
+    reached: list[T] = []
+
+    def done() -> bool:
+        value = condition()
+        if value:
+            reached.append(value)
+        return bool(value) or leader.poll() is not None
+
+    try:
+        wait_until(done, timeout, what)
+    except AssertionError:
+        raise AssertionError(f"not within {timeout:g}s: {what}; the leader replica is alive, its last log lines:\n"
+                             + "\n".join(output.read_text(errors="replace").splitlines()[-40:])) from None
+    if not reached:
+        raise AssertionError(f"{what}: the leader replica exited with status {leader.returncode}, its output:\n"
+                             + output.read_text(errors="replace")[-8000:])
+    return reached[0]
 
 
 @pytest.mark.parametrize("window", ["stored", "row"])
@@ -155,18 +186,20 @@ def test_a_leader_killed_mid_dispatch_leaves_every_job_dispatched_exactly_once( 
     redis.Redis.from_url(redis_url).flushdb()  # the module's earlier tests queued run-job messages too
     marker = tmp_path / "paused"
     first = session.contract("JobEscrow").functions.jobCount().call() + 1  # the module's earlier jobs go as usual
-    leader = subprocess.Popen([sys.executable, str(Path(__file__).with_name("paused_replica.py")), window, str(first),
-                               str(marker), settings("leader").model_dump_json()])
+    output = tmp_path / "leader.log"
+    with output.open("wb") as sink:
+        leader = subprocess.Popen([sys.executable, str(Path(__file__).with_name("paused_replica.py")), window,
+                                   str(first), str(marker), settings("leader").model_dump_json()],
+                                  stdout=sink, stderr=subprocess.STDOUT)
     other = None
     try:
-        wait_until(lambda: leader.poll() is not None or leader_lock_held_elsewhere(pg_url), 60,
-                   "the replica process takes the leader lock")
-        assert leader.poll() is None, "the leader replica exited"
+        wait_for_leader(leader, output, lambda: leader_lock_held(pg_url), 60, "the replica process takes the leader lock")
         other = Backend.open(settings("other"))
         other.start_indexer()
         jobs = [support.funded_job(session, market.renter, market.provider, keccak256(b"%s-%d" % (window.encode(), i)),
                                    10**15) for i in range(4)]
-        paused = int(wait_until(lambda: marker.exists() and marker.read_text(), 60, f"the leader pauses at {window}"))
+        paused = int(wait_for_leader(leader, output, lambda: marker.exists() and marker.read_text(), 60,
+                                     f"the leader pauses at {window}"))
         assert paused in jobs and other.leadership is not None and not other.leadership.leading
         with other.factory() as db:  # the window is the one asked for: nothing sent, a row only after `stored`
             row = db.get(m.Dispatch, paused)

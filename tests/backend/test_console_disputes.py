@@ -14,10 +14,10 @@ import httpx
 import pytest
 import typer
 from eth_account import Account
-from typer.testing import CliRunner
 
 from protocol.jobs import keccak256
 from renter.cli import job_app
+from tests.support.console import Console, folded
 from tests.support.waiting import wait_until
 from unchained_cli.errors import GuardedGroup
 from verifier.backend_client import VerifierBackend
@@ -27,22 +27,12 @@ ETH = 10**18
 root = typer.Typer(cls=GuardedGroup)  # errors end as `unchained` shows them: one line
 root.add_typer(job_app, name="job")
 root.add_typer(verifier_app, name="verifier")
-runner = CliRunner()
-
-
-def _run(*args: str) -> tuple[int, str]:
-    result = runner.invoke(root, list(args), terminal_width=300)
-    return result.exit_code, " ".join(result.output.split())
+console = Console(root)
+_run, _chain_args = console.run, support.chain_args
 
 
 def _ok(*args: str) -> str:
-    result = runner.invoke(root, list(args), catch_exceptions=False, terminal_width=300)
-    assert result.exit_code == 0, result.output
-    return " ".join(result.output.split())
-
-
-def _chain_args(chain) -> list[str]:  # type: ignore[no-untyped-def]
-    return ["--rpc", chain[0].rpc_url, "--deployment", str(chain[2])]
+    return folded(console.ok(*args))
 
 
 @pytest.fixture

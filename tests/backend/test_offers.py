@@ -7,23 +7,18 @@ has them; and prices, stake and PoG read from the chain, not from a backend that
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import backend_support as support
 import httpx
 import pytest
 import typer
-import uvicorn
 from typer.testing import CliRunner
 
-from backend.api.app import create_app
-from client.ports import free_port
 from renter.cli import provider_list
 from renter.client import BackendClient
+from tests.support.served import lying
 from tests.support.waiting import wait_until
 from unchained_cli.errors import GuardedGroup
 from unchained_cli.main import app as unchained
@@ -38,39 +33,17 @@ runner = CliRunner()
 
 @pytest.fixture(scope="module")
 def server(chain, market, tmp_path_factory) -> Iterator[str]:  # type: ignore[no-untyped-def]
-    port = free_port()
-    settings = support.make_settings(chain, tmp_path_factory.mktemp("offers"), run_indexer=True,
-                                     index_poll_seconds=0.1, public_url=f"http://127.0.0.1:{port}",
-                                     provider_stale_s=STALE_S)
-    srv = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    wait_until(lambda: srv.started, 20, f"the backend serves on port {port}")
-    yield f"http://127.0.0.1:{port}"
-    srv.should_exit = True
-    thread.join(timeout=10)
+    with support.live_backend(chain, tmp_path_factory.mktemp("offers"), provider_stale_s=STALE_S) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
 def drained(session, market) -> str:  # type: ignore[no-untyped-def]
-    """A third provider staked at exactly the minimum, verified, then slashed for a PoG challenge it
-    never answered: below the minimum stake, so inactive on-chain."""
-    staking, registry = session.contract("Staking"), session.contract("ProviderRegistry")
-    challenges = session.contract("ChallengeManager")
-    who = session.accounts[8]
-    session.send(staking.functions.stake(), who, value=registry.functions.minProviderStake().call())
-    session.send(registry.functions.register(support.bytes32("A100-SXM"), [support.keccak256(b"gpu-c0")], 10**15,
-                                             10**12, "meta://c"), who)
-    round_id = support.pog_round(session, market, who, True, "A100-SXM", 300_000)
-    session.send(challenges.functions.challengePog(round_id, 0, 32), market.verifier, value=ETH // 10)
-    challenge_id = challenges.functions.challengeCount().call()
-    session.advance(challenges.functions.responseWindow().call() + 1)
-    session.send(challenges.functions.claimTimeout(challenge_id), market.verifier)
-    return who
+    return support.drained_provider(session, market)
 
 
 def _args(server: str, chain) -> list[str]:  # type: ignore[no-untyped-def]
-    return ["--backend", server, "--rpc", chain[0].rpc_url, "--deployment", str(chain[2])]
+    return ["--backend", server, *support.chain_args(chain)]
 
 
 def _listed(server: str, chain, *extra: str) -> list[dict[str, Any]]:  # type: ignore[no-untyped-def]
@@ -82,32 +55,6 @@ def _listed(server: str, chain, *extra: str) -> list[dict[str, Any]]:  # type: i
 def _indexed(server: str, who: str, check: Callable[[dict[str, Any]], bool]) -> None:
     wait_until(lambda: (r := httpx.get(f"{server}/providers/{who.lower()}")).status_code == 200 and check(r.json()),
                15, f"provider {who} indexed")
-
-
-@contextmanager
-def _lying(server: str, edit: Callable[[list[dict[str, Any]]], list[dict[str, Any]]]) -> Iterator[str]:
-    """A compromised backend: the real one's answers, the rows of /providers through `edit`."""
-    class Lying(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
-            doc = httpx.get(server + self.path).json()
-            if self.path.startswith("/providers"):
-                doc = edit(doc)
-            body = json.dumps(doc).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    evil = ThreadingHTTPServer(("127.0.0.1", free_port()), Lying)
-    threading.Thread(target=evil.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{evil.server_address[1]}"
-    finally:
-        evil.shutdown()
 
 
 def test_offers_say_who_is_not_available_and_why(server, chain, session, market, drained) -> None:  # type: ignore[no-untyped-def]
@@ -173,13 +120,15 @@ def test_prices_stake_and_proof_come_from_the_chain_not_the_backend(  # type: ig
     and one that never registered: the list shows what the contracts say."""
     invented = session.accounts[9]
 
-    def flattering(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def flattering(path: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if not path.startswith("/providers"):
+            return rows
         rows = rows + [{**rows[0], "address": invented.lower()}]
         return [{**row, "price_per_gpu_hour": "1", "price_per_job_unit": "1", "stake_bonded": str(100 * ETH),
                  "pog_passed": True, "gpu_class": "H100-SXM", "tflops": 999.0, "active": True, "available": True}
                 for row in rows]
 
-    with _lying(server, flattering) as evil:
+    with lying(server, flattering) as evil:
         offers = {o["address"]: o for o in _listed(evil, chain)}
     failed, below, fake = offers[market.provider2], offers[drained], offers[invented]
     assert failed["price_per_gpu_hour"] == str(5 * 10**15) and failed["gpu_class"] is None

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,16 +16,13 @@ import httpx
 import numpy as np
 import pytest
 import typer
-import uvicorn
 from eth_account import Account
-from typer.testing import CliRunner
 
-from backend.api.app import create_app
-from client.ports import free_port
 from client.tx import TxSender
 from protocol.jobs import encode_output
 from renter.cli import balance, job_app, lease_app, model_app
 from renter.client import BackendClient
+from tests.support.console import Console
 from tests.support.waiting import wait_until
 from unchained_cli.errors import GuardedGroup
 
@@ -35,39 +31,16 @@ root.add_typer(job_app, name="job")
 root.add_typer(model_app, name="model")
 root.add_typer(lease_app, name="lease")
 root.command("balance")(balance)
-runner = CliRunner()
+console = Console(root)
+_run, _ok, _chain_args = console.run, console.ok, support.chain_args
 STALE_S = 1.0
 
 
 @pytest.fixture(scope="module")
 def server(chain, market, tmp_path_factory) -> Iterator[str]:  # type: ignore[no-untyped-def]
     """The live backend of conftest, with a provider silent for STALE_S taken as gone."""
-    port = free_port()
-    settings = support.make_settings(chain, tmp_path_factory.mktemp("console"), run_indexer=True,
-                                     index_poll_seconds=0.1, public_url=f"http://127.0.0.1:{port}",
-                                     provider_stale_s=STALE_S)
-    srv = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    wait_until(lambda: srv.started, 20, f"the backend serves on port {port}")
-    yield f"http://127.0.0.1:{port}"
-    srv.should_exit = True
-    thread.join(timeout=10)
-
-
-def _run(*args: str) -> tuple[int, str]:
-    result = runner.invoke(root, list(args), terminal_width=300)
-    return result.exit_code, " ".join(result.output.split())
-
-
-def _ok(*args: str) -> str:
-    result = runner.invoke(root, list(args), catch_exceptions=False, terminal_width=300)
-    assert result.exit_code == 0, result.output
-    return result.output
-
-
-def _chain_args(chain) -> list[str]:  # type: ignore[no-untyped-def]
-    return ["--rpc", chain[0].rpc_url, "--deployment", str(chain[2])]
+    with support.live_backend(chain, tmp_path_factory.mktemp("console"), provider_stale_s=STALE_S) as url:
+        yield url
 
 
 def _submitted(server: str, chain, keystore: Path, tmp_path: Path, tag: float, *extra: str):  # type: ignore[no-untyped-def]
@@ -78,7 +51,7 @@ def _submitted(server: str, chain, keystore: Path, tmp_path: Path, tag: float, *
     inputs.mkdir()
     for i in range(2):
         (inputs / f"{i:03d}.bin").write_bytes(encode_output(np.full(8, i, np.float32)))
-    return runner.invoke(root, ["job", "submit", "--model", str(model_file), "--inputs", str(inputs), "--max-price",
+    return console.runner.invoke(root, ["job", "submit", "--model", str(model_file), "--inputs", str(inputs), "--max-price",
                                 "0.01", "--keystore", str(keystore), "--backend", server, *_chain_args(chain), *extra],
                          terminal_width=300)
 

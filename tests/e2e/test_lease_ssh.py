@@ -26,6 +26,7 @@ from tests.support.accounts import dev_account
 from tests.support.e2e_market import (ETH, PROVIDER, RENTER, keystore, market, password_file,  # noqa: F401
                                       running_provider)
 from tests.support.lease_image import busybox_rootfs, needs_busybox, tar
+from tests.support.ssh import keypair, ssh
 from unchained_cli.main import app
 from devtools.market import wait_for
 
@@ -34,17 +35,10 @@ pytestmark = pytest.mark.skipif(not all(shutil.which(t) or Path(f"/usr/sbin/{t}"
                                 reason="needs bubblewrap, openssh-server and openssh-client (scripts/setup.sh)")
 
 
-def _ssh(key: Path, port: int, user: str, command: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["ssh", "-i", str(key), "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
-                           "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-                           "-o", "LogLevel=ERROR", "-p", str(port), f"{user}@127.0.0.1", command],
-                          capture_output=True, text=True, timeout=60)
-
-
 def test_renter_leases_logs_in_over_ssh_and_stopping_shuts_it_out(market, tmp_path, monkeypatch):  # noqa: F811
     renter_keystore, _renter = keystore(tmp_path, RENTER)
     monkeypatch.setenv(PASSWORD_FILE_ENV, str(password_file(tmp_path)))
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "id")], check=True)
+    keypair(tmp_path / "id")
     chain = ["--keystore", str(renter_keystore), "--rpc", market.chain.rpc_url,
              "--deployment", str(market.deployment_file)]
     runner = CliRunner()
@@ -57,7 +51,7 @@ def test_renter_leases_logs_in_over_ssh_and_stopping_shuts_it_out(market, tmp_pa
         command = re.search(r"ssh -p (\d+) (\w+)@127\.0\.0\.1", started.output)
         port, user = int(command.group(1)), command.group(2)
 
-        inside = _ssh(tmp_path / "id", port, user, "echo gpus=$CUDA_VISIBLE_DEVICES; hostname")
+        inside = ssh(tmp_path / "id", port, user, "echo gpus=$CUDA_VISIBLE_DEVICES; hostname")
         assert inside.returncode == 0 and inside.stdout.split() == ["gpus=0", "lease"], inside.stderr
         logged_in = runner.invoke(app, ["lease", "ssh", str(lease_id), "-i", str(tmp_path / "id"), "--backend",
                                               market.backend_url, *chain, "--", "echo", "pinned"])
@@ -75,7 +69,7 @@ def test_renter_leases_logs_in_over_ssh_and_stopping_shuts_it_out(market, tmp_pa
         stopped = runner.invoke(app, ["lease", "stop", str(lease_id), *chain], terminal_width=200)
         assert stopped.exit_code == 0, stopped.output
         session.wait(timeout=60)  # the worker tears the machine down once the backend saw LeaseEnded
-        assert wait_for(lambda: _ssh(tmp_path / "id", port, user, "true").returncode == 255, 30)
+        assert wait_for(lambda: ssh(tmp_path / "id", port, user, "true").returncode == 255, 30)
         assert wait_for(lambda: not (provider.settings.leases_dir / f"lease-{lease_id}").exists(), 10)
 
 
@@ -86,7 +80,7 @@ def test_a_lease_started_with_the_renters_image_boots_that_image(market, tmp_pat
     renter's ssh client finds the image's marker file and not the host's /usr."""
     renter_keystore, _renter = keystore(tmp_path, RENTER)
     monkeypatch.setenv(PASSWORD_FILE_ENV, str(password_file(tmp_path)))
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "id")], check=True)
+    keypair(tmp_path / "id")
     image = tar(busybox_rootfs(tmp_path, "booted from the renter's image\n"), tmp_path / "image.tar.gz")
     chain = ["--keystore", str(renter_keystore), "--rpc", market.chain.rpc_url,
              "--deployment", str(market.deployment_file)]
@@ -100,7 +94,7 @@ def test_a_lease_started_with_the_renters_image_boots_that_image(market, tmp_pat
         assert "delivery confirmed on-chain" in started.output, started.output
         lease_id = int(re.search(r"lease (\d+):", started.output).group(1))
         command = re.search(r"ssh -p (\d+) (\w+)@127\.0\.0\.1", started.output)
-        inside = _ssh(tmp_path / "id", int(command.group(1)), command.group(2), "cat /etc/renter-image; ls /usr 2>&1; true")
+        inside = ssh(tmp_path / "id", int(command.group(1)), command.group(2), "cat /etc/renter-image; ls /usr 2>&1; true")
         assert inside.returncode == 0, inside.stderr
         marker, usr = inside.stdout.splitlines()[:2]
         assert marker == "booted from the renter's image" and "No such file" in usr, inside.stdout
@@ -114,7 +108,7 @@ def test_a_lease_the_provider_never_delivers_is_refunded_in_full(market, tmp_pat
     renter_keystore, _renter = keystore(tmp_path, RENTER)
     provider_keystore, provider = keystore(tmp_path, PROVIDER)
     monkeypatch.setenv(PASSWORD_FILE_ENV, str(password_file(tmp_path)))
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "id")], check=True)
+    keypair(tmp_path / "id")
     chain = ["--keystore", str(renter_keystore), "--rpc", market.chain.rpc_url,
              "--deployment", str(market.deployment_file)]
     runner = CliRunner()
@@ -137,8 +131,8 @@ def _refusing_sshd(directory: Path) -> tuple[subprocess.Popen, int, str]:
     """A real sshd on 127.0.0.1 that lets in only a key the renter does not hold: a machine a
     dishonest (or broken) provider offers. Returns the process, its port and host key fingerprint."""
     directory.mkdir()
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(directory / "host_key")], check=True)
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(directory / "someone_else")], check=True)
+    keypair(directory / "host_key")
+    keypair(directory / "someone_else")
     (directory / "authorized_keys").write_text((directory / "someone_else.pub").read_text())
     port = free_port()
     (directory / "sshd_config").write_text("\n".join([
@@ -171,7 +165,7 @@ def test_a_machine_that_refuses_the_renter_earns_the_provider_nothing(market, tm
     renter_keystore, renter = keystore(tmp_path, RENTER)
     provider = dev_account(PROVIDER)
     monkeypatch.setenv(PASSWORD_FILE_ENV, str(password_file(tmp_path)))
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "id")], check=True)
+    keypair(tmp_path / "id")
     sshd, port, fingerprint = _refusing_sshd(tmp_path / "machine")
     leases = market.session.contract("LeaseManager")
     domain = LeaseDomain(market.session.web3.eth.chain_id, leases.address)
@@ -216,7 +210,7 @@ def test_an_expired_lease_is_ended_by_the_provider_agent_and_its_machine_wiped(m
     module: it moves the chain's clock by an hour."""
     renter_keystore, _renter = keystore(tmp_path, RENTER)
     monkeypatch.setenv(PASSWORD_FILE_ENV, str(password_file(tmp_path)))
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "id")], check=True)
+    keypair(tmp_path / "id")
     chain = ["--keystore", str(renter_keystore), "--rpc", market.chain.rpc_url,
              "--deployment", str(market.deployment_file)]
     leases = market.session.contract("LeaseManager")

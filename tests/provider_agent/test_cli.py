@@ -4,7 +4,6 @@ from its Celery queue) and `provider status` reading it into a table."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 
@@ -16,6 +15,7 @@ from protocol.tasks import TASK_RUN_JOB, provider_queue
 from provider_agent.cli import provider_app
 from tests.support.broker import signed_result, signed_sender
 from tests.support.models import save_torchscript
+from tests.support.processes import stop
 from tests.support.waiting import wait_until
 from unchained_cli.chain import REPO_ROOT as REPO
 from tests.tiny_models import Tiny
@@ -76,9 +76,4 @@ def test_provider_run_registers_mines_takes_a_job_and_reports_status(settings_fo
         assert shown.exit_code == 0, shown.output
         assert "hash rate" in shown.output and "jobs committed" in shown.output and "1 / 0 / 0" in shown.output
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc, 20)

@@ -24,6 +24,7 @@ import pytest
 from devtools.market import wait_for
 from provider_agent.lease_env import LeaseEnvError, LeaseEnvironments, LeaseImageRefused
 from provider_agent.lease_seccomp import DENIED_X86_64, RET_ALLOW, RET_ERRNO, RET_KILL_PROCESS, evaluate, program
+from tests.support.ssh import keypair, ssh
 from tests.support.lease_image import busybox_rootfs, needs_busybox, tar
 
 pytestmark = pytest.mark.skipif(
@@ -37,15 +38,11 @@ SECRET_ENV = {"UNCHAINED_PROVIDER_BROKER_URL": "redis://provider:broker-password
 
 
 def _keypair(directory: Path) -> Path:
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(directory / "id")], check=True)
-    return directory / "id"
+    return keypair(directory / "id")
 
 
 def _ssh(key: Path, state, command: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run(["ssh", "-i", str(key), "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
-                           "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-                           "-o", "LogLevel=ERROR", "-p", str(state.port), f"{state.user}@127.0.0.1", command],
-                          capture_output=True, text=True, timeout=timeout)
+    return ssh(key, state.port, state.user, command, timeout)
 
 
 @pytest.fixture
@@ -353,6 +350,19 @@ def test_an_image_that_writes_outside_its_root_is_refused(leases, tmp_path):
                    image=tar(rootfs, tmp_path / "hard.tar.gz", [(hard, None)]))
     assert envs.lease_ids() == []
     shutil.rmtree(escape_dir)
+
+
+@needs_busybox
+def test_a_sandbox_that_dies_while_it_is_set_up_is_reported_with_bubblewraps_words(leases, tmp_path):
+    # The image's home is a link to a directory the host has and the image lacks: lease_boot finds
+    # it, bubblewrap's sandbox cannot chdir there and exits after it reported its pid.
+    rootfs = busybox_rootfs(tmp_path, "no home\n")
+    (rootfs / "home").mkdir()
+    (rootfs / "home" / "renter").symlink_to("/root")
+    envs = leases()
+    with pytest.raises(LeaseEnvError, match=r"sandbox exited .*lease_boot exited with status \d+.*chdir"):
+        envs.start(10, 1, (_keypair(tmp_path).with_suffix(".pub")).read_text(), image=rootfs)
+    assert envs.lease_ids() == []
 
 
 def _bomb(target: Path, members: list[tuple[str, int]]) -> Path:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from protocol.lease_access import LeaseMessageError
+from tests.support.ssh import keypair, ssh
 from provider_agent.lease_env import (LeaseEnvError, LeaseEnvironments, cuda_visible_devices, gpu_device_nodes,
                                       is_alive, limits_for, pick_gpus)
 
@@ -21,15 +22,11 @@ pytestmark = pytest.mark.skipif(not all(shutil.which(t) or Path(f"/usr/sbin/{t}"
 
 
 def _keypair(directory: Path, name: str) -> Path:
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(directory / name)], check=True)
-    return directory / name
+    return keypair(directory / name)
 
 
 def _ssh(key: Path, state, command: str, timeout: float = 30) -> subprocess.CompletedProcess:
-    return subprocess.run(["ssh", "-i", str(key), "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
-                           "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-                           "-o", "LogLevel=ERROR", "-p", str(state.port), f"{state.user}@127.0.0.1", command],
-                          capture_output=True, text=True, timeout=timeout)
+    return ssh(key, state.port, state.user, command, timeout)
 
 
 @pytest.fixture

@@ -6,9 +6,6 @@ Celery SecurityWarning (the worker takes only signed JSON tasks, which is not wh
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
 import time
 
 import numpy as np
@@ -20,25 +17,22 @@ from protocol.tasks import TASK_RUN_JOB, provider_queue
 from tests.support.accounts import dev_account
 from tests.support.broker import signed_result, signed_sender
 from tests.support.models import save_torchscript
+from tests.support.processes import provider_terminal
 from tests.support.waiting import wait_until
 from tests.tiny_models import Tiny
-from unchained_cli.chain import REPO_ROOT as REPO
 
 
 def test_the_terminal_shows_start_registration_and_jobs_not_beats_banners_or_tracebacks(
         settings_for, market, redis_url, keystore, password_file, tmp_path):
     settings = settings_for()
     log = tmp_path / "terminal.txt"
-    env = {**os.environ, "PYTHONPATH": str(REPO), "UNCHAINED_PASSWORD_FILE": str(password_file),
-           "UNCHAINED_PROVIDER_DEPLOYMENTS_DIR": str(market.deployments_dir), "UNCHAINED_PROVIDER_HEARTBEAT_S": "0.5",
-           "UNCHAINED_PROVIDER_MINING": "false", "UNCHAINED_PROVIDER_STAKE_WEI": str(2 * 10**18)}
-    with open(log, "wb") as terminal:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "unchained_cli.main", "provider", "run", "--rpc", market.chain.rpc_url,
-             "--keystore", str(keystore), "--broker", redis_url, "--content-dir", str(settings.content_dir),
-             "--data-dir", str(settings.data_dir), "--metrics-port", str(free_port())],
-            cwd=REPO, env=env, stdout=terminal, stderr=subprocess.STDOUT)
-    try:
+    env = {"UNCHAINED_PASSWORD_FILE": str(password_file), "UNCHAINED_PROVIDER_DEPLOYMENTS_DIR": str(market.deployments_dir),
+           "UNCHAINED_PROVIDER_HEARTBEAT_S": "0.5", "UNCHAINED_PROVIDER_MINING": "false",
+           "UNCHAINED_PROVIDER_STAKE_WEI": str(2 * 10**18)}
+    args = ["--rpc", market.chain.rpc_url, "--keystore", str(keystore), "--broker", redis_url,
+            "--content-dir", str(settings.content_dir), "--data-dir", str(settings.data_dir),
+            "--metrics-port", str(free_port())]
+    with provider_terminal(args, env, log) as proc:
         def shown(text: str) -> str | None:
             assert proc.poll() is None, log.read_text()
             said = log.read_text()
@@ -58,13 +52,6 @@ def test_the_terminal_shows_start_registration_and_jobs_not_beats_banners_or_tra
         result = client.for_provider(market.provider).send_task(TASK_RUN_JOB, args=[job], queue=queue)
         assert signed_result(client, market.provider, result, 60)["status"] == "signed"
         wait_until(lambda: shown(f"job {job_id}: signed"), 30, "the job's line")
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
     said = log.read_text()
     lines = said.splitlines()
     assert lines[0] == f"registered {market.provider} with 1 device(s)", said

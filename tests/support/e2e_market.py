@@ -8,7 +8,6 @@ and tests/verifier/test_job_audit.py."""
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,10 +20,8 @@ import numpy as np
 import pytest
 import redis
 import torch
-import uvicorn
 from typer.testing import CliRunner
 
-from backend.api.app import create_app
 from backend.settings import Settings as BackendSettings
 from client.broker import grant
 from client.keystore import PASSWORD_FILE_ENV
@@ -37,6 +34,7 @@ from provider_agent.agent import Agent
 from provider_agent.settings import Settings as ProviderSettings
 from tests.support.accounts import dev_account, write_keystore
 from tests.support.chain import SharedChain
+from tests.support.served import serving
 from tests.support.waiting import wait_until
 from tests.support.worker import Worker
 from tests.tiny_models import Tiny
@@ -100,17 +98,9 @@ def running_market(tmp_path_factory: pytest.TempPathFactory, broker_url: str, co
         confirmations=confirmations, run_indexer=True, index_poll_seconds=0.1, dispatch=True,
         broker_url=backend_url(broker_url), public_url=f"http://127.0.0.1:{port}",
         keystore=keystore(keys, 0)[0], password_file=password_file(keys))
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port,
-                                           log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    wait_until(lambda: server.started, 30, "the backend started")
-    try:
-        yield Market(local, ChainSession.connect(local.rpc_url, deployment), deployment, deployment_file,
-                     f"http://127.0.0.1:{port}", settings, broker_url)
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+    with serving(settings, port) as url:
+        yield Market(local, ChainSession.connect(local.rpc_url, deployment), deployment, deployment_file, url,
+                     settings, broker_url)
 
 
 @pytest.fixture(scope="module")
