@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from web3 import Web3
 
+from client.backend_http import BackendUnavailable
 from client.contracts import ViewCall, read_batched
 from client.errors import NodeUnavailable, TransactionReverted
 from client.watched_ids import WatchedIds
@@ -59,6 +60,7 @@ class VerifierService:
     committee: CommitteeMember | None = None  # votes in job disputes opened by others
     slasher: SignedResultSlasher | None = None  # slashes with providers' signed results (needs the backend)
     watch: WatchedIds | None = None  # default: kept in settings.state_db
+    backend_away: bool = False  # said once when it went away; the parts that need it wait meanwhile
 
     def __post_init__(self) -> None:
         if self.watch is None:
@@ -133,13 +135,34 @@ class VerifierService:
                 self.metrics.challenges.labels(state.value).inc()
                 logger.info("challenge %s: %s", challenge_id, state.value)
                 self._report_pog_end(challenge_id, state)
-        if self.auditor is not None:
-            self.auditor.tick()
-        if self.committee is not None:
-            self.committee.tick()
-        if self.slasher is not None:
-            self.slasher.tick()
+        if self.backend_reachable():
+            for part in (self.auditor, self.committee, self.slasher):
+                if part is not None:
+                    part.tick()
         self.withdraw_rewards()
+
+    def backend_reachable(self) -> bool:
+        """Whether the backend answers (any answer: a failing one is its parts' to judge). A
+        change is said in one line; while it is away, the parts that read it are not run, so a
+        backend down for an hour costs no line a tick."""
+        backend = self._backend()
+        if backend is None:
+            return True
+        try:
+            backend.send("GET", "/health", what="health", auth=None)  # no sign-in for a health check
+        except BackendUnavailable:
+            self._backend_gone()
+            return False
+        if self.backend_away:
+            self.backend_away = False
+            logger.warning("backend at %s reachable again", backend.base_url)
+        return True
+
+    def _backend_gone(self) -> None:
+        backend = self._backend()
+        if not self.backend_away and backend is not None:
+            self.backend_away = True
+            logger.warning("backend at %s unreachable; retrying every %g s", backend.base_url, self.settings.poll_s)
 
     def end_rounds(self) -> None:
         """Every round we requested ends attested, failed or voided by us: the ones their run left
@@ -178,6 +201,8 @@ class VerifierService:
                 self.tick()
             except NodeUnavailable as exc:
                 logger.warning("chain unavailable, retrying: %s", exc)
+            except BackendUnavailable:  # it went away in the middle of a part's tick
+                self._backend_gone()
             except Exception:  # e.g. another verifier won a race for the same challenge: the chain holds the state, retry from it
                 logger.exception("tick failed; the next tick starts again from the chain")
             time.sleep(self.settings.poll_s)
