@@ -1,12 +1,13 @@
-"""A verifier whose backend goes away says so once, says once when it is back, prints no
-traceback meanwhile, and goes on working afterwards. Real processes (devtools.market): anvil, a
-private redis-server, the backend and `unchained verifier run`."""
+"""A verifier next to its backend and other verifiers: a backend that goes away is said once,
+and once when it is back, with no traceback meanwhile, and the verifier goes on working
+afterwards; a second verifier on the same work directory is refused in one line. Real processes
+(devtools.market): anvil, a private redis-server, the backend and `unchained verifier run`."""
 
 from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator
-from pathlib import Path
+import subprocess
 
 import httpx
 import pytest
@@ -19,9 +20,9 @@ pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="re
 PLAN = MarketPlan(providers=(), verifiers=(2,), renters=(), pog_interval_s=3600.0)
 
 
-@pytest.fixture
-def market(tmp_path: Path) -> Iterator[LocalMarket]:
-    with LocalMarket(PLAN, tmp_path / "market") as started:
+@pytest.fixture(scope="module")
+def market(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalMarket]:
+    with LocalMarket(PLAN, tmp_path_factory.mktemp("market")) as started:
         yield started
 
 
@@ -58,3 +59,19 @@ def test_verifier_says_once_that_the_backend_is_away_and_once_that_it_is_back(ma
     session.send(registry.functions.register(b"cpu".ljust(32, b"\0"), [b"\1" * 32], 10**16, 10**12, "demo://outage"), provider)
     wait_until(lambda: _metric(market, "unchained_verifier_providers") == 1, 30, "the verifier sees the new provider")
     assert verifier.alive
+
+
+def test_a_second_verifier_on_a_work_dir_is_refused_in_one_line_until_the_first_dies(market: LocalMarket) -> None:
+    first = market.services["verifier-1"]
+    assert first.proc is not None
+    said = "stake 3 ETH"  # its first line, once it runs
+    wait_until(lambda: said in first.tail(10**7), 60, "the first verifier runs")
+    second = subprocess.run(first.argv, env=first.env, capture_output=True, text=True, timeout=120)
+    assert second.returncode == 1, (second.stdout, second.stderr)
+    assert second.stdout == "" and second.stderr.strip() == (
+        f"error: another verifier is running on {market.root / 'verifier-1'} (pid {first.proc.pid}): "
+        "stop it first, or pass another --work-dir"), second.stderr
+    first.stop(kill=True)  # a crash: the kernel frees the lock with the process
+    first.start()
+    wait_until(lambda: first.tail(10**7).count(said) == 2 or not first.alive, 60, "the verifier starts again")
+    assert first.alive, first.tail()
