@@ -96,6 +96,7 @@ def run(
         settings = Settings.from_env(**overrides)
         if settings.keystore is None:
             raise VerifierError("a verifier signs with its own key: pass --keystore")
+        key_file = settings.keystore
         try:  # the URL is checked before the chain is asked anything; the key signs on first send
             app = make_celery(settings.broker_url, lambda: task_auth)
         except BadBrokerUrl as exc:
@@ -109,7 +110,7 @@ def run(
         # One verifier per work directory (its state file and cursor are not shared), said before
         # the key is opened; held until this process ends.
         InstanceLock(settings.work_dir, "verifier", "--work-dir").acquire()
-        account = load_keystore(settings.keystore, settings.password_file)
+        account = load_keystore(key_file, settings.password_file)
         task_auth = TaskAuth(domain_of(known), account)
         chain = VerifierChain.connect(settings.rpc_url, known, account)
         auditor = committee = slasher = None
