@@ -229,9 +229,10 @@ class Broker:
         port = free_port()
         users = root / "broker-users.acl"  # the granted users survive a restart (fault tests)
         users.touch()
-        server = Service("redis", [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                                   "--appendonly", "yes" if persistent else "no", "--appendfsync", "always",
-                                   "--appenddirname", BROKER_DATA, "--dir", str(root), "--aclfile", str(users)],
+        kept = ["--appendonly", "yes", "--appendfsync", "always", "--appenddirname", BROKER_DATA] if persistent \
+            else ["--appendonly", "no"]
+        server = Service("redis", [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", *kept,
+                                   "--dir", str(root), "--aclfile", str(users)],
                          dict(os.environ), root / "logs" / "redis.log")
         return cls(f"redis://127.0.0.1:{port}/0", server, port)
 
