@@ -19,6 +19,7 @@ from web3 import Web3
 from client.backend_http import BackendUnavailable
 from client.contracts import ViewCall, read_batched
 from client.errors import NodeUnavailable, TransactionReverted
+from client.reachability import Reachability
 from client.watched_ids import WatchedIds
 from protocol.enums import ChallengeStatus
 from verifier.backend_client import Decision, VerifierBackend
@@ -60,7 +61,6 @@ class VerifierService:
     committee: CommitteeMember | None = None  # votes in job disputes opened by others
     slasher: SignedResultSlasher | None = None  # slashes with providers' signed results (needs the backend)
     watch: WatchedIds | None = None  # default: kept in settings.state_db
-    backend_away: bool = False  # said once when it went away; the parts that need it wait meanwhile
 
     def __post_init__(self) -> None:
         if self.watch is None:
@@ -78,6 +78,9 @@ class VerifierService:
                 part.record = lambda event: self.metrics.jobs.labels(event).inc()
                 part.watch = self.watch  # one cursor for every part
         s = self.settings
+        backend = self._backend()
+        # Said once when the backend goes away, and once when it is back; the parts that read it wait meanwhile.
+        self.backend_seen = Reachability(f"backend at {backend.base_url}" if backend else "backend", s.poll_s, logger)
         self.scheduler = PogScheduler(self._round, interval_s=s.pog_interval_s, jitter_s=s.pog_jitter_s,
                                       max_concurrent=s.pog_concurrency, max_retries=s.pog_retries,
                                       backoff_s=s.pog_backoff_s)
@@ -151,18 +154,10 @@ class VerifierService:
         try:
             backend.send("GET", "/health", what="health", auth=None)  # no sign-in for a health check
         except BackendUnavailable:
-            self._backend_gone()
+            self.backend_seen.lost()
             return False
-        if self.backend_away:
-            self.backend_away = False
-            logger.warning("backend at %s reachable again", backend.base_url)
+        self.backend_seen.answered()
         return True
-
-    def _backend_gone(self) -> None:
-        backend = self._backend()
-        if not self.backend_away and backend is not None:
-            self.backend_away = True
-            logger.warning("backend at %s unreachable; retrying every %g s", backend.base_url, self.settings.poll_s)
 
     def end_rounds(self) -> None:
         """Every round we requested ends attested, failed or voided by us: the ones their run left
@@ -202,7 +197,7 @@ class VerifierService:
             except NodeUnavailable as exc:
                 logger.warning("chain unavailable, retrying: %s", exc)
             except BackendUnavailable:  # it went away in the middle of a part's tick
-                self._backend_gone()
+                self.backend_seen.lost()
             except Exception:  # e.g. another verifier won a race for the same challenge: the chain holds the state, retry from it
                 logger.exception("tick failed; the next tick starts again from the chain")
             time.sleep(self.settings.poll_s)
