@@ -30,7 +30,7 @@ from web3 import Web3
 from client.broker import grant
 from client.keystore import PASSWORD_FILE_ENV
 from client.ports import free_port
-from protocol.deployments import Deployment
+from protocol.deployments import Deployment, DeploymentFormatError
 from unchained_cli.chain import ChainError, LocalChain, block_time_from_env, die_with_parent
 from unchained_cli.deploy import DeployParams, Deployer, deploy_all, write_deployment
 from unchained_cli.errors import CliError
@@ -402,7 +402,8 @@ class LocalMarket:
         state = self.chain.state
         resume = state is not None and state.exists()
         if state is not None and not resume:
-            self.forget_chain()
+            for path in self.forget_chain():  # left by a chain that is gone (none was kept)
+                on_step(f"removed {path}, of a chain not kept")
         try:
             self.chain.start()
         except ChainError as exc:
@@ -415,7 +416,7 @@ class LocalMarket:
                 f"anvil at {self.chain.rpc_url} (a block every {self.plan.block_time:g} s)")
         if resume:
             self.deployment_file, self.deployment = self.kept_deployment()
-            on_step(f"the chain kept in {state} goes on at block {self.chain_session().web3.eth.block_number}, "
+            on_step(f"the chain kept in {state} goes on at block {self.chain_id_and_block()[1]}, "
                     f"with the {len(self.deployment.contracts)} contracts of {self.deployment_file}")
         else:
             params = replace(self.plan.params, treasury=self.parties["treasury"].address)
@@ -424,23 +425,19 @@ class LocalMarket:
                 self.deployment = deploy_all(deployer, params)
             self.deployment_file = write_deployment(self.deployment, self.root / "deployments")
             on_step(f"{len(self.deployment.contracts)} contracts deployed on chain {self.deployment.chain_id}")
-        self.session = self.chain_session()
+        self.session = ChainSession.connect(self.chain.rpc_url, self.deployment)
         self.broker.start()
         on_step(f"Celery broker: {self.broker.kind} ({self.broker.url})")
         self.start_backend()
         on_step(f"backend at {self.backend_url}")
 
-    def chain_session(self) -> ChainSession:
-        assert self.deployment is not None
-        return ChainSession.connect(self.chain.rpc_url, self.deployment)
-
     def kept_deployment(self) -> tuple[Path, Deployment]:
         """The deployment file of the chain kept in the directory, once its code is found at every
         address (a chain that lost it would take the parties' transactions to empty addresses)."""
-        path = self.root / "deployments" / f"{self.chain_id()}.json"
+        path = self.root / "deployments" / f"{self.chain_id_and_block()[0]}.json"
         try:
             deployment = Deployment.from_json(json.loads(path.read_text()))
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, DeploymentFormatError) as exc:
             raise ChainNotResumable(f"the deployment of the chain kept in {self.chain.state} is unreadable: "
                                     f"{exc}") from exc
         web3 = Web3(Web3.HTTPProvider(self.chain.rpc_url))
@@ -450,8 +447,9 @@ class LocalMarket:
                                     f"{', '.join(sorted(missing))} in {path}")
         return path, deployment
 
-    def chain_id(self) -> int:
-        return int(Web3(Web3.HTTPProvider(self.chain.rpc_url)).eth.chain_id)
+    def chain_id_and_block(self) -> tuple[int, int]:
+        web3 = Web3(Web3.HTTPProvider(self.chain.rpc_url))
+        return int(web3.eth.chain_id), int(web3.eth.block_number)
 
     def forget_chain(self) -> list[Path]:
         """Removes what belongs to the kept chain (its state, deployment, backend database and

@@ -23,6 +23,7 @@ from web3 import Web3
 from tests.support.waiting import wait_until
 from client.ports import free_port
 from devtools.market import wait_for
+from unchained_cli.chain import LocalChain
 
 UNCHAINED = str(Path(sys.executable).with_name("unchained"))
 REPO = Path(__file__).resolve().parents[2]
@@ -237,6 +238,18 @@ def test_a_new_up_on_the_data_dir_goes_on_with_the_same_chain_and_fresh_starts_a
     assert error.startswith(f"error: anvil could not load the chain kept in {net / 'chain' / 'state.json'}: ") \
         and error.endswith("; `unchained up --fresh` starts a new chain (a new deployment, backend database and "
                            "broker data)") and len(error.splitlines()) == 1, error
+
+    (net / "chain" / "state.json").unlink()
+    with LocalChain(port=free_port(), state=net / "chain" / "state.json"):  # a chain without the contracts
+        pass
+    refused = subprocess.run([UNCHAINED, "up", "--port", str(rpc_port), "--backend-port", str(backend_port),
+                              "--data-dir", str(net)], capture_output=True, text=True, timeout=120,
+                             env=_env(tmp_path, 400))
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    error = refused.stderr.strip()
+    assert error.startswith(f"error: the chain kept in {net / 'chain' / 'state.json'} holds no code at the "
+                            "addresses of ") and f" in {config['deployment']}; `unchained up --fresh` starts" in error \
+        and len(error.splitlines()) == 1, error
 
     up, log = _up(tmp_path, rpc_port, backend_port, "--fresh", name="fresh")
     try:
