@@ -404,18 +404,15 @@ class LocalMarket:
         if state is not None and not resume:
             for path in self.forget_chain():  # left by a chain that is gone (none was kept)
                 on_step(f"removed {path}, of a chain not kept")
-        try:
+        if resume:
+            self.start_kept_chain()
+        else:
             self.chain.start()
-        except ChainError as exc:
-            if not resume:
-                raise
-            raise ChainNotResumable(f"anvil could not load the chain kept in {state}: "
-                                    f"{str(exc).strip().splitlines()[-1]}") from exc
         on_step(f"anvil at {self.chain.rpc_url} (transactions mined at once, a block every "
                 f"{self.plan.block_time:g} s when idle)" if self.plan.instant else
                 f"anvil at {self.chain.rpc_url} (a block every {self.plan.block_time:g} s)")
         if resume:
-            self.deployment_file, self.deployment = self.kept_deployment()
+            assert self.deployment is not None
             on_step(f"the chain kept in {state} goes on at block {self.chain_id_and_block()[1]}, "
                     f"with the {len(self.deployment.contracts)} contracts of {self.deployment_file}")
         else:
@@ -430,6 +427,16 @@ class LocalMarket:
         on_step(f"Celery broker: {self.broker.kind} ({self.broker.url})")
         self.start_backend()
         on_step(f"backend at {self.backend_url}")
+
+    def start_kept_chain(self) -> None:
+        """anvil on the chain kept in the directory (a persistent market), its deployment's code
+        checked; ChainNotResumable if it cannot be loaded or lacks that code."""
+        try:
+            self.chain.start()
+        except ChainError as exc:
+            raise ChainNotResumable(f"anvil could not load the chain kept in {self.chain.state}: "
+                                    f"{str(exc).strip().splitlines()[-1]}") from exc
+        self.deployment_file, self.deployment = self.kept_deployment()
 
     def kept_deployment(self) -> tuple[Path, Deployment]:
         """The deployment file of the chain kept in the directory, once its code is found at every

@@ -223,11 +223,8 @@ def supervised(market: LocalMarket) -> list[Supervised]:
     def backend() -> Service:  # a new Service each start
         return market.services["backend"]
 
-    def chain_back() -> None:
-        chain.start()
-        market.kept_deployment()  # the same contracts, or the parties would follow a chain without them
-
-    services = [Supervised("anvil", lambda: chain.process, chain.stop, chain_back,
+    # The same contracts come back, or the parties would follow a chain without them.
+    services = [Supervised("anvil", lambda: chain.process, chain.stop, market.start_kept_chain,
                            f"from the chain kept in {chain.state} (written every {chain.state_interval} s), "
                            "on the same port", lambda: chain.rpc_url)]
     if broker.server is not None:
