@@ -196,8 +196,11 @@ class VerifierService:
                 self.tick()
             except NodeUnavailable as exc:
                 logger.warning("chain unavailable, retrying: %s", exc)
-            except BackendUnavailable:  # it went away in the middle of a part's tick
-                self.backend_seen.lost()
+            except BackendUnavailable as exc:  # in the middle of a part's tick
+                if exc.status is None:  # it went away
+                    self.backend_seen.lost()
+                else:
+                    logger.warning("backend: %s; the next tick tries again", exc)
             except Exception:  # e.g. another verifier won a race for the same challenge: the chain holds the state, retry from it
                 logger.exception("tick failed; the next tick starts again from the chain")
             time.sleep(self.settings.poll_s)
