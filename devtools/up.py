@@ -147,6 +147,7 @@ def up(
                                                         "data); default: go on with it.")] = False,
 ) -> None:
     """Start a local network for manual use: chain, contracts, broker and backend; print what to run next."""
+    from client.instance_lock import InstanceLock
     from protocol.tasks import BadBrokerUrl, result_backend_url
     from devtools.market import ChainNotResumable, LocalMarket, MarketPlan
 
@@ -160,6 +161,9 @@ def up(
             raise BadOption(flag, f"port {value} is in use on 127.0.0.1 (another `unchained up` or anvil?): "
                                   f"stop it or pick another port")
     root = (data_dir or default_data_dir()).expanduser()
+    # One `up` per data directory: a second would start another chain on the same files (and
+    # --fresh would remove the running one's). Held until this process ends.
+    InstanceLock(root, "unchained up").acquire()
     plan = MarketPlan(providers=(), verifiers=(), renters=(), params=LOCAL_PARAMS, block_time=block_time,
                       broker_url=broker)
     market = LocalMarket(plan, root, rpc_port=port, backend_port=backend_port, accounts=accounts, persistent=True)

@@ -203,6 +203,12 @@ def test_a_new_up_on_the_data_dir_goes_on_with_the_same_chain_and_fresh_starts_a
         web3.provider.make_request("evm_mine", [])
         before = web3.eth.get_block("latest")
         database = sorted(p.name for p in (net / "backend").iterdir())
+        second = subprocess.run([UNCHAINED, "up", "--port", str(free_port()), "--backend-port", str(free_port()),
+                                 "--data-dir", str(net), "--fresh"], capture_output=True, text=True, timeout=120,
+                                env=_env(tmp_path, 400))
+        assert second.returncode == 1 and second.stderr.strip() == (
+            f"error: another unchained up is running on {net} (pid {up.pid}): stop it first, or pass another "
+            "--data-dir"), second.stdout + second.stderr
         up.send_signal(signal.SIGTERM)  # Ctrl-C: anvil writes its state as it exits
         assert up.wait(timeout=60) == 0, log.read_text()[-2000:]
     finally:
