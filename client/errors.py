@@ -106,9 +106,9 @@ class BrokerAdminError(ClientError):
 class InstanceRunning(ClientError):
     """Another process holds the lock of a data directory (client.instance_lock)."""
 
-    def __init__(self, directory: Path, role: str, holder: str) -> None:
+    def __init__(self, directory: Path, role: str, holder: str, option: str = "--data-dir") -> None:
         who = f" (pid {holder})" if holder else ""
-        super().__init__(f"another {role} is running on {directory}{who}: stop it first, or pass another --data-dir")
+        super().__init__(f"another {role} is running on {directory}{who}: stop it first, or pass another {option}")
         self.directory = directory
         self.role = role
         self.holder = holder

@@ -19,9 +19,11 @@ from client.errors import InstanceRunning
 class InstanceLock:
     """Held from `acquire` (or entering `with`) until `release` (leaving it) or the process ends."""
 
-    def __init__(self, directory: Path, role: str) -> None:
+    def __init__(self, directory: Path, role: str, option: str = "--data-dir") -> None:
+        """`option`: the command's flag that names another directory, for the refusal."""
         self.directory = directory
         self.role = role
+        self.option = option
         self.path = directory / f"{role.replace(' ', '-')}.lock"
         self._descriptor: int | None = None
 
@@ -36,7 +38,7 @@ class InstanceLock:
         except BlockingIOError:
             holder = os.read(descriptor, 32).decode(errors="replace").strip()
             os.close(descriptor)
-            raise InstanceRunning(self.directory, self.role, holder) from None
+            raise InstanceRunning(self.directory, self.role, holder, self.option) from None
         os.ftruncate(descriptor, 0)
         os.write(descriptor, f"{os.getpid()}\n".encode())
         self._descriptor = descriptor

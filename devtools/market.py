@@ -30,8 +30,8 @@ from web3 import Web3
 from client.broker import grant
 from client.keystore import PASSWORD_FILE_ENV
 from client.ports import free_port
-from protocol.deployments import Deployment
-from unchained_cli.chain import LocalChain, block_time_from_env, die_with_parent
+from protocol.deployments import Deployment, DeploymentFormatError
+from unchained_cli.chain import ChainError, LocalChain, block_time_from_env, die_with_parent
 from unchained_cli.deploy import DeployParams, Deployer, deploy_all, write_deployment
 from unchained_cli.errors import CliError
 from devtools.session import ChainSession
@@ -61,6 +61,10 @@ FAST_PARAMS = DeployParams(
 
 class MarketError(CliError):
     """A part of the local market did not start or stopped unexpectedly."""
+
+
+class ChainNotResumable(MarketError):
+    """The chain kept in the market's directory cannot be loaded, or lacks the deployment's code."""
 
 
 @dataclass(frozen=True)
@@ -199,6 +203,8 @@ def write_keystore(directory: Path, index: int) -> tuple[Path, str]:
 
 # -- the broker ------------------------------------------------------------------------------------
 
+BROKER_DATA = "broker-data"  # redis-server's append-only files, in the market's directory
+
 
 @dataclass
 class Broker:
@@ -211,7 +217,10 @@ class Broker:
     users: bool = False  # grant each party its own user (on a server of our own only)
 
     @classmethod
-    def choose(cls, root: Path, url: str | None) -> Broker:
+    def choose(cls, root: Path, url: str | None, persistent: bool = False) -> Broker:
+        """`persistent`: a redis-server of our own keeps its data in `root` (an append-only file,
+        written before each answer: a development broker's load), so queued tasks and claims
+        survive its restart."""
         if url:
             return cls(url)
         binary = shutil.which("redis-server")
@@ -220,10 +229,19 @@ class Broker:
         port = free_port()
         users = root / "broker-users.acl"  # the granted users survive a restart (fault tests)
         users.touch()
-        server = Service("redis", [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                                   "--appendonly", "no", "--dir", str(root), "--aclfile", str(users)],
+        kept = ["--appendonly", "yes", "--appendfsync", "always", "--appenddirname", BROKER_DATA] if persistent \
+            else ["--appendonly", "no"]
+        server = Service("redis", [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", *kept,
+                                   "--dir", str(root), "--aclfile", str(users)],
                          dict(os.environ), root / "logs" / "redis.log")
         return cls(f"redis://127.0.0.1:{port}/0", server, port)
+
+    def data_paths(self) -> list[Path]:
+        """Where the broker keeps queued tasks (the users file is not tied to a chain)."""
+        if self.server is not None:
+            return [Path(self.server.argv[self.server.argv.index("--dir") + 1]) / BROKER_DATA]
+        path = self.url.removeprefix("sqla+sqlite:///")
+        return [Path(path)] if path != self.url else []
 
     def url_for(self, role: str, address: str | None = None) -> str:
         """The URL a party connects with: its own user on a server of our own, else the URL."""
@@ -333,15 +351,19 @@ class LocalMarket:
     """Starts the plan's parts in order and stops them all; see the module docstring."""
 
     def __init__(self, plan: MarketPlan, root: Path, *, rpc_port: int | None = None,
-                 backend_port: int | None = None, accounts: int | None = None) -> None:
-        """Ports default to free ones (tests, demo); `unchained up` asks for the documented ones."""
+                 backend_port: int | None = None, accounts: int | None = None, persistent: bool = False) -> None:
+        """Ports default to free ones (tests, demo); `unchained up` asks for the documented ones.
+        `persistent`: the chain (chain/state.json) and the broker's data (Redis's append-only
+        file) are kept in `root`, so that a restarted anvil or redis-server, or a new market on
+        the same directory, goes on with them (see `start_infrastructure`)."""
         self.plan = plan
         self.root = root.resolve()
         self.root.mkdir(parents=True, exist_ok=True)
         self.services: dict[str, Service] = {}
         self.chain = LocalChain(port=rpc_port or free_port(), block_time=plan.block_time,
-                                accounts=max(accounts or 0, plan.accounts), mixed_mining=plan.instant)
-        self.broker = replace(Broker.choose(self.root, plan.broker_url), users=plan.broker_users)
+                                accounts=max(accounts or 0, plan.accounts), mixed_mining=plan.instant,
+                                state=self.root / "chain" / "state.json" if persistent else None)
+        self.broker = replace(Broker.choose(self.root, plan.broker_url, persistent), users=plan.broker_users)
         self.backend_port = backend_port or free_port()
         self.metrics_ports: dict[str, int] = {}
         keys = self.root / "keystores"
@@ -374,22 +396,77 @@ class LocalMarket:
         self.start_parties(on_step)
 
     def start_infrastructure(self, on_step: Callable[[str], object] = lambda _: None) -> None:
-        """The chain with the contracts, the broker and the backend: what the operator runs."""
-        self.chain.start()
+        """The chain with the contracts, the broker and the backend: what the operator runs. A
+        persistent market whose directory keeps a chain goes on with it (same contracts, backend
+        database and broker data); else the chain is new and the contracts are deployed."""
+        state = self.chain.state
+        resume = state is not None and state.exists()
+        if state is not None and not resume:
+            for path in self.forget_chain():  # left by a chain that is gone (none was kept)
+                on_step(f"removed {path}, of a chain not kept")
+        if resume:
+            self.start_kept_chain()
+        else:
+            self.chain.start()
         on_step(f"anvil at {self.chain.rpc_url} (transactions mined at once, a block every "
                 f"{self.plan.block_time:g} s when idle)" if self.plan.instant else
                 f"anvil at {self.chain.rpc_url} (a block every {self.plan.block_time:g} s)")
-        params = replace(self.plan.params, treasury=self.parties["treasury"].address)
-        deployer = Deployer.connect(self.chain.rpc_url)
-        with self.chain.mining_at_once():  # the operator's one-off set-up; the parties wait for blocks
-            self.deployment = deploy_all(deployer, params)
-        self.deployment_file = write_deployment(self.deployment, self.root / "deployments")
+        if resume:
+            assert self.deployment is not None
+            on_step(f"the chain kept in {state} goes on at block {self.chain_id_and_block()[1]}, "
+                    f"with the {len(self.deployment.contracts)} contracts of {self.deployment_file}")
+        else:
+            params = replace(self.plan.params, treasury=self.parties["treasury"].address)
+            deployer = Deployer.connect(self.chain.rpc_url)
+            with self.chain.mining_at_once():  # the operator's one-off set-up; the parties wait for blocks
+                self.deployment = deploy_all(deployer, params)
+            self.deployment_file = write_deployment(self.deployment, self.root / "deployments")
+            on_step(f"{len(self.deployment.contracts)} contracts deployed on chain {self.deployment.chain_id}")
         self.session = ChainSession.connect(self.chain.rpc_url, self.deployment)
-        on_step(f"{len(self.deployment.contracts)} contracts deployed on chain {self.deployment.chain_id}")
         self.broker.start()
         on_step(f"Celery broker: {self.broker.kind} ({self.broker.url})")
         self.start_backend()
         on_step(f"backend at {self.backend_url}")
+
+    def start_kept_chain(self) -> None:
+        """anvil on the chain kept in the directory (a persistent market), its deployment's code
+        checked; ChainNotResumable if it cannot be loaded or lacks that code."""
+        try:
+            self.chain.start()
+        except ChainError as exc:
+            raise ChainNotResumable(f"anvil could not load the chain kept in {self.chain.state}: "
+                                    f"{str(exc).strip().splitlines()[-1]}") from exc
+        self.deployment_file, self.deployment = self.kept_deployment()
+
+    def kept_deployment(self) -> tuple[Path, Deployment]:
+        """The deployment file of the chain kept in the directory, once its code is found at every
+        address (a chain that lost it would take the parties' transactions to empty addresses)."""
+        path = self.root / "deployments" / f"{self.chain_id_and_block()[0]}.json"
+        try:
+            deployment = Deployment.from_json(json.loads(path.read_text()))
+        except (OSError, ValueError, DeploymentFormatError) as exc:
+            raise ChainNotResumable(f"the deployment of the chain kept in {self.chain.state} is unreadable: "
+                                    f"{exc}") from exc
+        web3 = Web3(Web3.HTTPProvider(self.chain.rpc_url))
+        missing = [name for name, c in deployment.contracts.items() if not web3.eth.get_code(c.address)]
+        if missing:
+            raise ChainNotResumable(f"the chain kept in {self.chain.state} holds no code at the addresses of "
+                                    f"{', '.join(sorted(missing))} in {path}")
+        return path, deployment
+
+    def chain_id_and_block(self) -> tuple[int, int]:
+        web3 = Web3(Web3.HTTPProvider(self.chain.rpc_url))
+        return int(web3.eth.chain_id), int(web3.eth.block_number)
+
+    def forget_chain(self) -> list[Path]:
+        """Removes what belongs to the kept chain (its state, deployment, backend database and
+        broker data: they describe a chain that is gone once a new one starts); returns what was
+        there."""
+        found = [p for p in (self.root / "chain", self.root / "deployments", self.backend_data,
+                             *self.broker.data_paths()) if p.exists()]
+        for path in found:
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+        return found
 
     def start_parties(self, on_step: Callable[[str], object] = lambda _: None) -> None:
         """Provider agents (they stake and register on start), then the verifiers."""

@@ -5,10 +5,13 @@ the contract set deployed, a Celery broker (a private redis-server when one is i
 the SQLite transport) and the backend: the operator's side of `devtools.market`, started by
 the same code the demo uses. Renters, providers and verifiers are left to people, each in their
 own terminal; `up` prints what they run and writes everything they need under one per-network
-directory (~/.unchained/31337 by default):
+directory (~/.unchained/31337 by default). A service that exits is started again on the same
+port and data (`Supervised`), and a new `up` on the directory goes on with the chain it keeps
+(`--fresh` starts a new one):
 
 - config.toml: the endpoints (rpc, backend, broker, deployment) for `UNCHAINED_CONFIG`;
-- deployments/31337.json, backend/ (database and blobs), broker files, logs/;
+- chain/state.json (the chain, written every 2 s and at exit), deployments/31337.json, backend/
+  (database and blobs), broker files, logs/;
 - dev-keys/account-N.key: anvil's public development keys, for `unchained account import`;
 - example/: a small TorchScript model and input items for a first job.
 """
@@ -18,9 +21,11 @@ from __future__ import annotations
 import json
 import signal
 import socket
+import subprocess
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
@@ -31,7 +36,7 @@ from unchained_cli.deploy import DAY, DeployParams
 from unchained_cli.errors import BadOption, CliError
 
 if TYPE_CHECKING:
-    from devtools.market import Broker, LocalMarket
+    from devtools.market import Broker, LocalMarket, Service
 
 console = Console()
 CHAIN_ID = 31337
@@ -45,11 +50,12 @@ LOCAL_PARAMS = DeployParams(challenge_window=10 * 60, pog_commit_window=2 * 60, 
 # The development accounts the printed walkthrough gives each party.
 PROVIDER_ACCOUNT, VERIFIER_ACCOUNT, RENTER_ACCOUNT = 1, 2, 3
 LOCAL_VERIFIER = {"pog_n": 256, "pog_dtype": "fp32", "pog_jitter": 5.0, "pog_interval": 600.0}
-# A backend that exits is started again on the same chain, broker and database (the running parties
-# follow this chain: a new `up` would be a new one). One that exits more often than this within
-# the window has a cause a restart does not fix.
-BACKEND_RESTARTS = 3
+# A service that exits is started again on the same port and data (the running parties follow this
+# chain, broker and backend). One that exits more often than this within the window has a cause a
+# restart does not fix.
+RESTARTS = 3
 RESTART_WINDOW_S = 600.0
+FRESH_HINT = "`unchained up --fresh` starts a new chain (a new deployment, backend database and broker data)"
 
 
 def default_data_dir() -> Path:
@@ -58,6 +64,8 @@ def default_data_dir() -> Path:
 
 def _port_free(port: int) -> bool:
     with socket.socket() as sock:
+        # As anvil and uvicorn bind: the connections a stopped `up` leaves in TIME_WAIT do not count.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
         except OSError:
@@ -134,10 +142,14 @@ def up(
     data_dir: Annotated[Optional[Path], typer.Option(file_okay=False, help="Where the network keeps its files; "
                                                      "default: ~/.unchained/31337.")] = None,
     accounts: Annotated[int, typer.Option(min=4, max=100, help="Funded development accounts.")] = 10,
+    fresh: Annotated[bool, typer.Option("--fresh", help="Start a new chain, removing the one the data directory "
+                                                        "keeps (its deployment, backend database and broker "
+                                                        "data); default: go on with it.")] = False,
 ) -> None:
     """Start a local network for manual use: chain, contracts, broker and backend; print what to run next."""
+    from client.instance_lock import InstanceLock
     from protocol.tasks import BadBrokerUrl, result_backend_url
-    from devtools.market import LocalMarket, MarketPlan
+    from devtools.market import ChainNotResumable, LocalMarket, MarketPlan
 
     if broker:
         try:
@@ -149,27 +161,35 @@ def up(
             raise BadOption(flag, f"port {value} is in use on 127.0.0.1 (another `unchained up` or anvil?): "
                                   f"stop it or pick another port")
     root = (data_dir or default_data_dir()).expanduser()
+    # One `up` per data directory: a second would start another chain on the same files (and
+    # --fresh would remove the running one's). Held until this process ends.
+    InstanceLock(root, "unchained up").acquire()
     plan = MarketPlan(providers=(), verifiers=(), renters=(), params=LOCAL_PARAMS, block_time=block_time,
                       broker_url=broker)
-    market = LocalMarket(plan, root, rpc_port=port, backend_port=backend_port, accounts=accounts)
+    market = LocalMarket(plan, root, rpc_port=port, backend_port=backend_port, accounts=accounts, persistent=True)
+    if fresh:
+        for path in market.forget_chain():
+            console.print(f"[green]up[/green] removed {path}", soft_wrap=True)
 
     def stop(signum: int, _frame: object) -> None:
         raise KeyboardInterrupt(f"signal {signum}")
 
     signal.signal(signal.SIGTERM, stop)
     try:
-        market.start_infrastructure(lambda line: console.print(f"[green]up[/green] {line}", soft_wrap=True))
+        try:
+            market.start_infrastructure(lambda line: console.print(f"[green]up[/green] {line}", soft_wrap=True))
+        except ChainNotResumable as exc:
+            raise CliError(f"{exc}; {FRESH_HINT}") from exc
         assert market.deployment_file is not None
         config = write_config(root / "config.toml", market.chain.rpc_url, market.backend_url, market.deployment_file,
                               market.broker)
         keys = write_dev_keys(root / "dev-keys", accounts)
         model, inputs = write_example(root / "example")
         _print_next(config, keys, model, inputs, market)
-        restarts: deque[float] = deque()
+        services = supervised(market)
         while True:
-            keep_backend_up(market, restarts, lambda line: console.print(f"[yellow]up[/yellow] {line}", soft_wrap=True))
-            if market.chain.process is None or market.chain.process.poll() is not None:
-                raise CliError("anvil exited")
+            for service in services:  # the chain first: the others follow it
+                keep_up(service, lambda line: console.print(f"[yellow]up[/yellow] {line}", soft_wrap=True))
             time.sleep(0.5)
     except KeyboardInterrupt:
         console.print("stopping every process `unchained up` started")
@@ -179,32 +199,73 @@ def up(
     console.print(f"stopped; files and logs stay in {root}")
 
 
-def keep_backend_up(market: LocalMarket, restarts: deque[float], say: Callable[[str], object]) -> None:
-    """Starts the backend again if it exited (chain and broker stay up), at most BACKEND_RESTARTS
-    times within RESTART_WINDOW_S (`restarts`: when the last ones were); past that, raises."""
-    from devtools.market import MarketError
+@dataclass
+class Supervised:
+    """One service `up` keeps running: its process, and how to start it again."""
 
-    service = market.services["backend"]
-    if service.alive:
+    name: str  # as a sentence's subject: "the backend"
+    process: Callable[[], subprocess.Popen[bytes] | None]
+    stop: Callable[[], object]
+    start: Callable[[], object]  # raises a CliError if it did not come back
+    kept: str  # what it comes back with
+    where: Callable[[], str]  # where it answers once back
+    restarts: deque[float] = field(default_factory=deque)  # when the last ones were
+
+    def restart(self) -> None:
+        self.stop()  # whatever it left behind (its process group, a port half taken)
+        try:
+            self.start()
+        except CliError:
+            self.stop()  # one that never answered is not left running
+            raise
+
+
+def supervised(market: LocalMarket) -> list[Supervised]:
+    """anvil, a redis-server of our own, and the backend: in this order (the others follow the chain)."""
+    chain, broker = market.chain, market.broker
+
+    def backend() -> Service:  # a new Service each start
+        return market.services["backend"]
+
+    # The same contracts come back, or the parties would follow a chain without them.
+    services = [Supervised("anvil", lambda: chain.process, chain.stop, market.start_kept_chain,
+                           f"from the chain kept in {chain.state} (written every {chain.state_interval} s), "
+                           "on the same port", lambda: chain.rpc_url)]
+    if broker.server is not None:
+        server = broker.server
+        services.append(Supervised("the broker", lambda: server.proc, broker.stop, broker.start,
+                                   f"on the same port, users and data; its log: {server.log_path}", lambda: broker.url))
+    services.append(Supervised("the backend", lambda: backend().proc, lambda: backend().stop(), market.start_backend,
+                               f"on the same chain and broker; its log: {backend().log_path}",
+                               lambda: market.backend_url))
+    return services
+
+
+def keep_up(service: Supervised, say: Callable[[str], object]) -> None:
+    """Starts `service` again if it exited, at most RESTARTS times within RESTART_WINDOW_S; past
+    that, raises."""
+    from devtools.market import ChainNotResumable
+
+    proc = service.process()
+    if proc is not None and proc.poll() is None:
         return
-    status = service.proc.returncode if service.proc is not None else None
-    service.stop()  # whatever its process group left behind
-    now = time.monotonic()
+    status = proc.returncode if proc is not None else "unknown"
+    restarts, now = service.restarts, time.monotonic()
     while restarts and now - restarts[0] > RESTART_WINDOW_S:
         restarts.popleft()
-    if len(restarts) >= BACKEND_RESTARTS:
-        raise CliError(f"the backend exited {len(restarts) + 1} times within {RESTART_WINDOW_S / 60:g} min "
-                       f"(last exit status {status}), so `up` stops; its log: {service.log_path}")
+    if len(restarts) >= RESTARTS:
+        raise CliError(f"{service.name} exited {len(restarts) + 1} times within {RESTART_WINDOW_S / 60:g} min "
+                       f"(last exit status {status}), so `up` stops; it was started again {service.kept}")
     restarts.append(now)
-    say(f"the backend exited (status {status}); starting it again ({len(restarts)} of {BACKEND_RESTARTS} "
-        f"restarts within {RESTART_WINDOW_S / 60:g} min), on the same chain and broker; its log: {service.log_path}")
+    say(f"{service.name} exited (status {status}); starting it again ({len(restarts)} of {RESTARTS} "
+        f"restarts within {RESTART_WINDOW_S / 60:g} min), {service.kept}")
     try:
-        market.start_backend()
-    except MarketError as exc:  # it exited or never answered: the next look counts another restart
-        market.services["backend"].stop()
-        say(f"the backend did not come back: {str(exc).splitlines()[0]}")
+        service.restart()
+    except CliError as exc:  # it exited or never answered: the next look counts another restart
+        hint = f"; {FRESH_HINT}" if isinstance(exc, ChainNotResumable) else ""
+        say(f"{service.name} did not come back: {str(exc).strip().splitlines()[0]}{hint}")
         return
-    say(f"backend at {market.backend_url} again")
+    say(f"{service.name} at {service.where()} again")
 
 
 def _print_next(config: Path, keys: list[tuple[int, str, Path]], model: Path, inputs: Path,

@@ -13,10 +13,11 @@ from typing import Any
 
 from eth_account.signers.local import LocalAccount
 
-from client.backend_http import ApiError
+from client.backend_http import ApiError, BackendUnavailable
 from client.errors import ClientError
 from client.keystore import load_keystore
 from client.log_follower import Event
+from client.reachability import Reachability
 from client.task_auth import ChainRoles, TaskAuth, UsedNonces, domain_of
 from client.watched_ids import WatchedIds, open_state
 from protocol.enums import ChallengeKind, ChallengeStatus, RoundStatus
@@ -112,11 +113,20 @@ class Agent:
         try:
             self.backend.heartbeat(self.chain.address)
         except ApiError as exc:
-            if exc.status == 404:  # registered a moment ago: listed once the backend indexed that block
+            if isinstance(exc, BackendUnavailable) and exc.status is None:  # no answer: said once, and once back
+                self.backend_seen.lost()
+            elif exc.status == 404:  # registered a moment ago: listed once the backend indexed that block
                 logger.info("provider %s: the backend does not list it yet (it indexes the registration); "
                             "the next heartbeat tries again", self.chain.address)
             else:
                 logger.warning("provider %s: heartbeat to the backend failed: %s", self.chain.address, exc)
+        else:
+            self.backend_seen.answered()
+
+    @functools.cached_property
+    def backend_seen(self) -> Reachability:
+        where = self.backend.base_url if self.backend is not None else "?"
+        return Reachability(f"backend at {where}", self.settings.heartbeat_s, logger)
 
     def register(self) -> bool:
         """Stakes and registers this box's devices when not registered yet."""

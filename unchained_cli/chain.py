@@ -89,6 +89,10 @@ class LocalChain:
     mixed_mining: bool = False
     accounts: int = 10
     balance_eth: int = 10_000
+    # A file the chain is kept in: loaded at start when it exists, written every `state_interval`
+    # seconds and at exit (anvil --state), so a restart goes on with the same chain.
+    state: Path | None = None
+    state_interval: int = 2
     process: subprocess.Popen[bytes] | None = field(default=None, init=False)
 
     @property
@@ -107,6 +111,9 @@ class LocalChain:
             cmd += ["--block-time", str(self.block_time)]
             if self.mixed_mining:
                 cmd.append("--mixed-mining")
+        if self.state is not None:
+            self.state.parent.mkdir(parents=True, exist_ok=True)
+            cmd += ["--state", str(self.state), "--state-interval", str(self.state_interval)]
         self.process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                         preexec_fn=die_with_parent)
         web3 = Web3(Web3.HTTPProvider(self.rpc_url))
@@ -117,10 +124,13 @@ class LocalChain:
                 raise ChainError(f"anvil exited with {self.process.returncode}: {err.strip()}")
             try:
                 web3.eth.block_number  # noqa: B018  the read is the check: does anvil answer?
-                log.info("anvil up at %s (pid %s)", self.rpc_url, self.process.pid)
-                return self
             except Exception:  # connection refused until anvil listens
                 time.sleep(0.05)
+                continue
+            if self.state is not None:
+                _clock_from_latest_block(web3)
+            log.info("anvil up at %s (pid %s)", self.rpc_url, self.process.pid)
+            return self
         self.stop()
         raise ChainError(f"anvil did not answer on {self.rpc_url} within {timeout:.0f}s")
 
@@ -156,3 +166,12 @@ class LocalChain:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _clock_from_latest_block(web3: Web3) -> None:
+    """A loaded chain's clock is the wall clock again, and the chain's time moved forward before
+    (evm_increaseTime) is not kept: new blocks would be older than the last one. Its clock then
+    goes on from that block."""
+    latest = web3.eth.get_block("latest")["timestamp"]
+    if latest >= time.time():
+        web3.provider.make_request(RPCEndpoint("evm_setTime"), [latest + 1])

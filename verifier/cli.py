@@ -66,6 +66,7 @@ def run(
 ) -> None:
     """Stake if needed, then run rounds and follow challenges until interrupted."""
     from client.chain import open_chain
+    from client.instance_lock import InstanceLock
     from client.keystore import load_keystore
     from client.task_auth import TaskAuth, domain_of
     from client.units import eth
@@ -95,18 +96,22 @@ def run(
         settings = Settings.from_env(**overrides)
         if settings.keystore is None:
             raise VerifierError("a verifier signs with its own key: pass --keystore")
-        account = load_keystore(settings.keystore, settings.password_file)
+        key_file = settings.keystore
         try:  # the URL is checked before the chain is asked anything; the key signs on first send
             app = make_celery(settings.broker_url, lambda: task_auth)
         except BadBrokerUrl as exc:
             raise VerifierError(f"--broker: {exc}") from exc
         _, known = open_chain(settings.rpc_url, deployment_file=settings.deployment_file, timeout_s=30)
-        task_auth = TaskAuth(domain_of(known), account)
         if work_dir is None:  # one directory per network, not the current directory
             settings = settings.model_copy(update={"work_dir": Path.home() / ".unchained" / str(known.chain_id)
                                                    / "verifier"})
         if settings.state_db is None:
             settings = settings.model_copy(update={"state_db": settings.work_dir / "state.sqlite"})
+        # One verifier per work directory (its state file and cursor are not shared), said before
+        # the key is opened; held until this process ends.
+        InstanceLock(settings.work_dir, "verifier", "--work-dir").acquire()
+        account = load_keystore(key_file, settings.password_file)
+        task_auth = TaskAuth(domain_of(known), account)
         chain = VerifierChain.connect(settings.rpc_url, known, account)
         auditor = committee = slasher = None
         if settings.backend_url:

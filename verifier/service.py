@@ -16,8 +16,10 @@ from dataclasses import dataclass, field
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from web3 import Web3
 
+from client.backend_http import BackendUnavailable
 from client.contracts import ViewCall, read_batched
 from client.errors import NodeUnavailable, TransactionReverted
+from client.reachability import Reachability
 from client.watched_ids import WatchedIds
 from protocol.enums import ChallengeStatus
 from verifier.backend_client import Decision, VerifierBackend
@@ -76,6 +78,9 @@ class VerifierService:
                 part.record = lambda event: self.metrics.jobs.labels(event).inc()
                 part.watch = self.watch  # one cursor for every part
         s = self.settings
+        backend = self._backend()
+        # Said once when the backend goes away, and once when it is back; the parts that read it wait meanwhile.
+        self.backend_seen = Reachability(f"backend at {backend.base_url}" if backend else "backend", s.poll_s, logger)
         self.scheduler = PogScheduler(self._round, interval_s=s.pog_interval_s, jitter_s=s.pog_jitter_s,
                                       max_concurrent=s.pog_concurrency, max_retries=s.pog_retries,
                                       backoff_s=s.pog_backoff_s)
@@ -133,13 +138,26 @@ class VerifierService:
                 self.metrics.challenges.labels(state.value).inc()
                 logger.info("challenge %s: %s", challenge_id, state.value)
                 self._report_pog_end(challenge_id, state)
-        if self.auditor is not None:
-            self.auditor.tick()
-        if self.committee is not None:
-            self.committee.tick()
-        if self.slasher is not None:
-            self.slasher.tick()
+        if self.backend_reachable():
+            for part in (self.auditor, self.committee, self.slasher):
+                if part is not None:
+                    part.tick()
         self.withdraw_rewards()
+
+    def backend_reachable(self) -> bool:
+        """Whether the backend answers (any answer: a failing one is its parts' to judge). A
+        change is said in one line; while it is away, the parts that read it are not run, so a
+        backend down for an hour costs no line a tick."""
+        backend = self._backend()
+        if backend is None:
+            return True
+        try:
+            backend.send("GET", "/health", what="health", auth=None)  # no sign-in for a health check
+        except BackendUnavailable:
+            self.backend_seen.lost()
+            return False
+        self.backend_seen.answered()
+        return True
 
     def end_rounds(self) -> None:
         """Every round we requested ends attested, failed or voided by us: the ones their run left
@@ -178,6 +196,11 @@ class VerifierService:
                 self.tick()
             except NodeUnavailable as exc:
                 logger.warning("chain unavailable, retrying: %s", exc)
+            except BackendUnavailable as exc:  # in the middle of a part's tick
+                if exc.status is None:  # it went away
+                    self.backend_seen.lost()
+                else:
+                    logger.warning("backend: %s; the next tick tries again", exc)
             except Exception:  # e.g. another verifier won a race for the same challenge: the chain holds the state, retry from it
                 logger.exception("tick failed; the next tick starts again from the chain")
             time.sleep(self.settings.poll_s)
