@@ -115,13 +115,8 @@ def provider_unfit(client: BackendClient, provider: str) -> str:
         p = client.get(f"/providers/{provider.lower()}")
     except ApiError as exc:
         return "it is not registered" if exc.status == 404 else str(exc)
-    if not p["active"]:
-        return "it is not active"
-    if not p.get("available", True):
-        return f"its agent has not sent a heartbeat since {p.get('last_seen_at')} (crashed or stopped)"
-    if not p["pog_passed"]:
-        return "it has not passed Proof of GPU yet (its first round is pending)" if p["pog_round_id"] is None \
-            else "its last Proof-of-GPU round failed"
+    if p.get("why_not"):  # the availability rule's words (protocol.availability)
+        return "; ".join(p["why_not"])
     return (f"its price is {Web3.from_wei(int(p['price_per_job_unit']), 'ether')} ETH per item"
             f"{'' if p.get('private_ok') else ', and it does not take private jobs'}")
 
@@ -456,11 +451,10 @@ def check_lease(wallet: Wallet, provider: str, gpus: int, seconds: int, client: 
             if exc.status != 404:
                 raise
             raise LeaseRefused(f"--provider: {provider} is not a registered provider; nothing was paid") from exc
-        if not row.get("available", True):
-            # The backend's reasons (a slashed stake, a deactivation, a silent agent); a Proof of
-            # GPU is not asked of a lease's provider.
-            why = [w for w in row.get("why_not", []) if "Proof of GPU" not in w] or [
-                f"its agent has not sent a heartbeat since {row.get('last_seen_at')} (crashed or stopped)"]
+        # The backend's reasons (a slashed stake, a deactivation, a silent agent); a Proof of GPU
+        # is not asked of a lease's provider.
+        why = [w for w in row.get("why_not", []) if "Proof of GPU" not in w]
+        if why:
             raise LeaseRefused(f"--provider: {provider} is not available: {'; '.join(why)}; nothing was paid, "
                                "pick another provider")
     return cost

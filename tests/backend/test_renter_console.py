@@ -40,8 +40,9 @@ STALE_S = 1.0
 
 
 @pytest.fixture(scope="module")
-def server(chain, market, tmp_path_factory) -> Iterator[str]:  # type: ignore[no-untyped-def]
+def server(chain, session, market, tmp_path_factory) -> Iterator[str]:  # type: ignore[no-untyped-def]
     """The live backend of conftest, with a provider silent for STALE_S taken as gone."""
+    support.reverify(session, market)  # jobs run here on the market's provider, slashed after its last round
     port = free_port()
     settings = support.make_settings(chain, tmp_path_factory.mktemp("console"), run_indexer=True,
                                      index_poll_seconds=0.1, public_url=f"http://127.0.0.1:{port}",
@@ -183,7 +184,7 @@ def test_lease_start_refuses_a_provider_whose_heartbeats_stopped(  # type: ignor
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "id")], check=True)
     provider = BackendClient.connect(server, support.anvil_key(2))
     assert provider.http.post(f"/providers/{market.provider2}/heartbeat", headers=provider._auth()).status_code == 204
-    wait_until(lambda: httpx.get(f"{server}/providers/{market.provider2.lower()}").json()["available"] is False,
+    wait_until(lambda: httpx.get(f"{server}/providers/{market.provider2.lower()}").json()["agent_silent"] is True,
                10 + STALE_S, "the provider taken as gone")
     leases_before = session.contract("LeaseManager").functions.leaseCount().call()
     code, said = _run("lease", "start", "--provider", market.provider2, "--gpus", "1", "--hours", "1",
