@@ -146,12 +146,19 @@ def test_leases_listed_expired_and_ended_said_so_and_balance(  # type: ignore[no
     assert code == 1 and "no connection details" in said, said
     lease_id = int(re.search(r"lease (\d+):", said).group(1))
     wait_until(lambda: httpx.get(f"{server}/leases/{lease_id}").status_code == 200, 15, "lease indexed")
-    listed = _ok("lease", "list", "--keystore", str(keystore), "--backend", server)
+    listed = _ok("lease", "list", "--keystore", str(keystore), "--backend", server, "--rpc", chain[0].rpc_url)
     assert re.search(rf"^lease {lease_id}  active  1 GPU\(s\)  paid", listed, re.M), listed
-    rows = json.loads(_ok("lease", "list", "--address", market.renter, "-o", "json", "--backend", server))
+    rows = json.loads(_ok("lease", "list", "--address", market.renter, "-o", "json", "--backend", server,
+                          "--rpc", chain[0].rpc_url))
     assert rows[0]["lease_id"] == lease_id and rows[0]["state"] == "active"  # newest first
 
     session.advance(120)  # past its 36 s: active on-chain, but it ran out
+    # `lease list` judges by the chain's clock, as `lease status` does: the wall clock is behind it.
+    rows = json.loads(_ok("lease", "list", "--address", market.renter, "-o", "json", "--backend", server,
+                          "--rpc", chain[0].rpc_url))
+    assert rows[0]["lease_id"] == lease_id and rows[0]["state"] == "expired", rows[0]
+    listed = _ok("lease", "list", "--keystore", str(keystore), "--backend", server, "--rpc", chain[0].rpc_url)
+    assert re.search(rf"^lease {lease_id}  expired", listed, re.M) and "ran out, not settled" in listed, listed
     status = _ok("lease", "status", str(lease_id), "--backend", server, *_chain_args(chain))
     assert f"lease {lease_id}: expired" in status and "active" not in status and "0 s" not in status, status
     assert f"unchained lease stop {lease_id}" in status
