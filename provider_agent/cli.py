@@ -19,8 +19,6 @@ from rich.table import Table
 from client.keystore import PASSWORD_FILE_HELP
 from protocol.errors import ProtocolError
 from protocol.pog.challenge import MIN_K
-from protocol.pog.profiles import lookup, n_for
-from protocol.pog.workload import check_n
 from provider_agent import ProviderAgentError
 
 if TYPE_CHECKING:
@@ -52,6 +50,7 @@ def run(
     from provider_agent.keccak_native import require_native
     from provider_agent.pog_local import local_round
     from provider_agent.pog_prover import TORCH_DTYPES, default_dtype
+    from protocol.pog.workload import check_n  # numpy: only this command needs it
 
     require_native()  # before minutes of matmul: a slow hasher would understate the device
     try:
@@ -119,6 +118,8 @@ def _class_cell(result: LocalRoundResult) -> str:
 
 def _verifier_n(device: Device, dtype: str) -> int:
     """The n a verifier would assign to this device's class (never chosen by the prover)."""
+    from protocol.pog.profiles import lookup, n_for
+
     profile = lookup(device.name)
     if profile is None:
         raise ProviderAgentError(f"no GPU class for {device.name!r}; pass --n")

@@ -26,7 +26,6 @@ from protocol.enums import LeaseStatus
 from protocol.escrow_job import EscrowJob
 from protocol.execution import DEFAULT_TOLERANCE_PPM
 from protocol.job_result import JobResultError, SignedJobResult
-from protocol.jobs import JobSpec, JobSpecError, decode_output
 from protocol.lease_access import (NO_IMAGE, LeaseAccess, LeaseDomain, LeaseKey, LeaseMessageError, normalize_ssh_key,
                                    sign, typed_hash, verify)
 from protocol.merkle import keccak256
@@ -55,6 +54,8 @@ def check_inputs(inputs: Sequence[bytes], batch_size: int,
     batch share one shape and dtype (the provider stacks them); returns the item indices per
     (shape, dtype). Raises RenterError naming the first item at fault (and its file, from
     `names`) and the format expected. Local and free: nothing is uploaded yet."""
+    from protocol.jobs import JobSpecError, decode_output  # numpy: `lease status` imports this module too
+
     signatures: dict[tuple[tuple[int, ...], str], list[int]] = {}
     batch_signature: tuple[tuple[int, ...], str] = ((), "")  # set by item 0, the first batch's start
     for index, data in enumerate(inputs):
@@ -135,6 +136,8 @@ def submit_job(client: BackendClient, wallet: Wallet, model_hash: str, inputs: S
     refuses, no eligible provider and why, failed transaction) or ApiError (a refused upload).
     `on_sent` gets the funding tx's hash once it is sent; Ctrl-C raises SubmitInterrupted, which
     says whether the job was funded."""
+    from protocol.jobs import JobSpec
+
     if not inputs:
         raise RenterError("a job needs at least one input item")
     try:
