@@ -991,15 +991,17 @@ def balance(
 ) -> None:
     """Your wallet's ETH and every balance the contracts owe you (refunds, earnings, bonds,
     unbonded stake): `unchained withdraw` pays those out."""
-    from client.chain import ChainContext, open_chain
+    from eth_utils import from_wei  # web3's own (Web3.from_wei), without loading web3
+
+    from client.node_reads import open_reader
     from client.payouts import owed_to
     from client.units import when
-    from web3 import Web3
 
     me = _me(keystore, address)
-    chain = ChainContext(*open_chain(rpc, deployment_file=deployment, timeout_s=30))
-    wallet_wei = chain.web3.eth.get_balance(me)
-    owed = owed_to(chain.web3, chain.deployment, me)
+    reader, trusted = open_reader(rpc, deployment_file=deployment)
+    [wallet_hex] = reader.batch([("eth_getBalance", [me, "latest"])])
+    wallet_wei = int(wallet_hex, 16)
+    owed = owed_to(reader, trusted, me)
     waiting = owed.waiting
     if output is OutputFormat.json:
         _print_json({"address": me, "wallet_wei": str(wallet_wei),
@@ -1009,11 +1011,11 @@ def balance(
                                                                  "release_at": waiting.release_at}})
         return
     console.print(f"account {me}", highlight=False, soft_wrap=True)
-    console.print(f"  {'wallet':<30} {Web3.from_wei(wallet_wei, 'ether')} ETH", highlight=False)
+    console.print(f"  {'wallet':<30} {from_wei(wallet_wei, 'ether')} ETH", highlight=False)
     for p in owed.payable:
         console.print(f"  {p.contract + ' ' + p.what:<30} {p.shown()}", highlight=False)
     if waiting is not None:
-        console.print(f"  {'Staking unbonding':<30} {Web3.from_wei(waiting.amount, 'ether')} ETH, payable from "
+        console.print(f"  {'Staking unbonding':<30} {from_wei(waiting.amount, 'ether')} ETH, payable from "
                       f"{when(waiting.release_at, owed.now)}", highlight=False, soft_wrap=True)
     if owed.payable:
         console.print("owed to you: `unchained withdraw` pays it out", highlight=False)
