@@ -774,14 +774,16 @@ def lease_list(
     """Your leases, newest first: state, GPUs, what you paid, when each ends (or ended)."""
     from eth_utils import from_wei  # web3's own (Web3.from_wei), without loading web3
 
-    from client.node_reads import NodeReader
     from client.units import when
     from renter.client import BackendClient
 
     me = _me(keystore, address)
     rows = BackendClient.connect(backend).get("/leases", renter=me.lower(), limit=limit)
-    # The contracts' clock, as `lease status` reads it: a dev chain moved forward runs ahead of the wall clock.
-    now = NodeReader(rpc).timestamp() if rows else 0
+    now = 0
+    if rows:  # the contracts' clock, as `lease status` reads it: a dev chain moved forward runs ahead of the wall's
+        from client.node_reads import NodeReader
+
+        now = NodeReader(rpc).timestamp()
     for r in rows:  # the backend's status is the chain's; past its end an active lease runs no more
         r["state"] = "expired" if r["status"] == "active" and r["ends_at"] <= now else r["status"]
     if output is OutputFormat.json:
