@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from client.cli_output import Output, OutputFormat, print_json
 from client.keystore import PASSWORD_FILE_HELP
 from protocol.errors import ProtocolError
 from protocol.pog.challenge import MIN_K
@@ -213,6 +214,7 @@ def provider_run(
 def provider_status(
     url: Annotated[str, typer.Option(help="The running agent's status URL.")] =
         f"http://127.0.0.1:{DEFAULT_METRICS_PORT}/status",
+    output: Output = OutputFormat.text,
 ) -> None:
     """GPUs, PoG class, jobs, hash rate and earnings of the running agent (a Rich table)."""
     import httpx
@@ -223,6 +225,10 @@ def provider_status(
         status = httpx.get(url, timeout=10).raise_for_status().json()
     except httpx.HTTPError as err:  # not the backend's advice: the agent's own status port is meant
         raise ProviderAgentError(f"no running agent answers at {url}: {err}") from None
+    if output is OutputFormat.json:  # the agent's document, its amounts in wei as strings like every read's
+        print_json({**status, "stake_wei": str(status["stake_wei"]),
+                    "earnings_owed_wei": str(status["earnings_owed_wei"])})
+        return
     table = Table(title=f"provider {status['address']}")
     table.add_column("")
     table.add_column("value", justify="right")

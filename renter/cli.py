@@ -3,8 +3,6 @@ keystore in the renter's own process."""
 
 from __future__ import annotations
 
-import json
-import sys
 from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
@@ -14,6 +12,7 @@ import typer
 from rich.console import Console
 
 from renter.errors import Conflict
+from client.cli_output import Output, OutputFormat, print_json
 from client.keystore import PASSWORD_FILE_HELP
 from protocol.execution import DEFAULT_TOLERANCE_PPM
 from protocol.model_formats import MODEL_FORMATS
@@ -47,22 +46,9 @@ DEFAULT_BACKEND = "http://127.0.0.1:8000"
 DEFAULT_RPC = "http://127.0.0.1:8545"
 
 
-class OutputFormat(str, Enum):
-    text = "text"
-    json = "json"
-
-
-Output = Annotated[OutputFormat, typer.Option("--output", "-o", help=(
-    "text for people, json for scripts: one JSON document on stdout (amounts in wei as strings, times in unix "
-    "seconds)."))]
 ReadKeystore = Annotated[Path | None, typer.Option("--keystore", exists=True, dir_okay=False, help=(
     "Your keystore: only the address it holds is read (no password needed)."))]
 Address = Annotated[str | None, typer.Option("--address", help="Your address, instead of --keystore.")]
-
-
-def _print_json(doc: Any) -> None:
-    """One JSON document on stdout, nothing else (rich would wrap and colour it)."""
-    sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
 
 
 def _me(keystore: Path | None, address: str | None) -> ChecksumAddress:
@@ -129,7 +115,7 @@ def model_list(
     client = BackendClient.connect(backend, load_keystore(keystore, password_file) if keystore else None)
     rows = client.get("/models")
     if output is OutputFormat.json:
-        _print_json(rows)
+        print_json(rows)
         return
     if not rows:
         console.print("no models yet (push one with `unchained model push FILE`)")
@@ -363,7 +349,7 @@ def job_status(job_id: Annotated[int, typer.Argument(min=0)], backend: BackendUr
     job = {**job, **onchain}
     challenges = job_challenges(client, job)
     if output is OutputFormat.json:
-        _print_json({**job, "backend_status": backend_status, "challenges": challenges})
+        print_json({**job, "backend_status": backend_status, "challenges": challenges})
         return
     if backend_status != onchain["status"]:
         console.print(f"[yellow]the backend shows job {job_id} {backend_status}; the chain: {onchain['status']}"
@@ -410,7 +396,7 @@ def job_list(
         params["status"] = status
     rows = BackendClient.connect(backend).get("/jobs", **params)
     if output is OutputFormat.json:
-        _print_json(rows)
+        print_json(rows)
         return
     if not rows:
         console.print(f"no jobs of {me}" + (f" in status {status}" if status else "")
@@ -464,7 +450,7 @@ def job_result(
         files[-1].write_bytes(data)
     source = "on-chain" if job.is_committed else "signed by its provider"
     if output is OutputFormat.json:
-        _print_json({"job_id": job_id, "items": len(outputs), "verified": True, "output_root": "0x" + root.hex(),
+        print_json({"job_id": job_id, "items": len(outputs), "verified": True, "output_root": "0x" + root.hex(),
                      "root_source": "chain" if job.is_committed else "provider_signature",
                      "signed_by": signed.provider if signed is not None else None,
                      "note": signed_result_note(job, signed) if signed is not None else None,
@@ -734,7 +720,7 @@ def lease_status(
     expired = quote.active and quote.seconds_left == 0
     state = "expired (not settled yet)" if expired else "active" if quote.active else "ended"
     if output is OutputFormat.json:
-        _print_json({**asdict(quote), "state": state.split()[0], "renter": row.get("renter"),
+        print_json({**asdict(quote), "state": state.split()[0], "renter": row.get("renter"),
                      "provider": row.get("provider"), "gpu_count": row.get("gpu_count"), "ends_at": row.get("ends_at"),
                      "paid": row.get("paid"), "access": access.message() if access is not None else None})
         return
@@ -787,7 +773,7 @@ def lease_list(
     for r in rows:  # the backend's status is the chain's; past its end an active lease runs no more
         r["state"] = "expired" if r["status"] == "active" and r["ends_at"] <= now else r["status"]
     if output is OutputFormat.json:
-        _print_json(rows)
+        print_json(rows)
         return
     if not rows:
         console.print(f"no leases of {me} (rent GPUs with `unchained lease start`)", highlight=False, soft_wrap=True)
@@ -958,7 +944,7 @@ def provider_list(
             OfferSort.free: lambda o: -o.free_gpus, OfferSort.seen: lambda o: -(o.last_seen or 0)}
     offers.sort(key=lambda o: (not o.available, keys[sort](o)))
     if output is OutputFormat.json:
-        _print_json([o.as_json() for o in offers])
+        print_json([o.as_json() for o in offers])
         return
     if not offers:
         console.print("no offers match" if classes or ceiling is not None or min_gpus or available
@@ -1006,7 +992,7 @@ def balance(
     owed = owed_to(reader, trusted, me)
     waiting = owed.waiting
     if output is OutputFormat.json:
-        _print_json({"address": me, "wallet_wei": str(wallet_wei),
+        print_json({"address": me, "wallet_wei": str(wallet_wei),
                      "owed": [{"contract": p.contract, "what": p.what, "amount": str(p.amount), "token": p.token,
                                "symbol": p.symbol, "decimals": p.decimals} for p in owed.payable],
                      "unbonding": None if waiting is None else {"amount": str(waiting.amount),

@@ -6,8 +6,10 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import click
 import typer
 from typer.testing import CliRunner
 
@@ -74,3 +76,29 @@ def test_read_commands_import_nothing_they_do_not_use() -> None:
         [line] = [x for x in result.stderr.splitlines() if x.startswith("loaded: ")]
         loaded[" ".join(argv)] = sorted(set(ast.literal_eval(line.removeprefix("loaded: "))) & set(forbidden))
     assert loaded == {" ".join(argv): [] for argv in LIGHT_COMMANDS}
+
+
+# Commands that change something or run a service: no `-o json` to ask of them. A new command is
+# either listed here or a read, which scripts read with `-o json`.
+NOT_READS = {"withdraw", "up", "deploy", "demo", "bench", "chain up", "pog run", "provider run", "provider leave",
+             "backend serve", "backend index", "backend rebuild", "job submit", "job challenge", "job refund",
+             "job slash", "model push", "lease start", "lease ssh", "lease stop", "verifier run", "verifier leave",
+             "account new", "account import", "broker grant", "broker revoke"}
+
+
+def test_every_read_command_has_json_output() -> None:
+    root = typer.main.get_command(app)
+    assert isinstance(root, RootGroup)
+
+    def leaves(command: click.Command, path: str) -> Iterator[tuple[str, click.Command]]:
+        subs = root.commands if command is root else getattr(command, "commands", {})
+        if not subs:
+            yield path, command
+        for name in ([*RootGroup.entries] if command is root else sorted(subs)):
+            yield from leaves(subs[name], f"{path} {name}".strip())
+
+    found = dict(leaves(root, ""))
+    assert NOT_READS <= set(found), NOT_READS - set(found)
+    without = [path for path, command in found.items() if path not in NOT_READS
+               and not {"-o", "--output"} <= {o for p in command.params for o in getattr(p, "opts", [])}]
+    assert without == []
