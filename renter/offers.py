@@ -69,8 +69,8 @@ def list_offers(client: BackendClient, chain: ChainContext) -> list[Offer]:
     """Every provider the backend lists, its money and proof read from the chain."""
     rows = client.get("/providers", limit=PROVIDERS_PAGE)
     registry, staking, leases = (chain.contract(n) for n in ("ProviderRegistry", "Staking", "LeaseManager"))
-    views = [ViewCall(registry, "providerOf"), ViewCall(registry, "pogStatusOf"), ViewCall(registry, "isActive"),
-             ViewCall(staking, "stakeOf"), ViewCall(leases, "availableGpusOf")]
+    views = [ViewCall(registry, "providerOf"), ViewCall(registry, "pogStatusOf"), ViewCall(staking, "stakeOf"),
+             ViewCall(leases, "availableGpusOf")]
     addresses = [chain.web3.to_checksum_address(r["address"]) for r in rows]
     requests = [v.request(a) for a in addresses for v in views]
     values = read_batched(chain.web3, requests, [v.decode for _ in addresses for v in views])
@@ -78,7 +78,7 @@ def list_offers(client: BackendClient, chain: ChainContext) -> list[Offer]:
     slashes = _slashes(chain, set(addresses))
     offers = []
     for i, (row, address) in enumerate(zip(rows, addresses, strict=True)):
-        provider, pog, active, stake, free = values[i * len(views):(i + 1) * len(views)]
+        provider, pog, stake, free = values[i * len(views):(i + 1) * len(views)]
         pog_at = pog.timestamp or None
         last_seen = _unix(row.get("last_seen_at"))
         slash = slashes.get(address)
@@ -125,8 +125,8 @@ def _slashes(chain: ChainContext, providers: set[str]) -> dict[str, _Slash]:
     if not latest:
         return {}
     since = min(latest.values())
-    records: dict[str, int] = {web3.to_checksum_address(e.args["provider"]): e.block_number
-               for e in events_between(web3, chain.deployment, {"ProviderRegistry": ["PogStatusRecorded"]}, since)}
+    recorded = events_between(web3, chain.deployment, {"ProviderRegistry": ["PogStatusRecorded"]}, since)
+    records: dict[str, int] = {web3.to_checksum_address(e.args["provider"]): e.block_number for e in recorded}
     return {a: _Slash(block, blocks.timestamp(web3, block), total[a], records.get(a, since - 1))
             for a, block in latest.items()}
 
