@@ -51,6 +51,14 @@ ReadKeystore = Annotated[Path | None, typer.Option("--keystore", exists=True, di
 Address = Annotated[str | None, typer.Option("--address", help="Your address, instead of --keystore.")]
 
 
+def _unix_times(row: dict[str, Any]) -> dict[str, Any]:
+    """The backend's ISO 8601 times (`..._at`) in unix seconds, the unit of every time `-o json` prints."""
+    from datetime import datetime
+
+    return {k: int(datetime.fromisoformat(v).timestamp()) if k.endswith("_at") and isinstance(v, str) else v
+            for k, v in row.items()}
+
+
 def _me(keystore: Path | None, address: str | None) -> ChecksumAddress:
     """The renter's address, from --address or the keystore's address field (never decrypted:
     a read needs no password)."""
@@ -349,7 +357,7 @@ def job_status(job_id: Annotated[int, typer.Argument(min=0)], backend: BackendUr
     job = {**job, **onchain}
     challenges = job_challenges(client, job)
     if output is OutputFormat.json:
-        print_json({**job, "backend_status": backend_status, "challenges": challenges})
+        print_json({**_unix_times(job), "backend_status": backend_status, "challenges": challenges})
         return
     if backend_status != onchain["status"]:
         console.print(f"[yellow]the backend shows job {job_id} {backend_status}; the chain: {onchain['status']}"
@@ -396,7 +404,7 @@ def job_list(
         params["status"] = status
     rows = BackendClient.connect(backend).get("/jobs", **params)
     if output is OutputFormat.json:
-        print_json(rows)
+        print_json([_unix_times(r) for r in rows])
         return
     if not rows:
         console.print(f"no jobs of {me}" + (f" in status {status}" if status else "")
@@ -720,7 +728,8 @@ def lease_status(
     expired = quote.active and quote.seconds_left == 0
     state = "expired (not settled yet)" if expired else "active" if quote.active else "ended"
     if output is OutputFormat.json:
-        print_json({**asdict(quote), "state": state.split()[0], "renter": row.get("renter"),
+        amounts = {k: str(getattr(quote, k)) for k in ("earned_if_stopped", "refund_if_stopped")}
+        print_json({**asdict(quote), **amounts, "state": state.split()[0], "renter": row.get("renter"),
                      "provider": row.get("provider"), "gpu_count": row.get("gpu_count"), "ends_at": row.get("ends_at"),
                      "paid": row.get("paid"), "access": access.message() if access is not None else None})
         return
