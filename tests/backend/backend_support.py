@@ -138,8 +138,8 @@ def full_market(s: ChainSession) -> Parties:
 def reverify(s: ChainSession, p: Parties) -> int:
     """A new passed PoG round for the market's provider, which full_market leaves slashed (a lost
     dispute) after its last one: not available, quoted nor matched before this round
-    (protocol.availability)."""
-    return pog_round(s, p, p.provider, True, "H100-SXM", 700_000)
+    (protocol.availability). It measures as its last passed round did."""
+    return pog_round(s, p, p.provider, True, "H100-SXM", 710_000)
 
 
 def disputed_job(s: ChainSession, p: Parties) -> int:

@@ -36,11 +36,6 @@ root.add_typer(lease_app, name="lease")
 runner = CliRunner()
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _reverified(session, market) -> None:  # type: ignore[no-untyped-def]
-    support.reverify(session, market)  # jobs run here on the market's provider, slashed after its last round
-
-
 def _invoke(*args: str) -> str:
     result = runner.invoke(root, list(args), catch_exceptions=False)
     assert result.exit_code == 0, result.output

@@ -189,7 +189,8 @@ def test_dashboard_renders_providers_pog_history_and_jobs(browser, server, marke
     page.wait_for_function("document.querySelector('#pog-rounds tbody td:nth-child(6)')?.textContent === 'failed'")
     assert page.inner_text("#pog-rounds tbody tr td:nth-child(5)") == "—"
     page.select_option("#pog-provider", market.provider.lower())
-    page.wait_for_function("document.querySelectorAll('#pog-chart .pog-point').length === 2")
+    # Two rounds of the market, and the one that verified it again after its lost dispute (conftest's server).
+    page.wait_for_function("document.querySelectorAll('#pog-chart .pog-point').length === 3")
     page.wait_for_selector('#jobs tr[data-job="1"]')
     page.click('#jobs tr[data-job="1"] td:first-child')
     page.wait_for_selector("#job-detail h3")
