@@ -177,7 +177,7 @@ def dry_run(session: Session, blobs: BlobStore, checker: ModelChecker, viewer: s
     signatures = []
     for index, path in enumerate(paths):
         try:
-            array = decode_output(path.read_bytes())
+            array = decode_output(path.read_bytes(), "input")
         except JobSpecError as exc:
             return Verdict(False, "input", f"input item {index} is not an encoded array: {exc}")
         signatures.append(f"{array.dtype}{list(array.shape)}")

@@ -24,6 +24,7 @@ from backend.auth import utcnow
 from backend.errors import BadInput, Conflict, Forbidden, NotFound
 from backend.matching import Candidate, NoMatch, Ranked, Request, explain, mining_floor, rank
 from backend.storage import BlobStore, Upload, content_hash
+from protocol import availability
 from protocol.errors import ProtocolError
 from protocol.job_result import EscrowDomain, JobResultError, SignedJobResult
 from protocol.jobs import MAX_ITEMS_PER_READ, JobSpec, JobSpecError
@@ -315,10 +316,14 @@ def record_failure(session: Session, job_id: int, reporter: str, kind: str, erro
     return row
 
 
-def below_min_stake(stake: m.Stake | None, min_stake: int | None) -> bool:
-    """Whether a slash (or an unbond) took the provider's bonded stake below the registry's
-    minimum: ProviderRegistry.isActive is then false though no registry event says so."""
-    return min_stake is not None and (stake.bonded if stake else 0) < min_stake
+def provider_facts(p: m.Provider, stake: m.Stake | None, min_stake: int | None,
+                   silent_since: int | None = None) -> availability.ProviderFacts:
+    """The indexed provider as the availability rule takes it; its PoG record and latest slash
+    timed by block number."""
+    return availability.ProviderFacts(
+        registered=True, deactivated=not p.active, stake=stake.bonded if stake else 0, minimum=min_stake,
+        slashed=stake.slashed if stake else 0, pog_round_id=p.pog_round_id, pog_passed=p.pog_passed,
+        pog_at=p.pog_block, slashed_at=stake.slashed_block if stake else None, silent_since=silent_since)
 
 
 def candidates(session: Session, min_stake: int | None = None) -> list[Candidate]:
@@ -331,15 +336,17 @@ def candidates(session: Session, min_stake: int | None = None) -> list[Candidate
     out = []
     for p in session.scalars(select(m.Provider)):
         profile = profiles.get(p.address)
+        facts = provider_facts(p, stakes.get(p.address), min_stake)
         out.append(Candidate(
             address=p.address, gpu_class=p.gpu_class, tflops_milli=p.tflops_milli or 0,
-            pog_passed=bool(p.pog_passed),
-            active=p.active and not below_min_stake(stakes.get(p.address), min_stake), price_per_job_unit=p.price_per_job_unit,
+            pog_passed=bool(p.pog_passed), active=availability.active(facts),
+            price_per_job_unit=p.price_per_job_unit,
             queue_length=queues.get(p.address, 0), latency_ms=profile.latency_ms if profile else None,
             cached_models=frozenset(profile.cached_models) if profile else frozenset(),
             private_ok=profile.private_ok if profile else False, challenges_won=p.challenges_won,
             challenges_lost=p.challenges_lost,
             mining_floor_wei_per_hour=mining_floor(p, profile),
+            slashed_since_pog=availability.slashed_since_pog(facts),
         ))
     return out
 

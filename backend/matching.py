@@ -1,7 +1,7 @@
 """Ranking providers for a job.
 
-Hard filters first (a provider that fails one is never offered): active, Proof of GPU passed,
-the renter's minimum GPU class, privacy (a private job goes only to providers that declared
+Hard filters first (a provider that fails one is never offered): active, Proof of GPU passed
+and not slashed since (protocol.availability, the rule `unchained provider list` shows), the renter's minimum GPU class, privacy (a private job goes only to providers that declared
 private execution), price within the renter's maximum. Then a score where lower is better:
 
     price_rank + queue penalty + latency penalty - model-cached bonus - reputation bonus
@@ -41,6 +41,7 @@ class Candidate:
     challenges_won: int
     challenges_lost: int
     mining_floor_wei_per_hour: int | None = None
+    slashed_since_pog: bool = False  # not trusted before a new PoG round passes
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,7 @@ def rank(request: Request, candidates: list[Candidate], stale: frozenset[str] = 
     eligible: list[tuple[Candidate, int]] = []
     for c in candidates:
         price = c.price_per_job_unit * request.items
-        if not c.active or not c.pog_passed or c.address in stale:
+        if not c.active or not c.pog_passed or c.slashed_since_pog or c.address in stale:
             continue
         if request.gpu_classes is not None and c.gpu_class not in request.gpu_classes:
             continue
@@ -149,6 +150,10 @@ def explain(request: Request, candidates: list[Candidate], stale: frozenset[str]
     if not verified:
         return NoMatch("none-verified", f"no provider is verified yet: {len(live)} running provider(s) await their "
                                         "first Proof-of-GPU round (a verifier runs it within a minute of joining)")
+    verified = [c for c in verified if not c.slashed_since_pog]
+    if not verified:
+        return NoMatch("none-verified", "every verified provider was slashed after its last passed Proof-of-GPU "
+                                        "round: none is offered before it passes a new one")
     pool = verified
     if request.gpu_classes is not None:
         pool = [c for c in pool if c.gpu_class in request.gpu_classes]

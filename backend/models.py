@@ -89,6 +89,7 @@ class Provider(Base):
     gpu_class: Mapped[str | None] = mapped_column(String(32), nullable=True)  # verified by PoG
     tflops_milli: Mapped[int | None] = mapped_column(Wei, nullable=True)
     pog_passed: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    pog_block: Mapped[int | None] = mapped_column(BigInteger, nullable=True)  # of its last PoG record
     challenges_won: Mapped[int] = mapped_column(Integer, default=0)  # answered / settled
     challenges_lost: Mapped[int] = mapped_column(Integer, default=0)  # slashed as offender
     jobs_finalized: Mapped[int] = mapped_column(Integer, default=0)
@@ -103,6 +104,7 @@ class Stake(Base):
     bonded: Mapped[int] = mapped_column(Wei, default=0)
     unbonding: Mapped[int] = mapped_column(Wei, default=0)
     slashed: Mapped[int] = mapped_column(Wei, default=0)
+    slashed_block: Mapped[int | None] = mapped_column(BigInteger, nullable=True)  # of its latest slash
 
 
 class PogRound(Base):

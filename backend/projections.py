@@ -82,6 +82,8 @@ def _slashed(s: Session, e: Event) -> None:
     row.bonded -= from_bonded
     row.unbonding -= slashed - from_bonded
     row.slashed += slashed
+    if slashed:
+        row.slashed_block = e.block_number
     _payment(s, e, "slashed", e.args["offender"], slashed)
 
 
@@ -138,6 +140,7 @@ def _pog_status(s: Session, e: Event) -> None:
     if p := _provider(s, e.args["provider"]):
         p.pog_round_id = e.args["roundId"]
         p.pog_passed = e.args["passed"]
+        p.pog_block = e.block_number
         p.gpu_class = _text32(e.args["gpuClass"]) or None
         p.tflops_milli = e.args["tflopsMilli"]
 

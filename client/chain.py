@@ -2,7 +2,7 @@
 
 A `ChainContext` is a web3 connection, the deployment the party trusts and that deployment's
 contracts bound to the connection (`client.contracts.DeployedContracts`). The deployment is read
-by the one loader here, `load_deployment`, with one default: `deployments/<chainId>.json` in the
+by the one loader, `client.deployment_file.load_deployment`, with one default: `deployments/<chainId>.json` in the
 current directory, where `unchained deploy` writes it. The services' chain objects (the
 provider's, the verifier's, the backend's, the renter's wallet, the dev tools' session) are
 ChainContexts that add only their own reads and actions; signing stays with each account's one
@@ -11,41 +11,20 @@ ChainContexts that add only their own reads and actions; signing stays with each
 
 from __future__ import annotations
 
-import json
+import functools
 from pathlib import Path
+from typing import cast
 
 from web3 import Web3
+from web3 import HTTPProvider
 from web3.contract import Contract
 
 from client import blocks, contracts
-from client.errors import DeploymentUnreadable
+from client.deployment_file import DEPLOYMENTS_DIR, deployment_path, load_deployment
+from client.node_reads import NodeReader
 from client.tx import connect
-from protocol.deployments import Deployment, DeploymentFormatError
+from protocol.deployments import Deployment
 from protocol.job_result import EscrowDomain
-
-DEPLOYMENTS_DIR = Path("deployments")  # relative: the current directory's, as `unchained deploy` writes it
-
-
-def deployment_path(chain_id: int, file: Path | None = None, directory: Path = DEPLOYMENTS_DIR) -> Path:
-    """`file` when given, else `<directory>/<chainId>.json`."""
-    return file if file is not None else directory / f"{chain_id}.json"
-
-
-def load_deployment(chain_id: int, file: Path | None = None, directory: Path = DEPLOYMENTS_DIR) -> Deployment:
-    """The deployment to trust on chain `chain_id` (the node's): `file`, or the directory's
-    `<chainId>.json`. A document written for another chain is refused: its addresses there hold
-    other code, or none."""
-    path = deployment_path(chain_id, file, directory)
-    try:
-        deployment = Deployment.from_json(json.loads(path.read_text()))
-    except OSError as exc:
-        raise DeploymentUnreadable(path, exc.strerror or str(exc)) from exc
-    except (json.JSONDecodeError, DeploymentFormatError) as exc:
-        raise DeploymentUnreadable(path, str(exc)) from exc
-    if deployment.chain_id != chain_id:
-        raise DeploymentUnreadable(path, f"it is for chain {deployment.chain_id}, the node is chain {chain_id}")
-    return deployment
-
 
 def open_chain(rpc_url: str, deployment: Deployment | None = None, deployment_file: Path | None = None,
                deployments_dir: Path = DEPLOYMENTS_DIR, timeout_s: float = 60.0) -> tuple[Web3, Deployment]:
@@ -64,6 +43,11 @@ class ChainContext:
         self.web3 = web3
         self.deployment = deployment
         self._contracts = contracts.DeployedContracts(web3, deployment)
+
+    @functools.cached_property
+    def reader(self) -> NodeReader:
+        """Reads without web3's per-call work (client.node_reads), from the same node."""
+        return NodeReader(str(cast(HTTPProvider, self.web3.provider).endpoint_uri))
 
     def contract(self, name: str) -> Contract:
         """The deployment's contract `name`, bound to this connection (built once)."""

@@ -53,7 +53,7 @@ def run_job(job_dir: Path, request: dict[str, Any]) -> int:
                 stage = "input"
                 for index, path in enumerate(inputs[offset:offset + size], first + offset):
                     try:
-                        items.append(decode_output(Path(path).read_bytes()))
+                        items.append(decode_output(Path(path).read_bytes(), "input"))
                     except JobSpecError as exc:
                         raise JobSpecError(f"input item {index} is not an encoded array: {exc}") from exc
                 stage = "run"

@@ -30,7 +30,8 @@ COMMANDS = (
     # The reads fail at once (nothing listens on port 1): their start-up and error path.
     ("job", "status", "1", "--backend", "http://127.0.0.1:1"),
     ("job", "list", "--address", SOMEONE, "--backend", "http://127.0.0.1:1"),
-    ("lease", "list", "--address", SOMEONE, "--backend", "http://127.0.0.1:1"),
+    ("lease", "list", "--address", SOMEONE, "--backend", "http://127.0.0.1:1", "--rpc", "http://127.0.0.1:1"),
+    ("lease", "status", "1", "--backend", "http://127.0.0.1:1", "--rpc", "http://127.0.0.1:1"),
     ("model", "list", "--backend", "http://127.0.0.1:1"),
     ("balance", "--address", SOMEONE, "--rpc", "http://127.0.0.1:1"),
     ("provider", "--help"),

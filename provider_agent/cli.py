@@ -16,11 +16,10 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from client.cli_output import Output, OutputFormat, print_json
 from client.keystore import PASSWORD_FILE_HELP
 from protocol.errors import ProtocolError
 from protocol.pog.challenge import MIN_K
-from protocol.pog.profiles import lookup, n_for
-from protocol.pog.workload import check_n
 from provider_agent import ProviderAgentError
 
 if TYPE_CHECKING:
@@ -52,6 +51,7 @@ def run(
     from provider_agent.keccak_native import require_native
     from provider_agent.pog_local import local_round
     from provider_agent.pog_prover import TORCH_DTYPES, default_dtype
+    from protocol.pog.workload import check_n  # numpy: only this command needs it
 
     require_native()  # before minutes of matmul: a slow hasher would understate the device
     try:
@@ -119,6 +119,8 @@ def _class_cell(result: LocalRoundResult) -> str:
 
 def _verifier_n(device: Device, dtype: str) -> int:
     """The n a verifier would assign to this device's class (never chosen by the prover)."""
+    from protocol.pog.profiles import lookup, n_for
+
     profile = lookup(device.name)
     if profile is None:
         raise ProviderAgentError(f"no GPU class for {device.name!r}; pass --n")
@@ -212,6 +214,7 @@ def provider_run(
 def provider_status(
     url: Annotated[str, typer.Option(help="The running agent's status URL.")] =
         f"http://127.0.0.1:{DEFAULT_METRICS_PORT}/status",
+    output: Output = OutputFormat.text,
 ) -> None:
     """GPUs, PoG class, jobs, hash rate and earnings of the running agent (a Rich table)."""
     import httpx
@@ -222,6 +225,10 @@ def provider_status(
         status = httpx.get(url, timeout=10).raise_for_status().json()
     except httpx.HTTPError as err:  # not the backend's advice: the agent's own status port is meant
         raise ProviderAgentError(f"no running agent answers at {url}: {err}") from None
+    if output is OutputFormat.json:  # the agent's document, its amounts in wei as strings like every read's
+        print_json({**status, "stake_wei": str(status["stake_wei"]),
+                    "earnings_owed_wei": str(status["earnings_owed_wei"])})
+        return
     table = Table(title=f"provider {status['address']}")
     table.add_column("")
     table.add_column("value", justify="right")

@@ -3,8 +3,6 @@ keystore in the renter's own process."""
 
 from __future__ import annotations
 
-import json
-import sys
 from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
@@ -14,6 +12,7 @@ import typer
 from rich.console import Console
 
 from renter.errors import Conflict
+from client.cli_output import Output, OutputFormat, print_json
 from client.keystore import PASSWORD_FILE_HELP
 from protocol.execution import DEFAULT_TOLERANCE_PPM
 from protocol.model_formats import MODEL_FORMATS
@@ -47,22 +46,17 @@ DEFAULT_BACKEND = "http://127.0.0.1:8000"
 DEFAULT_RPC = "http://127.0.0.1:8545"
 
 
-class OutputFormat(str, Enum):
-    text = "text"
-    json = "json"
-
-
-Output = Annotated[OutputFormat, typer.Option("--output", "-o", help=(
-    "text for people, json for scripts: one JSON document on stdout (amounts in wei as strings, times in unix "
-    "seconds)."))]
 ReadKeystore = Annotated[Path | None, typer.Option("--keystore", exists=True, dir_okay=False, help=(
     "Your keystore: only the address it holds is read (no password needed)."))]
 Address = Annotated[str | None, typer.Option("--address", help="Your address, instead of --keystore.")]
 
 
-def _print_json(doc: Any) -> None:
-    """One JSON document on stdout, nothing else (rich would wrap and colour it)."""
-    sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+def _unix_times(row: dict[str, Any]) -> dict[str, Any]:
+    """The backend's ISO 8601 times (`..._at`) in unix seconds, the unit of every time `-o json` prints."""
+    from datetime import datetime
+
+    return {k: int(datetime.fromisoformat(v).timestamp()) if k.endswith("_at") and isinstance(v, str) else v
+            for k, v in row.items()}
 
 
 def _me(keystore: Path | None, address: str | None) -> ChecksumAddress:
@@ -129,7 +123,7 @@ def model_list(
     client = BackendClient.connect(backend, load_keystore(keystore, password_file) if keystore else None)
     rows = client.get("/models")
     if output is OutputFormat.json:
-        _print_json(rows)
+        print_json(rows)
         return
     if not rows:
         console.print("no models yet (push one with `unchained model push FILE`)")
@@ -363,7 +357,7 @@ def job_status(job_id: Annotated[int, typer.Argument(min=0)], backend: BackendUr
     job = {**job, **onchain}
     challenges = job_challenges(client, job)
     if output is OutputFormat.json:
-        _print_json({**job, "backend_status": backend_status, "challenges": challenges})
+        print_json({**_unix_times(job), "backend_status": backend_status, "challenges": challenges})
         return
     if backend_status != onchain["status"]:
         console.print(f"[yellow]the backend shows job {job_id} {backend_status}; the chain: {onchain['status']}"
@@ -410,7 +404,7 @@ def job_list(
         params["status"] = status
     rows = BackendClient.connect(backend).get("/jobs", **params)
     if output is OutputFormat.json:
-        _print_json(rows)
+        print_json([_unix_times(r) for r in rows])
         return
     if not rows:
         console.print(f"no jobs of {me}" + (f" in status {status}" if status else "")
@@ -464,7 +458,7 @@ def job_result(
         files[-1].write_bytes(data)
     source = "on-chain" if job.is_committed else "signed by its provider"
     if output is OutputFormat.json:
-        _print_json({"job_id": job_id, "items": len(outputs), "verified": True, "output_root": "0x" + root.hex(),
+        print_json({"job_id": job_id, "items": len(outputs), "verified": True, "output_root": "0x" + root.hex(),
                      "root_source": "chain" if job.is_committed else "provider_signature",
                      "signed_by": signed.provider if signed is not None else None,
                      "note": signed_result_note(job, signed) if signed is not None else None,
@@ -734,7 +728,8 @@ def lease_status(
     expired = quote.active and quote.seconds_left == 0
     state = "expired (not settled yet)" if expired else "active" if quote.active else "ended"
     if output is OutputFormat.json:
-        _print_json({**asdict(quote), "state": state.split()[0], "renter": row.get("renter"),
+        amounts = {k: str(getattr(quote, k)) for k in ("earned_if_stopped", "refund_if_stopped")}
+        print_json({**asdict(quote), **amounts, "state": state.split()[0], "renter": row.get("renter"),
                      "provider": row.get("provider"), "gpu_count": row.get("gpu_count"), "ends_at": row.get("ends_at"),
                      "paid": row.get("paid"), "access": access.message() if access is not None else None})
         return
@@ -768,11 +763,10 @@ def lease_list(
     address: Address = None,
     limit: Annotated[int, typer.Option(min=1, max=500, help="At most this many, newest first.")] = 20,
     backend: BackendUrl = DEFAULT_BACKEND,
+    rpc: Rpc = DEFAULT_RPC,
     output: Output = OutputFormat.text,
 ) -> None:
     """Your leases, newest first: state, GPUs, what you paid, when each ends (or ended)."""
-    import time
-
     from eth_utils import from_wei  # web3's own (Web3.from_wei), without loading web3
 
     from client.units import when
@@ -780,11 +774,15 @@ def lease_list(
 
     me = _me(keystore, address)
     rows = BackendClient.connect(backend).get("/leases", renter=me.lower(), limit=limit)
-    now = time.time()
+    now = 0
+    if rows:  # the contracts' clock, as `lease status` reads it: a dev chain moved forward runs ahead of the wall's
+        from client.node_reads import NodeReader
+
+        now = NodeReader(rpc).timestamp()
     for r in rows:  # the backend's status is the chain's; past its end an active lease runs no more
         r["state"] = "expired" if r["status"] == "active" and r["ends_at"] <= now else r["status"]
     if output is OutputFormat.json:
-        _print_json(rows)
+        print_json(rows)
         return
     if not rows:
         console.print(f"no leases of {me} (rent GPUs with `unchained lease start`)", highlight=False, soft_wrap=True)
@@ -955,7 +953,7 @@ def provider_list(
             OfferSort.free: lambda o: -o.free_gpus, OfferSort.seen: lambda o: -(o.last_seen or 0)}
     offers.sort(key=lambda o: (not o.available, keys[sort](o)))
     if output is OutputFormat.json:
-        _print_json([o.as_json() for o in offers])
+        print_json([o.as_json() for o in offers])
         return
     if not offers:
         console.print("no offers match" if classes or ceiling is not None or min_gpus or available
@@ -990,29 +988,31 @@ def balance(
 ) -> None:
     """Your wallet's ETH and every balance the contracts owe you (refunds, earnings, bonds,
     unbonded stake): `unchained withdraw` pays those out."""
-    from client.chain import ChainContext, open_chain
+    from eth_utils import from_wei  # web3's own (Web3.from_wei), without loading web3
+
+    from client.node_reads import open_reader
     from client.payouts import owed_to
     from client.units import when
-    from web3 import Web3
 
     me = _me(keystore, address)
-    chain = ChainContext(*open_chain(rpc, deployment_file=deployment, timeout_s=30))
-    wallet_wei = chain.web3.eth.get_balance(me)
-    owed = owed_to(chain.web3, chain.deployment, me)
+    reader, trusted = open_reader(rpc, deployment_file=deployment)
+    [wallet_hex] = reader.batch([("eth_getBalance", [me, "latest"])])
+    wallet_wei = int(wallet_hex, 16)
+    owed = owed_to(reader, trusted, me)
     waiting = owed.waiting
     if output is OutputFormat.json:
-        _print_json({"address": me, "wallet_wei": str(wallet_wei),
+        print_json({"address": me, "wallet_wei": str(wallet_wei),
                      "owed": [{"contract": p.contract, "what": p.what, "amount": str(p.amount), "token": p.token,
                                "symbol": p.symbol, "decimals": p.decimals} for p in owed.payable],
                      "unbonding": None if waiting is None else {"amount": str(waiting.amount),
                                                                  "release_at": waiting.release_at}})
         return
     console.print(f"account {me}", highlight=False, soft_wrap=True)
-    console.print(f"  {'wallet':<30} {Web3.from_wei(wallet_wei, 'ether')} ETH", highlight=False)
+    console.print(f"  {'wallet':<30} {from_wei(wallet_wei, 'ether')} ETH", highlight=False)
     for p in owed.payable:
         console.print(f"  {p.contract + ' ' + p.what:<30} {p.shown()}", highlight=False)
     if waiting is not None:
-        console.print(f"  {'Staking unbonding':<30} {Web3.from_wei(waiting.amount, 'ether')} ETH, payable from "
+        console.print(f"  {'Staking unbonding':<30} {from_wei(waiting.amount, 'ether')} ETH, payable from "
                       f"{when(waiting.release_at, owed.now)}", highlight=False, soft_wrap=True)
     if owed.payable:
         console.print("owed to you: `unchained withdraw` pays it out", highlight=False)

@@ -26,7 +26,6 @@ from protocol.enums import LeaseStatus
 from protocol.escrow_job import EscrowJob
 from protocol.execution import DEFAULT_TOLERANCE_PPM
 from protocol.job_result import JobResultError, SignedJobResult
-from protocol.jobs import JobSpec, JobSpecError, decode_output
 from protocol.lease_access import (NO_IMAGE, LeaseAccess, LeaseDomain, LeaseKey, LeaseMessageError, normalize_ssh_key,
                                    sign, typed_hash, verify)
 from protocol.merkle import keccak256
@@ -55,6 +54,8 @@ def check_inputs(inputs: Sequence[bytes], batch_size: int,
     batch share one shape and dtype (the provider stacks them); returns the item indices per
     (shape, dtype). Raises RenterError naming the first item at fault (and its file, from
     `names`) and the format expected. Local and free: nothing is uploaded yet."""
+    from protocol.jobs import JobSpecError, decode_output  # numpy: `lease status` imports this module too
+
     signatures: dict[tuple[tuple[int, ...], str], list[int]] = {}
     batch_signature: tuple[tuple[int, ...], str] = ((), "")  # set by item 0, the first batch's start
     for index, data in enumerate(inputs):
@@ -115,13 +116,8 @@ def provider_unfit(client: BackendClient, provider: str) -> str:
         p = client.get(f"/providers/{provider.lower()}")
     except ApiError as exc:
         return "it is not registered" if exc.status == 404 else str(exc)
-    if not p["active"]:
-        return "it is not active"
-    if not p.get("available", True):
-        return f"its agent has not sent a heartbeat since {p.get('last_seen_at')} (crashed or stopped)"
-    if not p["pog_passed"]:
-        return "it has not passed Proof of GPU yet (its first round is pending)" if p["pog_round_id"] is None \
-            else "its last Proof-of-GPU round failed"
+    if p.get("why_not"):  # the availability rule's words (protocol.availability)
+        return "; ".join(p["why_not"])
     return (f"its price is {Web3.from_wei(int(p['price_per_job_unit']), 'ether')} ETH per item"
             f"{'' if p.get('private_ok') else ', and it does not take private jobs'}")
 
@@ -140,6 +136,8 @@ def submit_job(client: BackendClient, wallet: Wallet, model_hash: str, inputs: S
     refuses, no eligible provider and why, failed transaction) or ApiError (a refused upload).
     `on_sent` gets the funding tx's hash once it is sent; Ctrl-C raises SubmitInterrupted, which
     says whether the job was funded."""
+    from protocol.jobs import JobSpec
+
     if not inputs:
         raise RenterError("a job needs at least one input item")
     try:
@@ -456,11 +454,10 @@ def check_lease(wallet: Wallet, provider: str, gpus: int, seconds: int, client: 
             if exc.status != 404:
                 raise
             raise LeaseRefused(f"--provider: {provider} is not a registered provider; nothing was paid") from exc
-        if not row.get("available", True):
-            # The backend's reasons (a slashed stake, a deactivation, a silent agent); a Proof of
-            # GPU is not asked of a lease's provider.
-            why = [w for w in row.get("why_not", []) if "Proof of GPU" not in w] or [
-                f"its agent has not sent a heartbeat since {row.get('last_seen_at')} (crashed or stopped)"]
+        # The backend's reasons (a slashed stake, a deactivation, a silent agent); a Proof of GPU
+        # is not asked of a lease's provider.
+        why = [w for w in row.get("why_not", []) if "Proof of GPU" not in w]
+        if why:
             raise LeaseRefused(f"--provider: {provider} is not available: {'; '.join(why)}; nothing was paid, "
                                "pick another provider")
     return cost

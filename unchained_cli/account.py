@@ -14,6 +14,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from client.cli_output import Output, OutputFormat, print_json
 from client.keystore import (PASSWORD_FILE_ENV, default_keystore_dir, get_password, import_keystore,
                              list_keystores, new_keystore, parse_private_key)
 from unchained_cli.errors import BadOption
@@ -80,10 +81,13 @@ def _read_key(key_file: Path | None) -> str:
 
 
 @account_app.command("list")
-def account_list(directory: Directory = None) -> None:
+def account_list(directory: Directory = None, output: Output = OutputFormat.text) -> None:
     """Every keystore in the directory: full address and file."""
     where = directory or default_keystore_dir()
     entries = list_keystores(where)
+    if output is OutputFormat.json:
+        print_json([{"address": e.address, "path": str(e.path)} for e in entries])
+        return
     if not entries:
         typer.echo(f"no keystores in {where} (make one with `unchained account new`)")
         return

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from web3 import Web3
@@ -51,15 +51,16 @@ def withdraw(
             raise BadOption("--token", f"{address!r} is not an address")
     account = load_keystore(keystore, password_file)
     wallet = Wallet(rpc, account, deployment)
-    owed = owed_to(wallet.web3, wallet.deployment, account.address, token or [])
+    owed = owed_to(wallet.reader, wallet.deployment, account.address, token or [])
     if not owed.payable:
         typer.echo(f"nothing owed to {account.address}")
     done = 0
     for payout in owed.payable:
-        if not yes and not _worth_it(wallet, payout):
+        call = payout.function(wallet.contract)
+        if not yes and not _worth_it(wallet, payout, call):
             continue
         try:
-            receipt = wallet.send(payout.call)
+            receipt = wallet.send(call)
         except Exception:
             if done:  # the boundary explains the failure; this says what went through before it
                 typer.echo(f"paid out {done} balance(s) before this failed", err=True)
@@ -72,13 +73,13 @@ def withdraw(
                    f"{_when(owed.waiting.release_at, owed.now)}; run withdraw again then")
 
 
-def _worth_it(wallet: Wallet, payout: Payout) -> bool:
+def _worth_it(wallet: Wallet, payout: Payout, call: Any) -> bool:
     """True unless the gas of an ETH withdrawal would cost more than it pays out and the user,
     asked at the terminal, says no. Without a terminal nobody is asked (stdin may be a script's
     next line): the balance stays owed, nothing is lost, and `--yes` pays it out."""
     if payout.token != ETH_TOKEN:
         return True  # gas is paid in ETH: no common unit with a token's amount
-    cost = wallet.sender.gas_cost(payout.call)
+    cost = wallet.sender.gas_cost(call)
     if cost <= payout.amount:
         return True
     said = (f"{payout.contract} {payout.what}: {payout.shown()}, but its gas would cost about "

@@ -67,7 +67,7 @@ def read_standing(chain: ChainContext, address: str) -> Standing:
                     min_stake=manager.functions.minVerifierStake().call(), unbonding=unbonding.amount,
                     release_at=unbonding.releaseAt or None,
                     unbonding_delay=staking.functions.unbondingDelay().call(), raised=raised,
-                    owed=owed_to(chain.web3, chain.deployment, me))
+                    owed=owed_to(chain.reader, chain.deployment, me))
 
 
 __all__ = ["OPEN_STATUSES", "RaisedChallenge", "Standing", "read_standing"]

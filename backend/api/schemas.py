@@ -78,13 +78,15 @@ class ProviderPublic(WeiModel):
     miner: str | None = None
     hashrate: float | None = Field(default=None, description="hashes per second, as the provider reports")
     last_seen_at: datetime | None = Field(default=None, description="the agent's last heartbeat (None: never)")
+    agent_silent: bool = Field(default=False, description=(
+        "its agent has sent heartbeats but none within the backend's bound (crashed or stopped)"))
     stake_slashed: int = Field(default=0, description="wei its stake lost to slashes, all told")
     available: bool = Field(default=True, description=(
-        "active on-chain (not deactivated, bonded stake at least the registry's minimum) and its agent "
-        "not silent past the backend's bound (a crashed provider is not)"))
+        "a renter can count on it now (protocol.availability, the rule the matcher and `unchained provider "
+        "list` apply): active on-chain (not deactivated, bonded stake at least the registry's minimum), its "
+        "last Proof of GPU round passed and no slash since, its agent not silent past the backend's bound"))
     why_not: list[str] = Field(default_factory=list, description=(
-        "why a renter cannot count on it now, in words, a failed or missing Proof of GPU included "
-        "(empty: the matcher offers it)"))
+        "why a renter cannot count on it now, in words (empty: available, and the matcher offers it)"))
 
     @field_serializer("price_per_gpu_hour", "price_per_job_unit", "stake_bonded", "stake_slashed",
                       "mining_floor_wei_per_hour")

@@ -167,6 +167,13 @@ def full_market(s: ChainSession) -> Parties:
     return p
 
 
+def reverify(s: ChainSession, p: Parties) -> int:
+    """A new passed PoG round for the market's provider, which full_market leaves slashed (a lost
+    dispute) after its last one: not available, quoted nor matched before this round
+    (protocol.availability). It measures as its last passed round did."""
+    return pog_round(s, p, p.provider, True, "H100-SXM", 710_000)
+
+
 def disputed_job(s: ChainSession, p: Parties) -> int:
     """A job challenge answered by the provider, escalated, and voted provider-at-fault by two
     staked voters: the committee's events, a slash and a refund of a frozen escrow."""

@@ -39,8 +39,10 @@ def market(session: ChainSession) -> backend_support.Parties:
 
 
 @pytest.fixture(scope="module")
-def server(chain, market, tmp_path_factory) -> Iterator[str]:  # type: ignore[no-untyped-def]
-    """A live backend (uvicorn in a thread, indexer following the chain) over the market."""
+def server(chain, session, market, tmp_path_factory) -> Iterator[str]:  # type: ignore[no-untyped-def]
+    """A live backend (uvicorn in a thread, indexer following the chain) over the market, its
+    provider verified again after the dispute it lost (jobs run on it here)."""
+    backend_support.reverify(session, market)
     with backend_support.live_backend(chain, tmp_path_factory.mktemp("served")) as url:
         yield url
 

@@ -560,7 +560,10 @@ def test_a_forged_self_consistent_result_from_the_backend_is_not_verified(app_cl
         _verified(renter, session, job_id)
 
 
-def test_quotes_rank_verified_providers_within_budget(app_client, market) -> None:  # type: ignore[no-untyped-def]
+def test_quotes_rank_verified_providers_within_budget(app_client, session, market) -> None:  # type: ignore[no-untyped-def]
+    assert app_client.post("/quotes", json={"items": 10}).json() == []  # slashed after its last passed round
+    support.reverify(session, market)
+    _sync(app_client)
     quotes = app_client.post("/quotes", json={"items": 10}).json()
     assert [q["provider"] for q in quotes] == [market.provider.lower()]  # provider2 failed PoG
     assert quotes[0]["price_wei"] == str(10 * 10**12)

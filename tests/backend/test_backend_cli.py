@@ -143,7 +143,7 @@ def test_submit_says_why_no_provider_fits(server, chain, session, market, keysto
     assert wrong_class.exit_code == 1 and "no verified provider of class RTX-4090" in said, said
     named = _submit(server, chain, keystore, model, inputs, "--max-price", "1", "--provider", market.provider2)
     said = _one_line(named.output)
-    assert named.exit_code == 1 and "its last Proof-of-GPU round failed" in said, said
+    assert named.exit_code == 1 and "failed its last Proof of GPU (round" in said, said
     assert session.contract("JobEscrow").functions.jobCount().call() == jobs_before  # nothing was funded
 
 

@@ -200,7 +200,8 @@ def test_views_navigate_without_a_wallet_offers_jobs_and_challenges(browser, ser
     page.wait_for_function("document.querySelector('#pog-rounds tbody td:nth-child(6)')?.textContent === 'failed'")
     assert page.inner_text("#pog-rounds tbody tr td:nth-child(5)") == "—"
     page.select_option("#pog-provider", market.provider.lower())
-    page.wait_for_function("document.querySelectorAll('#pog-chart .pog-point').length === 2")
+    # Two rounds of the market, and the one that verified it again after its lost dispute (conftest's server).
+    page.wait_for_function("document.querySelectorAll('#pog-chart .pog-point').length === 3")
     # Jobs: the list, then one job at its own address, its state in a renter's words.
     show(page, "jobs")
     assert page.is_hidden('.view[data-view="offers"]')

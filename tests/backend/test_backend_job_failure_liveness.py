@@ -113,7 +113,8 @@ def test_job_refund_cancels_waits_or_refunds_after_the_deadline(server, chain, s
 
 
 @pytest.fixture(scope="module")
-def quick_stale(chain, market, tmp_path_factory):  # type: ignore[no-untyped-def]
+def quick_stale(chain, session, market, tmp_path_factory):  # type: ignore[no-untyped-def]
+    support.reverify(session, market)  # slashed after its last passed round: not available before
     settings = support.make_settings(chain, tmp_path_factory.mktemp("liveness"), provider_stale_s=2.0)
     with TestClient(create_app(settings)) as client:
         client.app.state.backend.make_indexer().sync()

@@ -106,7 +106,8 @@ def test_dry_run_refuses_junk_inputs(app_client) -> None:  # type: ignore[no-unt
     model = renter.push_model(support.Tagged.torchscript(12.0), "junk-in", "torchscript", private=True)["content_hash"]
     junk = renter.upload_input(b"a text file is not an encoded array")
     verdict = renter.check_model(model, [junk])
-    assert verdict["ok"] is False and verdict["stage"] == "input" and "item 0" in verdict["error"], verdict
+    assert verdict["ok"] is False and verdict["stage"] == "input", verdict
+    assert verdict["error"] == "input item 0 is not an encoded array: input has no header line", verdict
 
 
 def test_dry_run_of_an_unknown_or_someone_elses_model_or_input_is_404(app_client) -> None:  # type: ignore[no-untyped-def]

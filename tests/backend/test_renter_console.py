@@ -37,10 +37,33 @@ STALE_S = 1.0
 
 
 @pytest.fixture(scope="module")
-def server(chain, market, tmp_path_factory) -> Iterator[str]:  # type: ignore[no-untyped-def]
+def server(chain, session, market, tmp_path_factory) -> Iterator[str]:  # type: ignore[no-untyped-def]
     """The live backend of conftest, with a provider silent for STALE_S taken as gone."""
+    support.reverify(session, market)  # jobs run here on the market's provider, slashed after its last round
     with support.live_backend(chain, tmp_path_factory.mktemp("console"), provider_stale_s=STALE_S) as url:
         yield url
+
+
+AMOUNTS = {"paid", "price", "amount", "provider_earned", "renter_refund", "earned_if_stopped", "refund_if_stopped",
+           "bond", "stake"}
+
+
+def _scripts_read(doc: object) -> list[str]:
+    """What `-o json` promises (renter/cli.py's Output): amounts in wei as strings of digits,
+    times in unix seconds; the keys that break it."""
+    bad = []
+    if isinstance(doc, list):
+        return [b for item in doc for b in _scripts_read(item)]
+    if isinstance(doc, dict):
+        for key, value in doc.items():
+            if (key in AMOUNTS or key.endswith("_wei")) and value is not None and not str(value).isdigit() \
+                    or (key in AMOUNTS or key.endswith("_wei")) and not isinstance(value, str | None):
+                bad.append(f"{key}={value!r}")
+            elif (key.endswith(("_at", "_until")) or key == "deadline") and not isinstance(value, int | None):
+                bad.append(f"{key}={value!r}")
+            else:
+                bad += _scripts_read(value)
+    return bad
 
 
 def _submitted(server: str, chain, keystore: Path, tmp_path: Path, tag: float, *extra: str):  # type: ignore[no-untyped-def]
@@ -78,6 +101,7 @@ def test_jobs_listed_newest_first_challenge_shown_and_refusals_as_sentences(  # 
     assert "0.000002 ETH" in listed and "deadline 20" in listed and market.provider.lower() in listed.lower()
     rows = json.loads(_ok("job", "list", "--address", market.renter, "-o", "json", "--backend", server))
     assert [r["job_id"] for r in rows][:2] == ids[::-1] and {r["renter"] for r in rows} == {market.renter.lower()}
+    assert _scripts_read(rows) == []
     stranger = json.loads(_ok("job", "list", "--address", support.anvil_key(7).address, "-o", "json",
                               "--backend", server))
     assert stranger == []
@@ -103,6 +127,7 @@ def test_jobs_listed_newest_first_challenge_shown_and_refusals_as_sentences(  # 
 
     wait_until(lambda: challenged()["challenges"], 15, "the challenge indexed")
     doc = challenged()
+    assert _scripts_read(doc) == []
     assert doc["job_id"] == ids[0] and doc["challenges"][0]["status"] == "open" and doc["frozen"] is True
     text = _ok("job", "status", str(ids[0]), "--backend", server, *_chain_args(chain))
     assert "OPEN: the provider must reveal 2 items by" in " ".join(text.split()) and "frozen" in text
@@ -118,22 +143,32 @@ def test_leases_listed_expired_and_ended_said_so_and_balance(  # type: ignore[no
     assert code == 1 and "no connection details" in said, said
     lease_id = int(re.search(r"lease (\d+):", said).group(1))
     wait_until(lambda: httpx.get(f"{server}/leases/{lease_id}").status_code == 200, 15, "lease indexed")
-    listed = _ok("lease", "list", "--keystore", str(keystore), "--backend", server)
+    listed = _ok("lease", "list", "--keystore", str(keystore), "--backend", server, "--rpc", chain[0].rpc_url)
     assert re.search(rf"^lease {lease_id}  active  1 GPU\(s\)  paid", listed, re.M), listed
-    rows = json.loads(_ok("lease", "list", "--address", market.renter, "-o", "json", "--backend", server))
+    rows = json.loads(_ok("lease", "list", "--address", market.renter, "-o", "json", "--backend", server,
+                          "--rpc", chain[0].rpc_url))
     assert rows[0]["lease_id"] == lease_id and rows[0]["state"] == "active"  # newest first
 
     session.advance(120)  # past its 36 s: active on-chain, but it ran out
+    # `lease list` judges by the chain's clock, as `lease status` does: the wall clock is behind it.
+    rows = json.loads(_ok("lease", "list", "--address", market.renter, "-o", "json", "--backend", server,
+                          "--rpc", chain[0].rpc_url))
+    assert rows[0]["lease_id"] == lease_id and rows[0]["state"] == "expired", rows[0]
+    assert _scripts_read(rows) == []
+    listed = _ok("lease", "list", "--keystore", str(keystore), "--backend", server, "--rpc", chain[0].rpc_url)
+    assert re.search(rf"^lease {lease_id}  expired", listed, re.M) and "ran out, not settled" in listed, listed
     status = _ok("lease", "status", str(lease_id), "--backend", server, *_chain_args(chain))
     assert f"lease {lease_id}: expired" in status and "active" not in status and "0 s" not in status, status
     assert f"unchained lease stop {lease_id}" in status
     doc = json.loads(_ok("lease", "status", str(lease_id), "-o", "json", "--backend", server, *_chain_args(chain)))
-    assert doc["state"] == "expired" and doc["earned_if_stopped"] == 0 and doc["refund_if_stopped"] == int(doc["paid"])
+    assert doc["state"] == "expired" and doc["earned_if_stopped"] == "0" and doc["refund_if_stopped"] == doc["paid"]
+    assert _scripts_read(doc) == []
     code, said = _run("lease", "ssh", str(lease_id), "--keystore", str(keystore), "--backend", server,
                       *_chain_args(chain))
     assert code == 1 and f"lease {lease_id} ran out at" in said and "host key" not in said, said
 
     before = json.loads(_ok("balance", "--keystore", str(keystore), "-o", "json", *_chain_args(chain)))
+    assert _scripts_read(before) == []
     assert int(before["wallet_wei"]) == session.web3.eth.get_balance(market.renter)
     _ok("lease", "stop", str(lease_id), "--keystore", str(keystore), *_chain_args(chain))
     code, said = _run("lease", "ssh", str(lease_id), "--keystore", str(keystore), "--backend", server,
@@ -156,7 +191,7 @@ def test_lease_start_refuses_a_provider_whose_heartbeats_stopped(  # type: ignor
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "id")], check=True)
     provider = BackendClient.connect(server, support.anvil_key(2))
     assert provider.http.post(f"/providers/{market.provider2}/heartbeat", headers=provider._auth()).status_code == 204
-    wait_until(lambda: httpx.get(f"{server}/providers/{market.provider2.lower()}").json()["available"] is False,
+    wait_until(lambda: httpx.get(f"{server}/providers/{market.provider2.lower()}").json()["agent_silent"] is True,
                10 + STALE_S, "the provider taken as gone")
     leases_before = session.contract("LeaseManager").functions.leaseCount().call()
     code, said = _run("lease", "start", "--provider", market.provider2, "--gpus", "1", "--hours", "1",

@@ -43,6 +43,10 @@ def test_new_then_list_shows_the_full_address_and_path(tmp_path: Path) -> None:
     assert load_keystore(path, password).address == address
     code, out = invoke("account", "list", "--dir", str(keys))
     assert code == 0 and out.strip() == f"{address}  {path}"  # 42 characters, never cut at 80 columns
+    code, out = invoke("account", "list", "--dir", str(keys), "-o", "json")
+    assert code == 0 and json.loads(out) == [{"address": address, "path": str(path)}], out
+    code, out = invoke("account", "list", "--dir", str(tmp_path / "none"), "-o", "json")
+    assert code == 0 and json.loads(out) == [], out
 
 
 def test_import_a_key_file_and_an_existing_keystore(tmp_path: Path) -> None:

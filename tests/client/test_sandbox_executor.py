@@ -6,9 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 
-from client.sandbox import ItemBatch, Limits, run_model
+from client.sandbox import ItemBatch, Limits, SandboxFailed, run_model
 from protocol.jobs import decode_output, encode_output
 from provider_agent.runner import Limits as ProviderLimits
 from provider_agent.runner import run_inference
@@ -46,3 +47,14 @@ def test_outputs_are_keyed_by_item_index(tmp_path: Path) -> None:
                     Limits(2 << 30, 60.0))
     assert sorted(run.outputs) == [10, 11, 20, 21, 22]
     assert [float(decode_output(run.outputs[i])[0]) for i in (10, 11, 20, 21, 22)] == [0, 1, 2, 3, 4]
+
+
+def test_a_bad_input_is_called_an_input(tmp_path: Path) -> None:
+    model = tmp_path / "identity.pt"
+    torch.jit.save(torch.jit.script(torch.nn.Identity()), str(model))
+    junk = tmp_path / "0.in"
+    junk.write_bytes(b"a text file is not an encoded array")
+    with pytest.raises(SandboxFailed) as failed:
+        run_model(model, "torchscript", [ItemBatch(0, (junk,), 1)], Limits(2 << 30, 60.0))
+    assert failed.value.stage == "input" and "output" not in failed.value.message, failed.value.message
+    assert "input item 0 is not an encoded array: input has no header line" in failed.value.message

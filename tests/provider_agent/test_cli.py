@@ -3,6 +3,7 @@ from its Celery queue) and `provider status` reading it into a table."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -75,5 +76,8 @@ def test_provider_run_registers_mines_takes_a_job_and_reports_status(settings_fo
         shown = CliRunner().invoke(provider_app, ["status", "--url", status_url], terminal_width=120)
         assert shown.exit_code == 0, shown.output
         assert "hash rate" in shown.output and "jobs committed" in shown.output and "1 / 0 / 0" in shown.output
+        shown = CliRunner().invoke(provider_app, ["status", "--url", status_url, "-o", "json"])
+        doc = json.loads(shown.output)
+        assert doc["address"] == market.provider and doc["jobs"]["committed"] == 1 and doc["stake_wei"].isdigit(), doc
     finally:
         stop(proc, 20)

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
@@ -18,9 +18,9 @@ from backend.api.schemas import (
 )
 from backend.auth import _aware, utcnow
 from backend.errors import Forbidden, NotFound
-from backend.jobs import below_min_stake
+from backend.jobs import provider_facts
 from backend.matching import Candidate, mining_floor, reputation
-from client.units import eth
+from protocol import availability
 
 router = APIRouter(prefix="/providers", tags=["providers"])
 AddressPath = Annotated[str, Path(pattern=ADDRESS_PATTERN)]
@@ -29,8 +29,9 @@ AddressPath = Annotated[str, Path(pattern=ADDRESS_PATTERN)]
 def to_public(p: m.Provider, stale_after_s: float | None = None, min_stake: int | None = None) -> ProviderPublic:
     stake, profile = p.stake, p.profile
     seen = _aware(profile.last_seen_at) if profile and profile.last_seen_at else None
-    stale = seen is not None and stale_after_s is not None and utcnow() - seen > timedelta(seconds=stale_after_s)
-    why = _why_not(p, stale, seen, min_stake)
+    silent = seen is not None and stale_after_s is not None and utcnow() - seen > timedelta(seconds=stale_after_s)
+    facts = provider_facts(p, stake, min_stake, int(seen.timestamp()) if seen and silent else None)
+    why = availability.why_not(facts)
     rep = reputation(Candidate(p.address, None, 0, False, True, 0, 0, None, frozenset(), False,
                                p.challenges_won, p.challenges_lost))
     return ProviderPublic(
@@ -46,32 +47,10 @@ def to_public(p: m.Provider, stale_after_s: float | None = None, min_stake: int 
         mining_floor_wei_per_hour=mining_floor(p, profile),
         miner=profile.miner if profile else None,
         hashrate=profile.hashrate if profile else None,
-        last_seen_at=seen,
+        last_seen_at=seen, agent_silent=silent,
         stake_slashed=stake.slashed if stake else 0,
-        active=p.active and not below_min_stake(stake, min_stake),
-        available=p.active and not below_min_stake(stake, min_stake) and not stale, why_not=why,
+        active=availability.active(facts), available=not why, why_not=why,
     )
-
-
-def _why_not(p: m.Provider, stale: bool, seen: datetime | None, min_stake: int | None) -> list[str]:
-    """Why a renter cannot count on the provider now, in the words of `unchained provider list`
-    (renter/offers.py), which reads the same from the chain."""
-    why = []
-    if not p.active:
-        why.append("deactivated by its owner")
-    if below_min_stake(p.stake, min_stake):
-        assert min_stake is not None  # below_min_stake is false without it
-        bonded, slashed = (p.stake.bonded, p.stake.slashed) if p.stake else (0, 0)
-        cause = f"slashed {eth(slashed)}: " if slashed else ""
-        why.append(f"{cause}stake {eth(bonded)} below the minimum {eth(min_stake)}")
-    if p.pog_passed is None:
-        why.append("never passed a Proof of GPU round")
-    elif not p.pog_passed:
-        why.append(f"failed its last Proof of GPU (round {p.pog_round_id})")
-    if stale and seen is not None:
-        why.append(f"its agent has not sent a heartbeat since {seen.strftime('%Y-%m-%d %H:%M:%S')} UTC "
-                   "(crashed or stopped)")
-    return why
 
 
 @router.get("", response_model=list[ProviderPublic])
@@ -82,7 +61,8 @@ def list_providers(
     gpu_class: Annotated[str | None, Query(max_length=32)] = None,
     active: bool | None = None,
     available: Annotated[bool | None, Query(description=(
-        "only providers that are active and whose agent sent a heartbeat recently (not crashed)"))] = None,
+        "only providers a renter can count on now (empty why_not): active, verified by a Proof of GPU "
+        "round it was not slashed since, and whose agent is not silent (not crashed)"))] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
     offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
 ) -> list[ProviderPublic]:
