@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import logging
-import sys
 from dataclasses import asdict
-from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 
+from client.cli_output import Output, OutputFormat, print_json
 from client.keystore import PASSWORD_FILE_HELP
 from verifier import VerifierError
 
@@ -135,14 +133,6 @@ def run(
         console.print("stopped")
 
 
-class OutputFormat(str, Enum):
-    text = "text"
-    json = "json"
-
-
-Output = Annotated[OutputFormat, typer.Option("--output", "-o", help=(
-    "text for people, json for scripts: one JSON document on stdout (amounts in wei as strings, times in unix "
-    "seconds)."))]
 Rpc = Annotated[str, _option("RPC_URL", "JSON-RPC URL of the chain.")]
 Deployment = Annotated[Path | None, _option("DEPLOYMENT_FILE", "deployments/<chainId>.json; default: "
                                                                "./deployments/<chainId>.json.")]
@@ -195,7 +185,7 @@ def status(
                "open_challenges": [c.challenge_id for c in standing.open_challenges],
                "owed": [{"contract": p.contract, "what": p.what, "amount": str(p.amount), "symbol": p.symbol}
                         for p in standing.owed.payable], "audits": audits}
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        print_json(doc)
         return
     now = time.time()
     state = ("bonded" if standing.bonded >= standing.min_stake else
