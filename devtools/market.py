@@ -29,7 +29,7 @@ from web3 import Web3
 
 from client.broker import grant
 from client.keystore import PASSWORD_FILE_ENV
-from client.ports import free_port
+from client.ports import free_port, port_free
 from protocol.deployments import Deployment, DeploymentFormatError
 from unchained_cli.chain import ChainError, LocalChain, block_time_from_env, die_with_parent
 from unchained_cli.deploy import DeployParams, Deployer, deploy_all, write_deployment
@@ -206,6 +206,19 @@ def write_keystore(directory: Path, index: int) -> tuple[Path, str]:
 BROKER_DATA = "broker-data"  # redis-server's append-only files, in the market's directory
 
 
+def _kept_port(path: Path) -> int:
+    """The port a persistent broker had before, while it is free (parties hold URLs with it), else a
+    new one, written down for the next start."""
+    try:
+        port = int(path.read_text())
+    except (OSError, ValueError):
+        port = 0
+    if not port or not port_free(port):
+        port = free_port()
+        path.write_text(f"{port}\n")
+    return port
+
+
 @dataclass
 class Broker:
     """The Celery broker of the market: a private redis-server (restartable, so faults can be
@@ -226,7 +239,7 @@ class Broker:
         binary = shutil.which("redis-server")
         if binary is None:
             return cls(f"sqla+sqlite:///{root / 'broker.sqlite'}")
-        port = free_port()
+        port = _kept_port(root / "broker-port") if persistent else free_port()
         users = root / "broker-users.acl"  # the granted users survive a restart (fault tests)
         users.touch()
         kept = ["--appendonly", "yes", "--appendfsync", "always", "--appenddirname", BROKER_DATA] if persistent \

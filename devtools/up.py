@@ -20,18 +20,19 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
 import time
+import tomllib
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.console import Console
 
+from client.ports import port_free
 from unchained_cli.deploy import DAY, DeployParams
 from unchained_cli.errors import BadOption, CliError
 
@@ -62,17 +63,6 @@ def default_data_dir() -> Path:
     return Path.home() / ".unchained" / str(CHAIN_ID)
 
 
-def _port_free(port: int) -> bool:
-    with socket.socket() as sock:
-        # As anvil and uvicorn bind: the connections a stopped `up` leaves in TIME_WAIT do not count.
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 def _toml(value: object) -> str:
     return json.dumps(str(value)) if isinstance(value, Path) else json.dumps(value)
 
@@ -82,11 +72,14 @@ def write_config(path: Path, rpc: str, backend: str, deployment: Path, broker: B
 
     On `up`'s own Redis every party connects as its own ACL user: the provider's and verifier's
     runs get the users granted to development accounts #1 and #2 (the walkthrough's), and the
-    admin URL goes only to `unchained broker grant|revoke`, for parties with other accounts."""
+    admin URL goes only to `unchained broker grant|revoke`, for parties with other accounts. A
+    party's URL from the file's previous version is kept while it still logs in (a new `up` on the
+    directory: the same broker port and users), so running parties' configuration holds."""
+    previous = _read_config(path)
     lines = ["# Written by `unchained up`: export UNCHAINED_CONFIG=" + str(path),
              f"rpc = {_toml(rpc)}", f"backend = {_toml(backend)}", f"deployment = {_toml(deployment)}"]
-    provider_url = broker.url_for("provider", dev_address(PROVIDER_ACCOUNT))
-    verifier_url = broker.url_for("verifier", dev_address(VERIFIER_ACCOUNT))
+    provider_url = _kept_url(previous, "provider run", broker) or broker.url_for("provider", dev_address(PROVIDER_ACCOUNT))
+    verifier_url = _kept_url(previous, "verifier run", broker) or broker.url_for("verifier", dev_address(VERIFIER_ACCOUNT))
     if provider_url == broker.url:  # no users on this broker (SQLite, or a URL given with --broker)
         lines += [f"broker = {_toml(broker.url)}", "", '["verifier run"]']
     else:
@@ -96,6 +89,28 @@ def write_config(path: Path, rpc: str, backend: str, deployment: Path, broker: B
     lines += [f"{key} = {_toml(value)}" for key, value in LOCAL_VERIFIER.items()]
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def _read_config(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError):
+        return {}
+
+
+def _kept_url(previous: dict[str, Any], table: str, broker: Broker) -> str | None:
+    """The party's broker URL of the previous config, if it names this broker and still logs in."""
+    import redis
+
+    url = previous.get(table, {}).get("broker")
+    if not isinstance(url, str) or broker.port is None or f"@127.0.0.1:{broker.port}/" not in url:
+        return None
+    try:
+        with redis.Redis.from_url(url, socket_timeout=5) as client:
+            client.ping()
+    except redis.RedisError:
+        return None
+    return url
 
 
 def dev_address(index: int) -> str:
@@ -157,7 +172,7 @@ def up(
         except (BadBrokerUrl, ValueError) as exc:
             raise BadOption("--broker", str(exc)) from exc
     for flag, value in (("--port", port), ("--backend-port", backend_port)):
-        if not _port_free(value):
+        if not port_free(value):
             raise BadOption(flag, f"port {value} is in use on 127.0.0.1 (another `unchained up` or anvil?): "
                                   f"stop it or pick another port")
     root = (data_dir or default_data_dir()).expanduser()

@@ -222,6 +222,9 @@ def test_a_new_up_on_the_data_dir_goes_on_with_the_same_chain_and_fresh_starts_a
         assert f"the chain kept in {net / 'chain' / 'state.json'} goes on at block " in text, text
         assert "contracts deployed" not in text, "deployed again"
         assert Path(config["deployment"]).read_text() == deployment
+        # The same broker port and party users: the agents' config.toml still holds.
+        assert tomllib.loads((net / "config.toml").read_text()) == config
+        assert redis.Redis.from_url(config["provider run"]["broker"]).ping()
         escrow = json.loads(deployment)["contracts"]["JobEscrow"]["address"]
         assert web3.eth.get_code(escrow), "no contract at the deployment's address"
         assert web3.eth.get_block(before.number).hash == before.hash, "another chain"
