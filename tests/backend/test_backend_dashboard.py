@@ -852,7 +852,7 @@ def test_a_result_is_challenged_from_the_page_and_it_says_why_not_where_it_canno
     assert "error" not in status, status
     challenge_id = manager.functions.activeJobChallenge(job_id).call()
     assert challenge_id != 0 and manager.functions.challenge(challenge_id).call().bond == bond
-    assert escrow.functions.jobState(job_id).call()[2]  # frozen
+    assert read_job_view(escrow, job_id).frozen
     challenge_shown(page, job_id, f"challenge {challenge_id} of this result is open: the provider must answer by")
     page.wait_for_function("document.querySelector('#job-detail h3 .job-state')?.textContent === "
                            "'result delivered, on hold while challenged'", timeout=15_000)
@@ -888,7 +888,7 @@ def test_a_result_is_challenged_from_the_page_and_it_says_why_not_where_it_canno
     page.click("#challenge-job")
     wait_status(page, f"claim the timeout of challenge {timed_out}: transaction")
     assert manager.functions.challenge(timed_out).call().status == 4  # ProviderFaulted
-    assert escrow.functions.jobState(silent).call()[1] == 5  # Refunded
+    assert read_job_view(escrow, silent).status == JobStatus.REFUNDED
     owed = manager.functions.owedTo(wallet.account.address).call()
     assert owed >= bond
     show(page, "balances")
