@@ -71,7 +71,7 @@ def push_models(market: LocalMarket) -> dict[str, str]:
     """The test models in the hub (public): a fast one, and one that computes for seconds."""
     client = renter_client(market, "renter-1")
     models = {name: client.push_model(scripted(module), name, "torchscript", private=False)["content_hash"]
-              for name, module in (("tiny", Tiny()), ("slow", Slow(4_000)))}
+              for name, module in (("tiny", Tiny()), ("slow", Slow(100_000)))}  # seconds a job: the kill must land while it runs
     client.close()
     return models
 
