@@ -10,7 +10,6 @@ from __future__ import annotations
 import errno
 import json
 import logging
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -76,17 +75,6 @@ class MetricsPortInUse(ProviderAgentError):
         self.host, self.port = host, port
 
 
-class _Server(ThreadingHTTPServer):
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A scraper that hung up before its answer was written is no fault of the agent's: one
-        debug line, not socketserver's traceback on the provider's terminal."""
-        error = sys.exc_info()[1]
-        if isinstance(error, ConnectionError):
-            logger.debug("metrics client %s left before its answer: %s", client_address, error)
-            return
-        logger.error("metrics request from %s failed", client_address, exc_info=error)
-
-
 class MetricsServer:
     """Serves /metrics and /status on 127.0.0.1 (or `host`) in a daemon thread. The port is bound
     when the server is made (`provider run` makes it before opening the key, so a taken port is
@@ -124,7 +112,7 @@ class MetricsServer:
         self.status: Callable[[], dict[str, Any]] = dict
         self.switches: Callable[[], list[float]] = list
         try:
-            self.server = _Server((host, port), Handler)
+            self.server = ThreadingHTTPServer((host, port), Handler)
         except OSError as exc:
             if exc.errno == errno.EADDRINUSE:
                 raise MetricsPortInUse(host, port) from None
